@@ -1,0 +1,120 @@
+//! Lookups a strategy needs, built once from a [`GroupInput`]: task → topic,
+//! topic → subscribers, member → current tasks, (task, member) → lag, and
+//! task → learners / standbys. Everything is a flat vector indexed by task or
+//! member so that building the index is linear in the input.
+
+use std::collections::HashMap;
+
+use crate::model::{GroupInput, NO_MEMBER, TaskId};
+
+/// Read-only indexes over one [`GroupInput`].
+#[derive(Clone, Debug)]
+pub struct GroupIndex {
+    /// `topic_offsets[t]` is the first task of topic `t`; the last entry is
+    /// the task count.
+    pub topic_offsets: Vec<u32>,
+    /// Topic index of every task.
+    pub task_topic: Vec<u32>,
+    /// Subscribed member indices of every topic, ascending.
+    pub topic_subscribers: Vec<Vec<u32>>,
+    /// Current active tasks of every member, ascending.
+    pub member_active: Vec<Vec<u32>>,
+    /// Current learner members of every task.
+    task_learners: Vec<Vec<u32>>,
+    /// Current standby members of every task.
+    task_standbys: Vec<Vec<u32>>,
+    /// Reported lags by (task, member).
+    lags: HashMap<(u32, u32), u64>,
+}
+
+impl GroupIndex {
+    pub fn new(input: &GroupInput) -> Self {
+        let topic_offsets = input.topic_offsets();
+        let task_count = *topic_offsets.last().unwrap_or(&0) as usize;
+        let mut task_topic = Vec::with_capacity(task_count);
+        for (t, topic) in input.topics.iter().enumerate() {
+            task_topic.extend(std::iter::repeat_n(t as u32, topic.partitions as usize));
+        }
+        let mut topic_subscribers = vec![Vec::new(); input.topics.len()];
+        for (m, member) in input.members.iter().enumerate() {
+            for &t in &member.topics {
+                if let Some(subs) = topic_subscribers.get_mut(t as usize) {
+                    subs.push(m as u32);
+                }
+            }
+        }
+        let mut member_active = vec![Vec::new(); input.members.len()];
+        for (task, &owner) in input.active_owner.iter().enumerate() {
+            if let Some(tasks) = member_active.get_mut(owner as usize) {
+                tasks.push(task as u32);
+            }
+        }
+        let per_task = |rows: &crate::model::TaskMembers| {
+            let mut by_task = vec![Vec::new(); task_count];
+            for (task, member) in rows.iter() {
+                if let Some(members) = by_task.get_mut(task as usize) {
+                    members.push(member);
+                }
+            }
+            by_task
+        };
+        let lags = input.lags.iter().map(|(t, m, l)| ((t, m), l)).collect();
+        GroupIndex {
+            task_learners: per_task(&input.learners),
+            task_standbys: per_task(&input.standbys),
+            topic_offsets,
+            task_topic,
+            topic_subscribers,
+            member_active,
+            lags,
+        }
+    }
+
+    pub fn task_count(&self) -> usize {
+        self.task_topic.len()
+    }
+
+    /// The tasks of topic `topic`.
+    pub fn topic_tasks(&self, topic: u32) -> std::ops::Range<u32> {
+        self.topic_offsets[topic as usize]..self.topic_offsets[topic as usize + 1]
+    }
+
+    /// (topic, partition) of a task.
+    pub fn task_id(&self, task: u32) -> TaskId {
+        let topic = self.task_topic[task as usize];
+        TaskId {
+            topic,
+            partition: task - self.topic_offsets[topic as usize],
+        }
+    }
+
+    /// Task number of (topic, partition).
+    pub fn task(&self, id: TaskId) -> u32 {
+        self.topic_offsets[id.topic as usize] + id.partition
+    }
+
+    /// The lag `member` reported for `task`, if it has state for it. The
+    /// current active owner counts as fully caught up (lag 0) unless it
+    /// reported otherwise.
+    pub fn lag(&self, input: &GroupInput, task: u32, member: u32) -> Option<u64> {
+        match self.lags.get(&(task, member)) {
+            Some(&lag) => Some(lag),
+            None if input.active_owner.get(task as usize) == Some(&member)
+                && member != NO_MEMBER =>
+            {
+                Some(0)
+            }
+            None => None,
+        }
+    }
+
+    /// Members currently warming `task` as learners.
+    pub fn learners(&self, task: u32) -> &[u32] {
+        &self.task_learners[task as usize]
+    }
+
+    /// Members currently holding `task` as a standby.
+    pub fn standbys(&self, task: u32) -> &[u32] {
+        &self.task_standbys[task as usize]
+    }
+}

@@ -1,0 +1,136 @@
+//! The assignd guest SDK: write an assignor once in Rust, test and benchmark
+//! it natively with `cargo test` / `cargo bench`, build it to a WebAssembly
+//! component and run it in assignd.
+//!
+//! A whole assignor is one `impl` plus one macro line:
+//!
+//! ```
+//! use assignd_guest_sdk::{Assignor, AssignError, Assignment, GroupInput, GroupIndex, Info};
+//!
+//! pub struct FirstSubscriber;
+//!
+//! impl Assignor for FirstSubscriber {
+//!     fn info() -> Info {
+//!         Info::new("first-subscriber", "0.1.0", "every task to its topic's first subscriber")
+//!     }
+//!
+//!     fn assign(input: &GroupInput) -> Result<Assignment, AssignError> {
+//!         let index = GroupIndex::new(input);
+//!         let mut out = input.empty_assignment();
+//!         for (topic, subscribers) in index.topic_subscribers.iter().enumerate() {
+//!             if let Some(&first) = subscribers.first() {
+//!                 for task in index.topic_tasks(topic as u32) {
+//!                     out.active_owner[task as usize] = first;
+//!                 }
+//!             }
+//!         }
+//!         Ok(out)
+//!     }
+//! }
+//!
+//! assignd_guest_sdk::export_assignor!(FirstSubscriber);
+//! ```
+//!
+//! This crate owns the guest side of the WIT world in `wit/assignor.wit` and
+//! the contract checks ([`validate`]) that the host applies to every answer.
+//! It must not depend on anything that does not build for
+//! `wasm32-unknown-unknown`.
+
+pub mod harness;
+pub mod index;
+#[cfg(feature = "json")]
+pub mod json;
+pub mod log;
+pub mod model;
+pub mod testing;
+pub mod validate;
+
+#[cfg(target_arch = "wasm32")]
+pub mod glue;
+
+pub use index::GroupIndex;
+pub use model::{
+    AssignError, Assignment, Capabilities, GroupInput, Info, Member, NO_MEMBER, ParamSpec, TaskId,
+    TaskLags, TaskMembers, Topic,
+};
+
+/// The version of the WIT package this SDK speaks (`assignd:assignor@…`).
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// The WIT world, for tools that need its text (the host embeds it too).
+pub const WIT: &str = include_str!("../wit/assignor.wit");
+
+/// An assignment strategy. Implement it and call [`export_assignor!`].
+pub trait Assignor {
+    /// Name, version, capabilities and params with their defaults.
+    fn info() -> Info;
+
+    /// The target assignment for `input`. Must be a pure function of the
+    /// input: no clock, no randomness, no global state.
+    fn assign(input: &GroupInput) -> Result<Assignment, AssignError>;
+}
+
+impl Info {
+    /// An `Info` with no capabilities and no params; add them with the
+    /// builder methods.
+    pub fn new(name: &str, version: &str, description: &str) -> Self {
+        Info {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            description: description.to_owned(),
+            capabilities: Capabilities::default(),
+            params: Vec::new(),
+        }
+    }
+
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    pub fn with_param(mut self, name: &str, default_value: &str, description: &str) -> Self {
+        self.params.push(ParamSpec::new(name, default_value, description));
+        self
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "plugin",
+        pub_export_macro: true,
+        default_bindings_module: "assignd_guest_sdk::bindings",
+    });
+}
+
+/// Exports an [`Assignor`] as the component's `assignor` interface. On
+/// native targets it expands to nothing, so the same crate can be tested
+/// and benchmarked natively.
+#[macro_export]
+macro_rules! export_assignor {
+    ($assignor:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct AssigndExport;
+
+            impl $crate::bindings::exports::assignd::assignor::assignor::Guest for AssigndExport {
+                fn info() -> $crate::bindings::assignd::assignor::types::AssignorInfo {
+                    $crate::glue::info::<$assignor>()
+                }
+
+                fn assign(
+                    input: $crate::bindings::assignd::assignor::types::GroupInput,
+                ) -> ::core::result::Result<
+                    $crate::bindings::assignd::assignor::types::Assignment,
+                    $crate::bindings::assignd::assignor::types::AssignError,
+                > {
+                    $crate::glue::assign::<$assignor>(input)
+                }
+            }
+
+            $crate::bindings::export!(AssigndExport with_types_in $crate::bindings);
+        };
+    };
+}

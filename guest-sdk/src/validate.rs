@@ -1,0 +1,464 @@
+//! The contract checks, shared by the host and the native harness so both
+//! judge an input and an answer the same way: [`check_input`] for the
+//! structure of a [`GroupInput`], [`check_assignment`] for an assignor's
+//! answer against the input it was given. Messages name topics, partitions
+//! and member ids so that a plugin author can act on them.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use crate::model::{Assignment, GroupInput, NO_MEMBER, TaskMembers};
+
+/// Bounds on everything in a [`GroupInput`] that can grow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputLimits {
+    pub topics_max: usize,
+    pub members_max: usize,
+    pub partitions_per_topic_max: u32,
+    pub tasks_max: usize,
+    /// Rows in each of learners, standbys and lags.
+    pub rows_max: usize,
+    pub name_len_max: usize,
+    pub params_max: usize,
+    pub param_len_max: usize,
+}
+
+impl Default for InputLimits {
+    fn default() -> Self {
+        Self {
+            topics_max: 100_000,
+            members_max: 100_000,
+            partitions_per_topic_max: 1_000_000,
+            tasks_max: 4_000_000,
+            rows_max: 16_000_000,
+            name_len_max: 255,
+            params_max: 64,
+            param_len_max: 1024,
+        }
+    }
+}
+
+/// A structurally invalid input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidInput(pub String);
+
+impl fmt::Display for InvalidInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid input: {}", self.0)
+    }
+}
+
+impl std::error::Error for InvalidInput {}
+
+fn invalid<T>(message: String) -> Result<T, InvalidInput> {
+    Err(InvalidInput(message))
+}
+
+/// Checks the structure of an input: limits, unique ids and names, topic and
+/// member indices in range, columns of equal length, one active owner per
+/// task.
+pub fn check_input(input: &GroupInput, limits: &InputLimits) -> Result<(), InvalidInput> {
+    if input.topics.len() > limits.topics_max {
+        return invalid(format!(
+            "{} topics, more than the limit of {}",
+            input.topics.len(),
+            limits.topics_max
+        ));
+    }
+    if input.members.len() > limits.members_max {
+        return invalid(format!(
+            "{} members, more than the limit of {}",
+            input.members.len(),
+            limits.members_max
+        ));
+    }
+    let mut topic_names = HashSet::with_capacity(input.topics.len());
+    let mut task_count = 0usize;
+    for topic in &input.topics {
+        if topic.name.is_empty() || topic.name.len() > limits.name_len_max {
+            return invalid(format!(
+                "topic name {:?} must be 1 to {} bytes long",
+                topic.name, limits.name_len_max
+            ));
+        }
+        if !topic_names.insert(topic.name.as_str()) {
+            return invalid(format!("topic {:?} appears twice", topic.name));
+        }
+        if topic.partitions > limits.partitions_per_topic_max {
+            return invalid(format!(
+                "topic {:?} has {} partitions, more than the limit of {}",
+                topic.name, topic.partitions, limits.partitions_per_topic_max
+            ));
+        }
+        task_count += topic.partitions as usize;
+    }
+    if task_count > limits.tasks_max {
+        return invalid(format!(
+            "{task_count} tasks in all, more than the limit of {}",
+            limits.tasks_max
+        ));
+    }
+    let mut ids = HashSet::with_capacity(input.members.len());
+    let mut names = HashSet::new();
+    for member in &input.members {
+        if member.id.is_empty() || member.id.len() > limits.name_len_max {
+            return invalid(format!(
+                "member id {:?} must be 1 to {} bytes long",
+                member.id, limits.name_len_max
+            ));
+        }
+        if !ids.insert(member.id.as_str()) {
+            return invalid(format!("member id {:?} appears twice", member.id));
+        }
+        if let Some(name) = &member.name {
+            if name.is_empty() || name.len() > limits.name_len_max {
+                return invalid(format!(
+                    "member {:?}: name {name:?} must be 1 to {} bytes long",
+                    member.id, limits.name_len_max
+                ));
+            }
+            if !names.insert(name.as_str()) {
+                return invalid(format!(
+                    "member name {name:?} is used by two members (the second is {:?})",
+                    member.id
+                ));
+            }
+        }
+        if let Some(rack) = &member.rack
+            && rack.len() > limits.name_len_max
+        {
+            return invalid(format!(
+                "member {:?}: rack name longer than {} bytes",
+                member.id, limits.name_len_max
+            ));
+        }
+        if member.capacity == 0 {
+            return invalid(format!("member {:?}: capacity must be at least 1", member.id));
+        }
+        if member.topics.len() > input.topics.len() {
+            return invalid(format!(
+                "member {:?} subscribes to more topics than the group has",
+                member.id
+            ));
+        }
+        for pair in member.topics.windows(2) {
+            if pair[0] >= pair[1] {
+                return invalid(format!(
+                    "member {:?}: subscribed topic indices must be strictly ascending",
+                    member.id
+                ));
+            }
+        }
+        if let Some(&last) = member.topics.last()
+            && last as usize >= input.topics.len()
+        {
+            return invalid(format!(
+                "member {:?} subscribes to unknown topic index {last}",
+                member.id
+            ));
+        }
+    }
+    if input.active_owner.len() != task_count {
+        return invalid(format!(
+            "active_owner has {} entries but the topics have {task_count} tasks",
+            input.active_owner.len()
+        ));
+    }
+    let member_count = input.members.len();
+    if let Some(task) = input
+        .active_owner
+        .iter()
+        .position(|&m| m != NO_MEMBER && m as usize >= member_count)
+    {
+        return invalid(format!(
+            "active_owner of task {task} is member index {}, but there are {member_count} members",
+            input.active_owner[task]
+        ));
+    }
+    for (role, rows) in [("learners", &input.learners), ("standbys", &input.standbys)] {
+        check_rows(role, rows, task_count, member_count, limits)?;
+    }
+    let lags = &input.lags;
+    if lags.task.len() != lags.member.len() || lags.task.len() != lags.lag.len() {
+        return invalid("lags columns have different lengths".into());
+    }
+    check_rows(
+        "lags",
+        &TaskMembers {
+            task: lags.task.clone(),
+            member: lags.member.clone(),
+        },
+        task_count,
+        member_count,
+        limits,
+    )?;
+    if input.params.len() > limits.params_max {
+        return invalid(format!(
+            "{} params, more than the limit of {}",
+            input.params.len(),
+            limits.params_max
+        ));
+    }
+    for (key, value) in &input.params {
+        if key.is_empty() || key.len() > limits.name_len_max || value.len() > limits.param_len_max {
+            return invalid(format!(
+                "param {key:?}: keys must be 1 to {} bytes and values at most {} bytes",
+                limits.name_len_max, limits.param_len_max
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_rows(
+    role: &str,
+    rows: &TaskMembers,
+    task_count: usize,
+    member_count: usize,
+    limits: &InputLimits,
+) -> Result<(), InvalidInput> {
+    if rows.task.len() != rows.member.len() {
+        return invalid(format!("{role} columns have different lengths"));
+    }
+    if rows.len() > limits.rows_max {
+        return invalid(format!(
+            "{} {role} rows, more than the limit of {}",
+            rows.len(),
+            limits.rows_max
+        ));
+    }
+    for (task, member) in rows.iter() {
+        if task as usize >= task_count {
+            return invalid(format!("{role}: task {task} does not exist"));
+        }
+        if member as usize >= member_count {
+            return invalid(format!("{role}: member index {member} does not exist"));
+        }
+    }
+    Ok(())
+}
+
+/// Why an assignor's answer cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InvalidAssignment {
+    /// `active_owner` does not have one entry per task.
+    WrongTaskCount { expected: usize, got: usize },
+    /// Learner or standby columns of different lengths.
+    ColumnLengthMismatch { role: Role },
+    /// More learner or standby rows than the host accepts.
+    TooManyRows { role: Role, rows: usize, max: usize },
+    /// A member index that is not in the input.
+    UnknownMember { role: Role, member: u32 },
+    /// A task number that is not in the input.
+    UnknownTask { role: Role, task: u32 },
+    /// A task of a subscribed topic with no active owner.
+    Unassigned { topic: String, partition: u32 },
+    /// A task placed on a member that does not subscribe to its topic.
+    NotSubscribed {
+        role: Role,
+        member: String,
+        topic: String,
+        partition: u32,
+    },
+    /// A learner or standby on the member that is active on the same task.
+    OnActiveOwner {
+        role: Role,
+        member: String,
+        topic: String,
+        partition: u32,
+    },
+    /// The same member twice among a task's learners and standbys.
+    Duplicate {
+        role: Role,
+        member: String,
+        topic: String,
+        partition: u32,
+    },
+}
+
+/// Which part of an assignment a problem is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Active,
+    Learner,
+    Standby,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Active => "active",
+            Role::Learner => "learner",
+            Role::Standby => "standby",
+        })
+    }
+}
+
+impl fmt::Display for InvalidAssignment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use InvalidAssignment::*;
+        match self {
+            WrongTaskCount { expected, got } => write!(
+                f,
+                "active owners list has {got} entries, but the input has {expected} tasks \
+                 (one entry per task, u32::MAX for none)"
+            ),
+            ColumnLengthMismatch { role } => {
+                write!(f, "{role} task and member columns have different lengths")
+            }
+            TooManyRows { role, rows, max } => {
+                write!(f, "{rows} {role} rows, more than the limit of {max}")
+            }
+            UnknownMember { role, member } => {
+                write!(f, "{role} placement names member index {member}, which is not in the input")
+            }
+            UnknownTask { role, task } => {
+                write!(f, "{role} placement names task {task}, which is not in the input")
+            }
+            Unassigned { topic, partition } => write!(
+                f,
+                "task {topic}-{partition} has no active owner, but members subscribe to {topic:?}"
+            ),
+            NotSubscribed {
+                role,
+                member,
+                topic,
+                partition,
+            } => write!(
+                f,
+                "task {topic}-{partition} is {role} on member {member:?}, which does not subscribe to {topic:?}"
+            ),
+            OnActiveOwner {
+                role,
+                member,
+                topic,
+                partition,
+            } => write!(
+                f,
+                "task {topic}-{partition} has a {role} on member {member:?}, which is also its active owner"
+            ),
+            Duplicate {
+                role,
+                member,
+                topic,
+                partition,
+            } => write!(
+                f,
+                "task {topic}-{partition} is placed on member {member:?} more than once (again as {role})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for InvalidAssignment {}
+
+/// Checks an answer against the input it answers: every task of a subscribed
+/// topic active exactly once and only on a subscribed member; learners and
+/// standbys only on subscribed members, never on the task's active owner and
+/// never twice; no unknown members or tasks; at most `rows_max` learner and
+/// standby rows each.
+///
+/// `input` must have passed [`check_input`].
+pub fn check_assignment(
+    input: &GroupInput,
+    out: &Assignment,
+    rows_max: usize,
+) -> Result<(), InvalidAssignment> {
+    let offsets = input.topic_offsets();
+    let task_count = *offsets.last().unwrap_or(&0) as usize;
+    if out.active_owner.len() != task_count {
+        return Err(InvalidAssignment::WrongTaskCount {
+            expected: task_count,
+            got: out.active_owner.len(),
+        });
+    }
+    let member_count = input.members.len() as u32;
+    let mut subscribed_topic = vec![false; input.topics.len()];
+    for member in &input.members {
+        for &t in &member.topics {
+            subscribed_topic[t as usize] = true;
+        }
+    }
+    let task_name = |task: u32| {
+        let topic = offsets.partition_point(|&o| o <= task) - 1;
+        (input.topics[topic].name.clone(), task - offsets[topic], topic as u32)
+    };
+    for (t, topic) in input.topics.iter().enumerate() {
+        let range = offsets[t] as usize..offsets[t + 1] as usize;
+        for (partition, &owner) in out.active_owner[range].iter().enumerate() {
+            if owner == NO_MEMBER {
+                if subscribed_topic[t] {
+                    return Err(InvalidAssignment::Unassigned {
+                        topic: topic.name.clone(),
+                        partition: partition as u32,
+                    });
+                }
+                continue;
+            }
+            if owner >= member_count {
+                return Err(InvalidAssignment::UnknownMember {
+                    role: Role::Active,
+                    member: owner,
+                });
+            }
+            let member = &input.members[owner as usize];
+            if !member.subscribes(t as u32) {
+                return Err(InvalidAssignment::NotSubscribed {
+                    role: Role::Active,
+                    member: member.id.clone(),
+                    topic: topic.name.clone(),
+                    partition: partition as u32,
+                });
+            }
+        }
+    }
+    let mut placed: HashSet<(u32, u32)> =
+        HashSet::with_capacity(out.learners.len() + out.standbys.len());
+    for (role, rows) in [(Role::Learner, &out.learners), (Role::Standby, &out.standbys)] {
+        if rows.task.len() != rows.member.len() {
+            return Err(InvalidAssignment::ColumnLengthMismatch { role });
+        }
+        if rows.len() > rows_max {
+            return Err(InvalidAssignment::TooManyRows {
+                role,
+                rows: rows.len(),
+                max: rows_max,
+            });
+        }
+        for (task, member) in rows.iter() {
+            if task as usize >= task_count {
+                return Err(InvalidAssignment::UnknownTask { role, task });
+            }
+            if member >= member_count {
+                return Err(InvalidAssignment::UnknownMember { role, member });
+            }
+            let (topic, partition, topic_index) = task_name(task);
+            let member_id = || input.members[member as usize].id.clone();
+            if !input.members[member as usize].subscribes(topic_index) {
+                return Err(InvalidAssignment::NotSubscribed {
+                    role,
+                    member: member_id(),
+                    topic,
+                    partition,
+                });
+            }
+            if out.active_owner[task as usize] == member {
+                return Err(InvalidAssignment::OnActiveOwner {
+                    role,
+                    member: member_id(),
+                    topic,
+                    partition,
+                });
+            }
+            if !placed.insert((task, member)) {
+                return Err(InvalidAssignment::Duplicate {
+                    role,
+                    member: member_id(),
+                    topic,
+                    partition,
+                });
+            }
+        }
+    }
+    Ok(())
+}

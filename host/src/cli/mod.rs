@@ -1,0 +1,83 @@
+//! The `assignd` command line: argument parsing, logging set-up, and the
+//! one place where errors become an `error: …` line and an exit code.
+
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// assignd: a group coordinator with WebAssembly assignor plugins.
+#[derive(Debug, Parser)]
+#[command(name = "assignd", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run an assignor offline on a GroupInput JSON file and print the
+    /// Assignment JSON (the offline contract of DESIGN.md).
+    Run(run::RunArgs),
+    /// Print what an assignor says about itself (name, version,
+    /// capabilities, params and their defaults) as JSON.
+    Info(run::InfoArgs),
+}
+
+/// Exit code of a run that failed on bad input or an unusable module.
+pub const EXIT_BAD_INPUT: u8 = 1;
+/// Exit code of a run whose guest failed (trap, limit, refusal, invalid answer).
+pub const EXIT_GUEST_FAILED: u8 = 3;
+
+/// Where compiled components are cached by default:
+/// `$XDG_CACHE_HOME/assignd` or `~/.cache/assignd`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .map(|base| base.join("assignd"))
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Info(args) => run::info(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {}", failure.message);
+            ExitCode::from(failure.exit_code)
+        }
+    }
+}
+
+/// A failed command: one line for the user and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub exit_code: u8,
+}
+
+impl From<crate::plugins::PluginError> for Failure {
+    fn from(error: crate::plugins::PluginError) -> Self {
+        Failure {
+            exit_code: if error.is_guest_failure() {
+                EXIT_GUEST_FAILED
+            } else {
+                EXIT_BAD_INPUT
+            },
+            message: error.to_string(),
+        }
+    }
+}

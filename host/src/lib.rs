@@ -1,0 +1,12 @@
+//! assignd: a group coordinator whose assignment strategies are sandboxed
+//! WebAssembly components.
+//!
+//! - [`plugins`]: the wasm runtime (compile, cache, sandboxed calls,
+//!   validation of answers) and the built-in assignors.
+//! - [`cli`]: the `assignd` command line.
+//!
+//! The membership protocol, record log and HTTP API arrive with the
+//! coordinator and durability issues; see docs/architecture.md.
+
+pub mod cli;
+pub mod plugins;

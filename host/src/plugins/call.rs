@@ -1,0 +1,363 @@
+//! One sandboxed call: a fresh `Store` and instance per call (a trapped
+//! instance is never reused), fuel and an epoch deadline set from the
+//! limits, a resource limiter on memory, guest log lines collected under a
+//! cap, traps mapped to [`PluginError`], and the answer validated against
+//! its input before anyone sees it.
+
+use std::time::Instant;
+
+use assignd_guest_sdk::log::PANIC_PREFIX;
+use assignd_guest_sdk::validate::{InputLimits, InvalidAssignment, check_assignment, check_input};
+use assignd_guest_sdk::{
+    AssignError, Assignment, Capabilities, GroupInput, Info, ParamSpec, TaskMembers,
+};
+use wasmtime::{ResourceLimiter, Store, Trap};
+
+use super::bindings::PluginPre;
+use super::bindings::assignd::assignor::log::{Host as LogHost, Level};
+use super::bindings::assignd::assignor::types as wit;
+use super::engine::{LoadedModule, PluginEngine};
+use super::error::PluginError;
+use super::limits::{EPOCH_TICK_MS, Limits};
+
+/// One line a guest logged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestLogLine {
+    pub level: &'static str,
+    pub message: String,
+}
+
+/// What one call cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CallStats {
+    /// Creating the store and instantiating from the pre-linked component.
+    pub instantiate_ms: f64,
+    /// The call itself, including copying the input in and the answer out.
+    pub call_ms: f64,
+    /// Checking the answer against the input.
+    pub validate_ms: f64,
+    /// Fuel the guest burned.
+    pub fuel: u64,
+}
+
+/// A successful call: a valid assignment and what it cost.
+#[derive(Clone, Debug)]
+pub struct CallOutcome {
+    pub assignment: Assignment,
+    pub stats: CallStats,
+    pub logs: Vec<GuestLogLine>,
+    /// Lines beyond the per-call cap, counted but not kept.
+    pub logs_dropped: u64,
+}
+
+/// Per-store state: the memory cap and what the guest logged.
+pub(super) struct GuestState {
+    memory_max_bytes: u64,
+    memory_denied_bytes: Option<u64>,
+    logs: Vec<GuestLogLine>,
+    logs_dropped: u64,
+    log_lines_max: usize,
+    log_line_len_max: usize,
+    panic_message: Option<String>,
+}
+
+impl GuestState {
+    fn new(limits: &Limits) -> Self {
+        GuestState {
+            memory_max_bytes: limits.memory_max_bytes,
+            memory_denied_bytes: None,
+            logs: Vec::new(),
+            logs_dropped: 0,
+            log_lines_max: limits.log_lines_max,
+            log_line_len_max: limits.log_line_len_max,
+            panic_message: None,
+        }
+    }
+}
+
+/// Tables beyond this many elements are refused (a guest's function
+/// tables are small; this only stops a table bomb).
+const TABLE_ELEMENTS_MAX: usize = 1 << 20;
+
+impl ResourceLimiter for GuestState {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired as u64 > self.memory_max_bytes {
+            // Stop the guest right here, rather than let its allocator abort
+            // with an anonymous `unreachable`: the error can then name the
+            // size it asked for.
+            self.memory_denied_bytes = Some(desired as u64);
+            return Err(wasmtime::Error::msg("memory limit reached"));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= TABLE_ELEMENTS_MAX)
+    }
+}
+
+fn level_name(level: Level) -> &'static str {
+    match level {
+        Level::Trace => "trace",
+        Level::Debug => "debug",
+        Level::Info => "info",
+        Level::Warn => "warn",
+        Level::Error => "error",
+    }
+}
+
+fn truncate(mut message: String, len_max: usize) -> String {
+    if message.len() > len_max {
+        let mut cut = len_max;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push('…');
+    }
+    message
+}
+
+/// The types interface has no functions; the linker still wants it.
+impl wit::Host for GuestState {}
+
+impl LogHost for GuestState {
+    fn log(&mut self, level: Level, message: String) {
+        if matches!(level, Level::Error)
+            && let Some(panic) = message.strip_prefix(PANIC_PREFIX)
+        {
+            self.panic_message = Some(truncate(panic.to_owned(), self.log_line_len_max));
+        }
+        if self.logs.len() >= self.log_lines_max {
+            self.logs_dropped += 1;
+            return;
+        }
+        self.logs.push(GuestLogLine {
+            level: level_name(level),
+            message: truncate(message, self.log_line_len_max),
+        });
+    }
+}
+
+fn new_store(engine: &PluginEngine, limits: &Limits, fuel: u64) -> Store<GuestState> {
+    let mut store = Store::new(&engine.engine, GuestState::new(limits));
+    store.limiter(|state| state);
+    store
+        .set_fuel(fuel)
+        .expect("fuel metering is enabled on the engine");
+    // One tick more than the limit: the current tick may be about to end.
+    store.set_epoch_deadline(limits.time_limit_ms.div_ceil(EPOCH_TICK_MS) + 1);
+    store.epoch_deadline_trap();
+    store
+}
+
+/// Maps a wasmtime error from instantiating or calling a guest to the
+/// failure it stands for.
+fn classify(error: wasmtime::Error, store: &Store<GuestState>, limits: &Limits, fuel: u64) -> PluginError {
+    let state = store.data();
+    if let Some(requested_bytes) = state.memory_denied_bytes {
+        return PluginError::MemoryLimit {
+            requested_bytes,
+            limit_bytes: limits.memory_max_bytes,
+        };
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => PluginError::OutOfFuel { fuel },
+        Some(Trap::Interrupt) => PluginError::Timeout {
+            limit_ms: limits.time_limit_ms,
+        },
+        Some(Trap::StackOverflow) => PluginError::StackOverflow,
+        Some(Trap::UnreachableCodeReached) if state.panic_message.is_some() => {
+            PluginError::Panicked {
+                message: state.panic_message.clone().unwrap_or_default(),
+            }
+        }
+        _ => PluginError::Trapped {
+            message: format!("{error:#}"),
+        },
+    }
+}
+
+fn emit_logs(module: &str, logs: &[GuestLogLine], dropped: u64) {
+    for line in logs {
+        match line.level {
+            "error" => tracing::error!(target: "assignd::guest", module, "{}", line.message),
+            "warn" => tracing::warn!(target: "assignd::guest", module, "{}", line.message),
+            "info" => tracing::info!(target: "assignd::guest", module, "{}", line.message),
+            "debug" => tracing::debug!(target: "assignd::guest", module, "{}", line.message),
+            _ => tracing::trace!(target: "assignd::guest", module, "{}", line.message),
+        }
+    }
+    if dropped > 0 {
+        tracing::warn!(target: "assignd::guest", module, dropped, "guest log lines dropped over the per-call limit");
+    }
+}
+
+/// Calls `info()` on a fresh instance.
+pub(super) fn call_info(
+    engine: &PluginEngine,
+    pre: &PluginPre<GuestState>,
+    limits: &Limits,
+) -> Result<Info, PluginError> {
+    let fuel = limits.fuel_base;
+    let mut store = new_store(engine, limits, fuel);
+    let plugin = match pre.instantiate(&mut store) {
+        Ok(plugin) => plugin,
+        Err(e) => return Err(PluginError::Instantiate(format!("{:#}", classify(e, &store, limits, fuel)))),
+    };
+    let info = plugin
+        .assignd_assignor_assignor()
+        .call_info(&mut store)
+        .map_err(|e| classify(e, &store, limits, fuel))?;
+    let len_max = limits.log_line_len_max;
+    Ok(Info {
+        name: truncate(info.name, len_max),
+        version: truncate(info.version, len_max),
+        description: truncate(info.description, len_max),
+        capabilities: Capabilities {
+            learners: info.capabilities.learners,
+            standbys: info.capabilities.standbys,
+            racks: info.capabilities.racks,
+        },
+        params: info
+            .params
+            .into_iter()
+            .map(|p| ParamSpec {
+                name: truncate(p.name, len_max),
+                default_value: truncate(p.default_value, len_max),
+                description: truncate(p.description, len_max),
+            })
+            .collect(),
+    })
+}
+
+fn to_wit(input: &GroupInput) -> wit::GroupInput {
+    let rows = |rows: &TaskMembers| wit::TaskMembers {
+        task: rows.task.clone(),
+        member: rows.member.clone(),
+    };
+    wit::GroupInput {
+        topics: input
+            .topics
+            .iter()
+            .map(|t| wit::Topic {
+                name: t.name.clone(),
+                partitions: t.partitions,
+            })
+            .collect(),
+        members: input
+            .members
+            .iter()
+            .map(|m| wit::Member {
+                id: m.id.clone(),
+                name: m.name.clone(),
+                rack: m.rack.clone(),
+                capacity: m.capacity,
+                topics: m.topics.clone(),
+            })
+            .collect(),
+        active_owner: input.active_owner.clone(),
+        learners: rows(&input.learners),
+        standbys: rows(&input.standbys),
+        lags: wit::TaskLags {
+            task: input.lags.task.clone(),
+            member: input.lags.member.clone(),
+            lag: input.lags.lag.clone(),
+        },
+        params: input
+            .params
+            .iter()
+            .map(|(key, value)| wit::Param {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn refused(error: wit::AssignError, len_max: usize) -> PluginError {
+    PluginError::Refused(match error {
+        wit::AssignError::InvalidParam(m) => AssignError::InvalidParam(truncate(m, len_max)),
+        wit::AssignError::UnsupportedInput(m) => AssignError::UnsupportedInput(truncate(m, len_max)),
+        wit::AssignError::Failed(m) => AssignError::Failed(truncate(m, len_max)),
+    })
+}
+
+impl PluginEngine {
+    /// Runs `module` on `input` in a fresh sandbox and returns its answer
+    /// once validated. The input is checked first; an invalid input never
+    /// reaches the guest.
+    pub fn assign(
+        &self,
+        module: &LoadedModule,
+        input: &GroupInput,
+        limits: &Limits,
+    ) -> Result<CallOutcome, PluginError> {
+        check_input(input, &InputLimits::default()).map_err(PluginError::InvalidInput)?;
+        let fuel = limits.fuel_for(input.task_count(), input.members.len());
+        let started = Instant::now();
+        let mut store = new_store(self, limits, fuel);
+        let plugin = match module.pre.instantiate(&mut store) {
+            Ok(plugin) => plugin,
+            Err(e) => {
+                return Err(PluginError::Instantiate(format!(
+                    "{}",
+                    classify(e, &store, limits, fuel)
+                )));
+            }
+        };
+        let instantiated = Instant::now();
+        let wit_input = to_wit(input);
+        let answer = plugin
+            .assignd_assignor_assignor()
+            .call_assign(&mut store, &wit_input);
+        let called = Instant::now();
+        let fuel_used = fuel - store.get_fuel().unwrap_or(0);
+        let logs_dropped = store.data().logs_dropped;
+        let logs = std::mem::take(&mut store.data_mut().logs);
+        emit_logs(&module.info.name, &logs, logs_dropped);
+        let answer = match answer {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(error)) => return Err(refused(error, limits.log_line_len_max)),
+            Err(e) => return Err(classify(e, &store, limits, fuel)),
+        };
+        let assignment = Assignment {
+            active_owner: answer.active_owner,
+            learners: TaskMembers {
+                task: answer.learners.task,
+                member: answer.learners.member,
+            },
+            standbys: TaskMembers {
+                task: answer.standbys.task,
+                member: answer.standbys.member,
+            },
+        };
+        check_assignment(input, &assignment, limits.output_rows_max).map_err(|e| match e {
+            InvalidAssignment::TooManyRows { .. } => PluginError::OutputTooLarge(e.to_string()),
+            other => PluginError::InvalidAssignment(other),
+        })?;
+        let validated = Instant::now();
+        let ms = |from: Instant, to: Instant| (to - from).as_secs_f64() * 1e3;
+        Ok(CallOutcome {
+            assignment,
+            stats: CallStats {
+                instantiate_ms: ms(started, instantiated),
+                call_ms: ms(instantiated, called),
+                validate_ms: ms(called, validated),
+                fuel: fuel_used,
+            },
+            logs,
+            logs_dropped,
+        })
+    }
+}

@@ -1,0 +1,262 @@
+//! The wasmtime engine and the cache of compiled assignors. A component is
+//! checked (wasm header, imports, exports, `info()` answers) and compiled
+//! once; the result is kept by the sha256 of its bytes in memory and, with a
+//! cache directory, on disk as a precompiled artifact so the next process
+//! loads it in well under a millisecond instead of recompiling.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use assignd_guest_sdk::Info;
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, OptLevel};
+
+use super::bindings::{Plugin, PluginPre};
+use super::builtin::{BUILTIN_NAMES, builtin_component};
+use super::call::GuestState;
+use super::error::PluginError;
+use super::limits::{EPOCH_TICK_MS, EngineConfig, Limits, WASM_STACK_MAX_BYTES};
+use super::{WIT_ASSIGNOR_INTERFACE, WIT_LOG_INTERFACE, WIT_TYPES_INTERFACE};
+
+/// The sha256 of a component's bytes, lowercase hex.
+pub type ModuleId = String;
+
+/// A checked, compiled assignor, ready to instantiate.
+pub struct LoadedModule {
+    pub id: ModuleId,
+    /// What the component's `info()` answered when it was loaded.
+    pub info: Info,
+    /// Time spent compiling (or loading the precompiled artifact) when this
+    /// module was first loaded in this process.
+    pub compile_ms: f64,
+    /// Whether the compiled artifact came from the on-disk cache.
+    pub from_disk_cache: bool,
+    pub(super) pre: PluginPre<GuestState>,
+}
+
+impl std::fmt::Debug for LoadedModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedModule")
+            .field("id", &self.id)
+            .field("name", &self.info.name)
+            .field("version", &self.info.version)
+            .finish()
+    }
+}
+
+/// The engine every plugin runs in, and its module cache.
+pub struct PluginEngine {
+    pub(super) engine: Engine,
+    linker: Linker<GuestState>,
+    modules: Mutex<HashMap<ModuleId, Arc<LoadedModule>>>,
+    cache_dir: Option<PathBuf>,
+}
+
+impl PluginEngine {
+    /// An engine with fuel metering and epoch interruption on, and a
+    /// background thread that advances the epoch every
+    /// [`EPOCH_TICK_MS`] (it stops when the engine is dropped).
+    pub fn new(config: EngineConfig) -> anyhow::Result<Self> {
+        let mut wasm_config = Config::new();
+        wasm_config
+            .wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(WASM_STACK_MAX_BYTES)
+            .cranelift_opt_level(OptLevel::Speed);
+        let engine = Engine::new(&wasm_config)?;
+        let mut linker = Linker::new(&engine);
+        Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        start_epoch_ticker(&engine);
+        if let Some(dir) = &config.cache_dir {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                anyhow::anyhow!("cannot create cache directory {}: {e}", dir.display())
+            })?;
+        }
+        Ok(PluginEngine {
+            engine,
+            linker,
+            modules: Mutex::new(HashMap::new()),
+            cache_dir: config.cache_dir,
+        })
+    }
+
+    /// Loads a built-in assignor by name.
+    pub fn load_builtin(&self, name: &str) -> Result<Arc<LoadedModule>, PluginError> {
+        let bytes = builtin_component(name).ok_or_else(|| PluginError::UnknownBuiltin {
+            name: name.to_owned(),
+            builtins: BUILTIN_NAMES.join(", "),
+        })?;
+        self.load(bytes)
+    }
+
+    /// Loads a component from a file.
+    pub fn load_file(&self, path: &Path) -> Result<Arc<LoadedModule>, PluginError> {
+        let bytes = std::fs::read(path).map_err(|e| PluginError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        self.load(&bytes)
+    }
+
+    /// Checks and compiles component bytes, or returns the cached module
+    /// with the same sha256.
+    pub fn load(&self, bytes: &[u8]) -> Result<Arc<LoadedModule>, PluginError> {
+        check_header(bytes)?;
+        let id = hex(&Sha256::digest(bytes));
+        if let Some(module) = self.modules.lock().expect("module cache poisoned").get(&id) {
+            return Ok(module.clone());
+        }
+        let started = Instant::now();
+        let (component, from_disk_cache) = self.compile(&id, bytes)?;
+        let compile_ms = started.elapsed().as_secs_f64() * 1e3;
+        check_world(&self.engine, &component)?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| PluginError::WrongShape(format!("{e:#}")))?;
+        let pre = PluginPre::new(instance_pre).map_err(|e| PluginError::WrongShape(format!("{e:#}")))?;
+        let info = super::call::call_info(self, &pre, &Limits::default())?;
+        let module = Arc::new(LoadedModule {
+            id: id.clone(),
+            info,
+            compile_ms,
+            from_disk_cache,
+            pre,
+        });
+        self.modules
+            .lock()
+            .expect("module cache poisoned")
+            .insert(id, module.clone());
+        Ok(module)
+    }
+
+    /// Compiles, or loads the precompiled artifact from the disk cache.
+    fn compile(&self, id: &str, bytes: &[u8]) -> Result<(Component, bool), PluginError> {
+        let cached = self.cache_dir.as_ref().map(|dir| {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            self.engine.precompile_compatibility_hash().hash(&mut hasher);
+            dir.join(format!("{id}-{:016x}.cwasm", hasher.finish()))
+        });
+        if let Some(path) = &cached
+            && path.exists()
+        {
+            // SAFETY: the file was written by `precompile_component` of an
+            // engine with the same compatibility hash (it is in the file
+            // name), into a cache directory this host owns. A corrupt or
+            // foreign file is refused by wasmtime's header checks and we
+            // fall back to compiling.
+            match unsafe { Component::deserialize_file(&self.engine, path) } {
+                Ok(component) => return Ok((component, true)),
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "ignoring unusable cached artifact"),
+            }
+        }
+        let component =
+            Component::new(&self.engine, bytes).map_err(|e| PluginError::Compile(format!("{e:#}")))?;
+        if let Some(path) = &cached {
+            // The cache is an optimisation: failing to write it is logged,
+            // never fatal.
+            let written = component
+                .serialize()
+                .map_err(anyhow::Error::from)
+                .and_then(|artifact| write_atomically(path, &artifact));
+            if let Err(e) = written {
+                tracing::warn!(path = %path.display(), error = %e, "cannot write compiled artifact to cache");
+            }
+        }
+        Ok((component, false))
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("assignd-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(Duration::from_millis(EPOCH_TICK_MS));
+            }
+        })
+        .expect("cannot start the epoch ticker thread");
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Tells apart non-wasm bytes, core modules and components by their header.
+fn check_header(bytes: &[u8]) -> Result<(), PluginError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        let prefix: String = bytes
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        return Err(PluginError::NotWasm {
+            prefix: if prefix.is_empty() { "nothing (empty input)".into() } else { prefix },
+        });
+    }
+    let version: [u8; 4] = bytes[4..8].try_into().expect("slice of four bytes");
+    match version {
+        [0x01, 0x00, 0x00, 0x00] => Err(PluginError::CoreModule),
+        // Component binaries carry version 0x0d and layer 1.
+        [0x0d, 0x00, 0x01, 0x00] => Ok(()),
+        other => Err(PluginError::UnsupportedVersion { version: other }),
+    }
+}
+
+/// Refuses components that import anything but our log interface or that
+/// do not export our assignor interface, naming the offending item.
+fn check_world(engine: &Engine, component: &Component) -> Result<(), PluginError> {
+    let ty = component.component_type();
+    for (name, _) in ty.imports(engine) {
+        if name != WIT_LOG_INTERFACE && name != WIT_TYPES_INTERFACE {
+            return Err(PluginError::ForeignImport { name: name.to_owned() });
+        }
+    }
+    let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
+    if !exports.contains(&WIT_ASSIGNOR_INTERFACE) {
+        return Err(PluginError::WrongWorld {
+            exports: if exports.is_empty() {
+                "nothing".into()
+            } else {
+                exports.join(", ")
+            },
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_tells_apart_text_core_modules_and_components() {
+        assert!(matches!(check_header(b"hello world"), Err(PluginError::NotWasm { .. })));
+        assert!(matches!(check_header(b""), Err(PluginError::NotWasm { .. })));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0"),
+            Err(PluginError::CoreModule)
+        ));
+        assert!(matches!(
+            check_header(b"\0asm\x0e\0\x01\0"),
+            Err(PluginError::UnsupportedVersion { .. })
+        ));
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+}

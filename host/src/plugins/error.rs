@@ -1,0 +1,145 @@
+//! Every way loading or calling a plugin can fail, one variant per kind, each
+//! with a message a plugin author can act on. The HTTP layer (later) and the
+//! CLI map these in one place each; nothing here panics on a guest's account.
+
+use assignd_guest_sdk::AssignError;
+use assignd_guest_sdk::validate::{InvalidAssignment, InvalidInput};
+
+use super::WIT_ASSIGNOR_INTERFACE;
+
+/// A plugin failure.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The bytes are not WebAssembly at all.
+    #[error("not a WebAssembly component: the bytes do not start with the wasm magic \\0asm (they start with {prefix})")]
+    NotWasm { prefix: String },
+
+    /// A core module, not a component.
+    #[error(
+        "this is a core WebAssembly module, not a component: build the assignor with the assignd guest SDK \
+         for wasm32-unknown-unknown and turn the module into a component (`assignd-guest-build`, or \
+         `wasm-tools component new`)"
+    )]
+    CoreModule,
+
+    /// A wasm binary of a version or layer this host does not read.
+    #[error("unsupported WebAssembly binary version/layer {version:02x?}; expected a component (0d 00 01 00)")]
+    UnsupportedVersion { version: [u8; 4] },
+
+    /// Wasmtime could not compile the component.
+    #[error("the component does not compile: {0}")]
+    Compile(String),
+
+    /// The component imports something besides our log interface.
+    #[error(
+        "the component imports `{name}`, but an assignor may import only `assignd:assignor/log@{}` \
+         (no WASI, clock or randomness: build for wasm32-unknown-unknown, not wasm32-wasip2)",
+        assignd_guest_sdk::WIT_VERSION
+    )]
+    ForeignImport { name: String },
+
+    /// The component does not export the assignor interface of our version.
+    #[error("the component does not export `{WIT_ASSIGNOR_INTERFACE}` (it exports: {exports}); is it an assignor built with this version of the guest SDK?")]
+    WrongWorld { exports: String },
+
+    /// The export exists but its functions have other types.
+    #[error("the component's `{WIT_ASSIGNOR_INTERFACE}` export has the wrong shape: {0}")]
+    WrongShape(String),
+
+    /// Instantiation failed (a start function trapped, a limit was hit).
+    #[error("the component could not be instantiated: {0}")]
+    Instantiate(String),
+
+    /// The guest used up its fuel (an endless or too expensive computation).
+    #[error("the assignor ran out of fuel after {fuel} units (endless loop, or a strategy too costly for this input; the limit is the binding's fuel_max)")]
+    OutOfFuel { fuel: u64 },
+
+    /// The guest ran past its wall-time limit.
+    #[error("the assignor ran longer than its time limit of {limit_ms} ms")]
+    Timeout { limit_ms: u64 },
+
+    /// The guest tried to grow its memory past the cap.
+    #[error("the assignor tried to grow its memory to {requested_bytes} bytes, past its limit of {limit_bytes} bytes")]
+    MemoryLimit { requested_bytes: u64, limit_bytes: u64 },
+
+    /// The guest overflowed its stack (deep recursion).
+    #[error("the assignor overflowed its stack (too deep a recursion?)")]
+    StackOverflow,
+
+    /// The guest panicked; the SDK forwarded the message before the trap.
+    #[error("the assignor panicked: {message}")]
+    Panicked { message: String },
+
+    /// Any other trap.
+    #[error("the assignor trapped: {message}")]
+    Trapped { message: String },
+
+    /// The guest answered with an error of its own.
+    #[error("the assignor refused: {0}")]
+    Refused(AssignError),
+
+    /// The answer is too large to accept.
+    #[error("the assignor's answer is too large: {0}")]
+    OutputTooLarge(String),
+
+    /// The answer breaks the contract.
+    #[error("the assignor answered an invalid assignment: {0}")]
+    InvalidAssignment(InvalidAssignment),
+
+    /// The input breaks the contract; the guest was not called.
+    #[error("{0}")]
+    InvalidInput(InvalidInput),
+
+    /// No built-in assignor of that name.
+    #[error("no built-in assignor named {name:?} (built-ins: {builtins})")]
+    UnknownBuiltin { name: String, builtins: String },
+
+    /// Reading a module file failed.
+    #[error("cannot read module {path}: {message}")]
+    Read { path: String, message: String },
+}
+
+impl PluginError {
+    /// Whether the failure is the guest's fault at call time (as opposed to
+    /// a module that could not be loaded or input that was refused).
+    pub fn is_guest_failure(&self) -> bool {
+        matches!(
+            self,
+            PluginError::OutOfFuel { .. }
+                | PluginError::Timeout { .. }
+                | PluginError::MemoryLimit { .. }
+                | PluginError::StackOverflow
+                | PluginError::Panicked { .. }
+                | PluginError::Trapped { .. }
+                | PluginError::Refused(_)
+                | PluginError::OutputTooLarge(_)
+                | PluginError::InvalidAssignment(_)
+        )
+    }
+
+    /// A short stable code for metrics and API errors.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PluginError::NotWasm { .. } => "not_wasm",
+            PluginError::CoreModule => "core_module",
+            PluginError::UnsupportedVersion { .. } => "unsupported_wasm_version",
+            PluginError::Compile(_) => "compile_failed",
+            PluginError::ForeignImport { .. } => "foreign_import",
+            PluginError::WrongWorld { .. } => "wrong_world",
+            PluginError::WrongShape(_) => "wrong_world",
+            PluginError::Instantiate(_) => "instantiate_failed",
+            PluginError::OutOfFuel { .. } => "out_of_fuel",
+            PluginError::Timeout { .. } => "timeout",
+            PluginError::MemoryLimit { .. } => "memory_limit",
+            PluginError::StackOverflow => "stack_overflow",
+            PluginError::Panicked { .. } => "panicked",
+            PluginError::Trapped { .. } => "trapped",
+            PluginError::Refused(_) => "refused",
+            PluginError::OutputTooLarge(_) => "output_too_large",
+            PluginError::InvalidAssignment(_) => "invalid_assignment",
+            PluginError::InvalidInput(_) => "invalid_input",
+            PluginError::UnknownBuiltin { .. } => "unknown_assignor",
+            PluginError::Read { .. } => "read_failed",
+        }
+    }
+}

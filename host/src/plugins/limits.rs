@@ -1,0 +1,63 @@
+//! Limits on one assignor call and on the engine. Every limit carries its
+//! unit last in its name; defaults are sized for the largest inputs the
+//! contract allows on a 2-core machine.
+
+/// Per-call limits. A group binding may lower them; host-wide ceilings cap
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel for a call on an empty input; the budget grows with the input
+    /// because a full assignment costs fuel per task (about 1,800 units per
+    /// task for a sticky assignment of 100,000 tasks).
+    pub fuel_base: u64,
+    /// Additional fuel per task and per member of the input.
+    pub fuel_per_item: u64,
+    /// Wall-clock limit of one call, enforced by epoch interruption.
+    pub time_limit_ms: u64,
+    /// Largest linear memory a guest may grow to.
+    pub memory_max_bytes: u64,
+    /// Largest number of learner rows, and of standby rows, in an answer.
+    pub output_rows_max: usize,
+    /// Log lines kept per call; the rest are counted and dropped.
+    pub log_lines_max: usize,
+    /// Longest log line kept, in bytes; longer lines are cut.
+    pub log_line_len_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            fuel_base: 1_000_000_000,
+            fuel_per_item: 20_000,
+            time_limit_ms: 10_000,
+            memory_max_bytes: 512 << 20,
+            output_rows_max: 16_000_000,
+            log_lines_max: 100,
+            log_line_len_max: 4096,
+        }
+    }
+}
+
+impl Limits {
+    /// The fuel budget of a call on an input with `tasks` tasks and
+    /// `members` members.
+    pub fn fuel_for(&self, tasks: usize, members: usize) -> u64 {
+        self.fuel_base
+            .saturating_add(self.fuel_per_item.saturating_mul((tasks + members) as u64))
+    }
+}
+
+/// Engine-wide settings.
+#[derive(Clone, Debug, Default)]
+pub struct EngineConfig {
+    /// Where compiled components are cached across processes; none keeps
+    /// the cache in memory only.
+    pub cache_dir: Option<std::path::PathBuf>,
+}
+
+/// How often the epoch ticker advances: the resolution of the wall-time
+/// limit.
+pub const EPOCH_TICK_MS: u64 = 5;
+
+/// Largest wasm stack a guest may use.
+pub const WASM_STACK_MAX_BYTES: usize = 1 << 20;

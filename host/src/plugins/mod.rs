@@ -1,0 +1,36 @@
+//! The plugin runtime: turns component bytes into a checked, compiled
+//! assignor and runs it in a sandbox. It owns the wasmtime `Engine`, the
+//! cache of compiled components (by sha256 of their bytes, in memory and
+//! optionally on disk), the per-call limits (fuel, wall time by epoch,
+//! memory, output size) and the validation of every answer against its
+//! input. It knows nothing of groups, HTTP or the record log: callers hand
+//! it a `GroupInput` and get an `Assignment` or a [`PluginError`].
+
+mod builtin;
+mod call;
+mod engine;
+mod error;
+mod limits;
+
+pub use builtin::{BUILTIN_NAMES, builtin_component};
+pub use call::{CallOutcome, CallStats, GuestLogLine};
+pub use engine::{LoadedModule, ModuleId, PluginEngine};
+pub use error::PluginError;
+pub use limits::{EngineConfig, Limits};
+
+/// The interface every assignor component exports.
+pub const WIT_ASSIGNOR_INTERFACE: &str = "assignd:assignor/assignor@0.1.0";
+
+/// The only interface with functions an assignor component may import.
+pub const WIT_LOG_INTERFACE: &str = "assignd:assignor/log@0.1.0";
+
+/// The types-only interface the assignor interface uses; components import
+/// it for its type definitions.
+pub const WIT_TYPES_INTERFACE: &str = "assignd:assignor/types@0.1.0";
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../guest-sdk/wit",
+        world: "plugin",
+    });
+}
