@@ -46,8 +46,9 @@ fn main() {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
             let packages: Vec<&str> = BUILTINS.iter().map(|(_, p)| *p).collect();
-            let guests = assignd_guest_build::build(&workspace, &packages, &out_dir.join("builtin"))
-                .unwrap_or_else(|e| panic!("building the built-in assignors: {e}"));
+            let guests =
+                assignd_guest_build::build(&workspace, &packages, &out_dir.join("builtin"))
+                    .unwrap_or_else(|e| panic!("building the built-in assignors: {e}"));
             BUILTINS
                 .iter()
                 .zip(guests)
@@ -64,7 +65,10 @@ fn write_builtin_table(out_dir: &Path, components: &[(&str, PathBuf)]) {
          pub const BUILTIN_COMPONENTS: &[(&str, &[u8])] = &[\n",
     );
     for (name, path) in components {
-        code.push_str(&format!("    ({name:?}, include_bytes!({:?})),\n", path.display().to_string()));
+        code.push_str(&format!(
+            "    ({name:?}, include_bytes!({:?})),\n",
+            path.display().to_string()
+        ));
     }
     code.push_str("];\n");
     std::fs::write(out_dir.join("builtin.rs"), code).unwrap();

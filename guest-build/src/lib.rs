@@ -62,7 +62,11 @@ pub fn target_dir(workspace_root: &Path) -> PathBuf {
 /// Builds `packages` (cargo package names in the workspace at
 /// `workspace_root`) to core modules and turns each into a component in
 /// `out_dir`, named `<package>.wasm`.
-pub fn build(workspace_root: &Path, packages: &[&str], out_dir: &Path) -> Result<Vec<Guest>, BuildError> {
+pub fn build(
+    workspace_root: &Path,
+    packages: &[&str],
+    out_dir: &Path,
+) -> Result<Vec<Guest>, BuildError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let target_dir = target_dir(workspace_root);
     let mut command = Command::new(cargo);
@@ -96,8 +100,7 @@ pub fn build(workspace_root: &Path, packages: &[&str], out_dir: &Path) -> Result
             .join(format!("{}.wasm", package.replace('-', "_")));
         let core = std::fs::read(&core_path)
             .map_err(|e| BuildError(format!("cannot read {}: {e}", core_path.display())))?;
-        let component = componentize(&core)
-            .map_err(|e| BuildError(format!("{package}: {e}")))?;
+        let component = componentize(&core).map_err(|e| BuildError(format!("{package}: {e}")))?;
         let component_path = out_dir.join(format!("{package}.wasm"));
         std::fs::write(&component_path, component)
             .map_err(|e| BuildError(format!("cannot write {}: {e}", component_path.display())))?;

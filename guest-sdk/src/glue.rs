@@ -2,11 +2,11 @@
 //! Only built for wasm32; the conversions move the column vectors, they do
 //! not copy them.
 
+use crate::Assignor;
 use crate::bindings::assignd::assignor::types as wit;
 use crate::model::{
     AssignError, Assignment, GroupInput, Info, Member, TaskLags, TaskMembers, Topic,
 };
-use crate::Assignor;
 
 fn install_panic_hook() {
     static HOOK: std::sync::Once = std::sync::Once::new();
@@ -14,7 +14,10 @@ fn install_panic_hook() {
         std::panic::set_hook(Box::new(|panic| {
             // A panic becomes an `unreachable` trap and its message would be
             // lost; send it to the host first so the error can name it.
-            crate::log::log(crate::log::Level::Error, &format!("{}{panic}", crate::log::PANIC_PREFIX));
+            crate::log::log(
+                crate::log::Level::Error,
+                &format!("{}{panic}", crate::log::PANIC_PREFIX),
+            );
         }));
     });
 }

@@ -7,7 +7,9 @@ use std::fmt;
 
 use crate::Assignor;
 use crate::model::{AssignError, Assignment, GroupInput};
-use crate::validate::{InputLimits, InvalidAssignment, InvalidInput, check_assignment, check_input};
+use crate::validate::{
+    InputLimits, InvalidAssignment, InvalidInput, check_assignment, check_input,
+};
 
 /// Why a harness run failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,7 +37,10 @@ impl std::error::Error for HarnessError {}
 /// Rows of learners or standbys an answer may hold, per task, as the host's
 /// default; see [`check_assignment`].
 pub fn rows_max(input: &GroupInput) -> usize {
-    input.task_count().saturating_mul(input.members.len().min(16)).max(1024)
+    input
+        .task_count()
+        .saturating_mul(input.members.len().min(16))
+        .max(1024)
 }
 
 /// Checks `input`, runs `A` on it natively and validates the answer.

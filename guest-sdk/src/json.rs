@@ -66,9 +66,7 @@ pub fn parse_input(text: &str, limits: &InputLimits) -> Result<GroupInput, Inval
     for (name, count) in &doc.topics {
         let partitions = match count.as_i64() {
             Some(n) if n < 0 => {
-                return invalid(format!(
-                    "topic {name:?}: partition count {n} is negative"
-                ));
+                return invalid(format!("topic {name:?}: partition count {n} is negative"));
             }
             Some(n) if n > i64::from(limits.partitions_per_topic_max) => {
                 return invalid(format!(
@@ -254,9 +252,15 @@ pub fn assignment_to_json(input: &GroupInput, out: &Assignment) -> Value {
     let mut doc = Map::with_capacity(input.members.len());
     for (member, mut lists) in input.members.iter().zip(per_member) {
         let mut entry = Map::new();
-        for (key, tasks) in ["active", "learner", "standby"].into_iter().zip(lists.iter_mut()) {
+        for (key, tasks) in ["active", "learner", "standby"]
+            .into_iter()
+            .zip(lists.iter_mut())
+        {
             tasks.sort_unstable();
-            let pairs = tasks.iter().map(|&t| task_pair(input, &offsets, t)).collect();
+            let pairs = tasks
+                .iter()
+                .map(|&t| task_pair(input, &offsets, t))
+                .collect();
             entry.insert(key.to_owned(), Value::Array(pairs));
         }
         doc.insert(member.id.clone(), Value::Object(entry));
@@ -320,7 +324,10 @@ pub fn input_to_json(input: &GroupInput) -> Value {
                 doc.insert("rack".into(), json!(rack));
             }
             doc.insert("capacity".into(), json!(member.capacity));
-            doc.insert("active".into(), Value::Array(std::mem::take(&mut active[m])));
+            doc.insert(
+                "active".into(),
+                Value::Array(std::mem::take(&mut active[m])),
+            );
             doc.insert("learner".into(), Value::Array(learners[m].clone()));
             doc.insert("standby".into(), Value::Array(standbys[m].clone()));
             doc.insert("lags".into(), Value::Array(std::mem::take(&mut lags[m])));

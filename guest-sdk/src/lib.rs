@@ -89,7 +89,8 @@ impl Info {
     }
 
     pub fn with_param(mut self, name: &str, default_value: &str, description: &str) -> Self {
-        self.params.push(ParamSpec::new(name, default_value, description));
+        self.params
+            .push(ParamSpec::new(name, default_value, description));
         self
     }
 }
@@ -130,7 +131,7 @@ macro_rules! export_assignor {
                 }
             }
 
-            $crate::bindings::export!(AssigndExport with_types_in $crate::bindings);
+    $crate::bindings::export!(AssigndExport with_types_in $crate::bindings);
         };
     };
 }

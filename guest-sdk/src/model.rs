@@ -151,12 +151,18 @@ impl GroupInput {
 
     /// Index of the topic with this name.
     pub fn topic_index(&self, name: &str) -> Option<u32> {
-        self.topics.iter().position(|t| t.name == name).map(|i| i as u32)
+        self.topics
+            .iter()
+            .position(|t| t.name == name)
+            .map(|i| i as u32)
     }
 
     /// Index of the member with this id.
     pub fn member_index(&self, id: &str) -> Option<u32> {
-        self.members.iter().position(|m| m.id == id).map(|i| i as u32)
+        self.members
+            .iter()
+            .position(|m| m.id == id)
+            .map(|i| i as u32)
     }
 
     /// A parameter, or `default` when the group does not set it.

@@ -33,7 +33,12 @@ pub struct GroupSpec {
 impl GroupSpec {
     /// Kafka's benchmark shape: `members` members, `partitions_per_member`
     /// partitions each, spread over `topics` topics.
-    pub fn grid(members: u32, partitions_per_member: u32, topics: u32, subscriptions: Subscriptions) -> Self {
+    pub fn grid(
+        members: u32,
+        partitions_per_member: u32,
+        topics: u32,
+        subscriptions: Subscriptions,
+    ) -> Self {
         GroupSpec {
             members,
             topics,
@@ -49,7 +54,8 @@ pub fn group(spec: &GroupSpec) -> GroupInput {
     let topics: Vec<Topic> = (0..spec.topics)
         .map(|t| Topic {
             name: format!("topic-{t}"),
-            partitions: spec.partitions / spec.topics + u32::from(t < spec.partitions % spec.topics),
+            partitions: spec.partitions / spec.topics
+                + u32::from(t < spec.partitions % spec.topics),
         })
         .collect();
     let members = (0..spec.members).map(|m| member(spec, m)).collect();
@@ -109,7 +115,11 @@ pub fn remove_member(input: &GroupInput, m: u32) -> GroupInput {
     let mut next = input.clone();
     next.members.remove(m as usize);
     for owner in &mut next.active_owner {
-        *owner = if *owner == m { NO_MEMBER } else if *owner == NO_MEMBER { NO_MEMBER } else { shift(*owner) };
+        *owner = if *owner == m || *owner == NO_MEMBER {
+            NO_MEMBER
+        } else {
+            shift(*owner)
+        };
     }
     let keep = |rows: &TaskMembers| {
         let mut kept = TaskMembers::default();

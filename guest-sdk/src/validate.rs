@@ -133,7 +133,10 @@ pub fn check_input(input: &GroupInput, limits: &InputLimits) -> Result<(), Inval
             ));
         }
         if member.capacity == 0 {
-            return invalid(format!("member {:?}: capacity must be at least 1", member.id));
+            return invalid(format!(
+                "member {:?}: capacity must be at least 1",
+                member.id
+            ));
         }
         if member.topics.len() > input.topics.len() {
             return invalid(format!(
@@ -310,10 +313,16 @@ impl fmt::Display for InvalidAssignment {
                 write!(f, "{rows} {role} rows, more than the limit of {max}")
             }
             UnknownMember { role, member } => {
-                write!(f, "{role} placement names member index {member}, which is not in the input")
+                write!(
+                    f,
+                    "{role} placement names member index {member}, which is not in the input"
+                )
             }
             UnknownTask { role, task } => {
-                write!(f, "{role} placement names task {task}, which is not in the input")
+                write!(
+                    f,
+                    "{role} placement names task {task}, which is not in the input"
+                )
             }
             Unassigned { topic, partition } => write!(
                 f,
@@ -381,7 +390,11 @@ pub fn check_assignment(
     }
     let task_name = |task: u32| {
         let topic = offsets.partition_point(|&o| o <= task) - 1;
-        (input.topics[topic].name.clone(), task - offsets[topic], topic as u32)
+        (
+            input.topics[topic].name.clone(),
+            task - offsets[topic],
+            topic as u32,
+        )
     };
     for (t, topic) in input.topics.iter().enumerate() {
         let range = offsets[t] as usize..offsets[t + 1] as usize;
@@ -414,7 +427,10 @@ pub fn check_assignment(
     }
     let mut placed: HashSet<(u32, u32)> =
         HashSet::with_capacity(out.learners.len() + out.standbys.len());
-    for (role, rows) in [(Role::Learner, &out.learners), (Role::Standby, &out.standbys)] {
+    for (role, rows) in [
+        (Role::Learner, &out.learners),
+        (Role::Standby, &out.standbys),
+    ] {
         if rows.task.len() != rows.member.len() {
             return Err(InvalidAssignment::ColumnLengthMismatch { role });
         }

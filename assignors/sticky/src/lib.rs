@@ -1,1 +1,34 @@
-//! Placeholder.
+//! The `sticky` assignor: cooperative-sticky assignment in the manner of
+//! Kafka's `CooperativeStickyAssignor` / KIP-848 uniform assignor, with
+//! member capacities. It owns only the glue between the guest SDK and
+//! [`assignor_balance::balance`], which does the work: tasks stay on their
+//! current owner unless balance or a lost subscription moves them.
+//!
+//! It places no learners or standbys; the host turns any move to a cold
+//! member into a learner first.
+
+use assignd_guest_sdk::{AssignError, Assignment, Assignor, GroupInput, Info, TaskMembers};
+
+pub struct Sticky;
+
+impl Assignor for Sticky {
+    fn info() -> Info {
+        Info::new(
+            "sticky",
+            "1.0.0",
+            "keeps every task it can on its current owner; balanced within one task of each \
+             member's capacity-weighted share among members with the same subscriptions; \
+             topic-aware for mixed subscriptions",
+        )
+    }
+
+    fn assign(input: &GroupInput) -> Result<Assignment, AssignError> {
+        Ok(Assignment {
+            active_owner: assignor_balance::balance(input),
+            learners: TaskMembers::default(),
+            standbys: TaskMembers::default(),
+        })
+    }
+}
+
+assignd_guest_sdk::export_assignor!(Sticky);

@@ -56,7 +56,10 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {}", failure.message);
+            // One line, always: a trap's message may carry a multi-line
+            // wasm backtrace.
+            let one_line: Vec<&str> = failure.message.lines().map(str::trim).collect();
+            eprintln!("error: {}", one_line.join("; "));
             ExitCode::from(failure.exit_code)
         }
     }

@@ -157,13 +157,20 @@ pub fn info(args: InfoArgs) -> Result<(), Failure> {
 /// handful of members, greppable for thousands, and still one JSON value.
 fn print_one_member_per_line(doc: &serde_json::Value) {
     use std::io::Write;
-    let members = doc.as_object().expect("an Assignment document is an object");
+    let members = doc
+        .as_object()
+        .expect("an Assignment document is an object");
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut write = || -> std::io::Result<()> {
         writeln!(out, "{{")?;
         for (i, (id, entry)) in members.iter().enumerate() {
             let separator = if i + 1 < members.len() { "," } else { "" };
-            writeln!(out, "  {}: {}{separator}", serde_json::Value::from(id.as_str()), entry)?;
+            writeln!(
+                out,
+                "  {}: {}{separator}",
+                serde_json::Value::from(id.as_str()),
+                entry
+            )?;
         }
         writeln!(out, "}}")?;
         out.flush()

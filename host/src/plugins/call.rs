@@ -136,7 +136,11 @@ impl LogHost for GuestState {
         if matches!(level, Level::Error)
             && let Some(panic) = message.strip_prefix(PANIC_PREFIX)
         {
-            self.panic_message = Some(truncate(panic.to_owned(), self.log_line_len_max));
+            // Rust renders a panic as "panicked at FILE:LINE:COL:\nMESSAGE";
+            // it becomes the call's error, on one line, rather than a log line.
+            let one_line = panic.lines().collect::<Vec<_>>().join(" ");
+            self.panic_message = Some(truncate(one_line, self.log_line_len_max));
+            return;
         }
         if self.logs.len() >= self.log_lines_max {
             self.logs_dropped += 1;
@@ -163,7 +167,12 @@ fn new_store(engine: &PluginEngine, limits: &Limits, fuel: u64) -> Store<GuestSt
 
 /// Maps a wasmtime error from instantiating or calling a guest to the
 /// failure it stands for.
-fn classify(error: wasmtime::Error, store: &Store<GuestState>, limits: &Limits, fuel: u64) -> PluginError {
+fn classify(
+    error: wasmtime::Error,
+    store: &Store<GuestState>,
+    limits: &Limits,
+    fuel: u64,
+) -> PluginError {
     let state = store.data();
     if let Some(requested_bytes) = state.memory_denied_bytes {
         return PluginError::MemoryLimit {
@@ -213,7 +222,12 @@ pub(super) fn call_info(
     let mut store = new_store(engine, limits, fuel);
     let plugin = match pre.instantiate(&mut store) {
         Ok(plugin) => plugin,
-        Err(e) => return Err(PluginError::Instantiate(format!("{:#}", classify(e, &store, limits, fuel)))),
+        Err(e) => {
+            return Err(PluginError::Instantiate(format!(
+                "{:#}",
+                classify(e, &store, limits, fuel)
+            )));
+        }
     };
     let info = plugin
         .assignd_assignor_assignor()
@@ -288,7 +302,9 @@ fn to_wit(input: &GroupInput) -> wit::GroupInput {
 fn refused(error: wit::AssignError, len_max: usize) -> PluginError {
     PluginError::Refused(match error {
         wit::AssignError::InvalidParam(m) => AssignError::InvalidParam(truncate(m, len_max)),
-        wit::AssignError::UnsupportedInput(m) => AssignError::UnsupportedInput(truncate(m, len_max)),
+        wit::AssignError::UnsupportedInput(m) => {
+            AssignError::UnsupportedInput(truncate(m, len_max))
+        }
         wit::AssignError::Failed(m) => AssignError::Failed(truncate(m, len_max)),
     })
 }

@@ -119,7 +119,8 @@ impl PluginEngine {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| PluginError::WrongShape(format!("{e:#}")))?;
-        let pre = PluginPre::new(instance_pre).map_err(|e| PluginError::WrongShape(format!("{e:#}")))?;
+        let pre =
+            PluginPre::new(instance_pre).map_err(|e| PluginError::WrongShape(format!("{e:#}")))?;
         let info = super::call::call_info(self, &pre, &Limits::default())?;
         let module = Arc::new(LoadedModule {
             id: id.clone(),
@@ -139,7 +140,9 @@ impl PluginEngine {
     fn compile(&self, id: &str, bytes: &[u8]) -> Result<(Component, bool), PluginError> {
         let cached = self.cache_dir.as_ref().map(|dir| {
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            self.engine.precompile_compatibility_hash().hash(&mut hasher);
+            self.engine
+                .precompile_compatibility_hash()
+                .hash(&mut hasher);
             dir.join(format!("{id}-{:016x}.cwasm", hasher.finish()))
         });
         if let Some(path) = &cached
@@ -152,11 +155,13 @@ impl PluginEngine {
             // fall back to compiling.
             match unsafe { Component::deserialize_file(&self.engine, path) } {
                 Ok(component) => return Ok((component, true)),
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "ignoring unusable cached artifact"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "ignoring unusable cached artifact")
+                }
             }
         }
-        let component =
-            Component::new(&self.engine, bytes).map_err(|e| PluginError::Compile(format!("{e:#}")))?;
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| PluginError::Compile(format!("{e:#}")))?;
         if let Some(path) = &cached {
             // The cache is an optimisation: failing to write it is logged,
             // never fatal.
@@ -207,7 +212,11 @@ fn check_header(bytes: &[u8]) -> Result<(), PluginError> {
             .collect::<Vec<_>>()
             .join(" ");
         return Err(PluginError::NotWasm {
-            prefix: if prefix.is_empty() { "nothing (empty input)".into() } else { prefix },
+            prefix: if prefix.is_empty() {
+                "nothing (empty input)".into()
+            } else {
+                prefix
+            },
         });
     }
     let version: [u8; 4] = bytes[4..8].try_into().expect("slice of four bytes");
@@ -225,7 +234,9 @@ fn check_world(engine: &Engine, component: &Component) -> Result<(), PluginError
     let ty = component.component_type();
     for (name, _) in ty.imports(engine) {
         if name != WIT_LOG_INTERFACE && name != WIT_TYPES_INTERFACE {
-            return Err(PluginError::ForeignImport { name: name.to_owned() });
+            return Err(PluginError::ForeignImport {
+                name: name.to_owned(),
+            });
         }
     }
     let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
@@ -247,8 +258,14 @@ mod tests {
 
     #[test]
     fn header_tells_apart_text_core_modules_and_components() {
-        assert!(matches!(check_header(b"hello world"), Err(PluginError::NotWasm { .. })));
-        assert!(matches!(check_header(b""), Err(PluginError::NotWasm { .. })));
+        assert!(matches!(
+            check_header(b"hello world"),
+            Err(PluginError::NotWasm { .. })
+        ));
+        assert!(matches!(
+            check_header(b""),
+            Err(PluginError::NotWasm { .. })
+        ));
         assert!(matches!(
             check_header(b"\0asm\x01\0\0\0"),
             Err(PluginError::CoreModule)

@@ -11,7 +11,9 @@ use super::WIT_ASSIGNOR_INTERFACE;
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
     /// The bytes are not WebAssembly at all.
-    #[error("not a WebAssembly component: the bytes do not start with the wasm magic \\0asm (they start with {prefix})")]
+    #[error(
+        "not a WebAssembly component: the bytes do not start with the wasm magic \\0asm (they start with {prefix})"
+    )]
     NotWasm { prefix: String },
 
     /// A core module, not a component.
@@ -23,7 +25,9 @@ pub enum PluginError {
     CoreModule,
 
     /// A wasm binary of a version or layer this host does not read.
-    #[error("unsupported WebAssembly binary version/layer {version:02x?}; expected a component (0d 00 01 00)")]
+    #[error(
+        "unsupported WebAssembly binary version/layer {version:02x?}; expected a component (0d 00 01 00)"
+    )]
     UnsupportedVersion { version: [u8; 4] },
 
     /// Wasmtime could not compile the component.
@@ -39,7 +43,9 @@ pub enum PluginError {
     ForeignImport { name: String },
 
     /// The component does not export the assignor interface of our version.
-    #[error("the component does not export `{WIT_ASSIGNOR_INTERFACE}` (it exports: {exports}); is it an assignor built with this version of the guest SDK?")]
+    #[error(
+        "the component does not export `{WIT_ASSIGNOR_INTERFACE}` (it exports: {exports}); is it an assignor built with this version of the guest SDK?"
+    )]
     WrongWorld { exports: String },
 
     /// The export exists but its functions have other types.
@@ -51,7 +57,9 @@ pub enum PluginError {
     Instantiate(String),
 
     /// The guest used up its fuel (an endless or too expensive computation).
-    #[error("the assignor ran out of fuel after {fuel} units (endless loop, or a strategy too costly for this input; the limit is the binding's fuel_max)")]
+    #[error(
+        "the assignor ran out of fuel after {fuel} units (an endless loop, or a strategy too costly for this input: then raise the fuel limit)"
+    )]
     OutOfFuel { fuel: u64 },
 
     /// The guest ran past its wall-time limit.
@@ -59,8 +67,13 @@ pub enum PluginError {
     Timeout { limit_ms: u64 },
 
     /// The guest tried to grow its memory past the cap.
-    #[error("the assignor tried to grow its memory to {requested_bytes} bytes, past its limit of {limit_bytes} bytes")]
-    MemoryLimit { requested_bytes: u64, limit_bytes: u64 },
+    #[error(
+        "the assignor tried to grow its memory to {requested_bytes} bytes, past its limit of {limit_bytes} bytes"
+    )]
+    MemoryLimit {
+        requested_bytes: u64,
+        limit_bytes: u64,
+    },
 
     /// The guest overflowed its stack (deep recursion).
     #[error("the assignor overflowed its stack (too deep a recursion?)")]
