@@ -1,0 +1,310 @@
+//! The offline JSON contract: documents parse into the dense model and
+//! render back unchanged, ambiguous documents are refused with a message
+//! naming the culprit, and the contract checks refuse each kind of invalid
+//! answer.
+
+use assignd_guest_sdk::json::{assignment_to_json, input_to_json, parse_assignment, parse_input};
+use assignd_guest_sdk::validate::{
+    InputLimits, InvalidAssignment, Role, check_assignment, check_input,
+};
+use assignd_guest_sdk::{GroupInput, NO_MEMBER, TaskMembers};
+use proptest::prelude::*;
+
+const DESIGN_EXAMPLE: &str = r#"{
+  "topics": {"orders": 12, "payments": 4},
+  "members": [
+    {"id": "m1", "name": "worker-a", "topics": ["orders", "payments"],
+     "rack": "az-1", "capacity": 1,
+     "active": [["orders", 0], ["orders", 1]],
+     "learner": [["payments", 2]],
+     "standby": [],
+     "lags": [["payments", 2, 1500]]}
+  ],
+  "params": {"acceptable_recovery_lag": "10000", "max_learners": "2", "num_standby": "0"}
+}"#;
+
+fn parse(text: &str) -> Result<GroupInput, String> {
+    parse_input(text, &InputLimits::default()).map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_design_example_parses_into_dense_indices() {
+    let input = parse(DESIGN_EXAMPLE).unwrap();
+    assert_eq!(input.topic_offsets(), vec![0, 12, 16]);
+    assert_eq!(input.members[0].topics, vec![0, 1]);
+    assert_eq!(input.active_owner[0], 0);
+    assert_eq!(input.active_owner[1], 0);
+    assert!(input.active_owner[2..].iter().all(|&m| m == NO_MEMBER));
+    assert_eq!(
+        input.learners,
+        TaskMembers {
+            task: vec![14],
+            member: vec![0]
+        }
+    );
+    assert_eq!(input.lags.iter().collect::<Vec<_>>(), vec![(14, 0, 1500)]);
+    assert_eq!(input.param_u64("max_learners", 9), Ok(2));
+    assert_eq!(input.param_u64("absent", 9), Ok(9));
+}
+
+#[test]
+fn optional_fields_take_their_defaults() {
+    let input =
+        parse(r#"{"topics": {"t": 1}, "members": [{"id": "a", "topics": ["t"]}]}"#).unwrap();
+    let member = &input.members[0];
+    assert_eq!(
+        (
+            member.capacity,
+            member.name.as_deref(),
+            member.rack.as_deref()
+        ),
+        (1, None, None)
+    );
+    assert!(input.params.is_empty());
+}
+
+#[test]
+fn ambiguous_documents_are_refused_by_name() {
+    let cases = [
+        (
+            r#"{"topics": {"t": 1.5}, "members": []}"#,
+            "partition count must be a whole number",
+        ),
+        (
+            r#"{"topics": {"t": 2000000}, "members": []}"#,
+            "more than the limit of 1000000",
+        ),
+        (
+            r#"{"topics": {"t": 1}, "members": [{"id": "a", "topics": ["u"]}]}"#,
+            "subscribes to topic \"u\", which is not in topics",
+        ),
+        (
+            r#"{"topics": {"t": 1}, "members": [{"id": "a", "topics": ["t"], "capacity": 0}]}"#,
+            "capacity 0 must be a whole number of at least 1",
+        ),
+        (
+            r#"{"topics": {"t": 1}, "members": [{"id": "a", "topics": ["t"], "lags": [["t", 0, -1]]}]}"#,
+            "lag -1 for t-0 is negative",
+        ),
+        (
+            r#"{"topics": {"t": 1}, "members": [{"id": "a", "topics": ["t"], "lags": [["t", 0, 1], ["t", 0, 2]]}]}"#,
+            "more than once",
+        ),
+        (
+            r#"{"topics": {"t": 1}, "members": [{"id": "a", "name": "n", "topics": ["t"]}, {"id": "b", "name": "n", "topics": ["t"]}]}"#,
+            "member name \"n\" is used by two members",
+        ),
+        (
+            r#"{"topics": {"t": 1}, "members": [{"id": "", "topics": ["t"]}]}"#,
+            "member id \"\" must be 1 to 255 bytes long",
+        ),
+        (
+            r#"{"topics": {"t": 1}, "members": [], "params": {"k": [1]}}"#,
+            "param \"k\" must be a string, number or boolean",
+        ),
+    ];
+    for (doc, needle) in cases {
+        let error = parse(doc).unwrap_err();
+        assert!(
+            error.contains(needle),
+            "{doc}: expected {needle:?} in {error:?}"
+        );
+    }
+}
+
+#[test]
+fn answers_render_every_member_in_input_order() {
+    let input = parse(
+        DESIGN_EXAMPLE
+            .replace("\"standby\": []", "\"standby\": [], \"rack\": \"x\"")
+            .as_str(),
+    );
+    // A duplicate key is a JSON error, not a silent overwrite.
+    assert!(input.is_err());
+    let input = parse(
+        r#"{"topics": {"t": 3}, "members": [{"id": "z", "topics": ["t"]}, {"id": "a", "topics": ["t"]}]}"#,
+    )
+    .unwrap();
+    let mut out = input.empty_assignment();
+    out.active_owner = vec![1, 0, 1];
+    out.standbys.push(1, 1);
+    let doc = assignment_to_json(&input, &out);
+    assert_eq!(
+        doc.to_string(),
+        r#"{"z":{"active":[["t",1]],"learner":[],"standby":[]},"a":{"active":[["t",0],["t",2]],"learner":[],"standby":[["t",1]]}}"#
+    );
+    let mut back = parse_assignment(&input, &doc.to_string()).unwrap();
+    back.normalize();
+    out.normalize();
+    assert_eq!(back, out);
+}
+
+#[test]
+fn each_invalid_answer_is_refused_with_its_own_error() {
+    let input = parse(
+        r#"{"topics": {"t": 2, "u": 1, "nobody": 1},
+            "members": [{"id": "a", "topics": ["t"]}, {"id": "b", "topics": ["t", "u"]}]}"#,
+    )
+    .unwrap();
+    let valid = |f: &dyn Fn(&mut assignd_guest_sdk::Assignment)| {
+        let mut out = input.empty_assignment();
+        out.active_owner = vec![0, 1, 1, NO_MEMBER];
+        f(&mut out);
+        check_assignment(&input, &out, 4)
+    };
+    assert_eq!(valid(&|_| {}), Ok(()));
+    assert!(matches!(
+        valid(&|o| {
+            o.active_owner.pop();
+        }),
+        Err(InvalidAssignment::WrongTaskCount {
+            expected: 4,
+            got: 3
+        })
+    ));
+    assert!(matches!(
+        valid(&|o| o.active_owner[0] = NO_MEMBER),
+        Err(InvalidAssignment::Unassigned { .. })
+    ));
+    assert!(matches!(
+        valid(&|o| o.active_owner[2] = 0),
+        Err(InvalidAssignment::NotSubscribed {
+            role: Role::Active,
+            ..
+        })
+    ));
+    assert!(matches!(
+        valid(&|o| o.active_owner[3] = 1),
+        Err(InvalidAssignment::NotSubscribed { .. })
+    ));
+    assert!(matches!(
+        valid(&|o| o.active_owner[0] = 7),
+        Err(InvalidAssignment::UnknownMember {
+            role: Role::Active,
+            member: 7
+        })
+    ));
+    assert!(matches!(
+        valid(&|o| o.learners.push(0, 0)),
+        Err(InvalidAssignment::OnActiveOwner {
+            role: Role::Learner,
+            ..
+        })
+    ));
+    assert!(matches!(
+        valid(&|o| o.standbys.push(2, 0)),
+        Err(InvalidAssignment::NotSubscribed {
+            role: Role::Standby,
+            ..
+        })
+    ));
+    assert!(matches!(
+        valid(&|o| o.standbys.push(9, 0)),
+        Err(InvalidAssignment::UnknownTask { task: 9, .. })
+    ));
+    assert!(matches!(
+        valid(&|o| {
+            o.learners.push(0, 1);
+            o.standbys.push(0, 1);
+        }),
+        Err(InvalidAssignment::Duplicate {
+            role: Role::Standby,
+            ..
+        })
+    ));
+    assert!(matches!(
+        valid(&|o| {
+            o.learners.task.push(0);
+        }),
+        Err(InvalidAssignment::ColumnLengthMismatch { .. })
+    ));
+    assert!(matches!(
+        valid(&|o| for _ in 0..5 {
+            o.learners.push(0, 1)
+        }),
+        Err(InvalidAssignment::TooManyRows {
+            rows: 5,
+            max: 4,
+            ..
+        })
+    ));
+}
+
+fn arbitrary_input() -> impl Strategy<Value = GroupInput> {
+    (1usize..5, 0usize..6).prop_flat_map(|(topics, members)| {
+        (
+            proptest::collection::vec(0u32..20, topics),
+            proptest::collection::vec(
+                (
+                    proptest::collection::vec(any::<bool>(), topics),
+                    1u32..4,
+                    any::<bool>(),
+                    0u32..3,
+                ),
+                members,
+            ),
+            proptest::collection::vec((any::<u32>(), any::<u32>(), 0u64..100_000, 0u8..4), 0..30),
+        )
+            .prop_map(move |(partitions, members, rows)| {
+                let mut input = GroupInput::default();
+                for (t, p) in partitions.iter().enumerate() {
+                    input.topics.push(assignd_guest_sdk::Topic {
+                        name: format!("topic-{t}"),
+                        partitions: *p,
+                    });
+                }
+                for (m, (subs, capacity, named, rack)) in members.iter().enumerate() {
+                    input.members.push(assignd_guest_sdk::Member {
+                        id: format!("member-{m}"),
+                        name: named.then(|| format!("name-{m}")),
+                        rack: (*rack > 0).then(|| format!("rack-{rack}")),
+                        capacity: *capacity,
+                        topics: (0..topics as u32).filter(|&t| subs[t as usize]).collect(),
+                    });
+                }
+                let tasks = input.task_count() as u32;
+                input.active_owner = vec![NO_MEMBER; tasks as usize];
+                if tasks > 0 && !input.members.is_empty() {
+                    let count = input.members.len() as u32;
+                    let mut seen_lags = std::collections::HashSet::new();
+                    for (task, member, lag, kind) in rows {
+                        let (task, member) = (task % tasks, member % count);
+                        match kind {
+                            0 => input.active_owner[task as usize] = member,
+                            1 => input.learners.push(task, member),
+                            2 => input.standbys.push(task, member),
+                            _ => {
+                                if seen_lags.insert((task, member)) {
+                                    input.lags.push(task, member, lag)
+                                }
+                            }
+                        }
+                    }
+                }
+                input.params.insert("num_standby".into(), "1".into());
+                input
+            })
+    })
+}
+
+fn canonical(mut input: GroupInput) -> GroupInput {
+    input.learners.sort();
+    input.standbys.sort();
+    let mut lags: Vec<_> = input.lags.iter().collect();
+    lags.sort_unstable();
+    input.lags = Default::default();
+    for (t, m, l) in lags {
+        input.lags.push(t, m, l);
+    }
+    input
+}
+
+proptest! {
+    #[test]
+    fn rendering_an_input_and_parsing_it_back_gives_the_same_input(input in arbitrary_input()) {
+        prop_assert!(check_input(&input, &InputLimits::default()).is_ok());
+        let text = input_to_json(&input).to_string();
+        let back = parse(&text).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(canonical(back), canonical(input));
+    }
+}
