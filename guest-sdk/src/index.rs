@@ -5,7 +5,9 @@
 
 use std::collections::HashMap;
 
-use crate::model::{GroupInput, NO_MEMBER, TaskId};
+use std::cmp::Ordering;
+
+use crate::model::{GroupInput, Member, NO_MEMBER, TaskId};
 
 /// Read-only indexes over one [`GroupInput`].
 #[derive(Clone, Debug)]
@@ -117,4 +119,23 @@ impl GroupIndex {
     pub fn standbys(&self, task: u32) -> &[u32] {
         &self.task_standbys[task as usize]
     }
+}
+
+/// Member indices in Kafka's `MemberInfo` order: static members (with a
+/// name) first, by name, then dynamic members by id. Names and ids are
+/// unique in a checked input, so the order is total and does not depend on
+/// the members' positions in the input; the id tie-break only keeps an
+/// unchecked input deterministic.
+pub fn kafka_member_order(members: &[Member]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..members.len() as u32).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (a, b) = (&members[a as usize], &members[b as usize]);
+        match (&a.name, &b.name) {
+            (Some(x), Some(y)) => x.cmp(y).then_with(|| a.id.cmp(&b.id)),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => a.id.cmp(&b.id),
+        }
+    });
+    order
 }

@@ -28,9 +28,8 @@
 //! flat vectors only, because it runs inside wasm on groups of 10,000
 //! members and 500,000 partitions.
 
-use std::cmp::Ordering;
-
-use assignd_guest_sdk::{AssignError, Assignment, Assignor, GroupInput, Info, Member};
+use assignd_guest_sdk::index::kafka_member_order;
+use assignd_guest_sdk::{AssignError, Assignment, Assignor, GroupInput, Info};
 
 /// The range assignor. See the crate documentation.
 pub struct Range;
@@ -75,25 +74,6 @@ impl Assignor for Range {
         }
         Ok(out)
     }
-}
-
-/// Member indices in Kafka's `MemberInfo` order: static members (with a
-/// name) first, by name, then dynamic members by id. Names and ids are
-/// unique in a checked input, so the order is total and does not depend on
-/// the members' positions in the input; the id tie-break only keeps an
-/// unchecked input deterministic.
-fn kafka_member_order(members: &[Member]) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..members.len() as u32).collect();
-    order.sort_unstable_by(|&a, &b| {
-        let (a, b) = (&members[a as usize], &members[b as usize]);
-        match (&a.name, &b.name) {
-            (Some(x), Some(y)) => x.cmp(y).then_with(|| a.id.cmp(&b.id)),
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (None, None) => a.id.cmp(&b.id),
-        }
-    });
-    order
 }
 
 /// The subscribers of every topic in `order`, as one flat vector: topic

@@ -1,5 +1,6 @@
 //! Exact answers: Kafka's documented examples and the ordering rules.
 
+#[path = "../../range/tests/common/mod.rs"]
 mod common;
 
 use assignd_guest_sdk::Assignor;

@@ -1,6 +1,7 @@
 //! Property tests over random groups, run through the SDK harness so that
 //! every answer is also checked exactly as the host would check it.
 
+#[path = "../../range/tests/common/mod.rs"]
 mod common;
 
 use assignd_guest_sdk::harness::run;
