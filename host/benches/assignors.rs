@@ -377,6 +377,7 @@ fn overhead(c: &mut Criterion) {
             );
         }
     }
+    member_scaling(&engine, &modules);
     let range = ASSIGNORS.iter().position(|a| a.0 == "range").unwrap();
     let native = ASSIGNORS[range].1;
     let mut group = c.benchmark_group("overhead");
@@ -407,6 +408,39 @@ fn overhead(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// Where the wasm time goes at 10,000 members × 100,000 tasks: the same
+/// group with 1, 10 and 100 topics (so 10,000, 100,000 and 1,000,000
+/// subscription entries in the member records), sticky in wasm (`CallStats`)
+/// and natively (mean wall time), printed to stderr.
+fn member_scaling(engine: &PluginEngine, modules: &[Option<std::sync::Arc<LoadedModule>>]) {
+    let sticky = ASSIGNORS.iter().position(|a| a.0 == "sticky").unwrap();
+    let Some(module) = &modules[sticky] else {
+        return;
+    };
+    for topics in [1, 10, 100] {
+        let id = format!("scaling/sticky/full/homogeneous/10000x10/topics-{topics}");
+        if filter_skips(&id) {
+            continue;
+        }
+        let input = testing::group(&GroupSpec::grid(
+            10000,
+            10,
+            topics,
+            Subscriptions::Homogeneous,
+        ));
+        let native = ASSIGNORS[sticky].1;
+        let started = std::time::Instant::now();
+        for _ in 0..5 {
+            black_box(native(black_box(&input)).unwrap());
+        }
+        eprintln!(
+            "native {id}: mean of 5 calls: {:.4} ms",
+            started.elapsed().as_secs_f64() * 1e3 / 5.0
+        );
+        print_stats(engine, module, &input, 5, &id);
+    }
 }
 
 criterion_group!(benches, overhead, grid);
