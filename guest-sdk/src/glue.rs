@@ -67,9 +67,10 @@ pub fn assign<A: Assignor>(input: wit::GroupInput) -> Result<wit::Assignment, wi
                 name: m.name,
                 rack: m.rack,
                 capacity: m.capacity,
-                topics: m.topics,
+                subscription: m.subscription,
             })
             .collect(),
+        subscriptions: input.subscriptions,
         active_owner: input.active_owner,
         learners: TaskMembers {
             task: input.learners.task,

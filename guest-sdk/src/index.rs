@@ -39,7 +39,7 @@ impl GroupIndex {
         }
         let mut topic_subscribers = vec![Vec::new(); input.topics.len()];
         for (m, member) in input.members.iter().enumerate() {
-            for &t in &member.topics {
+            for &t in input.topics_of(member) {
                 if let Some(subs) = topic_subscribers.get_mut(t as usize) {
                     subs.push(m as u32);
                 }

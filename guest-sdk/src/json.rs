@@ -124,13 +124,14 @@ pub fn parse_input(text: &str, limits: &InputLimits) -> Result<GroupInput, Inval
         ..GroupInput::default()
     };
     let mut member_ids: HashMap<&str, u32> = HashMap::new();
+    let mut subscription_sets: HashMap<Vec<u32>, u32> = HashMap::new();
     for (m, doc_member) in doc.members.iter().enumerate() {
         let m = m as u32;
         let id = doc_member.id.as_str();
         if member_ids.insert(id, m).is_some() {
             return invalid(format!("member id {id:?} appears twice"));
         }
-        let mut subscribed = Vec::with_capacity(doc_member.topics.len());
+        let mut subscribed: Vec<u32> = Vec::with_capacity(doc_member.topics.len());
         for name in &doc_member.topics {
             let Some(&t) = topic_index.get(name.as_str()) else {
                 return invalid(format!(
@@ -184,12 +185,19 @@ pub fn parse_input(text: &str, limits: &InputLimits) -> Result<GroupInput, Inval
             }
             input.lags.push(task, m, *lag as u64);
         }
+        let next_set = input.subscriptions.len() as u32;
+        let subscription = *subscription_sets
+            .entry(subscribed.clone())
+            .or_insert(next_set);
+        if subscription == next_set {
+            input.subscriptions.push(subscribed);
+        }
         input.members.push(Member {
             id: doc_member.id.clone(),
             name: doc_member.name.clone(),
             rack: doc_member.rack.clone(),
             capacity,
-            topics: subscribed,
+            subscription,
         });
     }
     input.topics = topics;
@@ -314,8 +322,8 @@ pub fn input_to_json(input: &GroupInput) -> Value {
             if let Some(name) = &member.name {
                 doc.insert("name".into(), json!(name));
             }
-            let topic_names: Vec<&str> = member
-                .topics
+            let topic_names: Vec<&str> = input
+                .topics_of(member)
                 .iter()
                 .map(|&t| input.topics[t as usize].name.as_str())
                 .collect();

@@ -31,15 +31,9 @@ pub struct Member {
     pub rack: Option<String>,
     /// Relative weight, at least 1.
     pub capacity: u32,
-    /// Indices of subscribed topics, strictly ascending.
-    pub topics: Vec<u32>,
-}
-
-impl Member {
-    /// Whether this member subscribes to topic index `topic`.
-    pub fn subscribes(&self, topic: u32) -> bool {
-        self.topics.binary_search(&topic).is_ok()
-    }
+    /// The member's topics: an index into [`GroupInput::subscriptions`].
+    /// Members with equal subscriptions have equal indices.
+    pub subscription: u32,
 }
 
 /// Rows of (task, member) pairs, as two columns of equal length.
@@ -115,6 +109,9 @@ impl TaskLags {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupInput {
     pub topics: Vec<Topic>,
+    /// The distinct subscription sets, each of topic indices, strictly
+    /// ascending. See [`GroupInput::topics_of`].
+    pub subscriptions: Vec<Vec<u32>>,
     pub members: Vec<Member>,
     /// One entry per task: current active owner or [`NO_MEMBER`].
     pub active_owner: Vec<u32>,
@@ -147,6 +144,35 @@ impl GroupInput {
         }
         offsets.push(next);
         offsets
+    }
+
+    /// The topics `member` subscribes to, ascending.
+    pub fn topics_of(&self, member: &Member) -> &[u32] {
+        &self.subscriptions[member.subscription as usize]
+    }
+
+    /// Whether `member` subscribes to topic index `topic`.
+    pub fn subscribes(&self, member: &Member, topic: u32) -> bool {
+        self.topics_of(member).binary_search(&topic).is_ok()
+    }
+
+    /// The index of subscription set `topics` (ascending topic indices),
+    /// added if the group does not have it yet. Linear in the number of
+    /// distinct sets: meant for building inputs, not for hot loops.
+    pub fn intern_subscription(&mut self, topics: Vec<u32>) -> u32 {
+        match self.subscriptions.iter().position(|s| *s == topics) {
+            Some(i) => i as u32,
+            None => {
+                self.subscriptions.push(topics);
+                (self.subscriptions.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Makes member `m` subscribe to exactly `topics` (ascending).
+    pub fn set_topics(&mut self, m: usize, topics: Vec<u32>) {
+        let subscription = self.intern_subscription(topics);
+        self.members[m].subscription = subscription;
     }
 
     /// Index of the topic with this name.

@@ -58,34 +58,46 @@ pub fn group(spec: &GroupSpec) -> GroupInput {
                 + u32::from(t < spec.partitions % spec.topics),
         })
         .collect();
-    let members = (0..spec.members).map(|m| member(spec, m)).collect();
     let task_count = topics.iter().map(|t| t.partitions as usize).sum();
-    GroupInput {
+    let mut input = GroupInput {
         topics,
-        members,
+        subscriptions: Vec::new(),
+        members: Vec::new(),
         active_owner: vec![NO_MEMBER; task_count],
         learners: TaskMembers::default(),
         standbys: TaskMembers::default(),
         lags: TaskLags::default(),
         params: Default::default(),
+    };
+    for m in 0..spec.members {
+        let member = spec_member(&mut input, spec, m);
+        input.members.push(member);
+    }
+    input
+}
+
+/// Member `m` of a group shaped like `spec`, its subscription set interned
+/// in `input`.
+fn spec_member(input: &mut GroupInput, spec: &GroupSpec, m: u32) -> Member {
+    Member {
+        id: format!("member-{m}"),
+        name: None,
+        rack: (spec.racks > 0).then(|| format!("rack-{}", m % spec.racks)),
+        capacity: 1,
+        subscription: input.intern_subscription(spec_topics(spec, m)),
     }
 }
 
-fn member(spec: &GroupSpec, m: u32) -> Member {
-    let topics = match spec.subscriptions {
+/// The topics member index `m` subscribes to in a group shaped like `spec`
+/// (also for the member that joins next, `m == spec.members`).
+pub fn spec_topics(spec: &GroupSpec, m: u32) -> Vec<u32> {
+    match spec.subscriptions {
         Subscriptions::Homogeneous => (0..spec.topics).collect(),
         Subscriptions::Heterogeneous { groups } if groups <= 1 => (0..spec.topics).collect(),
         Subscriptions::Heterogeneous { groups } => {
             let g = m % groups;
             (0..spec.topics).filter(|t| t % groups != g).collect()
         }
-    };
-    Member {
-        id: format!("member-{m}"),
-        name: None,
-        rack: (spec.racks > 0).then(|| format!("rack-{}", m % spec.racks)),
-        capacity: 1,
-        topics,
     }
 }
 
@@ -100,12 +112,24 @@ pub fn settle(input: &GroupInput, out: &Assignment) -> GroupInput {
     }
 }
 
-/// The input with one more member, subscribed like the new member would be
-/// under `spec` (the INCREMENTAL case is `add_member(settle(..))`).
-pub fn add_member(input: &GroupInput, new_member: Member) -> GroupInput {
+/// The input with one more member `id` (capacity 1) subscribed to
+/// `topics`, ascending (the INCREMENTAL case is `add_member(settle(..))`).
+pub fn add_member(input: &GroupInput, id: &str, topics: Vec<u32>) -> GroupInput {
     let mut next = input.clone();
-    next.members.push(new_member);
+    let subscription = next.intern_subscription(topics);
+    next.members.push(Member {
+        id: id.to_owned(),
+        name: None,
+        rack: None,
+        capacity: 1,
+        subscription,
+    });
     next
+}
+
+/// Every topic of `input`, for a member that subscribes to all of them.
+pub fn all_topics(input: &GroupInput) -> Vec<u32> {
+    (0..input.topics.len() as u32).collect()
 }
 
 /// The input without member `m`: its tasks become unowned and member
@@ -136,17 +160,6 @@ pub fn remove_member(input: &GroupInput, m: u32) -> GroupInput {
     }
     next.lags = lags;
     next
-}
-
-/// A member subscribed to every topic of `input`.
-pub fn member_of_all(input: &GroupInput, id: &str) -> Member {
-    Member {
-        id: id.to_owned(),
-        name: None,
-        rack: None,
-        capacity: 1,
-        topics: (0..input.topics.len() as u32).collect(),
-    }
 }
 
 /// Number of tasks whose active owner differs between two answers over the

@@ -138,26 +138,39 @@ pub fn check_input(input: &GroupInput, limits: &InputLimits) -> Result<(), Inval
                 member.id
             ));
         }
-        if member.topics.len() > input.topics.len() {
+        if member.subscription as usize >= input.subscriptions.len() {
             return invalid(format!(
-                "member {:?} subscribes to more topics than the group has",
-                member.id
+                "member {:?} refers to subscription set {}, but there are {}",
+                member.id,
+                member.subscription,
+                input.subscriptions.len()
             ));
         }
-        for pair in member.topics.windows(2) {
-            if pair[0] >= pair[1] {
-                return invalid(format!(
-                    "member {:?}: subscribed topic indices must be strictly ascending",
-                    member.id
-                ));
-            }
+    }
+    if input.subscriptions.len() > limits.members_max {
+        return invalid(format!(
+            "{} subscription sets, more than the limit of {}",
+            input.subscriptions.len(),
+            limits.members_max
+        ));
+    }
+    let mut distinct = HashSet::with_capacity(input.subscriptions.len());
+    for (i, topics) in input.subscriptions.iter().enumerate() {
+        if topics.windows(2).any(|pair| pair[0] >= pair[1]) {
+            return invalid(format!(
+                "subscription set {i}: topic indices must be strictly ascending"
+            ));
         }
-        if let Some(&last) = member.topics.last()
+        if let Some(&last) = topics.last()
             && last as usize >= input.topics.len()
         {
             return invalid(format!(
-                "member {:?} subscribes to unknown topic index {last}",
-                member.id
+                "subscription set {i} names unknown topic index {last}"
+            ));
+        }
+        if !distinct.insert(topics.as_slice()) {
+            return invalid(format!(
+                "subscription set {i} appears twice; sets must be distinct"
             ));
         }
     }
@@ -382,12 +395,34 @@ pub fn check_assignment(
         });
     }
     let member_count = input.members.len() as u32;
-    let mut subscribed_topic = vec![false; input.topics.len()];
+    // subscribed[set * topics + t]: one flag per (subscription set, topic),
+    // so that each task's check is O(1) however many topics a member reads.
+    let topic_count = input.topics.len();
+    let mut subscribed = vec![false; input.subscriptions.len() * topic_count];
+    for (set, topics) in input.subscriptions.iter().enumerate() {
+        for &t in topics {
+            subscribed[set * topic_count + t as usize] = true;
+        }
+    }
+    let mut set_used = vec![false; input.subscriptions.len()];
     for member in &input.members {
-        for &t in &member.topics {
+        set_used[member.subscription as usize] = true;
+    }
+    let mut subscribed_topic = vec![false; topic_count];
+    for (topics, _) in input
+        .subscriptions
+        .iter()
+        .zip(&set_used)
+        .filter(|(_, used)| **used)
+    {
+        for &t in topics {
             subscribed_topic[t as usize] = true;
         }
     }
+    let subscribes = |member: u32, topic: u32| {
+        let set = input.members[member as usize].subscription as usize;
+        subscribed[set * topic_count + topic as usize]
+    };
     let task_name = |task: u32| {
         let topic = offsets.partition_point(|&o| o <= task) - 1;
         (
@@ -414,11 +449,10 @@ pub fn check_assignment(
                     member: owner,
                 });
             }
-            let member = &input.members[owner as usize];
-            if !member.subscribes(t as u32) {
+            if !subscribes(owner, t as u32) {
                 return Err(InvalidAssignment::NotSubscribed {
                     role: Role::Active,
-                    member: member.id.clone(),
+                    member: input.members[owner as usize].id.clone(),
                     topic: topic.name.clone(),
                     partition: partition as u32,
                 });
@@ -450,7 +484,7 @@ pub fn check_assignment(
             }
             let (topic, partition, topic_index) = task_name(task);
             let member_id = || input.members[member as usize].id.clone();
-            if !input.members[member as usize].subscribes(topic_index) {
+            if !subscribes(member, topic_index) {
                 return Err(InvalidAssignment::NotSubscribed {
                     role,
                     member: member_id(),

@@ -31,7 +31,7 @@ fn parse(text: &str) -> Result<GroupInput, String> {
 fn the_design_example_parses_into_dense_indices() {
     let input = parse(DESIGN_EXAMPLE).unwrap();
     assert_eq!(input.topic_offsets(), vec![0, 12, 16]);
-    assert_eq!(input.members[0].topics, vec![0, 1]);
+    assert_eq!(input.topics_of(&input.members[0]), &[0, 1]);
     assert_eq!(input.active_owner[0], 0);
     assert_eq!(input.active_owner[1], 0);
     assert!(input.active_owner[2..].iter().all(|&m| m == NO_MEMBER));
@@ -254,12 +254,14 @@ fn arbitrary_input() -> impl Strategy<Value = GroupInput> {
                     });
                 }
                 for (m, (subs, capacity, named, rack)) in members.iter().enumerate() {
+                    let subscribed = (0..topics as u32).filter(|&t| subs[t as usize]).collect();
+                    let subscription = input.intern_subscription(subscribed);
                     input.members.push(assignd_guest_sdk::Member {
                         id: format!("member-{m}"),
                         name: named.then(|| format!("name-{m}")),
                         rack: (*rack > 0).then(|| format!("rack-{rack}")),
                         capacity: *capacity,
-                        topics: (0..topics as u32).filter(|&t| subs[t as usize]).collect(),
+                        subscription,
                     });
                 }
                 let tasks = input.task_count() as u32;

@@ -130,9 +130,8 @@ impl Case {
                 let settled = testing::settle(&full, &previous);
                 // The member that index `members` would be under the same
                 // spec (same subscription rule), over the same topics.
-                let bigger = testing::group(&self.spec(self.members + 1));
-                let newcomer = bigger.members.last().expect("at least one member").clone();
-                Ok(testing::add_member(&settled, newcomer))
+                let topics = testing::spec_topics(&self.spec(self.members), self.members);
+                Ok(testing::add_member(&settled, "newcomer", topics))
             }
         }
     }

@@ -71,7 +71,7 @@ pub fn find_improving_move(input: &GroupInput, owners: &[u32]) -> Option<Improvi
     let cap = |m: u32| input.members[m as usize].capacity.max(1);
     let mut subscribers: Vec<Vec<u32>> = vec![Vec::new(); input.topics.len()];
     for (m, member) in input.members.iter().enumerate() {
-        for &t in &member.topics {
+        for &t in input.topics_of(member) {
             subscribers[t as usize].push(m as u32);
         }
     }
@@ -286,16 +286,21 @@ impl<'a> Balancer<'a> {
         let capacity: Vec<u32> = input.members.iter().map(|m| m.capacity.max(1)).collect();
 
         // Union-find over topics, always linking to the smaller root so that
-        // a component's root is its lowest topic. Consecutive members with
-        // the same subscriptions (the common case) add nothing new.
+        // a component's root is its lowest topic. Only the subscription sets
+        // members use matter, each once: members sharing a set (the common
+        // case) add nothing new.
         let mut parent: Vec<u32> = (0..topic_count as u32).collect();
-        let mut previous: &[u32] = &[];
+        let mut set_used = vec![false; input.subscriptions.len()];
         for member in &input.members {
-            if member.topics == previous {
-                continue;
-            }
-            previous = &member.topics;
-            if let Some((&first, rest)) = member.topics.split_first() {
+            set_used[member.subscription as usize] = true;
+        }
+        let used_sets = input
+            .subscriptions
+            .iter()
+            .zip(&set_used)
+            .filter(|(_, used)| **used);
+        for (topics, _) in used_sets {
+            if let Some((&first, rest)) = topics.split_first() {
                 for &t in rest {
                     let (a, b) = (find(&mut parent, first), find(&mut parent, t));
                     if a != b {
@@ -318,7 +323,12 @@ impl<'a> Balancer<'a> {
         let member_comp: Vec<u32> = input
             .members
             .iter()
-            .map(|m| m.topics.first().map_or(NIL, |&t| topic_comp[t as usize]))
+            .map(|m| {
+                input
+                    .topics_of(m)
+                    .first()
+                    .map_or(NIL, |&t| topic_comp[t as usize])
+            })
             .collect();
         let (comp_topic_start, comp_topics) = group_by(comp_count, &topic_comp);
         let (comp_member_start, comp_members) = group_by(comp_count, &member_comp);
@@ -327,7 +337,7 @@ impl<'a> Balancer<'a> {
             if c != NIL {
                 let topics_in_comp =
                     comp_topic_start[c as usize + 1] - comp_topic_start[c as usize];
-                comp_uniform[c as usize] &= member.topics.len() as u32 == topics_in_comp;
+                comp_uniform[c as usize] &= input.topics_of(member).len() as u32 == topics_in_comp;
             }
         }
 
@@ -338,7 +348,7 @@ impl<'a> Balancer<'a> {
         let mut sub_start = vec![0u32; topic_count + 1];
         for (m, member) in input.members.iter().enumerate() {
             if in_mixed(m) {
-                for &t in &member.topics {
+                for &t in input.topics_of(member) {
                     sub_start[t as usize + 1] += 1;
                 }
             }
@@ -350,7 +360,7 @@ impl<'a> Balancer<'a> {
         let mut subs = vec![0u32; sub_start[topic_count] as usize];
         for (m, member) in input.members.iter().enumerate() {
             if in_mixed(m) {
-                for &t in &member.topics {
+                for &t in input.topics_of(member) {
                     subs[fill[t as usize] as usize] = m as u32;
                     fill[t as usize] += 1;
                 }
@@ -591,21 +601,25 @@ impl<'a> Balancer<'a> {
             return true;
         }
         let mut by_topics = members.to_vec();
+        // Classes are members with equal subscriptions, ordered by their
+        // topic lists; sets are distinct, so equal sets have equal indices
+        // and only different sets need their lists compared.
+        let set_of = |m: u32| input.members[m as usize].subscription;
         by_topics.sort_by(|&a, &b| {
-            input.members[a as usize]
-                .topics
-                .cmp(&input.members[b as usize].topics)
-                .then(a.cmp(&b))
+            let (sa, sb) = (set_of(a), set_of(b));
+            if sa == sb {
+                a.cmp(&b)
+            } else {
+                input.subscriptions[sa as usize].cmp(&input.subscriptions[sb as usize])
+            }
         });
         let mut classes: Vec<ClassQueue> = Vec::new();
         let mut class_topics: Vec<&[u32]> = Vec::new();
         let mut class_members = Vec::new();
         for (i, &m) in by_topics.iter().enumerate() {
-            let topics = input.members[m as usize].topics.as_slice();
+            let topics = input.subscriptions[set_of(m) as usize].as_slice();
             class_members.push(self.receiver(m));
-            let class_ends = by_topics
-                .get(i + 1)
-                .is_none_or(|&n| input.members[n as usize].topics != topics);
+            let class_ends = by_topics.get(i + 1).is_none_or(|&n| set_of(n) != set_of(m));
             if class_ends {
                 class_topics.push(topics);
                 classes.push(ClassQueue::new(std::mem::take(&mut class_members)));
@@ -848,7 +862,7 @@ impl<'a> Balancer<'a> {
             receivers.push(Reverse(self.receiver(from)));
             donors.push(self.donor(to));
             for m in [from, to] {
-                for &other in &self.input.members[m as usize].topics {
+                for &other in self.input.topics_of(&self.input.members[m as usize]) {
                     if other != t && !queued[other as usize] {
                         queued[other as usize] = true;
                         queue.push_back(other);

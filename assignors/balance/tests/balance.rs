@@ -81,8 +81,8 @@ fn over_quota_owner_keeps_its_first_tasks_and_hands_the_rest_on() {
 fn unsubscribed_topic_stays_unowned_and_unsubscribed_owner_loses_its_task() {
     let mut input = uniform_group(2, 2, 4);
     // Both members subscribe to topic 0 only; member 1 held a task of topic 1.
-    for m in &mut input.members {
-        m.topics = vec![0];
+    for m in 0..input.members.len() {
+        input.set_topics(m, vec![0]);
     }
     input.active_owner = vec![1, 1, 1, NO_MEMBER];
     assert_eq!(balance(&input), vec![1, 0, NO_MEMBER, NO_MEMBER]);
@@ -93,7 +93,7 @@ fn mixed_subscriptions_balance_topic_by_topic() {
     // Member 0 subscribes to topic 0 only, member 1 to both; topic 1's 4
     // tasks can only go to member 1, so topic 0's 4 tasks go to member 0.
     let mut input = uniform_group(2, 2, 8);
-    input.members[0].topics = vec![0];
+    input.set_topics(0, vec![0]);
     input.active_owner = vec![1; 8];
     assert_eq!(balance(&input), vec![0, 0, 0, 0, 1, 1, 1, 1]);
 }

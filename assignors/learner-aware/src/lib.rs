@@ -122,8 +122,9 @@ fn place_actives(
             .lag(input, task, m)
             .is_some_and(|lag| lag <= params.acceptable_recovery_lag)
     };
-    let subscribes =
-        |task: u32, m: u32| input.members[m as usize].subscribes(index.task_topic[task as usize]);
+    let subscribes = |task: u32, m: u32| {
+        input.subscribes(&input.members[m as usize], index.task_topic[task as usize])
+    };
     let (lag_start, lag_members) = lag_members_by_task(input, task_count);
     // Every caught-up subscriber of a task has a lag row, except the
     // current owner, whose missing row counts as lag 0.
@@ -305,7 +306,9 @@ fn place_standbys(
                 };
                 let mut best: Option<(bool, bool, u32, u32)> = None;
                 for &m in previous {
-                    if eligible(m, &chosen) && input.members[m as usize].subscribes(topic as u32) {
+                    if eligible(m, &chosen)
+                        && input.subscribes(&input.members[m as usize], topic as u32)
+                    {
                         let k = key(m, &used_racks, &standby_count);
                         best = Some(best.map_or(k, |b| b.min(k)));
                     }

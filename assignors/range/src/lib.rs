@@ -84,7 +84,7 @@ fn subscribers_by_topic(input: &GroupInput, order: &[u32]) -> (Vec<usize>, Vec<u
     let topic_count = input.topics.len();
     let mut starts = vec![0usize; topic_count + 1];
     for member in &input.members {
-        for &t in &member.topics {
+        for &t in input.topics_of(member) {
             starts[t as usize + 1] += 1;
         }
     }
@@ -94,7 +94,7 @@ fn subscribers_by_topic(input: &GroupInput, order: &[u32]) -> (Vec<usize>, Vec<u
     let mut fill = starts[..topic_count].to_vec();
     let mut members = vec![0u32; starts[topic_count]];
     for &m in order {
-        for &t in &input.members[m as usize].topics {
+        for &t in input.topics_of(&input.members[m as usize]) {
             members[fill[t as usize]] = m;
             fill[t as usize] += 1;
         }

@@ -24,7 +24,7 @@ fn kafka_range(input: &GroupInput) -> ByMember {
         let mut consumers: Vec<_> = input
             .members
             .iter()
-            .filter(|m| m.topics.contains(&(t as u32)))
+            .filter(|m| input.topics_of(m).contains(&(t as u32)))
             .collect();
         if consumers.is_empty() {
             continue;
@@ -65,7 +65,7 @@ proptest! {
         prop_assert!(out.standbys.is_empty());
         let offsets = input.topic_offsets();
         for t in 0..input.topics.len() {
-            let subscribed = input.members.iter().any(|m| m.subscribes(t as u32));
+            let subscribed = input.members.iter().any(|m| input.subscribes(m, t as u32));
             for task in offsets[t]..offsets[t + 1] {
                 prop_assert_eq!(out.active_owner[task as usize] == NO_MEMBER, !subscribed);
             }
@@ -112,7 +112,7 @@ proptest! {
                 .members
                 .iter()
                 .enumerate()
-                .filter(|(_, m)| m.subscribes(t as u32))
+                .filter(|(_, m)| input.subscribes(m, t as u32))
                 .map(|(i, _)| (i as u32, 0))
                 .collect();
             if counts.is_empty() {

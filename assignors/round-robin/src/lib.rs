@@ -100,7 +100,7 @@ fn subscriber_ranks_by_topic(input: &GroupInput, order: &[u32]) -> (Vec<usize>, 
     let topic_count = input.topics.len();
     let mut starts = vec![0usize; topic_count + 1];
     for member in &input.members {
-        for &t in &member.topics {
+        for &t in input.topics_of(member) {
             starts[t as usize + 1] += 1;
         }
     }
@@ -110,7 +110,7 @@ fn subscriber_ranks_by_topic(input: &GroupInput, order: &[u32]) -> (Vec<usize>, 
     let mut fill = starts[..topic_count].to_vec();
     let mut ranks = vec![0u32; starts[topic_count]];
     for (rank, &m) in order.iter().enumerate() {
-        for &t in &input.members[m as usize].topics {
+        for &t in input.topics_of(&input.members[m as usize]) {
             ranks[fill[t as usize]] = rank as u32;
             fill[t as usize] += 1;
         }

@@ -22,14 +22,14 @@ fn kafka_round_robin(input: &GroupInput) -> ByMember {
     let mut members: Vec<_> = input.members.iter().collect();
     members.sort_by(|a, b| kafka_key(a).cmp(&kafka_key(b)));
     let mut topics: Vec<(&str, u32)> = (0..input.topics.len() as u32)
-        .filter(|&t| input.members.iter().any(|m| m.subscribes(t)))
+        .filter(|&t| input.members.iter().any(|m| input.subscribes(m, t)))
         .map(|t| (input.topics[t as usize].name.as_str(), t))
         .collect();
     topics.sort();
     let mut at = 0;
     for (name, t) in topics {
         for p in 0..input.topics[t as usize].partitions {
-            while !members[at].subscribes(t) {
+            while !input.subscribes(members[at], t) {
                 at = (at + 1) % members.len();
             }
             out.get_mut(&members[at].id)
@@ -63,7 +63,7 @@ proptest! {
         prop_assert!(out.standbys.is_empty());
         let offsets = input.topic_offsets();
         for t in 0..input.topics.len() {
-            let subscribed = input.members.iter().any(|m| m.subscribes(t as u32));
+            let subscribed = input.members.iter().any(|m| input.subscribes(m, t as u32));
             for task in offsets[t]..offsets[t + 1] {
                 prop_assert_eq!(out.active_owner[task as usize] == NO_MEMBER, !subscribed);
             }

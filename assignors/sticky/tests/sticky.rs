@@ -5,7 +5,7 @@
 mod common;
 
 use assignd_guest_sdk::harness::{run, run_json};
-use assignd_guest_sdk::testing::{add_member, member_of_all, moved_tasks, remove_member, settle};
+use assignd_guest_sdk::testing::{add_member, all_topics, moved_tasks, remove_member, settle};
 use assignd_guest_sdk::{Assignor, NO_MEMBER};
 use assignor_sticky::Sticky;
 use common::*;
@@ -50,7 +50,7 @@ proptest! {
     fn a_new_member_takes_only_its_share(members in 1u32..=30, topics in 1u32..=6, tasks in 0u32..=300) {
         let fresh = uniform_group(members, topics, tasks);
         let settled = settle(&fresh, &run::<Sticky>(&fresh).unwrap());
-        let grown = add_member(&settled, member_of_all(&settled, "newcomer"));
+        let grown = add_member(&settled, "newcomer", all_topics(&settled));
         let out = run::<Sticky>(&grown).unwrap();
         let moved = moved_tasks(&settled.active_owner, &out.active_owner);
         prop_assert!(moved as u32 <= tasks.div_ceil(members + 1) + 1, "moved {moved}");
@@ -101,8 +101,8 @@ fn capacity_two_versus_one() {
 #[test]
 fn unsubscribed_topic_gets_no_member() {
     let mut input = uniform_group(2, 2, 4);
-    input.members[0].topics = vec![0];
-    input.members[1].topics = vec![0];
+    input.set_topics(0, vec![0]);
+    input.set_topics(1, vec![0]);
     let out = run::<Sticky>(&input).unwrap();
     assert_eq!(out.active_owner[2..], [NO_MEMBER, NO_MEMBER]);
 }

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use assignd_guest_sdk::testing::{
-    GroupSpec, Subscriptions, add_member, group, member_of_all, moved_tasks, settle,
+    GroupSpec, Subscriptions, add_member, group, moved_tasks, settle, spec_topics,
 };
 use assignd_guest_sdk::{Assignor, GroupInput};
 use assignor_sticky::Sticky;
@@ -36,13 +36,8 @@ fn shape(members: u32, partitions: u32, topics: u32, subscriptions: Subscription
     let owners = time(&format!("{label}: full"), &full);
     let mut settled = settle(&full, &full.empty_assignment());
     settled.active_owner = owners;
-    let mut grown = add_member(&settled, member_of_all(&settled, "newcomer"));
-    if let Subscriptions::Heterogeneous { groups } = subscriptions {
-        // Subscribed like member index `members` would be.
-        let g = members % groups;
-        grown.members.last_mut().unwrap().topics =
-            (0..topics).filter(|t| t % groups != g).collect();
-    }
+    // Subscribed like member index `members` would be.
+    let grown = add_member(&settled, "newcomer", spec_topics(&spec, members));
     let after = time(&format!("{label}: incremental"), &grown);
     println!(
         "  moved {} tasks",

@@ -277,9 +277,10 @@ fn to_wit(input: &GroupInput) -> wit::GroupInput {
                 name: m.name.clone(),
                 rack: m.rack.clone(),
                 capacity: m.capacity,
-                topics: m.topics.clone(),
+                subscription: m.subscription,
             })
             .collect(),
+        subscriptions: input.subscriptions.clone(),
         active_owner: input.active_owner.clone(),
         learners: rows(&input.learners),
         standbys: rows(&input.standbys),

@@ -55,17 +55,26 @@ pub fn build(shape: &Shape) -> GroupInput {
             partitions: rng.below(u64::from(shape.max_partitions) + 1) as u32,
         })
         .collect();
-    let members: Vec<Member> = (0..shape.members)
-        .map(|m| Member {
+    let mut input = GroupInput {
+        topics,
+        ..GroupInput::default()
+    };
+    for m in 0..shape.members {
+        let rack = (shape.extras && rng.below(4) != 0).then(|| format!("rack-{}", rng.below(3)));
+        let capacity = 1 + rng.below(u64::from(shape.max_capacity)) as u32;
+        let subscribed = (0..shape.topics)
+            .filter(|_| shape.homogeneous || rng.below(2) == 0)
+            .collect();
+        let member = Member {
             id: format!("member-{m}"),
             name: None,
-            rack: (shape.extras && rng.below(4) != 0).then(|| format!("rack-{}", rng.below(3))),
-            capacity: 1 + rng.below(u64::from(shape.max_capacity)) as u32,
-            topics: (0..shape.topics)
-                .filter(|_| shape.homogeneous || rng.below(2) == 0)
-                .collect(),
-        })
-        .collect();
+            rack,
+            capacity,
+            subscription: input.intern_subscription(subscribed),
+        };
+        input.members.push(member);
+    }
+    let topics = &input.topics;
     let task_count: u32 = topics.iter().map(|t| t.partitions).sum();
     let member_count = u64::from(shape.members);
     // Any member, subscribed or not, or nobody.
@@ -94,13 +103,11 @@ pub fn build(shape: &Shape) -> GroupInput {
         }
     }
     GroupInput {
-        topics,
-        members,
         active_owner,
         learners,
         standbys,
         lags,
-        params: Default::default(),
+        ..input
     }
 }
 
@@ -109,7 +116,7 @@ pub fn is_homogeneous(input: &GroupInput) -> bool {
     input
         .members
         .iter()
-        .all(|m| m.topics.len() == input.topics.len())
+        .all(|m| input.topics_of(m).len() == input.topics.len())
 }
 
 pub fn counts(input: &GroupInput, owners: &[u32]) -> Vec<u32> {
@@ -147,10 +154,11 @@ pub fn mixed_topics(input: &GroupInput) -> Vec<bool> {
     while changed {
         changed = false;
         for member in &input.members {
-            let Some(low) = member.topics.iter().map(|&t| label[t as usize]).min() else {
+            let topics = input.topics_of(member);
+            let Some(low) = topics.iter().map(|&t| label[t as usize]).min() else {
                 continue;
             };
-            for &t in &member.topics {
+            for &t in topics {
                 if label[t as usize] != low {
                     label[t as usize] = low;
                     changed = true;
@@ -164,7 +172,7 @@ pub fn mixed_topics(input: &GroupInput) -> Vec<bool> {
             input
                 .members
                 .iter()
-                .any(|m| m.subscribes(t as u32) && m.topics.len() != comp_size)
+                .any(|m| input.subscribes(m, t as u32) && input.topics_of(m).len() != comp_size)
         })
         .collect()
 }
@@ -183,7 +191,7 @@ pub fn naive_improving_move(input: &GroupInput, owners: &[u32]) -> Option<(u32, 
                 continue;
             }
             for (to, member) in input.members.iter().enumerate() {
-                if !member.subscribes(t as u32) {
+                if !input.subscribes(member, t as u32) {
                     continue;
                 }
                 let lhs =

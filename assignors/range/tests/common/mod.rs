@@ -68,21 +68,26 @@ fn build(
             partitions,
         })
         .collect();
-    let members: Vec<Member> = members
-        .iter()
-        .enumerate()
-        .map(|(i, spec)| Member {
+    let mut input = GroupInput {
+        topics,
+        ..GroupInput::default()
+    };
+    for (i, spec) in members.iter().enumerate() {
+        let subscribed = (0..input.topics.len() as u32)
+            .filter(|&t| spec.subscribes[t as usize])
+            .collect();
+        let member = Member {
             id: format!("member-{:05}-{i}", spec.salt),
             name: spec
                 .is_static
                 .then(|| format!("static-{:05}-{i}", spec.salt.rotate_left(7))),
             rack: None,
             capacity: 1 + u32::from(spec.salt % 3),
-            topics: (0..topics.len() as u32)
-                .filter(|&t| spec.subscribes[t as usize])
-                .collect(),
-        })
-        .collect();
+            subscription: input.intern_subscription(subscribed),
+        };
+        input.members.push(member);
+    }
+    let members = &input.members;
     let task_count: usize = partitions.iter().map(|&p| p as usize).sum();
     let choices = members.len() as u32 + 1;
     let active_owner = previous[..task_count]
@@ -93,10 +98,8 @@ fn build(
         })
         .collect();
     GroupInput {
-        topics,
-        members,
         active_owner,
-        ..GroupInput::default()
+        ..input
     }
 }
 
@@ -173,30 +176,28 @@ pub fn input_of(topics: &[(&str, u32)], members: &[(&str, Option<&str>, &[&str])
             partitions,
         })
         .collect();
-    let members = members
-        .iter()
-        .map(|&(id, name, subscribed)| {
-            let mut indices: Vec<u32> = subscribed
-                .iter()
-                .map(|s| topics.iter().position(|t| t.name == *s).unwrap() as u32)
-                .collect();
-            indices.sort_unstable();
-            Member {
-                id: id.to_owned(),
-                name: name.map(str::to_owned),
-                rack: None,
-                capacity: 1,
-                topics: indices,
-            }
-        })
-        .collect();
     let task_count = topics.iter().map(|t| t.partitions as usize).sum();
-    GroupInput {
+    let mut input = GroupInput {
         topics,
-        members,
         active_owner: vec![NO_MEMBER; task_count],
         ..GroupInput::default()
+    };
+    for &(id, name, subscribed) in members {
+        let mut indices: Vec<u32> = subscribed
+            .iter()
+            .map(|s| input.topics.iter().position(|t| t.name == *s).unwrap() as u32)
+            .collect();
+        indices.sort_unstable();
+        let member = Member {
+            id: id.to_owned(),
+            name: name.map(str::to_owned),
+            rack: None,
+            capacity: 1,
+            subscription: input.intern_subscription(indices),
+        };
+        input.members.push(member);
     }
+    input
 }
 
 /// Expected answer from (member id, [(topic, partition)]) rows.

@@ -77,7 +77,11 @@ fn valid(input: &GroupInput) -> Assignment {
     let offsets = input.topic_offsets();
     let mut out = input.empty_assignment();
     for t in 0..input.topics.len() {
-        if let Some(first) = input.members.iter().position(|m| m.subscribes(t as u32)) {
+        if let Some(first) = input
+            .members
+            .iter()
+            .position(|m| input.subscribes(m, t as u32))
+        {
             out.active_owner[offsets[t] as usize..offsets[t + 1] as usize].fill(first as u32);
         }
     }
@@ -96,12 +100,15 @@ fn unsubscribed(input: &GroupInput) -> Result<Assignment, AssignError> {
         active_owner: vec![0; input.task_count()],
         ..Assignment::default()
     };
-    if with_tasks.iter().any(|&t| !input.members[0].subscribes(t)) {
+    if with_tasks
+        .iter()
+        .any(|&t| !input.subscribes(&input.members[0], t))
+    {
         return Ok(out);
     }
     // Member 0 may hold everything; find a member missing a topic instead.
     for (m, member) in input.members.iter().enumerate().skip(1) {
-        if let Some(&t) = with_tasks.iter().find(|&&t| !member.subscribes(t)) {
+        if let Some(&t) = with_tasks.iter().find(|&&t| !input.subscribes(member, t)) {
             out.active_owner[offsets[t as usize] as usize] = m as u32;
             return Ok(out);
         }
@@ -179,29 +186,39 @@ mod tests {
         check_assignment(input, &out, rows_max(input)).expect_err("the answer is invalid")
     }
 
-    fn member(id: &str, topics: &[u32]) -> Member {
-        Member {
-            id: id.into(),
-            name: None,
-            rack: None,
-            capacity: 1,
-            topics: topics.to_vec(),
+    /// A member `id` subscribed to `topics`, to be added by `with_members`.
+    fn member<'a>(id: &'a str, topics: &'a [u32]) -> (&'a str, &'a [u32]) {
+        (id, topics)
+    }
+
+    /// `input` plus the given members, each with its subscription set.
+    fn with_members(mut input: GroupInput, members: Vec<(&str, &[u32])>) -> GroupInput {
+        for (id, topics) in members {
+            let subscription = input.intern_subscription(topics.to_vec());
+            input.members.push(Member {
+                id: id.into(),
+                name: None,
+                rack: None,
+                capacity: 1,
+                subscription,
+            });
         }
+        input
     }
 
     /// Topics `a` (0 partitions), `b` (3), `c` (2); members as given.
-    fn input_of(members: Vec<Member>) -> GroupInput {
-        GroupInput {
+    fn input_of(members: Vec<(&str, &[u32])>) -> GroupInput {
+        let topics = GroupInput {
             topics: [("a", 0), ("b", 3), ("c", 2)]
                 .map(|(name, partitions)| Topic {
                     name: name.into(),
                     partitions,
                 })
                 .to_vec(),
-            members,
             active_owner: vec![NO_MEMBER; 5],
             ..GroupInput::default()
-        }
+        };
+        with_members(topics, members)
     }
 
     fn homogeneous() -> GroupInput {
@@ -297,10 +314,7 @@ mod tests {
             }
         );
         let no_tasks = with_mode(
-            &GroupInput {
-                members: vec![member("m0", &[])],
-                ..GroupInput::default()
-            },
+            &with_members(GroupInput::default(), vec![member("m0", &[])]),
             Some("wrong-length"),
         );
         assert_eq!(
