@@ -51,6 +51,7 @@ fn compiled_artifacts_are_reused_across_engines_through_the_disk_cache() {
     let dir = scratch("disk-cache");
     let config = || EngineConfig {
         cache_dir: Some(dir.clone()),
+        ..EngineConfig::default()
     };
     let first = PluginEngine::new(config())
         .unwrap()
@@ -255,4 +256,59 @@ fn engine_bytes(builtin: &str) -> Vec<u8> {
     assignd::plugins::builtin_component(builtin)
         .unwrap()
         .to_vec()
+}
+
+#[test]
+fn calls_beyond_the_pool_wait_for_a_slot_instead_of_failing() {
+    let engine = Arc::new(
+        PluginEngine::new(EngineConfig {
+            concurrent_calls_max: 1,
+            ..EngineConfig::default()
+        })
+        .unwrap(),
+    );
+    let spin = load_guest(&engine, "test-guest-spin-forever");
+    let range = engine.load_builtin("range").unwrap();
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let looping = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let limits = Limits {
+                fuel_base: u64::MAX / 2,
+                time_limit_ms: 300,
+                ..Limits::default()
+            };
+            started_tx.send(()).unwrap();
+            engine.assign(&spin, &input(), &limits)
+        })
+    };
+    started_rx.recv().unwrap();
+    // Whether or not the looping call got the only slot first, this call
+    // must succeed: it waits for the slot rather than fail to instantiate.
+    let outcome = engine.assign(&range, &input(), &Limits::default()).unwrap();
+    check_assignment(&input(), &outcome.assignment, 1 << 20).unwrap();
+    let error = looping.join().unwrap().unwrap_err();
+    assert!(
+        matches!(error, PluginError::Timeout { limit_ms: 300 }),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_memory_limit_above_the_engine_ceiling_is_capped_to_it() {
+    let engine = PluginEngine::new(EngineConfig {
+        memory_ceiling_bytes: 32 << 20,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let hog = load_guest(&engine, "test-guest-memory-hog");
+    let limits = Limits {
+        fuel_base: u64::MAX / 2,
+        memory_max_bytes: 1 << 30,
+        ..Limits::default()
+    };
+    match engine.assign(&hog, &input(), &limits).unwrap_err() {
+        PluginError::MemoryLimit { limit_bytes, .. } => assert_eq!(limit_bytes, 32 << 20),
+        other => panic!("expected MemoryLimit, got {other}"),
+    }
 }

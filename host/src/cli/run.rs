@@ -51,8 +51,9 @@ pub struct RunArgs {
     /// Wall-clock limit of the call.
     #[arg(long, value_name = "MS", default_value_t = Limits::default().time_limit_ms)]
     time_limit_ms: u64,
-    /// Largest memory the guest may grow to.
-    #[arg(long, value_name = "MIB", default_value_t = Limits::default().memory_max_bytes >> 20)]
+    /// Largest memory the guest may grow to (1 to 4096).
+    #[arg(long, value_name = "MIB", default_value_t = Limits::default().memory_max_bytes >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
     memory_max_mib: u64,
 }
 
@@ -69,14 +70,26 @@ fn bad_input(message: String) -> Failure {
     }
 }
 
-fn load(args: &ModuleArgs) -> Result<(PluginEngine, Arc<LoadedModule>), Failure> {
+/// Loads the module into an engine whose memory ceiling is
+/// `memory_ceiling_bytes` (the run's own memory limit, so that the flag is
+/// never silently capped).
+fn load(
+    args: &ModuleArgs,
+    memory_ceiling_bytes: u64,
+) -> Result<(PluginEngine, Arc<LoadedModule>), Failure> {
     let cache_dir = if args.no_cache {
         None
     } else {
         args.cache_dir.clone().or_else(default_cache_dir)
     };
-    let engine = PluginEngine::new(EngineConfig { cache_dir })
-        .map_err(|e| bad_input(format!("cannot start the wasm engine: {e:#}")))?;
+    let engine = PluginEngine::new(EngineConfig {
+        cache_dir,
+        // One call at a time: a pool of two slots is plenty.
+        concurrent_calls_max: 2,
+        memory_ceiling_bytes,
+        ..EngineConfig::default()
+    })
+    .map_err(|e| bad_input(format!("cannot start the wasm engine: {e:#}")))?;
     let path = Path::new(&args.module);
     let module = if BUILTIN_NAMES.contains(&args.module.as_str()) && !path.exists() {
         engine.load_builtin(&args.module)?
@@ -108,7 +121,6 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let mut input = parse_input(&text, &InputLimits::default())
         .map_err(|e| bad_input(format!("{}: {e}", args.input.display())))?;
     merge_params(&mut input.params, &args.params).map_err(|e| bad_input(e.to_string()))?;
-    let (engine, module) = load(&args.module)?;
     let limits = Limits {
         fuel_base: args.fuel_base,
         fuel_per_item: args.fuel_per_item,
@@ -116,6 +128,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         memory_max_bytes: args.memory_max_mib.saturating_mul(1 << 20),
         ..Limits::default()
     };
+    let (engine, module) = load(&args.module, limits.memory_max_bytes)?;
     let outcome = engine.assign(&module, &input, &limits)?;
     let doc = assignment_to_json(&input, &outcome.assignment);
     print_one_member_per_line(&doc);
@@ -130,7 +143,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
 }
 
 pub fn info(args: InfoArgs) -> Result<(), Failure> {
-    let (_engine, module) = load(&args.module)?;
+    let (_engine, module) = load(&args.module, Limits::default().memory_max_bytes)?;
     let info = &module.info;
     let doc = json!({
         "id": module.id,

@@ -153,6 +153,17 @@ impl LogHost for GuestState {
     }
 }
 
+/// A call's limits with its memory cap lowered to the engine's ceiling
+/// (the pool's slot size).
+fn capped(engine: &PluginEngine, limits: &Limits) -> Limits {
+    Limits {
+        memory_max_bytes: limits.memory_max_bytes.min(engine.memory_ceiling_bytes),
+        ..*limits
+    }
+}
+
+/// A store for one call; the caller holds a call slot for as long as the
+/// store lives.
 fn new_store(engine: &PluginEngine, limits: &Limits, fuel: u64) -> Store<GuestState> {
     let mut store = Store::new(&engine.engine, GuestState::new(limits));
     store.limiter(|state| state);
@@ -218,7 +229,9 @@ pub(super) fn call_info(
     pre: &PluginPre<GuestState>,
     limits: &Limits,
 ) -> Result<Info, PluginError> {
+    let limits = &capped(engine, limits);
     let fuel = limits.fuel_base;
+    let _slot = engine.slots.acquire();
     let mut store = new_store(engine, limits, fuel);
     let plugin = match pre.instantiate(&mut store) {
         Ok(plugin) => plugin,
@@ -321,7 +334,9 @@ impl PluginEngine {
         limits: &Limits,
     ) -> Result<CallOutcome, PluginError> {
         check_input(input, &InputLimits::default()).map_err(PluginError::InvalidInput)?;
+        let limits = &capped(self, limits);
         let fuel = limits.fuel_for(input.task_count(), input.members.len());
+        let _slot = self.slots.acquire();
         let started = Instant::now();
         let mut store = new_store(self, limits, fuel);
         let plugin = match module.pre.instantiate(&mut store) {

@@ -48,12 +48,40 @@ impl Limits {
 }
 
 /// Engine-wide settings.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Where compiled components are cached across processes; none keeps
     /// the cache in memory only.
     pub cache_dir: Option<std::path::PathBuf>,
+    /// Guest instances alive at once (calls in flight, `info()` included).
+    /// Instances come from a pool of this many slots; a call waits for a
+    /// free slot rather than fail.
+    pub concurrent_calls_max: u32,
+    /// The host-wide ceiling on a guest's memory: the pool's slot size.
+    /// A call's `Limits::memory_max_bytes` above it is capped to it.
+    pub memory_ceiling_bytes: u64,
+    /// Memory a pool slot keeps mapped between calls (zeroed, not
+    /// unmapped), so the next instance does not pay first-touch page faults
+    /// on it.
+    pub memory_keep_resident_bytes: u64,
 }
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            cache_dir: None,
+            concurrent_calls_max: 16,
+            memory_ceiling_bytes: Limits::default().memory_max_bytes,
+            memory_keep_resident_bytes: 16 << 20,
+        }
+    }
+}
+
+/// Core instances, memories and tables one assignor component may hold:
+/// wit-component links the guest module with small shim modules.
+pub const CORE_INSTANCES_PER_CALL_MAX: u32 = 8;
+pub const MEMORIES_PER_CALL_MAX: u32 = 2;
+pub const TABLES_PER_CALL_MAX: u32 = 4;
 
 /// How often the epoch ticker advances: the resolution of the wall-time
 /// limit.
