@@ -421,14 +421,17 @@ impl<'a> Balancer<'a> {
     /// quota and the surplus goes to members under quota.
     fn balance_uniform(&mut self, comp: u32, topics: &[u32], members: &[u32]) {
         let input = self.input;
-        let member_count = input.members.len() as u32;
-        let held = &mut self.scratch;
+        let member_comp = &self.member_comp[..];
+        // Whether current owner `o` is a member of this component; `get`
+        // also rejects NO_MEMBER and stale indices with one check.
+        let in_comp = |o: u32| member_comp.get(o as usize) == Some(&comp);
+        let held = &mut self.scratch[..];
         let mut task_count = 0u64;
         for &t in topics {
             let range = self.offsets[t as usize] as usize..self.offsets[t as usize + 1] as usize;
             task_count += range.len() as u64;
             for &o in &input.active_owner[range] {
-                if o < member_count && self.member_comp[o as usize] == comp {
+                if in_comp(o) {
                     held[o as usize] += 1;
                 }
             }
@@ -490,39 +493,41 @@ impl<'a> Balancer<'a> {
             held[m as usize] = 0;
         }
 
-        // Quota per member index for the task walk.
-        let quota_of = &mut self.scratch;
+        // Quota per member index for the task walk. The walk is the hot
+        // loop (every task of the component): it works on local slices so
+        // that the compiler keeps their bounds in registers, which matters
+        // most inside wasm.
+        let quota_of = &mut self.scratch[..];
         for (i, &m) in members.iter().enumerate() {
             quota_of[m as usize] = quota[i];
         }
-        let mut surplus = Vec::new();
+        let owner = &mut self.owner[..];
+        let count = &mut self.count[..];
+        let mut surplus = Vec::with_capacity(task_count as usize);
         for &t in topics {
-            for task in self.offsets[t as usize]..self.offsets[t as usize + 1] {
-                let o = input.active_owner[task as usize];
-                if o < member_count
-                    && self.member_comp[o as usize] == comp
-                    && self.count[o as usize] < quota_of[o as usize]
-                {
-                    self.owner[task as usize] = o;
-                    self.count[o as usize] += 1;
+            let first = self.offsets[t as usize];
+            let range = first as usize..self.offsets[t as usize + 1] as usize;
+            let current = input.active_owner[range.clone()].iter();
+            for ((task, &o), slot) in (first..).zip(current).zip(&mut owner[range]) {
+                if in_comp(o) && count[o as usize] < quota_of[o as usize] {
+                    *slot = o;
+                    count[o as usize] += 1;
                 } else {
                     surplus.push(task);
                 }
             }
         }
-        let mut cursor = 0;
-        for task in surplus {
-            while self.count[members[cursor] as usize] >= quota_of[members[cursor] as usize] {
-                cursor += 1;
-            }
-            let m = members[cursor];
-            self.owner[task as usize] = m;
-            self.count[m as usize] += 1;
-        }
+        // Members under quota take the surplus in member order.
+        let mut surplus = surplus.into_iter();
         for &m in members {
-            debug_assert_eq!(self.count[m as usize], quota_of[m as usize]);
+            let missing = quota_of[m as usize] - count[m as usize];
+            for task in surplus.by_ref().take(missing as usize) {
+                owner[task as usize] = m;
+            }
+            count[m as usize] = quota_of[m as usize];
             quota_of[m as usize] = 0;
         }
+        debug_assert!(surplus.next().is_none(), "quotas sum to the task count");
     }
 
     /// Keep valid owners, place unowned tasks greedily, then apply improving
