@@ -128,14 +128,72 @@ impl GroupIndex {
 /// unchecked input deterministic.
 pub fn kafka_member_order(members: &[Member]) -> Vec<u32> {
     let mut order: Vec<u32> = (0..members.len() as u32).collect();
+    let cmp = |x: &String, y: &String| cmp_bytes(x.as_bytes(), y.as_bytes());
     order.sort_unstable_by(|&a, &b| {
         let (a, b) = (&members[a as usize], &members[b as usize]);
         match (&a.name, &b.name) {
-            (Some(x), Some(y)) => x.cmp(y).then_with(|| a.id.cmp(&b.id)),
+            (Some(x), Some(y)) => cmp(x, y).then_with(|| cmp(&a.id, &b.id)),
             (Some(_), None) => Ordering::Less,
             (None, Some(_)) => Ordering::Greater,
-            (None, None) => a.id.cmp(&b.id),
+            (None, None) => cmp(&a.id, &b.id),
         }
     });
     order
+}
+
+/// `a.cmp(b)` for byte strings, eight bytes at a time. Inside wasm
+/// `memcmp` is a byte-by-byte loop (there is no vector compare), and member
+/// ids tend to share long prefixes (`worker-…`): sorting 1,000 members by
+/// id cost ~3,800 fuel per member that way.
+pub fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let common = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= common {
+        let word = |s: &[u8]| u64::from_be_bytes(s[i..i + 8].try_into().expect("eight bytes"));
+        let (x, y) = (word(a), word(b));
+        if x != y {
+            return x.cmp(&y);
+        }
+        i += 8;
+    }
+    a[i..].cmp(&b[i..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cmp_bytes;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn cmp_bytes_matches_slice_order_on_shared_prefixes(
+            prefix in proptest::collection::vec(any::<u8>(), 0..40),
+            a in proptest::collection::vec(0u8..4, 0..12),
+            b in proptest::collection::vec(0u8..4, 0..12),
+        ) {
+            let (a, b) = ([&prefix[..], &a].concat(), [&prefix[..], &b].concat());
+            prop_assert_eq!(cmp_bytes(&a, &b), a.cmp(&b));
+        }
+    }
+
+    #[test]
+    fn cmp_bytes_orders_like_slices() {
+        let words: [&[u8]; 10] = [
+            b"",
+            b"a",
+            b"member-1",
+            b"member-10",
+            b"member-100000000",
+            b"member-100000001",
+            b"member-2",
+            b"member-",
+            b"\xff\x00",
+            b"\x00\xff",
+        ];
+        for a in words {
+            for b in words {
+                assert_eq!(cmp_bytes(a, b), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
 }
