@@ -141,6 +141,34 @@ pub fn kafka_member_order(members: &[Member]) -> Vec<u32> {
     order
 }
 
+/// The ranks (positions in `order`) of every topic's subscribers, ascending,
+/// as one flat vector: topic `t`'s are `ranks[starts[t]..starts[t + 1]]`.
+/// Ranks rather than member indices so that a position in the order can be
+/// found by binary search; `order[rank]` is the member. One flat vector
+/// instead of a `Vec` per topic keeps the allocation count independent of
+/// the topic count.
+pub fn subscriber_ranks_by_topic(input: &GroupInput, order: &[u32]) -> (Vec<usize>, Vec<u32>) {
+    let topic_count = input.topics.len();
+    let mut starts = vec![0usize; topic_count + 1];
+    for member in &input.members {
+        for &t in input.topics_of(member) {
+            starts[t as usize + 1] += 1;
+        }
+    }
+    for t in 0..topic_count {
+        starts[t + 1] += starts[t];
+    }
+    let mut fill = starts[..topic_count].to_vec();
+    let mut ranks = vec![0u32; starts[topic_count]];
+    for (rank, &m) in order.iter().enumerate() {
+        for &t in input.topics_of(&input.members[m as usize]) {
+            ranks[fill[t as usize]] = rank as u32;
+            fill[t as usize] += 1;
+        }
+    }
+    (starts, ranks)
+}
+
 /// `a.cmp(b)` for byte strings, eight bytes at a time. Inside wasm
 /// `memcmp` is a byte-by-byte loop (there is no vector compare), and member
 /// ids tend to share long prefixes (`worker-…`): sorting 1,000 members by

@@ -28,7 +28,7 @@
 //! flat vectors only, because it runs inside wasm on groups of 10,000
 //! members and 500,000 partitions.
 
-use assignd_guest_sdk::index::kafka_member_order;
+use assignd_guest_sdk::index::{kafka_member_order, subscriber_ranks_by_topic};
 use assignd_guest_sdk::{AssignError, Assignment, Assignor, GroupInput, Info};
 
 /// The range assignor. See the crate documentation.
@@ -48,10 +48,10 @@ impl Assignor for Range {
     fn assign(input: &GroupInput) -> Result<Assignment, AssignError> {
         let offsets = input.topic_offsets();
         let order = kafka_member_order(&input.members);
-        let (starts, subscribers) = subscribers_by_topic(input, &order);
+        let (starts, ranks) = subscriber_ranks_by_topic(input, &order);
         let mut out = input.empty_assignment();
         for topic in 0..input.topics.len() {
-            let subscribers = &subscribers[starts[topic]..starts[topic + 1]];
+            let subscribers = &ranks[starts[topic]..starts[topic + 1]];
             if subscribers.is_empty() {
                 // Nobody subscribes: the tasks stay NO_MEMBER, as the
                 // contract requires.
@@ -62,44 +62,18 @@ impl Assignor for Range {
             let share = owners.len() / subscribers.len();
             let extra = owners.len() % subscribers.len();
             let mut next = 0;
-            for (i, &member) in subscribers.iter().enumerate() {
+            for (i, &rank) in subscribers.iter().enumerate() {
                 let len = share + usize::from(i < extra);
                 if len == 0 {
                     // Fewer partitions than subscribers: the rest get nothing.
                     break;
                 }
-                owners[next..next + len].fill(member);
+                owners[next..next + len].fill(order[rank as usize]);
                 next += len;
             }
         }
         Ok(out)
     }
-}
-
-/// The subscribers of every topic in `order`, as one flat vector: topic
-/// `t`'s subscribers are `members[starts[t]..starts[t + 1]]`. One vector
-/// instead of a `Vec` per topic keeps allocation count independent of the
-/// topic count.
-fn subscribers_by_topic(input: &GroupInput, order: &[u32]) -> (Vec<usize>, Vec<u32>) {
-    let topic_count = input.topics.len();
-    let mut starts = vec![0usize; topic_count + 1];
-    for member in &input.members {
-        for &t in input.topics_of(member) {
-            starts[t as usize + 1] += 1;
-        }
-    }
-    for t in 0..topic_count {
-        starts[t + 1] += starts[t];
-    }
-    let mut fill = starts[..topic_count].to_vec();
-    let mut members = vec![0u32; starts[topic_count]];
-    for &m in order {
-        for &t in input.topics_of(&input.members[m as usize]) {
-            members[fill[t as usize]] = m;
-            fill[t as usize] += 1;
-        }
-    }
-    (starts, members)
 }
 
 assignd_guest_sdk::export_assignor!(Range);

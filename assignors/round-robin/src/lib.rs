@@ -30,7 +30,7 @@
 //! search (a binary search over the topic's subscriber ranks), and the rest
 //! of the topic is dealt cyclically from there.
 
-use assignd_guest_sdk::index::kafka_member_order;
+use assignd_guest_sdk::index::{kafka_member_order, subscriber_ranks_by_topic};
 use assignd_guest_sdk::{AssignError, Assignment, Assignor, GroupInput, Info};
 
 /// The round-robin assignor. See the crate documentation.
@@ -90,32 +90,6 @@ impl Assignor for RoundRobin {
         }
         Ok(out)
     }
-}
-
-/// The ranks (positions in `order`) of every topic's subscribers, ascending,
-/// as one flat vector: topic `t`'s are `ranks[starts[t]..starts[t + 1]]`.
-/// Ranks rather than member indices so that the iterator's position can be
-/// found by binary search.
-fn subscriber_ranks_by_topic(input: &GroupInput, order: &[u32]) -> (Vec<usize>, Vec<u32>) {
-    let topic_count = input.topics.len();
-    let mut starts = vec![0usize; topic_count + 1];
-    for member in &input.members {
-        for &t in input.topics_of(member) {
-            starts[t as usize + 1] += 1;
-        }
-    }
-    for t in 0..topic_count {
-        starts[t + 1] += starts[t];
-    }
-    let mut fill = starts[..topic_count].to_vec();
-    let mut ranks = vec![0u32; starts[topic_count]];
-    for (rank, &m) in order.iter().enumerate() {
-        for &t in input.topics_of(&input.members[m as usize]) {
-            ranks[fill[t as usize]] = rank as u32;
-            fill[t as usize] += 1;
-        }
-    }
-    (starts, ranks)
 }
 
 assignd_guest_sdk::export_assignor!(RoundRobin);
