@@ -4,9 +4,11 @@
 //! - [`plugins`]: the wasm runtime (compile, cache, sandboxed calls,
 //!   validation of answers) and the built-in assignors.
 //! - [`cli`]: the `assignd` command line.
+//! - [`protocol`]: the sans-IO coordinator core (in progress: reconciliation).
 //!
 //! The membership protocol, record log and HTTP API arrive with the
 //! coordinator and durability issues; see docs/architecture.md.
 
 pub mod cli;
 pub mod plugins;
+pub mod protocol;
