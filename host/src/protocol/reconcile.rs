@@ -14,8 +14,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A task of the group, by its dense index (see the WIT's task numbering).
-pub type Task = u32;
+/// What a task is to the reconciliation: anything ordered (the core uses
+/// (topic, partition) so that topic changes do not renumber tasks; tests
+/// use integers).
+pub trait Task: Ord + Clone + std::fmt::Debug {}
+
+impl<T: Ord + Clone + std::fmt::Debug> Task for T {}
 
 /// Where a member is in reaching its target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,18 +35,18 @@ pub enum MemberState {
 
 /// What the host grants one member.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemberAssignment {
+pub struct MemberAssignment<T: Task> {
     pub state: MemberState,
     /// The member epoch: the target epoch it last reached.
     pub epoch: u64,
     /// Tasks the member may process.
-    pub active: BTreeSet<Task>,
+    pub active: BTreeSet<T>,
     /// Tasks the member must release; it still holds them until it reports
     /// they are gone.
-    pub revoking: BTreeSet<Task>,
+    pub revoking: BTreeSet<T>,
 }
 
-impl MemberAssignment {
+impl<T: Task> MemberAssignment<T> {
     /// A member that just joined: nothing held, epoch 0.
     pub fn new() -> Self {
         MemberAssignment {
@@ -54,12 +58,12 @@ impl MemberAssignment {
     }
 
     /// Every task this member holds (active or being released).
-    pub fn held(&self) -> impl Iterator<Item = Task> + '_ {
-        self.active.iter().chain(&self.revoking).copied()
+    pub fn held(&self) -> impl Iterator<Item = &T> + '_ {
+        self.active.iter().chain(&self.revoking)
     }
 }
 
-impl Default for MemberAssignment {
+impl<T: Task> Default for MemberAssignment<T> {
     fn default() -> Self {
         Self::new()
     }
@@ -71,13 +75,13 @@ impl Default for MemberAssignment {
 /// - `owned`: the tasks the member reports holding in this heartbeat, if it
 ///   reported them (a heartbeat may omit them when nothing changed).
 /// - `held_by_other(task)`: whether another member still holds `task`.
-pub fn reconcile(
-    current: &MemberAssignment,
+pub fn reconcile<T: Task>(
+    current: &MemberAssignment<T>,
     target_epoch: u64,
-    target: &BTreeSet<Task>,
-    owned: Option<&BTreeSet<Task>>,
-    held_by_other: impl Fn(Task) -> bool,
-) -> MemberAssignment {
+    target: &BTreeSet<T>,
+    owned: Option<&BTreeSet<T>>,
+    held_by_other: impl Fn(&T) -> bool,
+) -> MemberAssignment<T> {
     let mut next = current.clone();
     if next.state == MemberState::UnrevokedTasks {
         // A task the member reports gone is released; one the target has
@@ -101,7 +105,7 @@ pub fn reconcile(
     if next.state == MemberState::Stable && next.epoch == target_epoch {
         return next;
     }
-    let revoke: BTreeSet<Task> = next.active.difference(target).copied().collect();
+    let revoke: BTreeSet<T> = next.active.difference(target).cloned().collect();
     if !revoke.is_empty() {
         // Keep what does not move; the epoch waits for the release.
         next.active.retain(|task| target.contains(task));
@@ -109,9 +113,9 @@ pub fn reconcile(
         next.state = MemberState::UnrevokedTasks;
         return next;
     }
-    for &task in target {
-        if !next.active.contains(&task) && !held_by_other(task) {
-            next.active.insert(task);
+    for task in target {
+        if !next.active.contains(task) && !held_by_other(task) {
+            next.active.insert(task.clone());
         }
     }
     next.epoch = target_epoch;
@@ -126,24 +130,33 @@ pub fn reconcile(
 /// Every member's assignment and who holds each task: the group-wide view
 /// that [`reconcile`] needs, kept consistent so that no task is ever held
 /// by two members at once.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Holdings {
-    members: BTreeMap<String, MemberAssignment>,
-    holder: BTreeMap<Task, String>,
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holdings<T: Task> {
+    members: BTreeMap<String, MemberAssignment<T>>,
+    holder: BTreeMap<T, String>,
 }
 
-impl Holdings {
-    pub fn member(&self, id: &str) -> Option<&MemberAssignment> {
+impl<T: Task> Default for Holdings<T> {
+    fn default() -> Self {
+        Holdings {
+            members: BTreeMap::new(),
+            holder: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T: Task> Holdings<T> {
+    pub fn member(&self, id: &str) -> Option<&MemberAssignment<T>> {
         self.members.get(id)
     }
 
-    pub fn members(&self) -> impl Iterator<Item = (&String, &MemberAssignment)> {
+    pub fn members(&self) -> impl Iterator<Item = (&String, &MemberAssignment<T>)> {
         self.members.iter()
     }
 
     /// The member holding `task` (active or being released), if any.
-    pub fn holder(&self, task: Task) -> Option<&str> {
-        self.holder.get(&task).map(String::as_str)
+    pub fn holder(&self, task: &T) -> Option<&str> {
+        self.holder.get(task).map(String::as_str)
     }
 
     /// Reconciles member `id` (added if new) against its target and records
@@ -152,13 +165,13 @@ impl Holdings {
         &mut self,
         id: &str,
         target_epoch: u64,
-        target: &BTreeSet<Task>,
-        owned: Option<&BTreeSet<Task>>,
-    ) -> &MemberAssignment {
+        target: &BTreeSet<T>,
+        owned: Option<&BTreeSet<T>>,
+    ) -> &MemberAssignment<T> {
         let current = self.members.get(id).cloned().unwrap_or_default();
         let holder = &self.holder;
         let next = reconcile(&current, target_epoch, target, owned, |task| {
-            holder.get(&task).is_some_and(|h| h != id)
+            holder.get(task).is_some_and(|h| h != id)
         });
         self.set(id, next);
         &self.members[id]
@@ -166,10 +179,10 @@ impl Holdings {
 
     /// Removes a member (left, fenced or expired): every task it held is
     /// free for its next owner at once.
-    pub fn remove(&mut self, id: &str) -> Option<MemberAssignment> {
+    pub fn remove(&mut self, id: &str) -> Option<MemberAssignment<T>> {
         let removed = self.members.remove(id)?;
         for task in removed.held() {
-            let previous = self.holder.remove(&task);
+            let previous = self.holder.remove(task);
             debug_assert_eq!(previous.as_deref(), Some(id), "holder index out of step");
         }
         Some(removed)
@@ -177,17 +190,17 @@ impl Holdings {
 
     /// Replaces a member's assignment, keeping the holder index in step.
     /// Panics (a bug, not input) if it would give a task to two members.
-    pub fn set(&mut self, id: &str, next: MemberAssignment) {
+    pub fn set(&mut self, id: &str, next: MemberAssignment<T>) {
         if let Some(previous) = self.members.get(id) {
             for task in previous.held() {
-                self.holder.remove(&task);
+                self.holder.remove(task);
             }
         }
         for task in next.held() {
-            let other = self.holder.insert(task, id.to_owned());
+            let other = self.holder.insert(task.clone(), id.to_owned());
             assert!(
                 other.is_none(),
-                "task {task} granted to {id} while {other:?} holds it"
+                "task {task:?} granted to {id} while {other:?} holds it"
             );
         }
         self.members.insert(id.to_owned(), next);
@@ -198,13 +211,19 @@ impl Holdings {
 mod tests {
     use super::*;
 
-    fn set(tasks: &[Task]) -> BTreeSet<Task> {
+    fn set(tasks: &[u32]) -> BTreeSet<u32> {
         tasks.iter().copied().collect()
     }
 
     #[test]
     fn a_new_member_gets_its_free_target_at_once() {
-        let next = reconcile(&MemberAssignment::new(), 1, &set(&[0, 1]), None, |_| false);
+        let next = reconcile(
+            &MemberAssignment::new(),
+            1,
+            &set(&[0, 1]),
+            None,
+            |_: &u32| false,
+        );
         assert_eq!(next.state, MemberState::Stable);
         assert_eq!(next.epoch, 1);
         assert_eq!(next.active, set(&[0, 1]));
@@ -212,7 +231,7 @@ mod tests {
 
     #[test]
     fn a_moving_task_waits_for_its_release_and_nothing_else_pauses() {
-        let mut group = Holdings::default();
+        let mut group = Holdings::<u32>::default();
         group.reconcile_member("a", 1, &set(&[0, 1, 2]), None);
         // Target 2 moves task 2 from a to b.
         let b = group.reconcile_member("b", 2, &set(&[2]), None).clone();
@@ -247,23 +266,23 @@ mod tests {
 
     #[test]
     fn a_removed_member_frees_its_tasks_at_once() {
-        let mut group = Holdings::default();
+        let mut group = Holdings::<u32>::default();
         group.reconcile_member("a", 1, &set(&[0, 1]), None);
         group.reconcile_member("a", 2, &set(&[]), Some(&set(&[0, 1])));
         assert_eq!(
-            group.holder(0),
+            group.holder(&0),
             Some("a"),
             "a still holds what it must release"
         );
         group.remove("a");
-        assert_eq!(group.holder(0), None);
+        assert_eq!(group.holder(&0), None);
         let b = group.reconcile_member("b", 2, &set(&[0, 1]), None);
         assert_eq!(b.active, set(&[0, 1]));
     }
 
     #[test]
     fn an_unacknowledged_revocation_keeps_the_member_where_it_is() {
-        let mut group = Holdings::default();
+        let mut group = Holdings::<u32>::default();
         group.reconcile_member("a", 1, &set(&[0]), None);
         let first = group
             .reconcile_member("a", 2, &set(&[]), Some(&set(&[0])))
@@ -278,7 +297,7 @@ mod tests {
 
     #[test]
     fn a_task_given_back_before_its_release_is_simply_kept() {
-        let mut group = Holdings::default();
+        let mut group = Holdings::<u32>::default();
         group.reconcile_member("a", 1, &set(&[0, 1]), None);
         group.reconcile_member("a", 2, &set(&[0]), Some(&set(&[0, 1])));
         // Target 3 gives 1 back to a before a released it.
@@ -290,14 +309,14 @@ mod tests {
 
     #[test]
     fn revocations_are_released_one_by_one() {
-        let mut group = Holdings::default();
+        let mut group = Holdings::<u32>::default();
         group.reconcile_member("a", 1, &set(&[0, 1, 2]), None);
         group.reconcile_member("a", 2, &set(&[0]), Some(&set(&[0, 1, 2])));
         let a = group
             .reconcile_member("a", 2, &set(&[0]), Some(&set(&[0, 2])))
             .clone();
         assert_eq!(a.revoking, set(&[2]), "1 is released, 2 is not yet");
-        assert_eq!(group.holder(1), None, "a released task is free at once");
+        assert_eq!(group.holder(&1), None, "a released task is free at once");
         let b = group.reconcile_member("b", 2, &set(&[1, 2]), None).clone();
         assert_eq!(
             (b.state, b.active),
@@ -330,7 +349,7 @@ mod tests {
             ]
         }
 
-        fn target_of(owners: &[u8], member: u8) -> BTreeSet<Task> {
+        fn target_of(owners: &[u8], member: u8) -> BTreeSet<u32> {
             (0..TASKS)
                 .filter(|&t| owners[t as usize] == member)
                 .collect()
@@ -345,7 +364,7 @@ mod tests {
                 first in proptest::collection::vec(0u8..4, TASKS as usize),
                 steps in proptest::collection::vec(step(), 0..60),
             ) {
-                let mut group = Holdings::default();
+                let mut group = Holdings::<u32>::default();
                 let mut owners = first;
                 let mut epoch = 1u64;
                 for step in steps {
@@ -359,10 +378,10 @@ mod tests {
                             let before = group.member(id).cloned().unwrap_or_default();
                             // The member reports what it holds; once it has
                             // released, its revoking tasks are gone.
-                            let owned: BTreeSet<Task> = if releases {
+                            let owned: BTreeSet<u32> = if releases {
                                 before.active.clone()
                             } else {
-                                before.held().collect()
+                                before.held().copied().collect()
                             };
                             let target = target_of(&owners, member);
                             let after = group
