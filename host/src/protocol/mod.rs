@@ -1,10 +1,21 @@
 //! The protocol core of the coordinator (issue 3, in progress): the pure,
 //! sans-IO state machine of groups, members, epochs, timers and learners.
 //! It never touches the clock, randomness, disk, network or wasm: inputs
-//! carry the time, outputs are responses, records and assignor calls.
+//! carry the time, outputs are records (already applied through the one
+//! `apply` path that replay also takes) and assignor calls for the runtime
+//! to run off the request path.
 //!
-//! What exists so far is [`reconcile`], the incremental cooperative
-//! reconciliation every member goes through; the group state machine that
-//! drives it comes next.
+//! - [`reconcile`]: incremental cooperative reconciliation of one member.
+//! - [`group`]: a group's durable state, its records and `apply`.
+//! - [`core`]: the coordinator: configure, heartbeat (join, heartbeat,
+//!   leave), assignment computed, tick.
+//!
+//! Not yet here: host-side learner safety, standbys, drains, probing, the
+//! HTTP runtime and the simulator (the rest of issue 3).
 
+pub mod core;
+pub mod group;
 pub mod reconcile;
+
+#[cfg(test)]
+mod tests;

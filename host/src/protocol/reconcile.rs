@@ -14,6 +14,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
+
 /// What a task is to the reconciliation: anything ordered (the core uses
 /// (topic, partition) so that topic changes do not renumber tasks; tests
 /// use integers).
@@ -22,7 +24,7 @@ pub trait Task: Ord + Clone + std::fmt::Debug {}
 impl<T: Ord + Clone + std::fmt::Debug> Task for T {}
 
 /// Where a member is in reaching its target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MemberState {
     /// Holds exactly its target at the target's epoch.
     Stable,
@@ -34,7 +36,7 @@ pub enum MemberState {
 }
 
 /// What the host grants one member.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberAssignment<T: Task> {
     pub state: MemberState,
     /// The member epoch: the target epoch it last reached.

@@ -1,0 +1,302 @@
+//! A group's durable state and the records that change it. Every change the
+//! core makes is a [`Record`]; [`Group::apply`] is the only code that
+//! mutates a group, for live changes and for replay alike. Transient data
+//! (when each member was last heard from, an assignor call in flight) lives
+//! beside it in [`Liveness`] and is rebuilt, not replayed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::reconcile::{Holdings, MemberAssignment};
+
+/// Milliseconds on the caller's clock; the core never reads a clock.
+pub type Millis = u64;
+
+/// A task: one partition of one topic. Keyed by name, so that adding
+/// partitions or topics renumbers nothing.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TaskRef {
+    pub topic: String,
+    pub partition: u32,
+}
+
+impl TaskRef {
+    pub fn new(topic: &str, partition: u32) -> Self {
+        TaskRef {
+            topic: topic.to_owned(),
+            partition,
+        }
+    }
+}
+
+/// One topic of a group's task set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicConfig {
+    pub name: String,
+    pub partitions: u32,
+}
+
+/// A group's configuration, set by an admin.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupConfig {
+    pub topics: Vec<TopicConfig>,
+    /// A built-in assignor name or a module reference.
+    pub assignor: String,
+    pub params: BTreeMap<String, String>,
+    /// How long a silent dynamic member stays in the group.
+    pub session_timeout_ms: u64,
+    /// How long a silent (or temporarily left) static member keeps its slot.
+    pub registration_timeout_ms: u64,
+    /// How long arrivals are batched into one new target, and the longest a
+    /// member may take to release a task before it is fenced.
+    pub expansion_timeout_ms: u64,
+    /// How often members should heartbeat.
+    pub heartbeat_interval_ms: u64,
+}
+
+/// Why a member left the group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RemovalReason {
+    /// It asked to leave.
+    Left,
+    /// Its session or registration timeout passed.
+    Expired,
+    /// It held tasks past the expansion timeout after being asked to release
+    /// them.
+    Fenced,
+}
+
+/// A member slot: one worker identity. A dynamic member's slot is its
+/// member id; a static member's slot is its name, and survives restarts
+/// (each restart is a new incarnation with a new member id).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// The member id the current incarnation must send.
+    pub member_id: String,
+    /// The static member name, if the member is static.
+    pub name: Option<String>,
+    pub topics: BTreeSet<String>,
+    pub rack: Option<String>,
+    pub capacity: u32,
+    /// A static member that left temporarily (it keeps its slot until its
+    /// registration timeout).
+    pub away: bool,
+}
+
+/// Every change the core makes to a group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    /// A group was created or its config replaced.
+    GroupConfigured { group: String, config: GroupConfig },
+    /// A new slot, or a new incarnation of a static slot (which fences the
+    /// previous member id).
+    MemberJoined {
+        group: String,
+        slot: String,
+        member: Member,
+    },
+    /// A static member left temporarily, or came back.
+    MemberAway {
+        group: String,
+        slot: String,
+        away: bool,
+    },
+    /// A slot is gone; its tasks are free at once.
+    MemberRemoved {
+        group: String,
+        slot: String,
+        reason: RemovalReason,
+    },
+    /// The group needs a new target.
+    GroupEpochBumped { group: String, epoch: u64 },
+    /// The assignor's answer for an epoch: active tasks per slot.
+    TargetInstalled {
+        group: String,
+        epoch: u64,
+        target: BTreeMap<String, BTreeSet<TaskRef>>,
+    },
+    /// A member's reconciled assignment.
+    MemberReconciled {
+        group: String,
+        slot: String,
+        assignment: MemberAssignment<TaskRef>,
+    },
+    /// A join without a name switched the group to dynamic membership:
+    /// every static slot becomes a dynamic one keyed by its member id.
+    NameMapDropped { group: String },
+}
+
+impl Record {
+    pub fn group(&self) -> &str {
+        match self {
+            Record::GroupConfigured { group, .. }
+            | Record::MemberJoined { group, .. }
+            | Record::MemberAway { group, .. }
+            | Record::MemberRemoved { group, .. }
+            | Record::GroupEpochBumped { group, .. }
+            | Record::TargetInstalled { group, .. }
+            | Record::MemberReconciled { group, .. }
+            | Record::NameMapDropped { group } => group,
+        }
+    }
+}
+
+/// A group's durable state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    pub name: String,
+    pub config: GroupConfig,
+    /// Bumped whenever the group needs a new target.
+    pub group_epoch: u64,
+    /// The epoch of the installed target.
+    pub target_epoch: u64,
+    /// Slots by slot key.
+    pub members: BTreeMap<String, Member>,
+    /// The installed target: active tasks per slot.
+    pub target: BTreeMap<String, BTreeSet<TaskRef>>,
+    /// What each slot holds now, and who holds each task.
+    pub holdings: Holdings<TaskRef>,
+    /// Member ids of earlier incarnations (and of removed members) whose
+    /// requests must be refused as fenced, oldest first.
+    pub fenced_member_ids: std::collections::VecDeque<String>,
+    /// Member ids issued so far in this group; the next id derives from it.
+    pub member_ids_issued: u64,
+    /// Once a group has fallen back to dynamic membership, names are
+    /// ignored.
+    pub dynamic_only: bool,
+}
+
+/// Fenced ids kept per group to tell "fenced" from "unknown"; the oldest
+/// are forgotten past this, and then answer "unknown member".
+pub const FENCED_MEMBER_IDS_MAX: usize = 1024;
+
+impl Group {
+    pub fn new(name: &str, config: GroupConfig) -> Self {
+        Group {
+            name: name.to_owned(),
+            config,
+            group_epoch: 0,
+            target_epoch: 0,
+            members: BTreeMap::new(),
+            target: BTreeMap::new(),
+            holdings: Holdings::default(),
+            fenced_member_ids: std::collections::VecDeque::new(),
+            member_ids_issued: 0,
+            dynamic_only: false,
+        }
+    }
+
+    /// The slot a member id belongs to, if it is current.
+    pub fn slot_of(&self, member_id: &str) -> Option<&str> {
+        self.members
+            .iter()
+            .find(|(_, m)| m.member_id == member_id)
+            .map(|(slot, _)| slot.as_str())
+    }
+
+    /// Whether every member holds exactly its target at the target epoch.
+    pub fn is_stable(&self) -> bool {
+        self.group_epoch == self.target_epoch
+            && self.members.keys().all(|slot| {
+                self.holdings.member(slot).is_some_and(|a| {
+                    a.epoch == self.target_epoch
+                        && a.revoking.is_empty()
+                        && Some(&a.active) == self.target.get(slot).or(Some(&BTreeSet::new()))
+                })
+            })
+    }
+
+    /// Every task of the group's topics.
+    pub fn tasks(&self) -> impl Iterator<Item = TaskRef> + '_ {
+        self.config
+            .topics
+            .iter()
+            .flat_map(|t| (0..t.partitions).map(|p| TaskRef::new(&t.name, p)))
+    }
+
+    /// Applies one record: the only way a group changes.
+    pub fn apply(&mut self, record: &Record) {
+        debug_assert_eq!(record.group(), self.name);
+        match record {
+            Record::GroupConfigured { config, .. } => self.config = config.clone(),
+            Record::MemberJoined { slot, member, .. } => {
+                if let Some(previous) = self.members.get(slot) {
+                    self.fence(previous.member_id.clone());
+                }
+                self.members.insert(slot.clone(), member.clone());
+                self.member_ids_issued += 1;
+            }
+            Record::MemberAway { slot, away, .. } => {
+                if let Some(member) = self.members.get_mut(slot) {
+                    member.away = *away;
+                }
+            }
+            Record::MemberRemoved { slot, .. } => {
+                if let Some(member) = self.members.remove(slot) {
+                    self.fence(member.member_id);
+                }
+                self.holdings.remove(slot);
+                self.target.remove(slot);
+            }
+            Record::GroupEpochBumped { epoch, .. } => self.group_epoch = *epoch,
+            Record::TargetInstalled { epoch, target, .. } => {
+                self.target_epoch = *epoch;
+                self.target = target.clone();
+            }
+            Record::MemberReconciled {
+                slot, assignment, ..
+            } => self.holdings.set(slot, assignment.clone()),
+            Record::NameMapDropped { .. } => {
+                self.dynamic_only = true;
+                let members = std::mem::take(&mut self.members);
+                for (slot, mut member) in members {
+                    let key = if member.name.take().is_some() {
+                        // The slot is re-keyed by member id; its target and
+                        // holdings move with it.
+                        let key = member.member_id.clone();
+                        if let Some(tasks) = self.target.remove(&slot) {
+                            self.target.insert(key.clone(), tasks);
+                        }
+                        if let Some(held) = self.holdings.remove(&slot) {
+                            self.holdings.set(&key, held);
+                        }
+                        key
+                    } else {
+                        slot
+                    };
+                    member.away = false;
+                    self.members.insert(key, member);
+                }
+            }
+        }
+    }
+
+    fn fence(&mut self, member_id: String) {
+        if self.fenced_member_ids.len() == FENCED_MEMBER_IDS_MAX {
+            self.fenced_member_ids.pop_front();
+        }
+        self.fenced_member_ids.push_back(member_id);
+    }
+
+    /// Whether `member_id` belonged to an earlier incarnation or a removed
+    /// member (among the last [`FENCED_MEMBER_IDS_MAX`]).
+    pub fn is_fenced(&self, member_id: &str) -> bool {
+        self.fenced_member_ids.iter().any(|id| id == member_id)
+    }
+}
+
+/// Transient per-group state, rebuilt rather than replayed: when each slot
+/// was last heard from, when the current batch of changes started, which
+/// target computation is in flight, since when each member has been asked
+/// to release tasks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Liveness {
+    pub last_seen_ms: BTreeMap<String, Millis>,
+    /// When the oldest change not yet in a target happened.
+    pub pending_since_ms: Option<Millis>,
+    /// The group epoch of the assignor call in flight.
+    pub computing_epoch: Option<u64>,
+    /// Since when each slot has had tasks to release.
+    pub revoking_since_ms: BTreeMap<String, Millis>,
+}

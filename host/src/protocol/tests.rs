@@ -1,0 +1,553 @@
+//! Tests of the coordinator core with explicit times. Assignor calls are
+//! answered natively with the `sticky` assignor through the SDK harness (the
+//! same validation as the host's sandbox). After every input the test
+//! checks invariant 1 and that replaying every record so far into a fresh
+//! coordinator gives the same groups.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use assignor_sticky::Sticky;
+
+use super::core::{
+    Coordinator, Heartbeat, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH, Output, ProtocolError,
+};
+use super::group::{GroupConfig, Millis, Record, RemovalReason, TaskRef, TopicConfig};
+
+const GROUP: &str = "orders-app";
+const EXPANSION_MS: u64 = 1_000;
+const SESSION_MS: u64 = 10_000;
+const REGISTRATION_MS: u64 = 30_000;
+
+fn config(partitions: u32) -> GroupConfig {
+    GroupConfig {
+        topics: vec![TopicConfig {
+            name: "orders".into(),
+            partitions,
+        }],
+        assignor: "sticky".into(),
+        params: BTreeMap::new(),
+        session_timeout_ms: SESSION_MS,
+        registration_timeout_ms: REGISTRATION_MS,
+        expansion_timeout_ms: EXPANSION_MS,
+        heartbeat_interval_ms: 1_000,
+    }
+}
+
+/// A coordinator under test, with every record it emitted.
+struct Harness {
+    core: Coordinator,
+    log: Vec<Record>,
+    now: Millis,
+}
+
+impl Harness {
+    fn new(partitions: u32) -> Self {
+        let mut harness = Harness {
+            core: Coordinator::new(7),
+            log: Vec::new(),
+            now: 0,
+        };
+        let out = harness
+            .core
+            .configure(GROUP, config(partitions), 0)
+            .unwrap();
+        harness.absorb(out);
+        harness
+    }
+
+    /// Keeps the records, answers assignor calls natively, and checks the
+    /// invariants and replay.
+    fn absorb(&mut self, out: Output) {
+        self.log.extend(out.records);
+        for call in out.assignor_calls {
+            let answer =
+                assignd_guest_sdk::harness::run::<Sticky>(&call.input).map_err(|e| e.to_string());
+            let more = self
+                .core
+                .assignment_computed(&call.group, call.epoch, answer, self.now);
+            self.absorb(more);
+        }
+        self.check();
+    }
+
+    fn check(&self) {
+        let group = self.core.group(GROUP).unwrap();
+        let mut seen = BTreeSet::new();
+        for (slot, assignment) in group.holdings.members() {
+            for task in assignment.held() {
+                assert!(
+                    seen.insert(task.clone()),
+                    "{task:?} held twice (by {slot} too)"
+                );
+            }
+        }
+        let mut replayed = Coordinator::new(7);
+        for record in &self.log {
+            replayed.apply(record);
+        }
+        assert_eq!(
+            replayed.group(GROUP),
+            Some(group),
+            "replay differs from live state"
+        );
+    }
+
+    fn at(&mut self, now: Millis) -> &mut Self {
+        self.now = now;
+        let out = self.core.tick(now);
+        self.absorb(out);
+        self
+    }
+
+    fn send(&mut self, request: Heartbeat) -> Result<HeartbeatResponse, ProtocolError> {
+        let (response, out) = self.core.heartbeat(&request, self.now)?;
+        self.absorb(out);
+        Ok(response)
+    }
+
+    fn join(&mut self, name: Option<&str>) -> HeartbeatResponse {
+        self.send(Heartbeat {
+            group: GROUP.into(),
+            member_id: String::new(),
+            member_name: name.map(str::to_owned),
+            member_epoch: JOIN_EPOCH,
+            topics: Some(vec!["orders".into()]),
+            rack: None,
+            capacity: None,
+            owned: None,
+        })
+        .unwrap()
+    }
+
+    /// A heartbeat that reports holding what the last response granted
+    /// (so revoked tasks are reported released).
+    fn beat(&mut self, last: &HeartbeatResponse) -> HeartbeatResponse {
+        self.send(Heartbeat {
+            group: GROUP.into(),
+            member_id: last.member_id.clone(),
+            member_name: None,
+            member_epoch: last.member_epoch as i64,
+            topics: None,
+            rack: None,
+            capacity: None,
+            owned: Some(last.active.iter().cloned().collect()),
+        })
+        .unwrap()
+    }
+
+    /// Heartbeats every member in turn until nothing changes.
+    fn settle(&mut self, members: &mut [HeartbeatResponse]) {
+        for _ in 0..4 {
+            for member in members.iter_mut() {
+                *member = self.beat(member);
+            }
+        }
+    }
+
+    /// Moves time to `to` in heartbeat-interval steps, ticking and letting
+    /// `alive` heartbeat at each step.
+    fn advance(&mut self, to: Millis, alive: &mut [HeartbeatResponse]) {
+        while self.now < to {
+            let next = (self.now + 1_000).min(to);
+            self.at(next);
+            for member in alive.iter_mut() {
+                *member = self.beat(member);
+            }
+        }
+    }
+
+    fn records_since(&self, mark: usize) -> &[Record] {
+        &self.log[mark..]
+    }
+}
+
+fn tasks(range: std::ops::Range<u32>) -> BTreeSet<TaskRef> {
+    range.map(|p| TaskRef::new("orders", p)).collect()
+}
+
+fn all_active(members: &[HeartbeatResponse]) -> BTreeSet<TaskRef> {
+    members
+        .iter()
+        .flat_map(|m| m.active.iter().cloned())
+        .collect()
+}
+
+#[test]
+fn arrivals_are_batched_into_one_target_and_every_task_gets_one_owner() {
+    let mut h = Harness::new(12);
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(500);
+    members.push(h.join(None));
+    assert!(
+        all_active(&members).is_empty(),
+        "no target before the expansion timeout"
+    );
+    let calls_before = h
+        .log
+        .iter()
+        .filter(|r| matches!(r, Record::TargetInstalled { .. }))
+        .count();
+    h.at(1_000);
+    let installed: Vec<_> = h
+        .log
+        .iter()
+        .filter(|r| matches!(r, Record::TargetInstalled { .. }))
+        .collect();
+    assert_eq!(
+        installed.len() - calls_before,
+        1,
+        "three arrivals, one target"
+    );
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..12));
+    for member in &members {
+        assert_eq!(member.active.len(), 4);
+    }
+}
+
+#[test]
+fn a_new_member_takes_tasks_cooperatively_and_nothing_else_moves() {
+    let mut h = Harness::new(12);
+    let mut members = vec![h.join(None), h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    let before: Vec<BTreeSet<TaskRef>> = members.iter().map(|m| m.active.clone()).collect();
+    members.push(h.join(None));
+    h.at(2_000);
+    // Each old member, on its next heartbeat, keeps what stays and is asked
+    // to release exactly what moves.
+    for (i, member) in members.iter_mut().take(3).enumerate() {
+        let next = h.beat(member);
+        assert!(
+            next.active.is_subset(&before[i]),
+            "nothing new is granted while revoking"
+        );
+        assert!(next.revoking.is_subset(&before[i]));
+        assert_eq!(next.active.len() + next.revoking.len(), before[i].len());
+        *member = next;
+    }
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..12));
+    assert_eq!(members[3].active.len(), 3, "the newcomer got its share");
+    for (i, member) in members.iter().take(3).enumerate() {
+        assert!(
+            member.active.is_subset(&before[i]),
+            "old members only lost tasks"
+        );
+    }
+}
+
+#[test]
+fn a_static_member_restarting_in_time_gets_exactly_its_tasks_back() {
+    let mut h = Harness::new(9);
+    let mut members = vec![
+        h.join(Some("worker-a")),
+        h.join(Some("worker-b")),
+        h.join(None),
+    ];
+    h.at(1_000);
+    h.settle(&mut members);
+    let snapshot: Vec<BTreeSet<TaskRef>> = members.iter().map(|m| m.active.clone()).collect();
+    let mark = h.log.len();
+    // worker-a's pod restarts before the host noticed anything.
+    h.advance(5_000, &mut members[1..]);
+    let restarted = h.join(Some("worker-a"));
+    assert_ne!(
+        restarted.member_id, members[0].member_id,
+        "a new incarnation"
+    );
+    assert_eq!(restarted.active, snapshot[0], "exactly its old tasks");
+    assert!(
+        !h.records_since(mark)
+            .iter()
+            .any(|r| matches!(r, Record::GroupEpochBumped { .. })),
+        "no rebalance"
+    );
+    // The old incarnation is fenced with a clear error; nobody else moved.
+    let stale = h.send(Heartbeat {
+        group: GROUP.into(),
+        member_id: members[0].member_id.clone(),
+        member_name: None,
+        member_epoch: members[0].member_epoch as i64,
+        topics: None,
+        rack: None,
+        capacity: None,
+        owned: None,
+    });
+    assert!(
+        matches!(stale, Err(ProtocolError::Fenced { .. })),
+        "{stale:?}"
+    );
+    members[0] = restarted;
+    h.settle(&mut members);
+    for (member, before) in members.iter().zip(&snapshot) {
+        assert_eq!(&member.active, before);
+    }
+}
+
+#[test]
+fn a_static_member_that_leaves_keeps_its_slot_until_its_registration_timeout() {
+    let mut h = Harness::new(6);
+    let mut members = vec![h.join(Some("worker-a")), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    let a_tasks = members[0].active.clone();
+    h.send(Heartbeat {
+        group: GROUP.into(),
+        member_id: members[0].member_id.clone(),
+        member_name: None,
+        member_epoch: LEAVE_EPOCH,
+        topics: None,
+        rack: None,
+        capacity: None,
+        owned: None,
+    })
+    .unwrap();
+    // The other member keeps heartbeating; worker-a's tasks stay parked.
+    h.advance(20_000, &mut members[1..]);
+    assert_eq!(members[1].active.len(), 3);
+    let back = h.join(Some("worker-a"));
+    assert_eq!(back.active, a_tasks, "back in time: same tasks");
+    // Leave again and stay away past the registration timeout.
+    h.send(Heartbeat {
+        group: GROUP.into(),
+        member_id: back.member_id.clone(),
+        member_name: None,
+        member_epoch: LEAVE_EPOCH,
+        topics: None,
+        rack: None,
+        capacity: None,
+        owned: None,
+    })
+    .unwrap();
+    h.advance(20_000 + REGISTRATION_MS - 1, &mut members[1..]);
+    assert!(
+        h.core
+            .group(GROUP)
+            .unwrap()
+            .members
+            .contains_key("static:worker-a")
+    );
+    h.advance(20_000 + REGISTRATION_MS, &mut members[1..]);
+    let removed = h.log.iter().any(|r| {
+        matches!(r, Record::MemberRemoved { slot, reason: RemovalReason::Expired, .. } if slot == "static:worker-a")
+    });
+    assert!(removed);
+    let mut rest = vec![members[1].clone()];
+    h.advance(20_000 + REGISTRATION_MS + EXPANSION_MS, &mut rest);
+    h.settle(&mut rest);
+    assert_eq!(rest[0].active, tasks(0..6), "the slot's tasks moved on");
+}
+
+#[test]
+fn a_silent_dynamic_member_expires_and_a_slow_releaser_is_fenced() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    // Member 1 goes silent; member 0 keeps heartbeating.
+    h.advance(1_000 + SESSION_MS - 1, &mut members[..1]);
+    assert_eq!(h.core.group(GROUP).unwrap().members.len(), 2, "not yet");
+    h.advance(2_000 + SESSION_MS + EXPANSION_MS, &mut members[..1]);
+    h.settle(&mut members[..1]);
+    assert_eq!(members[0].active, tasks(0..4));
+    assert!(h.log.iter().any(|r| matches!(
+        r,
+        Record::MemberRemoved {
+            reason: RemovalReason::Expired,
+            ..
+        }
+    )));
+
+    // A newcomer makes member 0 release half; member 0 never reports the
+    // release, and is fenced after the expansion timeout.
+    let t = h.now;
+    let mut newcomer = vec![h.join(None)];
+    h.advance(t + EXPANSION_MS, &mut newcomer);
+    let asked = h
+        .send(Heartbeat {
+            group: GROUP.into(),
+            member_id: members[0].member_id.clone(),
+            member_name: None,
+            member_epoch: members[0].member_epoch as i64,
+            topics: None,
+            rack: None,
+            capacity: None,
+            owned: Some(members[0].active.iter().cloned().collect()),
+        })
+        .unwrap();
+    assert_eq!(asked.revoking.len(), 2);
+    h.advance(t + 3 * EXPANSION_MS, &mut newcomer);
+    let fenced = h.log.iter().any(|r| {
+        matches!(
+            r,
+            Record::MemberRemoved {
+                reason: RemovalReason::Fenced,
+                ..
+            }
+        )
+    });
+    assert!(fenced, "held tasks past the expansion timeout");
+    h.advance(t + 5 * EXPANSION_MS, &mut newcomer);
+    h.settle(&mut newcomer);
+    assert_eq!(newcomer[0].active, tasks(0..4));
+}
+
+#[test]
+fn bad_requests_are_refused_and_change_nothing() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    let before = h.core.group(GROUP).cloned();
+    let base = Heartbeat {
+        group: GROUP.into(),
+        member_id: members[0].member_id.clone(),
+        member_name: None,
+        member_epoch: members[0].member_epoch as i64,
+        topics: None,
+        rack: None,
+        capacity: None,
+        owned: None,
+    };
+    let cases: Vec<(Heartbeat, &str)> = vec![
+        (
+            Heartbeat {
+                group: "nope".into(),
+                ..base.clone()
+            },
+            "unknown_group",
+        ),
+        (
+            Heartbeat {
+                member_id: "m-ghost".into(),
+                ..base.clone()
+            },
+            "unknown_member",
+        ),
+        (
+            Heartbeat {
+                member_epoch: members[0].member_epoch as i64 + 5,
+                ..base.clone()
+            },
+            "stale_epoch",
+        ),
+        (
+            Heartbeat {
+                member_epoch: -7,
+                ..base.clone()
+            },
+            "invalid_request",
+        ),
+        (
+            Heartbeat {
+                owned: Some(vec![TaskRef::new("orders", 99)]),
+                ..base.clone()
+            },
+            "not_owned",
+        ),
+        (
+            Heartbeat {
+                topics: Some(vec!["ghost-topic".into()]),
+                ..base.clone()
+            },
+            "invalid_request",
+        ),
+        (
+            Heartbeat {
+                member_name: Some("x".repeat(10_000)),
+                ..base.clone()
+            },
+            "invalid_request",
+        ),
+        (
+            Heartbeat {
+                capacity: Some(0),
+                ..base.clone()
+            },
+            "invalid_request",
+        ),
+        (
+            Heartbeat {
+                member_id: String::new(),
+                member_epoch: JOIN_EPOCH,
+                topics: None,
+                ..base.clone()
+            },
+            "invalid_request",
+        ),
+    ];
+    for (request, code) in cases {
+        let records_before = h.log.len();
+        let error = h.core.heartbeat(&request, 2_000).unwrap_err();
+        assert_eq!(error.code(), code, "{error}");
+        assert_eq!(h.log.len(), records_before);
+        assert_eq!(
+            h.core.group(GROUP).cloned(),
+            before,
+            "state untouched by {code}"
+        );
+    }
+    let mut bad = config(4);
+    bad.session_timeout_ms = 0;
+    assert!(h.core.configure(GROUP, bad, 2_000).is_err());
+    let mut bad = config(4);
+    bad.topics[0].partitions = 1_000_000_000;
+    assert!(h.core.configure(GROUP, bad, 2_000).is_err());
+    assert_eq!(h.core.group(GROUP).cloned(), before);
+}
+
+#[test]
+fn a_nameless_join_into_a_stable_static_group_drops_the_name_map() {
+    let mut h = Harness::new(6);
+    let mut members = vec![h.join(Some("worker-a")), h.join(Some("worker-b"))];
+    h.at(1_000);
+    h.settle(&mut members);
+    let mark = h.log.len();
+    members.push(h.join(None));
+    assert!(
+        h.records_since(mark)
+            .iter()
+            .any(|r| matches!(r, Record::NameMapDropped { .. }))
+    );
+    let group = h.core.group(GROUP).unwrap();
+    assert!(group.dynamic_only);
+    assert!(group.members.values().all(|m| m.name.is_none()));
+    // The former static members carry on with their ids and tasks.
+    h.at(3_000);
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..6));
+    // A named join now makes a dynamic member.
+    let late = h.join(Some("worker-c"));
+    let group = h.core.group(GROUP).unwrap();
+    assert!(group.members.contains_key(&late.member_id));
+}
+
+#[test]
+fn an_answer_for_an_old_epoch_is_discarded() {
+    let mut h = Harness::new(4);
+    let _a = h.join(None);
+    let out = h.core.tick(1_000);
+    assert_eq!(out.assignor_calls.len(), 1);
+    let call = out.assignor_calls[0].clone();
+    h.log.extend(out.records);
+    // Another member arrives while the call runs.
+    h.now = 1_100;
+    let _b = h.join(None);
+    let answer = assignd_guest_sdk::harness::run::<Sticky>(&call.input).map_err(|e| e.to_string());
+    let out = h.core.assignment_computed(GROUP, call.epoch, answer, 1_200);
+    assert!(
+        !out.records
+            .iter()
+            .any(|r| matches!(r, Record::TargetInstalled { .. })),
+        "the group moved on: no stale target"
+    );
+    h.absorb(out);
+    h.at(2_200);
+    let group = h.core.group(GROUP).unwrap();
+    assert_eq!(
+        group.target_epoch, group.group_epoch,
+        "a fresh target follows"
+    );
+    assert_eq!(group.target.len(), 2);
+}
