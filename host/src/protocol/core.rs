@@ -363,8 +363,7 @@ impl Coordinator {
                 let held = group.holdings.member(&slot).cloned().unwrap_or_default();
                 // A member may be one epoch behind (its last response was
                 // lost); anything else is stale.
-                let previous = held.epoch.saturating_sub(1);
-                if sent as u64 != held.epoch && sent as u64 != previous {
+                if sent as u64 != held.epoch && sent as u64 != held.previous_epoch {
                     return Err(ProtocolError::StaleEpoch {
                         sent,
                         current: held.epoch,
@@ -647,7 +646,12 @@ impl Coordinator {
         let assignment = match result {
             Ok(assignment) => assignment,
             Err(error) => {
+                // Keep the last good target and try again after another
+                // expansion timeout (the registry issue adds fallbacks and
+                // makes the failure visible on the group).
                 tracing::warn!(group = group_name, epoch, %error, "assignor failed; keeping the last target");
+                let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+                liveness.pending_since_ms = Some(now);
                 return out;
             }
         };

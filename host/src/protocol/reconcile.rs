@@ -41,6 +41,9 @@ pub struct MemberAssignment<T: Task> {
     pub state: MemberState,
     /// The member epoch: the target epoch it last reached.
     pub epoch: u64,
+    /// The epoch before that: a member whose last response was lost may
+    /// still send it.
+    pub previous_epoch: u64,
     /// Tasks the member may process.
     pub active: BTreeSet<T>,
     /// Tasks the member must release; it still holds them until it reports
@@ -54,6 +57,7 @@ impl<T: Task> MemberAssignment<T> {
         MemberAssignment {
             state: MemberState::Stable,
             epoch: 0,
+            previous_epoch: 0,
             active: BTreeSet::new(),
             revoking: BTreeSet::new(),
         }
@@ -120,7 +124,10 @@ pub fn reconcile<T: Task>(
             next.active.insert(task.clone());
         }
     }
-    next.epoch = target_epoch;
+    if next.epoch != target_epoch {
+        next.previous_epoch = next.epoch;
+        next.epoch = target_epoch;
+    }
     next.state = if next.active.len() == target.len() {
         MemberState::Stable
     } else {

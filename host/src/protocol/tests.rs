@@ -551,3 +551,54 @@ fn an_answer_for_an_old_epoch_is_discarded() {
     );
     assert_eq!(group.target.len(), 2);
 }
+
+#[test]
+fn a_member_one_epoch_behind_is_accepted_and_a_failed_assignor_is_retried() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    let lost = members[0].clone();
+    members.push(h.join(None));
+    h.advance(2_000, &mut members[1..]);
+    members[0] = h.beat(&members[0]);
+    h.settle(&mut members);
+    assert!(members[0].member_epoch > lost.member_epoch);
+    // A response lost: the member sends its previous epoch, and is served.
+    let again = h.send(Heartbeat {
+        group: GROUP.into(),
+        member_id: lost.member_id.clone(),
+        member_name: None,
+        member_epoch: lost.member_epoch as i64,
+        topics: None,
+        rack: None,
+        capacity: None,
+        owned: Some(members[0].active.iter().cloned().collect()),
+    });
+    assert!(again.is_ok(), "{again:?}");
+
+    // An assignor failure keeps the last target and is retried.
+    let target_before = h.core.group(GROUP).unwrap().target.clone();
+    let mut third = vec![h.join(None)];
+    let now = h.now;
+    let out = h.core.tick(now + EXPANSION_MS);
+    h.now = now + EXPANSION_MS;
+    assert_eq!(out.assignor_calls.len(), 1);
+    let call = &out.assignor_calls[0];
+    h.log.extend(out.records.clone());
+    let failed = h
+        .core
+        .assignment_computed(GROUP, call.epoch, Err("guest trapped".into()), h.now);
+    assert!(failed.records.is_empty());
+    assert_eq!(
+        h.core.group(GROUP).unwrap().target,
+        target_before,
+        "last good target kept"
+    );
+    h.advance(h.now + EXPANSION_MS, &mut third);
+    let group = h.core.group(GROUP).unwrap();
+    assert_eq!(
+        group.target_epoch, group.group_epoch,
+        "retried and installed"
+    );
+}
