@@ -449,55 +449,35 @@ impl Coordinator {
             capacity: request.capacity.unwrap_or(1),
             away: false,
         };
-        if let Some(name) = &name {
-            let slot = format!("static:{name}");
-            if let Some(previous) = group.members.get(&slot) {
-                // A restart (or a second process) with the same name: the new
-                // incarnation takes the slot and its tasks, the old one is
-                // fenced. Nobody else's assignment changes.
-                let resubscribed = previous.topics != member.topics;
-                self.emit(
-                    out,
-                    Record::MemberJoined {
-                        group: group_name.clone(),
-                        slot: slot.clone(),
-                        member,
-                    },
-                );
-                if resubscribed {
-                    self.bump(&group_name, now, out);
+        let slot = match &name {
+            Some(name) => format!("static:{name}"),
+            None => member.member_id.clone(),
+        };
+        let needs_target = match group.members.get(&slot) {
+            // A restart (or a second process) with the same name: the new
+            // incarnation takes the slot and its tasks, the old one is
+            // fenced. Nobody else's assignment changes unless the
+            // subscription did.
+            Some(previous) => previous.topics != member.topics,
+            None => {
+                if group.members.len() >= MEMBERS_PER_GROUP_MAX {
+                    return Err(ProtocolError::GroupFull(group_name));
                 }
-                return Ok(slot);
+                // The seed design's fallback: a nameless join into a stable
+                // group with static members switches it to dynamic
+                // membership for good.
+                let has_static = group.members.values().any(|m| m.name.is_some());
+                if name.is_none() && has_static && !group.dynamic_only && group.is_stable() {
+                    self.emit(
+                        out,
+                        Record::NameMapDropped {
+                            group: group_name.clone(),
+                        },
+                    );
+                }
+                true
             }
-            if group.members.len() >= MEMBERS_PER_GROUP_MAX {
-                return Err(ProtocolError::GroupFull(group_name));
-            }
-            self.emit(
-                out,
-                Record::MemberJoined {
-                    group: group_name.clone(),
-                    slot: slot.clone(),
-                    member,
-                },
-            );
-            self.bump(&group_name, now, out);
-            return Ok(slot);
-        }
-        if group.members.len() >= MEMBERS_PER_GROUP_MAX {
-            return Err(ProtocolError::GroupFull(group_name));
-        }
-        // The seed design's fallback: a nameless join into a stable group
-        // with static members switches it to dynamic membership for good.
-        let has_static = group.members.values().any(|m| m.name.is_some());
-        if has_static && !group.dynamic_only && group.is_stable() {
-            self.emit(
-                out,
-                Record::NameMapDropped {
-                    group: group_name.clone(),
-                },
-            );
-        }
-        let slot = member.member_id.clone();
+        };
         self.emit(
             out,
             Record::MemberJoined {
@@ -506,7 +486,9 @@ impl Coordinator {
                 member,
             },
         );
-        self.bump(&group_name, now, out);
+        if needs_target {
+            self.bump(&group_name, now, out);
+        }
         Ok(slot)
     }
 

@@ -123,14 +123,8 @@ impl Harness {
     /// (so revoked tasks are reported released).
     fn beat(&mut self, last: &HeartbeatResponse) -> HeartbeatResponse {
         self.send(Heartbeat {
-            group: GROUP.into(),
-            member_id: last.member_id.clone(),
-            member_name: None,
-            member_epoch: last.member_epoch as i64,
-            topics: None,
-            rack: None,
-            capacity: None,
             owned: Some(last.active.iter().cloned().collect()),
+            ..request_from(last)
         })
         .unwrap()
     }
@@ -158,6 +152,21 @@ impl Harness {
 
     fn records_since(&self, mark: usize) -> &[Record] {
         &self.log[mark..]
+    }
+}
+
+/// The heartbeat a member sends after `last`: its id and epoch, nothing
+/// else reported.
+fn request_from(last: &HeartbeatResponse) -> Heartbeat {
+    Heartbeat {
+        group: GROUP.into(),
+        member_id: last.member_id.clone(),
+        member_name: None,
+        member_epoch: last.member_epoch as i64,
+        topics: None,
+        rack: None,
+        capacity: None,
+        owned: None,
     }
 }
 
@@ -264,16 +273,7 @@ fn a_static_member_restarting_in_time_gets_exactly_its_tasks_back() {
         "no rebalance"
     );
     // The old incarnation is fenced with a clear error; nobody else moved.
-    let stale = h.send(Heartbeat {
-        group: GROUP.into(),
-        member_id: members[0].member_id.clone(),
-        member_name: None,
-        member_epoch: members[0].member_epoch as i64,
-        topics: None,
-        rack: None,
-        capacity: None,
-        owned: None,
-    });
+    let stale = h.send(request_from(&members[0]));
     assert!(
         matches!(stale, Err(ProtocolError::Fenced { .. })),
         "{stale:?}"
@@ -293,14 +293,8 @@ fn a_static_member_that_leaves_keeps_its_slot_until_its_registration_timeout() {
     h.settle(&mut members);
     let a_tasks = members[0].active.clone();
     h.send(Heartbeat {
-        group: GROUP.into(),
-        member_id: members[0].member_id.clone(),
-        member_name: None,
         member_epoch: LEAVE_EPOCH,
-        topics: None,
-        rack: None,
-        capacity: None,
-        owned: None,
+        ..request_from(&members[0])
     })
     .unwrap();
     // The other member keeps heartbeating; worker-a's tasks stay parked.
@@ -310,14 +304,8 @@ fn a_static_member_that_leaves_keeps_its_slot_until_its_registration_timeout() {
     assert_eq!(back.active, a_tasks, "back in time: same tasks");
     // Leave again and stay away past the registration timeout.
     h.send(Heartbeat {
-        group: GROUP.into(),
-        member_id: back.member_id.clone(),
-        member_name: None,
         member_epoch: LEAVE_EPOCH,
-        topics: None,
-        rack: None,
-        capacity: None,
-        owned: None,
+        ..request_from(&back)
     })
     .unwrap();
     h.advance(20_000 + REGISTRATION_MS - 1, &mut members[1..]);
@@ -366,14 +354,8 @@ fn a_silent_dynamic_member_expires_and_a_slow_releaser_is_fenced() {
     h.advance(t + EXPANSION_MS, &mut newcomer);
     let asked = h
         .send(Heartbeat {
-            group: GROUP.into(),
-            member_id: members[0].member_id.clone(),
-            member_name: None,
-            member_epoch: members[0].member_epoch as i64,
-            topics: None,
-            rack: None,
-            capacity: None,
             owned: Some(members[0].active.iter().cloned().collect()),
+            ..request_from(&members[0])
         })
         .unwrap();
     assert_eq!(asked.revoking.len(), 2);
@@ -400,16 +382,7 @@ fn bad_requests_are_refused_and_change_nothing() {
     h.at(1_000);
     h.settle(&mut members);
     let before = h.core.group(GROUP).cloned();
-    let base = Heartbeat {
-        group: GROUP.into(),
-        member_id: members[0].member_id.clone(),
-        member_name: None,
-        member_epoch: members[0].member_epoch as i64,
-        topics: None,
-        rack: None,
-        capacity: None,
-        owned: None,
-    };
+    let base = request_from(&members[0]);
     let cases: Vec<(Heartbeat, &str)> = vec![
         (
             Heartbeat {
@@ -566,14 +539,8 @@ fn a_member_one_epoch_behind_is_accepted_and_a_failed_assignor_is_retried() {
     assert!(members[0].member_epoch > lost.member_epoch);
     // A response lost: the member sends its previous epoch, and is served.
     let again = h.send(Heartbeat {
-        group: GROUP.into(),
-        member_id: lost.member_id.clone(),
-        member_name: None,
-        member_epoch: lost.member_epoch as i64,
-        topics: None,
-        rack: None,
-        capacity: None,
         owned: Some(members[0].active.iter().cloned().collect()),
+        ..request_from(&lost)
     });
     assert!(again.is_ok(), "{again:?}");
 
