@@ -9,7 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use assignd_guest_sdk::{Assignment, GroupInput, Member as InputMember, NO_MEMBER, Topic};
 
-use super::group::{Group, GroupConfig, Liveness, Member, Millis, Record, RemovalReason, TaskRef};
+use super::group::{
+    Group, GroupConfig, LearnerMode, Liveness, Member, Millis, Record, RemovalReason, SlotTarget,
+    TaskRef,
+};
 use super::reconcile::MemberState;
 
 /// Bounds on what a request may carry, checked before anything changes.
@@ -21,6 +24,8 @@ pub const TASKS_PER_GROUP_MAX: u64 = 1_000_000;
 pub const MEMBERS_PER_GROUP_MAX: usize = 10_000;
 pub const TIMEOUT_MS_MAX: u64 = 24 * 3600 * 1000;
 pub const PARAMS_MAX: usize = 64;
+pub const PARAM_LEN_MAX: usize = 4096;
+pub const LEARNERS_PER_GROUP_MAX: u32 = 100_000;
 
 /// A refused input; nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -80,6 +85,30 @@ pub struct Heartbeat {
     pub capacity: Option<u32>,
     /// The tasks the member holds now, if it reports them.
     pub owned: Option<Vec<TaskRef>>,
+    /// How far behind the member's local state is, per task it has state
+    /// for (learners, standbys), if it reports them. Transient: never
+    /// logged, rebuilt by the next report.
+    pub lags: Option<Vec<(TaskRef, u64)>>,
+    /// The member asks to drain (leave gracefully once its tasks moved).
+    pub drain: bool,
+}
+
+impl Heartbeat {
+    /// A join request with every optional field empty.
+    pub fn join(group: &str, member_name: Option<&str>, topics: Vec<String>) -> Self {
+        Heartbeat {
+            group: group.to_owned(),
+            member_id: String::new(),
+            member_name: member_name.map(str::to_owned),
+            member_epoch: JOIN_EPOCH,
+            topics: Some(topics),
+            rack: None,
+            capacity: None,
+            owned: None,
+            lags: None,
+            drain: false,
+        }
+    }
 }
 
 /// The answer to a heartbeat.
@@ -92,6 +121,16 @@ pub struct HeartbeatResponse {
     pub active: BTreeSet<TaskRef>,
     /// Tasks the member must release, then report without.
     pub revoking: BTreeSet<TaskRef>,
+    /// Tasks to warm up (replay state for, report lag on); they become
+    /// active once caught up.
+    pub learner: BTreeSet<TaskRef>,
+    /// Hot copies to keep for failover.
+    pub standby: BTreeSet<TaskRef>,
+    /// The member is draining.
+    pub draining: bool,
+    /// The member was draining and holds nothing more: it may leave (epoch
+    /// -1) and exit.
+    pub drained: bool,
 }
 
 /// A target computation the runtime must run (off any request path) and
@@ -185,6 +224,31 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     if config.params.len() > PARAMS_MAX {
         return invalid(format!("more than {PARAMS_MAX} params"));
     }
+    if let Some((key, _)) = config
+        .params
+        .iter()
+        .find(|(k, v)| k.is_empty() || k.len() > PARAM_LEN_MAX || v.len() > PARAM_LEN_MAX)
+    {
+        return invalid(format!(
+            "param {key:?}: keys must be 1 to {PARAM_LEN_MAX} bytes and values at most {PARAM_LEN_MAX}"
+        ));
+    }
+    for (name, value) in [
+        ("probing_interval_ms", config.probing_interval_ms),
+        ("scale_down_timeout_ms", config.scale_down_timeout_ms),
+    ] {
+        if value == 0 || value > TIMEOUT_MS_MAX {
+            return invalid(format!(
+                "{name} must be between 1 and {TIMEOUT_MS_MAX}, got {value}"
+            ));
+        }
+    }
+    if config.max_learners > LEARNERS_PER_GROUP_MAX {
+        return invalid(format!(
+            "max_learners must be at most {LEARNERS_PER_GROUP_MAX}, got {}",
+            config.max_learners
+        ));
+    }
     Ok(())
 }
 
@@ -255,6 +319,9 @@ impl Coordinator {
             g.config.topics != config.topics
                 || g.config.assignor != config.assignor
                 || g.config.params != config.params
+                || g.config.learners != config.learners
+                || g.config.acceptable_recovery_lag != config.acceptable_recovery_lag
+                || g.config.max_learners != config.max_learners
         });
         if self.groups.get(name).is_some_and(|g| g.config == config) {
             return Ok(out);
@@ -328,6 +395,38 @@ impl Coordinator {
         if request.capacity == Some(0) {
             return invalid("capacity must be at least 1".into());
         }
+        if let Some(rack) = &request.rack
+            && rack.len() > MEMBER_NAME_LEN_MAX
+        {
+            return invalid(format!("rack must be at most {MEMBER_NAME_LEN_MAX} bytes"));
+        }
+        let lags = match &request.lags {
+            Some(lags) => {
+                let partitions: BTreeMap<&str, u32> = group
+                    .config
+                    .topics
+                    .iter()
+                    .map(|t| (t.name.as_str(), t.partitions))
+                    .collect();
+                let mut by_task = BTreeMap::new();
+                for (task, lag) in lags {
+                    // Lags on tasks that no longer exist (a topic removed
+                    // since) are dropped, not refused: the member may not
+                    // have heard yet.
+                    if partitions
+                        .get(task.topic.as_str())
+                        .is_some_and(|&n| task.partition < n)
+                    {
+                        by_task.insert(task.clone(), *lag);
+                    }
+                }
+                if lags.len() as u64 > TASKS_PER_GROUP_MAX {
+                    return invalid(format!("more than {TASKS_PER_GROUP_MAX} lags"));
+                }
+                Some(by_task)
+            }
+            None => None,
+        };
         let mut out = Output::default();
         // A join is epoch 0 without a member id; a member that has not
         // reached any target yet also sends epoch 0, with its id.
@@ -340,6 +439,7 @@ impl Coordinator {
             LEAVE_EPOCH => {
                 let slot = self.current_slot(&request.group, &request.member_id)?;
                 self.leave(&request.group, &slot, now, &mut out);
+                self.maybe_call_assignor(&request.group, now, &mut out);
                 let group = &self.groups[&request.group];
                 return Ok((
                     HeartbeatResponse {
@@ -348,6 +448,10 @@ impl Coordinator {
                         heartbeat_interval_ms: group.config.heartbeat_interval_ms,
                         active: BTreeSet::new(),
                         revoking: BTreeSet::new(),
+                        learner: BTreeSet::new(),
+                        standby: BTreeSet::new(),
+                        draining: false,
+                        drained: true,
                     },
                     out,
                 ));
@@ -394,22 +498,139 @@ impl Coordinator {
         };
         let liveness = self.liveness.entry(request.group.clone()).or_default();
         liveness.last_seen_ms.insert(slot.clone(), now);
+        if let Some(lags) = lags {
+            liveness.lags.insert(slot.clone(), lags);
+            self.signal_caught_up_learners(&request.group, &slot, now, &mut out);
+        }
+        if request.drain && !self.groups[&request.group].members[&slot].draining {
+            self.start_drain(&request.group, &slot, now, &mut out);
+        }
         let owned: Option<BTreeSet<TaskRef>> =
             request.owned.as_ref().map(|o| o.iter().cloned().collect());
         self.reconcile_slot(&request.group, &slot, owned.as_ref(), now, &mut out);
         self.maybe_call_assignor(&request.group, now, &mut out);
-        let group = &self.groups[&request.group];
-        let held = group.holdings.member(&slot).cloned().unwrap_or_default();
-        Ok((
-            HeartbeatResponse {
-                member_id: group.members[&slot].member_id.clone(),
-                member_epoch: held.epoch,
-                heartbeat_interval_ms: group.config.heartbeat_interval_ms,
-                active: held.active,
-                revoking: held.revoking,
-            },
+        Ok((self.response(&request.group, &slot), out))
+    }
+
+    /// What a member is told: its reconciled assignment and its target's
+    /// learners and standbys.
+    fn response(&self, group_name: &str, slot: &str) -> HeartbeatResponse {
+        let group = &self.groups[group_name];
+        let held = group.holdings.member(slot).cloned().unwrap_or_default();
+        let target = group.target_of(slot);
+        let member = &group.members[slot];
+        let drained = member.draining
+            && held.held().next().is_none()
+            && target.active.is_empty()
+            && group.target_epoch >= group.group_epoch;
+        HeartbeatResponse {
+            member_id: member.member_id.clone(),
+            member_epoch: held.epoch,
+            heartbeat_interval_ms: group.config.heartbeat_interval_ms,
+            active: held.active,
+            revoking: held.revoking,
+            // Warm-up copies need no handover: a learner or standby may start
+            // replaying as soon as the target names it.
+            learner: target.learner,
+            standby: target.standby,
+            draining: member.draining,
+            drained,
+        }
+    }
+
+    /// A learner that reports it has caught up asks for a new target at
+    /// once (the seed design's second rebalance), instead of waiting for
+    /// the probing interval.
+    fn signal_caught_up_learners(
+        &mut self,
+        group_name: &str,
+        slot: &str,
+        now: Millis,
+        out: &mut Output,
+    ) {
+        let group = &self.groups[group_name];
+        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        let acceptable = group.config.acceptable_recovery_lag;
+        let mut caught_up = false;
+        for task in &group.target_of(slot).learner {
+            if liveness.caught_up(slot, task, acceptable)
+                && liveness
+                    .caught_up_signalled
+                    .insert((slot.to_owned(), task.clone()))
+            {
+                caught_up = true;
+            }
+        }
+        if caught_up {
+            self.bump(group_name, now, out);
+            self.liveness.get_mut(group_name).expect("bumped").urgent = true;
+        }
+    }
+
+    /// Starts draining a member: the assignor stops seeing it, its tasks get
+    /// learners elsewhere and move as they catch up, and once it holds
+    /// nothing it is told it may exit. After the scale-down timeout the rest
+    /// moves anyway and the member is fenced.
+    fn start_drain(&mut self, group_name: &str, slot: &str, now: Millis, out: &mut Output) {
+        self.emit(
             out,
-        ))
+            Record::MemberDraining {
+                group: group_name.to_owned(),
+                slot: slot.to_owned(),
+            },
+        );
+        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        liveness.draining_since_ms.insert(slot.to_owned(), now);
+        self.bump(group_name, now, out);
+        self.liveness.get_mut(group_name).expect("bumped").urgent = true;
+    }
+
+    /// An admin asks a member to drain; `member` is a member id or a static
+    /// member name.
+    pub fn drain(
+        &mut self,
+        group_name: &str,
+        member: &str,
+        now: Millis,
+    ) -> Result<Output, ProtocolError> {
+        let group = self
+            .groups
+            .get(group_name)
+            .ok_or_else(|| ProtocolError::UnknownGroup(group_name.to_owned()))?;
+        let slot = match group.slot_of(member) {
+            Some(slot) => slot.to_owned(),
+            None => {
+                let named = format!("static:{member}");
+                if group.members.contains_key(&named) {
+                    named
+                } else {
+                    return Err(ProtocolError::UnknownMember(
+                        member.to_owned(),
+                        group_name.to_owned(),
+                    ));
+                }
+            }
+        };
+        let mut out = Output::default();
+        if !group.members[&slot].draining {
+            self.start_drain(group_name, &slot, now, &mut out);
+            self.maybe_call_assignor(group_name, now, &mut out);
+        }
+        Ok(out)
+    }
+
+    /// The group's current input for its assignor, as the next call would
+    /// see it.
+    pub fn assignor_input(&self, group_name: &str) -> Option<GroupInput> {
+        let group = self.groups.get(group_name)?;
+        let empty = Liveness::default();
+        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        Some(assignor_input(group, liveness).0)
+    }
+
+    /// The lags each member of a group last reported.
+    pub fn liveness(&self, group_name: &str) -> Option<&Liveness> {
+        self.liveness.get(group_name)
     }
 
     /// The slot of a current member id, or why it has none.
@@ -448,17 +669,23 @@ impl Coordinator {
             rack: request.rack.clone(),
             capacity: request.capacity.unwrap_or(1),
             away: false,
+            draining: false,
         };
         let slot = match &name {
             Some(name) => format!("static:{name}"),
             None => member.member_id.clone(),
         };
+        let mut member = member;
         let needs_target = match group.members.get(&slot) {
             // A restart (or a second process) with the same name: the new
             // incarnation takes the slot and its tasks, the old one is
             // fenced. Nobody else's assignment changes unless the
             // subscription did.
-            Some(previous) => previous.topics != member.topics,
+            Some(previous) => {
+                // A draining member stays draining across restarts.
+                member.draining = previous.draining;
+                previous.topics != member.topics
+            }
             None => {
                 if group.members.len() >= MEMBERS_PER_GROUP_MAX {
                     return Err(ProtocolError::GroupFull(group_name));
@@ -494,7 +721,8 @@ impl Coordinator {
 
     fn leave(&mut self, group_name: &str, slot: &str, now: Millis, out: &mut Output) {
         let group = &self.groups[group_name];
-        if group.members[slot].name.is_some() {
+        let member = &group.members[slot];
+        if member.name.is_some() && !member.draining {
             self.emit(
                 out,
                 Record::MemberAway {
@@ -527,6 +755,9 @@ impl Coordinator {
         let liveness = self.liveness.entry(group_name.to_owned()).or_default();
         liveness.last_seen_ms.remove(slot);
         liveness.revoking_since_ms.remove(slot);
+        liveness.lags.remove(slot);
+        liveness.draining_since_ms.remove(slot);
+        liveness.caught_up_signalled.retain(|(s, _)| s != slot);
         self.bump(group_name, now, out);
     }
 
@@ -545,7 +776,7 @@ impl Coordinator {
             return;
         }
         let current = group.holdings.member(slot).cloned().unwrap_or_default();
-        let target = group.target.get(slot).cloned().unwrap_or_default();
+        let target = group.target_of(slot).active;
         let holdings = &group.holdings;
         let next =
             super::reconcile::reconcile(&current, group.target_epoch, &target, owned, |task| {
@@ -585,12 +816,19 @@ impl Coordinator {
         let Some(since) = liveness.pending_since_ms else {
             return;
         };
-        if now < since.saturating_add(group.config.expansion_timeout_ms) {
+        let wait_ms = if liveness.urgent {
+            0
+        } else {
+            group.config.expansion_timeout_ms
+        };
+        if now < since.saturating_add(wait_ms) {
             return;
         }
         liveness.pending_since_ms = None;
+        liveness.urgent = false;
+        liveness.last_call_ms = Some(now);
         liveness.computing_epoch = Some(group.group_epoch);
-        let (input, slots, tasks) = assignor_input(group);
+        let (input, slots, tasks) = assignor_input(group, liveness);
         self.calls
             .insert(group_name.to_owned(), (group.group_epoch, slots, tasks));
         out.assignor_calls.push(AssignorCall {
@@ -637,18 +875,9 @@ impl Coordinator {
                 return out;
             }
         };
-        let mut target: BTreeMap<String, BTreeSet<TaskRef>> = slots
-            .iter()
-            .map(|slot| (slot.clone(), BTreeSet::new()))
-            .collect();
-        for (task, &owner) in tasks.iter().zip(&assignment.active_owner) {
-            if owner != NO_MEMBER {
-                target
-                    .get_mut(&slots[owner as usize])
-                    .expect("the answer was validated against this input")
-                    .insert(task.clone());
-            }
-        }
+        let empty = Liveness::default();
+        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        let target = safe_target(group, liveness, &slots, &tasks, &assignment);
         self.emit(
             &mut out,
             Record::TargetInstalled {
@@ -671,6 +900,16 @@ impl Coordinator {
             let liveness = self.liveness.entry(name.clone()).or_default();
             let mut expired = Vec::new();
             for (slot, member) in &group.members {
+                if member.draining {
+                    let since = *liveness
+                        .draining_since_ms
+                        .entry(slot.clone())
+                        .or_insert(now);
+                    if now >= since.saturating_add(group.config.scale_down_timeout_ms) {
+                        expired.push((slot.clone(), RemovalReason::DrainTimedOut));
+                        continue;
+                    }
+                }
                 let last = *liveness.last_seen_ms.entry(slot.clone()).or_insert(now);
                 let timeout = if member.name.is_some() {
                     group.config.registration_timeout_ms
@@ -685,8 +924,20 @@ impl Coordinator {
                     expired.push((slot.clone(), RemovalReason::Fenced));
                 }
             }
+            // The probing safety net: while learners exist, re-ask the
+            // assignor now and then even if no learner reported catching up.
+            let last_call = *liveness.last_call_ms.get_or_insert(now);
+            let probe = expired.is_empty()
+                && group.learner_count() > 0
+                && group.group_epoch == group.target_epoch
+                && liveness.computing_epoch.is_none()
+                && now >= last_call.saturating_add(group.config.probing_interval_ms);
             for (slot, reason) in expired {
                 self.remove(&name, &slot, reason, now, &mut out);
+            }
+            if probe {
+                self.bump(&name, now, &mut out);
+                self.liveness.get_mut(&name).expect("bumped").urgent = true;
             }
             self.maybe_call_assignor(&name, now, &mut out);
         }
@@ -694,9 +945,120 @@ impl Coordinator {
     }
 }
 
+/// The installed target for an assignor's answer: the answer itself, with
+/// the host's learner safety in [`LearnerMode::Host`]: an active task the
+/// answer moves away from a live holder, to a member that has not reported
+/// catching up on it, stays on its holder. If the holder has another task
+/// the new member is caught up on, that one moves instead (same balance,
+/// no cold move); otherwise the new member gets a learner for it, at most
+/// `max_learners` in the group. Invariant 5 of DESIGN.md, for any assignor.
+fn safe_target(
+    group: &Group,
+    liveness: &Liveness,
+    slots: &[String],
+    tasks: &[TaskRef],
+    assignment: &Assignment,
+) -> BTreeMap<String, SlotTarget> {
+    let config = &group.config;
+    let mut target: BTreeMap<String, SlotTarget> = group
+        .members
+        .keys()
+        .map(|slot| (slot.clone(), SlotTarget::default()))
+        .collect();
+    let slot_of = |member: u32| -> &String { &slots[member as usize] };
+    for (task, &owner) in tasks.iter().zip(&assignment.active_owner) {
+        if owner != NO_MEMBER {
+            target
+                .get_mut(slot_of(owner))
+                .expect("the answer was validated against this input")
+                .active
+                .insert(task.clone());
+        }
+    }
+    let mut learners = 0u32;
+    if config.learners != LearnerMode::Off {
+        for (task, member) in assignment.learners.iter() {
+            if config.learners == LearnerMode::Host && learners >= config.max_learners {
+                break;
+            }
+            let slot = target.get_mut(slot_of(member)).expect("validated");
+            slot.learner.insert(tasks[task as usize].clone());
+            learners += 1;
+        }
+    }
+    for (task, member) in assignment.standbys.iter() {
+        let slot = target.get_mut(slot_of(member)).expect("validated");
+        slot.standby.insert(tasks[task as usize].clone());
+    }
+    if config.learners == LearnerMode::Host {
+        let acceptable = config.acceptable_recovery_lag;
+        let mut new_owner: BTreeMap<&TaskRef, String> = BTreeMap::new();
+        for (slot, t) in &target {
+            for task in &t.active {
+                new_owner.insert(task, slot.clone());
+            }
+        }
+        let cold_moves: Vec<(TaskRef, String, String)> = new_owner
+            .iter()
+            .filter_map(|(task, to)| {
+                let from = group.holdings.holder(task)?;
+                (from != to && !liveness.caught_up(to, task, acceptable))
+                    .then(|| ((*task).clone(), from.to_owned(), to.clone()))
+            })
+            .collect();
+        for (task, from, to) in cold_moves {
+            target.get_mut(&to).expect("a member").active.remove(&task);
+            target
+                .get_mut(&from)
+                .expect("a holder is a member")
+                .active
+                .insert(task.clone());
+            let to_topics = &group.members[&to].topics;
+            let swap = target[&from]
+                .active
+                .iter()
+                .find(|other| {
+                    **other != task
+                        && to_topics.contains(&other.topic)
+                        && group.holdings.holder(other) == Some(from.as_str())
+                        && liveness.caught_up(&to, other, acceptable)
+                })
+                .cloned();
+            match swap {
+                Some(other) => {
+                    target
+                        .get_mut(&from)
+                        .expect("a member")
+                        .active
+                        .remove(&other);
+                    target.get_mut(&to).expect("a member").active.insert(other);
+                }
+                None if learners < config.max_learners => {
+                    if target.get_mut(&to).expect("a member").learner.insert(task) {
+                        learners += 1;
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+    // A copy is pointless where the task is active, and a standby where a
+    // learner already warms up.
+    for t in target.values_mut() {
+        let active = t.active.clone();
+        t.learner.retain(|task| !active.contains(task));
+        let learner = t.learner.clone();
+        t.standby
+            .retain(|task| !active.contains(task) && !learner.contains(task));
+    }
+    target
+}
+
 /// The group's GroupInput for its assignor, with the slot of each member
-/// index and the task of each task index.
-fn assignor_input(group: &Group) -> (GroupInput, Vec<String>, Vec<TaskRef>) {
+/// index and the task of each task index. Draining members are left out:
+/// their tasks look free to the assignor, and the host's learner safety
+/// keeps them on the draining member until a new owner is warm.
+fn assignor_input(group: &Group, liveness: &Liveness) -> (GroupInput, Vec<String>, Vec<TaskRef>) {
     let topic_index: BTreeMap<&str, u32> = group
         .config
         .topics
@@ -721,8 +1083,17 @@ fn assignor_input(group: &Group) -> (GroupInput, Vec<String>, Vec<TaskRef>) {
         params: group.config.params.clone(),
         ..GroupInput::default()
     };
+    for (key, value) in [
+        (
+            "acceptable_recovery_lag",
+            group.config.acceptable_recovery_lag.to_string(),
+        ),
+        ("max_learners", group.config.max_learners.to_string()),
+    ] {
+        input.params.entry(key.to_owned()).or_insert(value);
+    }
     let mut slots = Vec::with_capacity(group.members.len());
-    for (slot, member) in &group.members {
+    for (slot, member) in group.members.iter().filter(|(_, m)| !m.draining) {
         let subscribed: Vec<u32> = member
             .topics
             .iter()
@@ -741,9 +1112,26 @@ fn assignor_input(group: &Group) -> (GroupInput, Vec<String>, Vec<TaskRef>) {
         });
         // The previous assignment is the installed target: where the group
         // is going, which is what stickiness should preserve.
-        for task in group.target.get(slot).into_iter().flatten() {
+        if let Some(target) = group.target.get(slot) {
+            for task in &target.active {
+                if let Some(&i) = task_index.get(task) {
+                    input.active_owner[i] = index;
+                }
+            }
+            for task in &target.learner {
+                if let Some(&i) = task_index.get(task) {
+                    input.learners.push(i as u32, index);
+                }
+            }
+            for task in &target.standby {
+                if let Some(&i) = task_index.get(task) {
+                    input.standbys.push(i as u32, index);
+                }
+            }
+        }
+        for (task, &lag) in liveness.lags.get(slot).into_iter().flatten() {
             if let Some(&i) = task_index.get(task) {
-                input.active_owner[i] = index;
+                input.lags.push(i as u32, index, lag);
             }
         }
         slots.push(slot.clone());

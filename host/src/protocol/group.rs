@@ -14,8 +14,10 @@ use super::reconcile::{Holdings, MemberAssignment};
 pub type Millis = u64;
 
 /// A task: one partition of one topic. Keyed by name, so that adding
-/// partitions or topics renumbers nothing.
+/// partitions or topics renumbers nothing. In JSON it is `[topic, partition]`,
+/// as in DESIGN.md's offline contract.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(from = "(String, u32)", into = "(String, u32)")]
 pub struct TaskRef {
     pub topic: String,
     pub partition: u32,
@@ -30,6 +32,18 @@ impl TaskRef {
     }
 }
 
+impl From<(String, u32)> for TaskRef {
+    fn from((topic, partition): (String, u32)) -> Self {
+        TaskRef { topic, partition }
+    }
+}
+
+impl From<TaskRef> for (String, u32) {
+    fn from(task: TaskRef) -> Self {
+        (task.topic, task.partition)
+    }
+}
+
 /// One topic of a group's task set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicConfig {
@@ -37,22 +51,128 @@ pub struct TopicConfig {
     pub partitions: u32,
 }
 
-/// A group's configuration, set by an admin.
+/// Who places learners (warm-up copies) in a group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LearnerMode {
+    /// The host makes every assignor safe: an active task that the target
+    /// moves to a member not caught up on it stays on its owner, and the new
+    /// owner gets a learner first (the assignor's own learners are kept too).
+    #[default]
+    Host,
+    /// The assignor's learners are used as they are, with no host check.
+    Assignor,
+    /// No learners: tasks move as soon as their owner releases them.
+    Off,
+}
+
+/// A group's configuration, set by an admin. Every field but `topics` has a
+/// default, so the smallest config is `{"topics": [...]}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GroupConfig {
     pub topics: Vec<TopicConfig>,
     /// A built-in assignor name or a module reference.
+    #[serde(default = "defaults::assignor")]
     pub assignor: String,
+    #[serde(default)]
     pub params: BTreeMap<String, String>,
     /// How long a silent dynamic member stays in the group.
+    #[serde(default = "defaults::session_timeout_ms")]
     pub session_timeout_ms: u64,
     /// How long a silent (or temporarily left) static member keeps its slot.
+    #[serde(default = "defaults::registration_timeout_ms")]
     pub registration_timeout_ms: u64,
     /// How long arrivals are batched into one new target, and the longest a
     /// member may take to release a task before it is fenced.
+    #[serde(default = "defaults::expansion_timeout_ms")]
     pub expansion_timeout_ms: u64,
     /// How often members should heartbeat.
+    #[serde(default = "defaults::heartbeat_interval_ms")]
     pub heartbeat_interval_ms: u64,
+    /// Who places learners.
+    #[serde(default)]
+    pub learners: LearnerMode,
+    /// A member whose reported lag on a task is at or under this counts as
+    /// caught up on it.
+    #[serde(default = "defaults::acceptable_recovery_lag")]
+    pub acceptable_recovery_lag: u64,
+    /// The most learners the host keeps in the group at once.
+    #[serde(default = "defaults::max_learners")]
+    pub max_learners: u32,
+    /// While learners exist, the assignor is re-asked this often as a safety
+    /// net (a learner catching up re-asks at once).
+    #[serde(default = "defaults::probing_interval_ms")]
+    pub probing_interval_ms: u64,
+    /// How long a draining member keeps tasks whose learners elsewhere have
+    /// not caught up; then they move anyway and the member is fenced.
+    #[serde(default = "defaults::scale_down_timeout_ms")]
+    pub scale_down_timeout_ms: u64,
+}
+
+/// The defaults of [`GroupConfig`], close to Kafka's where Kafka has one.
+pub mod defaults {
+    pub fn assignor() -> String {
+        "sticky".into()
+    }
+    /// KIP-848's group.consumer.session.timeout.ms.
+    pub fn session_timeout_ms() -> u64 {
+        45_000
+    }
+    pub fn registration_timeout_ms() -> u64 {
+        120_000
+    }
+    pub fn expansion_timeout_ms() -> u64 {
+        3_000
+    }
+    pub fn heartbeat_interval_ms() -> u64 {
+        3_000
+    }
+    /// Kafka Streams' acceptable.recovery.lag.
+    pub fn acceptable_recovery_lag() -> u64 {
+        10_000
+    }
+    /// Kafka Streams' max.warmup.replicas.
+    pub fn max_learners() -> u32 {
+        2
+    }
+    pub fn probing_interval_ms() -> u64 {
+        60_000
+    }
+    pub fn scale_down_timeout_ms() -> u64 {
+        300_000
+    }
+}
+
+impl GroupConfig {
+    /// A config with the given topics and every default.
+    pub fn with_topics(topics: Vec<TopicConfig>) -> Self {
+        GroupConfig {
+            topics,
+            assignor: defaults::assignor(),
+            params: BTreeMap::new(),
+            session_timeout_ms: defaults::session_timeout_ms(),
+            registration_timeout_ms: defaults::registration_timeout_ms(),
+            expansion_timeout_ms: defaults::expansion_timeout_ms(),
+            heartbeat_interval_ms: defaults::heartbeat_interval_ms(),
+            learners: LearnerMode::default(),
+            acceptable_recovery_lag: defaults::acceptable_recovery_lag(),
+            max_learners: defaults::max_learners(),
+            probing_interval_ms: defaults::probing_interval_ms(),
+            scale_down_timeout_ms: defaults::scale_down_timeout_ms(),
+        }
+    }
+}
+
+/// What the target gives one slot.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotTarget {
+    /// Tasks the slot processes (granted once their old owner released them).
+    pub active: BTreeSet<TaskRef>,
+    /// Tasks the slot warms up (replays state for) before taking them over.
+    pub learner: BTreeSet<TaskRef>,
+    /// Hot copies kept for failover.
+    pub standby: BTreeSet<TaskRef>,
 }
 
 /// Why a member left the group.
@@ -65,6 +185,8 @@ pub enum RemovalReason {
     /// It held tasks past the expansion timeout after being asked to release
     /// them.
     Fenced,
+    /// It was draining and its scale-down timeout passed.
+    DrainTimedOut,
 }
 
 /// A member slot: one worker identity. A dynamic member's slot is its
@@ -82,6 +204,10 @@ pub struct Member {
     /// A static member that left temporarily (it keeps its slot until its
     /// registration timeout).
     pub away: bool,
+    /// Asked to leave the group gracefully: the assignor no longer sees it,
+    /// its tasks move as learners elsewhere catch up, then it may exit.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// Every change the core makes to a group.
@@ -110,12 +236,15 @@ pub enum Record {
     },
     /// The group needs a new target.
     GroupEpochBumped { group: String, epoch: u64 },
-    /// The assignor's answer for an epoch: active tasks per slot.
+    /// The target for an epoch, per slot: the assignor's answer after the
+    /// host's learner safety.
     TargetInstalled {
         group: String,
         epoch: u64,
-        target: BTreeMap<String, BTreeSet<TaskRef>>,
+        target: BTreeMap<String, SlotTarget>,
     },
+    /// A member was asked to drain (by an admin or itself).
+    MemberDraining { group: String, slot: String },
     /// A member's reconciled assignment.
     MemberReconciled {
         group: String,
@@ -137,6 +266,7 @@ impl Record {
             | Record::GroupEpochBumped { group, .. }
             | Record::TargetInstalled { group, .. }
             | Record::MemberReconciled { group, .. }
+            | Record::MemberDraining { group, .. }
             | Record::NameMapDropped { group } => group,
         }
     }
@@ -153,8 +283,8 @@ pub struct Group {
     pub target_epoch: u64,
     /// Slots by slot key.
     pub members: BTreeMap<String, Member>,
-    /// The installed target: active tasks per slot.
-    pub target: BTreeMap<String, BTreeSet<TaskRef>>,
+    /// The installed target per slot.
+    pub target: BTreeMap<String, SlotTarget>,
     /// What each slot holds now, and who holds each task.
     pub holdings: Holdings<TaskRef>,
     /// Member ids of earlier incarnations (and of removed members) whose
@@ -202,9 +332,19 @@ impl Group {
                 self.holdings.member(slot).is_some_and(|a| {
                     a.epoch == self.target_epoch
                         && a.revoking.is_empty()
-                        && Some(&a.active) == self.target.get(slot).or(Some(&BTreeSet::new()))
+                        && a.active == self.target_of(slot).active
                 })
             })
+    }
+
+    /// The target of a slot (empty if the target does not name it).
+    pub fn target_of(&self, slot: &str) -> SlotTarget {
+        self.target.get(slot).cloned().unwrap_or_default()
+    }
+
+    /// Learners in the installed target.
+    pub fn learner_count(&self) -> usize {
+        self.target.values().map(|t| t.learner.len()).sum()
     }
 
     /// Every task of the group's topics.
@@ -247,6 +387,11 @@ impl Group {
             Record::MemberReconciled {
                 slot, assignment, ..
             } => self.holdings.set(slot, assignment.clone()),
+            Record::MemberDraining { slot, .. } => {
+                if let Some(member) = self.members.get_mut(slot) {
+                    member.draining = true;
+                }
+            }
             Record::NameMapDropped { .. } => {
                 self.dynamic_only = true;
                 let members = std::mem::take(&mut self.members);
@@ -299,4 +444,27 @@ pub struct Liveness {
     pub computing_epoch: Option<u64>,
     /// Since when each slot has had tasks to release.
     pub revoking_since_ms: BTreeMap<String, Millis>,
+    /// The lags each slot last reported, per task (replaced by each report).
+    pub lags: BTreeMap<String, BTreeMap<TaskRef, u64>>,
+    /// Learners already reported caught up, so that each catch-up asks for
+    /// one new target, not one per heartbeat.
+    pub caught_up_signalled: BTreeSet<(String, TaskRef)>,
+    /// Since when each draining slot has been draining (restarted from
+    /// recovered state after a host restart).
+    pub draining_since_ms: BTreeMap<String, Millis>,
+    /// When the assignor was last asked (for the probing interval).
+    pub last_call_ms: Option<Millis>,
+    /// The next call skips the expansion wait (a learner caught up, a drain
+    /// began).
+    pub urgent: bool,
+}
+
+impl Liveness {
+    /// Whether `slot` last reported a lag on `task` at or under `acceptable`.
+    pub fn caught_up(&self, slot: &str, task: &TaskRef, acceptable: u64) -> bool {
+        self.lags
+            .get(slot)
+            .and_then(|lags| lags.get(task))
+            .is_some_and(|&lag| lag <= acceptable)
+    }
 }

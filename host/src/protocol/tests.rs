@@ -4,14 +4,14 @@
 //! checks invariant 1 and that replaying every record so far into a fresh
 //! coordinator gives the same groups.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use assignor_sticky::Sticky;
 
 use super::core::{
     Coordinator, Heartbeat, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH, Output, ProtocolError,
 };
-use super::group::{GroupConfig, Millis, Record, RemovalReason, TaskRef, TopicConfig};
+use super::group::{GroupConfig, LearnerMode, Millis, Record, RemovalReason, TaskRef, TopicConfig};
 
 const GROUP: &str = "orders-app";
 const EXPANSION_MS: u64 = 1_000;
@@ -20,16 +20,16 @@ const REGISTRATION_MS: u64 = 30_000;
 
 fn config(partitions: u32) -> GroupConfig {
     GroupConfig {
-        topics: vec![TopicConfig {
-            name: "orders".into(),
-            partitions,
-        }],
-        assignor: "sticky".into(),
-        params: BTreeMap::new(),
         session_timeout_ms: SESSION_MS,
         registration_timeout_ms: REGISTRATION_MS,
         expansion_timeout_ms: EXPANSION_MS,
         heartbeat_interval_ms: 1_000,
+        // These tests are about membership; learners have their own.
+        learners: LearnerMode::Off,
+        ..GroupConfig::with_topics(vec![TopicConfig {
+            name: "orders".into(),
+            partitions,
+        }])
     }
 }
 
@@ -115,6 +115,8 @@ impl Harness {
             rack: None,
             capacity: None,
             owned: None,
+            lags: None,
+            drain: false,
         })
         .unwrap()
     }
@@ -124,6 +126,8 @@ impl Harness {
     fn beat(&mut self, last: &HeartbeatResponse) -> HeartbeatResponse {
         self.send(Heartbeat {
             owned: Some(last.active.iter().cloned().collect()),
+            lags: None,
+            drain: false,
             ..request_from(last)
         })
         .unwrap()
@@ -167,6 +171,8 @@ fn request_from(last: &HeartbeatResponse) -> Heartbeat {
         rack: None,
         capacity: None,
         owned: None,
+        lags: None,
+        drain: false,
     }
 }
 
@@ -355,6 +361,8 @@ fn a_silent_dynamic_member_expires_and_a_slow_releaser_is_fenced() {
     let asked = h
         .send(Heartbeat {
             owned: Some(members[0].active.iter().cloned().collect()),
+            lags: None,
+            drain: false,
             ..request_from(&members[0])
         })
         .unwrap();
@@ -415,6 +423,8 @@ fn bad_requests_are_refused_and_change_nothing() {
         (
             Heartbeat {
                 owned: Some(vec![TaskRef::new("orders", 99)]),
+                lags: None,
+                drain: false,
                 ..base.clone()
             },
             "not_owned",
@@ -540,6 +550,8 @@ fn a_member_one_epoch_behind_is_accepted_and_a_failed_assignor_is_retried() {
     // A response lost: the member sends its previous epoch, and is served.
     let again = h.send(Heartbeat {
         owned: Some(members[0].active.iter().cloned().collect()),
+        lags: None,
+        drain: false,
         ..request_from(&lost)
     });
     assert!(again.is_ok(), "{again:?}");
