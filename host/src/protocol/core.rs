@@ -1034,9 +1034,8 @@ fn safe_target(
                     target.get_mut(&to).expect("a member").active.insert(other);
                 }
                 None if learners < config.max_learners => {
-                    if target.get_mut(&to).expect("a member").learner.insert(task) {
-                        learners += 1;
-                    }
+                    let placed = target.get_mut(&to).expect("a member").learner.insert(task);
+                    learners += u32::from(placed);
                 }
                 None => {}
             }
