@@ -919,7 +919,11 @@ impl Coordinator {
                 if now >= last.saturating_add(timeout) {
                     expired.push((slot.clone(), RemovalReason::Expired));
                 } else if liveness.revoking_since_ms.get(slot).is_some_and(|&since| {
-                    now >= since.saturating_add(group.config.expansion_timeout_ms)
+                    // The member can only report the release on a later
+                    // heartbeat: one interval of grace on top.
+                    now >= since
+                        .saturating_add(group.config.expansion_timeout_ms)
+                        .saturating_add(group.config.heartbeat_interval_ms)
                 }) {
                     expired.push((slot.clone(), RemovalReason::Fenced));
                 }

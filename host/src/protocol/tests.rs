@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 
+use assignor_learner_aware::LearnerAware;
 use assignor_sticky::Sticky;
 
 use super::core::{
@@ -42,17 +43,23 @@ struct Harness {
 
 impl Harness {
     fn new(partitions: u32) -> Self {
+        Self::with_config(config(partitions))
+    }
+
+    fn with_config(config: GroupConfig) -> Self {
         let mut harness = Harness {
             core: Coordinator::new(7),
             log: Vec::new(),
             now: 0,
         };
-        let out = harness
-            .core
-            .configure(GROUP, config(partitions), 0)
-            .unwrap();
+        let out = harness.core.configure(GROUP, config, 0).unwrap();
         harness.absorb(out);
         harness
+    }
+
+    fn configure(&mut self, config: GroupConfig) {
+        let out = self.core.configure(GROUP, config, self.now).unwrap();
+        self.absorb(out);
     }
 
     /// Keeps the records, answers assignor calls natively, and checks the
@@ -60,8 +67,12 @@ impl Harness {
     fn absorb(&mut self, out: Output) {
         self.log.extend(out.records);
         for call in out.assignor_calls {
-            let answer =
-                assignd_guest_sdk::harness::run::<Sticky>(&call.input).map_err(|e| e.to_string());
+            let answer = match call.assignor.as_str() {
+                "sticky" => assignd_guest_sdk::harness::run::<Sticky>(&call.input),
+                "learner-aware" => assignd_guest_sdk::harness::run::<LearnerAware>(&call.input),
+                other => panic!("no native assignor {other:?} in these tests"),
+            }
+            .map_err(|e| e.to_string());
             let more = self
                 .core
                 .assignment_computed(&call.group, call.epoch, answer, self.now);
@@ -131,6 +142,28 @@ impl Harness {
             ..request_from(last)
         })
         .unwrap()
+    }
+
+    /// A heartbeat like [`Harness::beat`] that also reports lags.
+    fn beat_with_lags(
+        &mut self,
+        last: &HeartbeatResponse,
+        lags: Vec<(TaskRef, u64)>,
+    ) -> HeartbeatResponse {
+        self.send(Heartbeat {
+            owned: Some(last.active.iter().cloned().collect()),
+            lags: Some(lags),
+            drain: false,
+            ..request_from(last)
+        })
+        .unwrap()
+    }
+
+    fn installed_targets(&self) -> usize {
+        self.log
+            .iter()
+            .filter(|r| matches!(r, Record::TargetInstalled { .. }))
+            .count()
     }
 
     /// Heartbeats every member in turn until nothing changes.
@@ -580,4 +613,276 @@ fn a_member_one_epoch_behind_is_accepted_and_a_failed_assignor_is_retried() {
         group.target_epoch, group.group_epoch,
         "retried and installed"
     );
+}
+
+fn learner_config(partitions: u32, max_learners: u32) -> GroupConfig {
+    GroupConfig {
+        learners: LearnerMode::Host,
+        max_learners,
+        acceptable_recovery_lag: 100,
+        ..config(partitions)
+    }
+}
+
+/// Every task a member warms up, reported at `lag`.
+fn lags_of(member: &HeartbeatResponse, lag: u64) -> Vec<(TaskRef, u64)> {
+    member.learner.iter().map(|t| (t.clone(), lag)).collect()
+}
+
+#[test]
+fn host_learner_safety_keeps_a_cold_move_on_its_owner_until_the_learner_catches_up() {
+    // `sticky` knows nothing about lag; the host still never moves an
+    // active task to a cold member.
+    let mut h = Harness::with_config(learner_config(12, 10));
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    let before: Vec<BTreeSet<TaskRef>> = members.iter().map(|m| m.active.clone()).collect();
+    members.push(h.join(None));
+    h.at(2_000);
+    h.settle(&mut members);
+    for (i, member) in members.iter().take(2).enumerate() {
+        assert_eq!(member.active, before[i], "nothing moved to a cold member");
+        assert!(member.revoking.is_empty());
+    }
+    assert!(members[2].active.is_empty());
+    assert_eq!(
+        members[2].learner.len(),
+        4,
+        "the newcomer warms up its share"
+    );
+    assert!(
+        members[2]
+            .learner
+            .iter()
+            .all(|t| before.iter().any(|b| b.contains(t)))
+    );
+    // Still far behind: nothing moves, and no new target is asked for.
+    let targets = h.installed_targets();
+    members[2] = h.beat_with_lags(&members[2].clone(), lags_of(&members[2], 5_000));
+    h.settle(&mut members);
+    assert_eq!(h.installed_targets(), targets);
+    assert!(members[2].active.is_empty());
+    // Caught up: a new target at once (no expansion wait, no probing
+    // delay), and the owners are asked to release on their next heartbeat.
+    let learning = members[2].learner.clone();
+    members[2] = h.beat_with_lags(&members[2].clone(), lags_of(&members[2], 0));
+    assert_eq!(
+        h.installed_targets(),
+        targets + 1,
+        "the catch-up re-asks at once"
+    );
+    let revoked: BTreeSet<TaskRef> = members
+        .iter_mut()
+        .take(2)
+        .flat_map(|m| {
+            *m = h.beat(m);
+            m.revoking.clone()
+        })
+        .collect();
+    assert_eq!(revoked, learning, "exactly the warm tasks move");
+    h.settle(&mut members);
+    assert_eq!(members[2].active, learning);
+    assert!(members[2].learner.is_empty(), "a promoted learner is done");
+    assert_eq!(all_active(&members), tasks(0..12));
+    assert!(h.core.group(GROUP).unwrap().is_stable());
+}
+
+#[test]
+fn max_learners_caps_the_warmups_and_the_rest_follow_as_they_catch_up() {
+    let mut h = Harness::with_config(learner_config(12, 2));
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    members.push(h.join(None));
+    h.at(2_000);
+    h.settle(&mut members);
+    assert_eq!(members[2].learner.len(), 2, "at most max_learners at once");
+    let mut promoted = BTreeSet::new();
+    for round in 0..6 {
+        let learning = members[2].learner.clone();
+        if learning.is_empty() {
+            break;
+        }
+        assert!(learning.len() <= 2, "round {round}: {learning:?}");
+        members[2] = h.beat_with_lags(&members[2].clone(), lags_of(&members[2], 0));
+        h.settle(&mut members);
+        assert!(learning.is_subset(&members[2].active), "round {round}");
+        promoted.extend(learning);
+    }
+    assert_eq!(promoted.len(), 4);
+    assert_eq!(members[2].active, promoted);
+    assert_eq!(all_active(&members), tasks(0..12));
+}
+
+#[test]
+fn with_learners_off_a_task_moves_as_soon_as_it_is_released() {
+    let mut h = Harness::with_config(GroupConfig {
+        learners: LearnerMode::Off,
+        ..learner_config(12, 10)
+    });
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    members.push(h.join(None));
+    h.at(2_000);
+    h.settle(&mut members);
+    assert_eq!(members[2].active.len(), 4);
+    assert!(members.iter().all(|m| m.learner.is_empty()));
+}
+
+#[test]
+fn a_learner_aware_assignor_places_its_own_learners() {
+    let mut h = Harness::with_config(GroupConfig {
+        assignor: "learner-aware".into(),
+        learners: LearnerMode::Assignor,
+        ..learner_config(12, 10)
+    });
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    let before = all_active(&members[..2]);
+    members.push(h.join(None));
+    h.at(2_000);
+    h.settle(&mut members);
+    assert!(
+        !members[2].learner.is_empty(),
+        "the assignor placed learners"
+    );
+    assert_eq!(all_active(&members[..2]), before, "nothing moved cold");
+    // Its learners report caught up: the assignor moves them.
+    members[2] = h.beat_with_lags(&members[2].clone(), lags_of(&members[2], 0));
+    h.settle(&mut members);
+    assert!(!members[2].active.is_empty());
+    assert_eq!(all_active(&members), tasks(0..12));
+}
+
+#[test]
+fn a_draining_member_hands_over_through_learners_then_may_exit() {
+    let mut h = Harness::with_config(learner_config(12, 10));
+    let mut members = vec![
+        h.join(Some("worker-a")),
+        h.join(Some("worker-b")),
+        h.join(Some("worker-c")),
+    ];
+    h.at(1_000);
+    h.settle(&mut members);
+    let leaving = members[0].active.clone();
+    let out = h.core.drain(GROUP, "worker-a", h.now).unwrap();
+    h.absorb(out);
+    h.settle(&mut members);
+    assert!(members[0].draining && !members[0].drained);
+    assert_eq!(members[0].active, leaving, "kept until a new owner is warm");
+    let warming: BTreeSet<TaskRef> = members[1..]
+        .iter()
+        .flat_map(|m| m.learner.iter().cloned())
+        .collect();
+    assert_eq!(warming, leaving);
+    for i in 1..3 {
+        members[i] = h.beat_with_lags(&members[i].clone(), lags_of(&members[i], 0));
+    }
+    h.settle(&mut members);
+    assert!(members[0].active.is_empty());
+    assert!(members[0].drained, "told it may exit");
+    assert_eq!(all_active(&members[1..]), tasks(0..12));
+    // Its leave removes a static member for good (not a temporary leave).
+    let mark = h.log.len();
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&members[0])
+    })
+    .unwrap();
+    assert!(h.records_since(mark).iter().any(|r| matches!(
+        r,
+        Record::MemberRemoved { reason: RemovalReason::Left, slot, .. } if slot == "static:worker-a"
+    )));
+}
+
+#[test]
+fn a_member_may_ask_to_drain_itself_and_is_fenced_after_the_scale_down_timeout() {
+    let mut h = Harness::with_config(GroupConfig {
+        scale_down_timeout_ms: 20_000,
+        ..learner_config(12, 10)
+    });
+    let mut members = vec![h.join(None), h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    members[0] = h
+        .send(Heartbeat {
+            drain: true,
+            owned: Some(members[0].active.iter().cloned().collect()),
+            ..request_from(&members[0])
+        })
+        .unwrap();
+    assert!(members[0].draining);
+    // Nobody catches up: the draining member keeps its tasks until the
+    // scale-down timeout, then it is fenced and they move anyway.
+    let mark = h.log.len();
+    h.advance(20_000, &mut members);
+    assert!(members[0].active.len() == 4, "held until the timeout");
+    h.advance(22_000, &mut members[1..]);
+    assert!(h.records_since(mark).iter().any(|r| matches!(
+        r,
+        Record::MemberRemoved {
+            reason: RemovalReason::DrainTimedOut,
+            ..
+        }
+    )));
+    h.advance(25_000, &mut members[1..]);
+    assert_eq!(all_active(&members[1..]), tasks(0..12));
+}
+
+#[test]
+fn topic_changes_trigger_a_new_target() {
+    let mut h = Harness::new(6);
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..6));
+    // More partitions: the new tasks are assigned, old ones stay put.
+    let before: Vec<BTreeSet<TaskRef>> = members.iter().map(|m| m.active.clone()).collect();
+    h.configure(config(10));
+    h.advance(3_000, &mut members);
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..10));
+    for (i, m) in members.iter().enumerate() {
+        assert!(before[i].is_subset(&m.active));
+    }
+    // A topic added that the members do not subscribe to changes nothing
+    // for them; a topic removed is revoked from its holders.
+    let mut two = config(10);
+    two.topics.push(TopicConfig {
+        name: "payments".into(),
+        partitions: 4,
+    });
+    h.configure(two);
+    h.advance(5_000, &mut members);
+    assert_eq!(all_active(&members), tasks(0..10));
+    h.configure(config(4));
+    h.advance(7_000, &mut members);
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..4));
+}
+
+#[test]
+fn the_probing_interval_re_asks_the_assignor_while_learners_exist() {
+    let mut h = Harness::with_config(GroupConfig {
+        probing_interval_ms: 10_000,
+        ..learner_config(12, 10)
+    });
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    members.push(h.join(None));
+    h.advance(2_000, &mut members);
+    assert!(!members[2].learner.is_empty());
+    let targets = h.installed_targets();
+    h.advance(11_000, &mut members);
+    assert_eq!(
+        h.installed_targets(),
+        targets,
+        "no probe before the interval"
+    );
+    h.advance(13_000, &mut members);
+    assert_eq!(h.installed_targets(), targets + 1, "one probe");
 }
