@@ -1010,6 +1010,39 @@ fn safe_target(
                     .then(|| ((*task).clone(), from.to_owned(), to.clone()))
             })
             .collect();
+        // A task nobody holds (its owner failed, or it is new) goes to a
+        // member already caught up on it (a standby, an old owner) if the
+        // answer put it on a cold one: failover without a replay.
+        let free_cold: Vec<(TaskRef, String)> = new_owner
+            .iter()
+            .filter(|(task, to)| {
+                group.holdings.holder(task).is_none() && !liveness.caught_up(to, task, acceptable)
+            })
+            .map(|(task, to)| ((*task).clone(), to.clone()))
+            .collect();
+        for (task, to) in free_cold {
+            let warm = group
+                .members
+                .iter()
+                .filter(|(slot, m)| {
+                    **slot != to
+                        && !m.draining
+                        && m.topics.contains(&task.topic)
+                        && liveness.caught_up(slot, &task, acceptable)
+                })
+                .min_by_key(|(slot, _)| target[*slot].active.len())
+                .map(|(slot, _)| slot.clone());
+            if let Some(warm) = warm {
+                // The answer's owner warms up, so that balance returns once
+                // it caught up.
+                let cold = target.get_mut(&to).expect("a member");
+                cold.active.remove(&task);
+                if learners < config.max_learners && cold.learner.insert(task.clone()) {
+                    learners += 1;
+                }
+                target.get_mut(&warm).expect("a member").active.insert(task);
+            }
+        }
         for (task, from, to) in cold_moves {
             target.get_mut(&to).expect("a member").active.remove(&task);
             target

@@ -886,3 +886,35 @@ fn the_probing_interval_re_asks_the_assignor_while_learners_exist() {
     h.advance(13_000, &mut members);
     assert_eq!(h.installed_targets(), targets + 1, "one probe");
 }
+
+#[test]
+fn a_failed_owners_tasks_go_to_a_member_already_caught_up_on_them() {
+    let mut h = Harness::with_config(learner_config(12, 10));
+    let mut members = vec![h.join(None), h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    // Member 2 keeps warm copies of member 0's tasks (as a standby would).
+    let failing = members[0].active.clone();
+    let warm: Vec<(TaskRef, u64)> = failing.iter().map(|t| (t.clone(), 0)).collect();
+    members[2] = h.beat_with_lags(&members[2].clone(), warm);
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&members[0])
+    })
+    .unwrap();
+    members.remove(0);
+    h.advance(h.now + 2 * EXPANSION_MS, &mut members);
+    h.settle(&mut members);
+    assert!(
+        failing.is_subset(&members[1].active),
+        "every task of the failed owner went to the warm member"
+    );
+    assert_eq!(all_active(&members), tasks(0..12));
+    // The member the assignor preferred warms up, and balance returns once
+    // it catches up.
+    assert!(!members[0].learner.is_empty());
+    members[0] = h.beat_with_lags(&members[0].clone(), lags_of(&members[0], 0));
+    h.settle(&mut members);
+    assert_eq!(members[0].active.len(), 6);
+    assert_eq!(members[1].active.len(), 6);
+}
