@@ -778,8 +778,8 @@ fn a_draining_member_hands_over_through_learners_then_may_exit() {
         .flat_map(|m| m.learner.iter().cloned())
         .collect();
     assert_eq!(warming, leaving);
-    for i in 1..3 {
-        members[i] = h.beat_with_lags(&members[i].clone(), lags_of(&members[i], 0));
+    for member in &mut members[1..] {
+        *member = h.beat_with_lags(&member.clone(), lags_of(member, 0));
     }
     h.settle(&mut members);
     assert!(members[0].active.is_empty());
