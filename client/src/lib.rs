@@ -1,2 +1,50 @@
-//! The Rust member library for assignd. It is empty until the coordinator
-//! (issue 3) gives members an HTTP protocol to speak.
+//! `assignd-client`: the Rust member library for assignd.
+//!
+//! A member joins a group over HTTP, heartbeats at the host's interval, and
+//! learns its assignment as [`Event`]s:
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), assignd_client::ClientError> {
+//! use assignd_client::{Event, Member, MemberConfig, NoLags};
+//!
+//! let config = MemberConfig::new("http://127.0.0.1:7070", "billing", ["orders"])
+//!     .with_name("worker-a");
+//! let (member, mut events) = Member::start(config, NoLags)?;
+//! while let Some(event) = events.recv().await {
+//!     match event {
+//!         Event::Assigned(tasks) => { /* start processing */ }
+//!         Event::Revoked { tasks, ack } => {
+//!             /* stop processing, then: */
+//!             ack.ack();
+//!         }
+//!         Event::Lost(tasks) => { /* stop at once */ }
+//!         _ => {}
+//!     }
+//! }
+//! # drop(member);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The protocol (DESIGN.md, incremental cooperative rebalancing): a task
+//! that moves is first *revoked*; the member keeps reporting it as owned
+//! until the application acknowledges it stopped, and only then does the
+//! host grant it to its next owner. So with every application acknowledging
+//! only after it stopped, no task is ever processed by two members at once.
+//!
+//! - `wire`: the JSON bodies; `transport`: one request over HTTP/1.1.
+//! - `tracker`: what the application has been told (sans-IO).
+//! - `member`: the heartbeat loop, its handle, events and error policy.
+
+mod config;
+mod error;
+mod member;
+mod tracker;
+mod transport;
+pub mod wire;
+
+pub use config::{EVENT_BUFFER_DEFAULT, MemberConfig, REQUEST_TIMEOUT_DEFAULT};
+pub use error::{ClientError, codes};
+pub use member::{Event, LagSource, Member, MemberHandle, NoLags, RevokeAck, Status};
+pub use tracker::Assignment;
+pub use wire::Task;

@@ -1,0 +1,303 @@
+//! An example worker with simulated stateful tasks.
+//!
+//! Each task (topic, partition) has a changelog, shared by every worker
+//! through `--state-dir/changelog/<topic>-<partition>` (its end offset).
+//! An active task "processes": it appends to its changelog (slowly) and
+//! keeps its local checkpoint at the end. A learner or standby replays the
+//! changelog from its local checkpoint at `--replay-rate` records/s and
+//! reports `end - checkpoint` as its lag. Checkpoints live in
+//! `--state-dir/<name>/`, so a static worker restarted with the same
+//! `--name` starts warm.
+//!
+//! ```text
+//! cargo run -p assignd-client --example worker -- \
+//!     --url http://127.0.0.1:7070 --group billing --name worker-a --topics orders
+//! ```
+//!
+//! It prints one line per event. Ctrl-C or SIGTERM leaves the group (a
+//! static worker's leave is temporary: its tasks wait for it).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use assignd_client::{Assignment, Event, Member, MemberConfig, Task};
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(about = "An assignd member simulating stateful tasks")]
+struct Args {
+    /// The host's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:7070")]
+    url: String,
+    #[arg(long)]
+    group: String,
+    /// A static member name; without it the worker is dynamic.
+    #[arg(long)]
+    name: Option<String>,
+    /// Comma-separated topics to subscribe to.
+    #[arg(long, value_delimiter = ',', required = true)]
+    topics: Vec<String>,
+    /// Records per second a learner, standby or restoring task replays.
+    #[arg(long, default_value_t = 1000)]
+    replay_rate: u64,
+    /// The length a changelog starts at when no worker wrote it yet.
+    #[arg(long, default_value_t = 10_000)]
+    changelog_len: u64,
+    /// Records per second an active task appends to its changelog.
+    #[arg(long, default_value_t = 5)]
+    process_rate: u64,
+    /// Where changelogs and checkpoints are kept.
+    #[arg(long, default_value = "worker-state")]
+    state_dir: PathBuf,
+    /// Drain (leave gracefully once the tasks moved) after this many seconds.
+    #[arg(long)]
+    drain_after: Option<u64>,
+}
+
+/// How often the simulation advances.
+const TICK: Duration = Duration::from_millis(100);
+
+/// What a task's local state is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Active,
+    Warming,
+}
+
+/// The simulated state of one worker: its tasks and their checkpoints.
+struct Sim {
+    changelogs: PathBuf,
+    checkpoints: PathBuf,
+    changelog_len: u64,
+    replay_rate: u64,
+    process_rate: u64,
+    tasks: BTreeMap<Task, Role>,
+    /// Fractions of records carried between ticks.
+    credit: BTreeMap<Task, f64>,
+}
+
+fn file_name(task: &Task) -> String {
+    format!("{}-{}", task.topic, task.partition)
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Writes through a temporary file, so a reader never sees half a number.
+fn write_u64(path: &Path, value: u64) {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    if std::fs::write(&tmp, value.to_string()).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+impl Sim {
+    fn end(&self, task: &Task) -> u64 {
+        read_u64(&self.changelogs.join(file_name(task))).unwrap_or(self.changelog_len)
+    }
+
+    fn checkpoint(&self, task: &Task) -> u64 {
+        read_u64(&self.checkpoints.join(file_name(task))).unwrap_or(0)
+    }
+
+    fn lag(&self, task: &Task) -> u64 {
+        self.end(task).saturating_sub(self.checkpoint(task))
+    }
+
+    /// Advances every task by `elapsed`: an active task first restores what
+    /// it lacks, then processes; a warming one replays.
+    fn tick(&mut self, elapsed: Duration) {
+        let tasks: Vec<(Task, Role)> = self.tasks.iter().map(|(t, r)| (t.clone(), *r)).collect();
+        for (task, role) in tasks {
+            let end = self.end(&task);
+            let checkpoint = self.checkpoint(&task);
+            if checkpoint < end {
+                let budget = self.replay_rate as f64 * elapsed.as_secs_f64();
+                let n = self.take_credit(&task, budget);
+                write_u64(
+                    &self.checkpoints.join(file_name(&task)),
+                    (checkpoint + n).min(end),
+                );
+            } else if role == Role::Active {
+                let budget = self.process_rate as f64 * elapsed.as_secs_f64();
+                let n = self.take_credit(&task, budget);
+                if n > 0 {
+                    write_u64(&self.changelogs.join(file_name(&task)), end + n);
+                    write_u64(&self.checkpoints.join(file_name(&task)), end + n);
+                }
+            }
+        }
+    }
+
+    fn take_credit(&mut self, task: &Task, budget: f64) -> u64 {
+        let credit = self.credit.entry(task.clone()).or_default();
+        *credit += budget;
+        let whole = credit.floor();
+        *credit -= whole;
+        whole as u64
+    }
+
+    fn set(&mut self, tasks: &[Task], role: Option<Role>) {
+        for task in tasks {
+            match role {
+                Some(role) => {
+                    self.tasks.insert(task.clone(), role);
+                }
+                None => {
+                    self.tasks.remove(task);
+                    self.credit.remove(task);
+                }
+            }
+        }
+    }
+}
+
+fn list(tasks: &[Task]) -> String {
+    tasks
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let local = match &args.name {
+        Some(name) => name.clone(),
+        None => format!("dynamic-{}", std::process::id()),
+    };
+    let changelogs = args.state_dir.join("changelog");
+    let checkpoints = args.state_dir.join(&local);
+    std::fs::create_dir_all(&changelogs)?;
+    std::fs::create_dir_all(&checkpoints)?;
+    let sim = Arc::new(Mutex::new(Sim {
+        changelogs,
+        checkpoints,
+        changelog_len: args.changelog_len,
+        replay_rate: args.replay_rate,
+        process_rate: args.process_rate,
+        tasks: BTreeMap::new(),
+        credit: BTreeMap::new(),
+    }));
+
+    let mut config = MemberConfig::new(&args.url, &args.group, args.topics.clone());
+    if let Some(name) = &args.name {
+        config = config.with_name(name);
+    }
+    let lag_sim = sim.clone();
+    let lags = move |assignment: &Assignment| {
+        let sim = lag_sim.lock().unwrap();
+        assignment
+            .learner
+            .iter()
+            .chain(&assignment.standby)
+            .map(|task| (task.clone(), sim.lag(task)))
+            .collect()
+    };
+    let (member, mut events) = Member::start(config, lags)?;
+    println!("started as {local}");
+
+    let mut ticker = tokio::time::interval(TICK);
+    let mut last = tokio::time::Instant::now();
+    // Far enough never to come when no drain was asked for.
+    let drain_at = tokio::time::Instant::now()
+        + Duration::from_secs(args.drain_after.unwrap_or(365 * 24 * 3600));
+    let drain = tokio::time::sleep_until(drain_at);
+    tokio::pin!(drain);
+    let mut drain_asked = false;
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            event = events.recv() => {
+                let Some(event) = event else {
+                    println!("stopped");
+                    return Ok(());
+                };
+                let mut sim = sim.lock().unwrap();
+                match event {
+                    Event::Joined { member_id } => println!("joined as {member_id}"),
+                    Event::Assigned(tasks) => {
+                        sim.set(&tasks, Some(Role::Active));
+                        println!("assigned {}", list(&tasks));
+                    }
+                    Event::Promoted(tasks) => {
+                        sim.set(&tasks, Some(Role::Active));
+                        println!("promoted {}", list(&tasks));
+                    }
+                    Event::Revoked { tasks, ack } => {
+                        // Processing is synchronous here: once the task
+                        // is out of the table it is stopped.
+                        sim.set(&tasks, None);
+                        ack.ack();
+                        println!("revoked {}", list(&tasks));
+                    }
+                    Event::Lost(tasks) => {
+                        sim.set(&tasks, None);
+                        println!("lost {}", list(&tasks));
+                    }
+                    Event::LearnerStarted(tasks) => {
+                        sim.set(&tasks, Some(Role::Warming));
+                        let lags: Vec<String> =
+                            tasks.iter().map(|t| format!("{t}:{}", sim.lag(t))).collect();
+                        println!("learner started {}", lags.join(","));
+                    }
+                    Event::LearnerStopped(tasks) => {
+                        sim.set(&tasks, None);
+                        println!("learner stopped {}", list(&tasks));
+                    }
+                    Event::StandbyStarted(tasks) => {
+                        sim.set(&tasks, Some(Role::Warming));
+                        println!("standby started {}", list(&tasks));
+                    }
+                    Event::StandbyStopped(tasks) => {
+                        sim.set(&tasks, None);
+                        println!("standby stopped {}", list(&tasks));
+                    }
+                    Event::Draining => println!("draining"),
+                    Event::Drained => println!("drained"),
+                    Event::Fenced { rejoining } => {
+                        println!("fenced{}", if rejoining { ", rejoining" } else { "" });
+                    }
+                    Event::Error(error) => eprintln!("error: {error}"),
+                }
+            }
+            _ = ticker.tick() => {
+                let now = tokio::time::Instant::now();
+                sim.lock().unwrap().tick(now - last);
+                last = now;
+            }
+            () = &mut drain, if !drain_asked => {
+                drain_asked = true;
+                println!("asking to drain");
+                member.drain();
+            }
+            () = &mut shutdown => {
+                member.leave().await?;
+                println!("left");
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,98 @@
+//! What a member needs to know before it joins.
+
+use std::time::Duration;
+
+use crate::ClientError;
+
+/// How long one heartbeat may take before it counts as lost, by default.
+pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+/// Events buffered for the application, by default; past this the loop
+/// waits for the application to read (and stops heartbeating meanwhile).
+pub const EVENT_BUFFER_DEFAULT: usize = 1024;
+
+/// A member's identity and subscription.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberConfig {
+    /// The host's base URL, e.g. `http://127.0.0.1:7070`.
+    pub url: String,
+    pub group: String,
+    /// A static member's name (KIP-345 group instance id): a restart with
+    /// the same name within the registration timeout gets the same tasks
+    /// back. `None` joins as a dynamic member.
+    pub member_name: Option<String>,
+    /// The topics to subscribe to; at least one.
+    pub topics: Vec<String>,
+    pub rack: Option<String>,
+    /// This member's relative capacity (1 or more).
+    pub capacity: u32,
+    /// How long one request may take before it counts as lost.
+    pub request_timeout: Duration,
+    /// How many events may wait for the application.
+    pub event_buffer: usize,
+}
+
+impl MemberConfig {
+    /// A dynamic member of `group` at `url` subscribing to `topics`, with
+    /// capacity 1 and no rack.
+    pub fn new(
+        url: impl Into<String>,
+        group: impl Into<String>,
+        topics: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        MemberConfig {
+            url: url.into(),
+            group: group.into(),
+            member_name: None,
+            topics: topics.into_iter().map(Into::into).collect(),
+            rack: None,
+            capacity: 1,
+            request_timeout: REQUEST_TIMEOUT_DEFAULT,
+            event_buffer: EVENT_BUFFER_DEFAULT,
+        }
+    }
+
+    /// Makes this a static member named `name`.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.member_name = Some(name.into());
+        self
+    }
+
+    pub fn with_rack(mut self, rack: impl Into<String>) -> Self {
+        self.rack = Some(rack.into());
+        self
+    }
+
+    pub fn with_capacity(mut self, capacity: u32) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Checks what can be checked without asking the host.
+    pub fn check(&self) -> Result<(), ClientError> {
+        let fail = |m: &str| Err(ClientError::Config(m.to_owned()));
+        if self.group.is_empty() {
+            return fail("the group name is empty");
+        }
+        if self.topics.is_empty() {
+            return fail("a member must subscribe to at least one topic");
+        }
+        if self.member_name.as_deref() == Some("") {
+            return fail("a static member's name must not be empty");
+        }
+        if self.capacity == 0 {
+            return fail("capacity must be at least 1");
+        }
+        if self.request_timeout.is_zero() {
+            return fail("the request timeout must be above zero");
+        }
+        if self.event_buffer == 0 {
+            return fail("the event buffer must hold at least one event");
+        }
+        Ok(())
+    }
+}

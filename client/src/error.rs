@@ -1,0 +1,55 @@
+//! The one error type of the client: what the host refused (with its
+//! stable code), what never got an answer, and misuse of the library.
+
+/// The stable error codes of the host's `{"error": {"code", ...}}` body.
+pub mod codes {
+    pub const UNKNOWN_GROUP: &str = "unknown_group";
+    pub const UNKNOWN_MEMBER: &str = "unknown_member";
+    pub const FENCED: &str = "fenced";
+    pub const STALE_EPOCH: &str = "stale_epoch";
+    pub const NOT_OWNED: &str = "not_owned";
+    pub const INVALID_REQUEST: &str = "invalid_request";
+    pub const INVALID_JSON: &str = "invalid_json";
+    pub const GROUP_FULL: &str = "group_full";
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// The host answered and refused the request (a 4xx with an error body).
+    #[error("the host refused the request ({code}, HTTP {status}): {message}")]
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// The host failed (a 5xx): the request may or may not have been
+    /// processed.
+    #[error("the host failed (HTTP {status}): {message}")]
+    Server { status: u16, message: String },
+    /// No answer: connection refused or reset, or the request timed out.
+    /// The request may or may not have been processed.
+    #[error("no answer from the host: {0}")]
+    Transport(String),
+    /// An answer this client cannot read.
+    #[error("unreadable answer from the host: {0}")]
+    Decode(String),
+    /// The member config cannot work.
+    #[error("invalid member config: {0}")]
+    Config(String),
+}
+
+impl ClientError {
+    /// The host's error code, for a refusal.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// Whether retrying the same request later may succeed: no answer, or
+    /// a host failure.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ClientError::Server { .. } | ClientError::Transport(_))
+    }
+}

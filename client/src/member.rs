@@ -1,0 +1,573 @@
+//! The heartbeat loop: one background task per member that joins, beats at
+//! the host's interval, turns answers into [`Event`]s, and handles fencing,
+//! rejoins, retries, drains and leaves. It owns the member id and epoch and
+//! the policy for every error code; what to tell the application about
+//! tasks is the tracker's business, and HTTP the transport's.
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::config::MemberConfig;
+use crate::error::codes;
+use crate::tracker::{Assignment, Change, Tracker};
+use crate::transport::Transport;
+use crate::wire::{HeartbeatRequest, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH};
+use crate::{ClientError, Task};
+
+/// The heartbeat interval used until the host names one.
+const INTERVAL_BEFORE_JOIN: Duration = Duration::from_secs(1);
+/// The shortest interval followed, whatever the host says.
+const INTERVAL_MIN: Duration = Duration::from_millis(10);
+/// The first retry delay after a failure; it doubles up to the interval.
+const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// How many times a leave is tried when the host does not answer.
+const LEAVE_ATTEMPTS_MAX: u32 = 3;
+
+/// Where the application's lag figures come from: the state it keeps for
+/// tasks it does not process (learners, standbys) lags behind their
+/// changelogs. Called before every heartbeat; the rows are sent as `lags`.
+pub trait LagSource: Send + 'static {
+    /// `[task, lag]` for the learner and standby tasks of `assignment` (and
+    /// any other task whose state this member has, if it wants).
+    fn lags(&mut self, assignment: &Assignment) -> Vec<(Task, u64)>;
+}
+
+impl<F> LagSource for F
+where
+    F: FnMut(&Assignment) -> Vec<(Task, u64)> + Send + 'static,
+{
+    fn lags(&mut self, assignment: &Assignment) -> Vec<(Task, u64)> {
+        self(assignment)
+    }
+}
+
+/// A member that keeps no state: it reports no lags.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoLags;
+
+impl LagSource for NoLags {
+    fn lags(&mut self, _: &Assignment) -> Vec<(Task, u64)> {
+        Vec::new()
+    }
+}
+
+/// What the application must act on, in order.
+#[derive(Debug)]
+pub enum Event {
+    /// The member joined (or rejoined) and has this member id.
+    Joined {
+        member_id: String,
+    },
+    /// Newly active tasks: start processing them.
+    Assigned(Vec<Task>),
+    /// Stop processing these, then call [`RevokeAck::ack`]. Until then the
+    /// member keeps reporting them as owned and nobody else gets them; if
+    /// the acknowledgement takes longer than the group's expansion timeout,
+    /// the host fences the member.
+    Revoked {
+        tasks: Vec<Task>,
+        ack: RevokeAck,
+    },
+    /// Start warming these up (replay their changelogs) and report lag.
+    LearnerStarted(Vec<Task>),
+    /// Stop warming these up; they went elsewhere.
+    LearnerStopped(Vec<Task>),
+    /// Learner (or standby) tasks that became active: their warm state is
+    /// now the active one. No `LearnerStopped` is sent for them.
+    Promoted(Vec<Task>),
+    StandbyStarted(Vec<Task>),
+    StandbyStopped(Vec<Task>),
+    /// The member is draining (asked by [`MemberHandle::drain`] or by an
+    /// admin): its tasks will be revoked as their new owners warm up.
+    Draining,
+    /// The drain finished: the member holds nothing. The loop leaves the
+    /// group and ends.
+    Drained,
+    /// These tasks are no longer this member's and may already be active
+    /// elsewhere: stop processing them at once (no acknowledgement).
+    Lost(Vec<Task>),
+    /// The host refused this member id. A static member was replaced by
+    /// another incarnation of its name (or removed): `rejoining` is false
+    /// and the loop ends. A dynamic member was removed: it rejoins as a new
+    /// member (`rejoining`), Kafka's behaviour. Either way a `Lost` event
+    /// with every held task comes first.
+    Fenced {
+        rejoining: bool,
+    },
+    /// A failed heartbeat. The loop retries with backoff, keeping its epoch
+    /// (a lost answer is tolerated by the host) unless the error says the
+    /// member must rejoin.
+    Error(ClientError),
+}
+
+enum Command {
+    Ack(u64),
+    Drain,
+    Leave(oneshot::Sender<Result<(), ClientError>>),
+}
+
+/// The release of a revocation. Call [`ack`](RevokeAck::ack) once the
+/// application has stopped processing the tasks of its `Revoked` event.
+/// Dropping it without acknowledging keeps the tasks owned (the host will
+/// eventually fence the member).
+#[must_use = "a revocation must be acknowledged once the tasks are stopped"]
+pub struct RevokeAck {
+    id: u64,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl RevokeAck {
+    /// The tasks are stopped: the next heartbeat (sent at once) no longer
+    /// reports them as owned, and the host hands them to their next owner.
+    pub fn ack(self) {
+        let _ = self.commands.send(Command::Ack(self.id));
+    }
+}
+
+impl std::fmt::Debug for RevokeAck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RevokeAck").field("id", &self.id).finish()
+    }
+}
+
+/// Where the member is, as last published by its loop.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    /// The host-issued member id, once joined.
+    pub member_id: Option<String>,
+    pub member_epoch: i64,
+    pub assignment: Assignment,
+}
+
+/// Controls a running member. Dropping it stops the loop without leaving,
+/// as a crash would (a static member's slot then waits for its
+/// registration timeout, a dynamic member's for its session timeout); call
+/// [`leave`](MemberHandle::leave) to leave.
+pub struct MemberHandle {
+    commands: mpsc::UnboundedSender<Command>,
+    status: watch::Receiver<Status>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl MemberHandle {
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    pub fn member_id(&self) -> Option<String> {
+        self.status.borrow().member_id.clone()
+    }
+
+    pub fn member_epoch(&self) -> i64 {
+        self.status.borrow().member_epoch
+    }
+
+    /// The assignment as the application has been told it.
+    pub fn assignment(&self) -> Assignment {
+        self.status.borrow().assignment.clone()
+    }
+
+    /// A receiver that sees every status the loop publishes.
+    pub fn watch(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
+    /// Asks the host to drain this member: its tasks move to other members
+    /// as they warm up; then [`Event::Drained`] and the loop leaves.
+    pub fn drain(&self) {
+        let _ = self.commands.send(Command::Drain);
+    }
+
+    /// Leaves the group (member epoch -1) and ends the loop. A static
+    /// member's leave is temporary: its slot and tasks wait for its
+    /// registration timeout. Stop processing first: a dynamic member's
+    /// tasks go to others at once. Returns `Ok` if the loop had already
+    /// ended.
+    pub async fn leave(mut self) -> Result<(), ClientError> {
+        let (reply, answer) = oneshot::channel();
+        let result = if self.commands.send(Command::Leave(reply)).is_ok() {
+            answer.await.unwrap_or(Ok(()))
+        } else {
+            Ok(())
+        };
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        result
+    }
+
+    /// Stops the loop without leaving, as a crash would.
+    pub fn abort(self) {
+        drop(self);
+    }
+
+    /// Whether the loop has ended (left, drained, fenced for good).
+    pub fn is_finished(&self) -> bool {
+        self.task.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+}
+
+impl Drop for MemberHandle {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Starts members.
+pub struct Member;
+
+impl Member {
+    /// Starts the heartbeat loop of a member on the current Tokio runtime;
+    /// it joins at once. Events arrive on the receiver until the loop ends
+    /// (then it yields `None`). If the receiver is dropped, the loop leaves
+    /// and ends.
+    pub fn start(
+        config: MemberConfig,
+        lag_source: impl LagSource,
+    ) -> Result<(MemberHandle, mpsc::Receiver<Event>), ClientError> {
+        config.check()?;
+        let transport = Transport::new(&config)?;
+        let (events, receiver) = mpsc::channel(config.event_buffer);
+        let (commands, command_receiver) = mpsc::unbounded_channel();
+        let (status, status_receiver) = watch::channel(Status::default());
+        let runner = Runner {
+            config,
+            transport,
+            lag_source: Box::new(lag_source),
+            tracker: Tracker::new(),
+            member_id: String::new(),
+            epoch: JOIN_EPOCH,
+            interval: INTERVAL_BEFORE_JOIN,
+            failures: 0,
+            drain: false,
+            events,
+            commands: command_receiver,
+            ack_sender: commands.clone(),
+            status,
+        };
+        let task = tokio::spawn(runner.run());
+        Ok((
+            MemberHandle {
+                commands,
+                status: status_receiver,
+                task: Some(task),
+            },
+            receiver,
+        ))
+    }
+}
+
+/// The loop's state.
+struct Runner {
+    config: MemberConfig,
+    transport: Transport,
+    lag_source: Box<dyn LagSource>,
+    tracker: Tracker,
+    /// Empty until joined (and again before a rejoin).
+    member_id: String,
+    epoch: i64,
+    interval: Duration,
+    /// Failed heartbeats in a row.
+    failures: u32,
+    /// The application asked to drain.
+    drain: bool,
+    events: mpsc::Sender<Event>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    ack_sender: mpsc::UnboundedSender<Command>,
+    status: watch::Sender<Status>,
+}
+
+/// What the loop does after a heartbeat.
+enum Next {
+    /// Beat again after this long.
+    After(Duration),
+    /// End the loop.
+    Stop,
+}
+
+impl Runner {
+    async fn run(mut self) {
+        let mut next = Instant::now();
+        loop {
+            tokio::select! {
+                biased;
+                command = self.commands.recv() => {
+                    // The loop holds a sender itself, so the channel never
+                    // closes while it runs.
+                    let Some(command) = command else { return };
+                    match command {
+                        Command::Ack(ack) => {
+                            let (known, changes) = self.tracker.on_ack(ack);
+                            if known {
+                                self.publish();
+                                if !self.tell_all(changes).await {
+                                    self.application_gone().await;
+                                    return;
+                                }
+                                // Release at once: the next owner waits.
+                                next = Instant::now();
+                            }
+                        }
+                        Command::Drain => {
+                            if !self.drain {
+                                self.drain = true;
+                                next = Instant::now();
+                            }
+                        }
+                        Command::Leave(reply) => {
+                            let result = self.leave().await;
+                            let _ = reply.send(result);
+                            return;
+                        }
+                    }
+                }
+                () = sleep_until(next) => {
+                    let started = Instant::now();
+                    match self.beat().await {
+                        Next::After(delay) => next = started + delay,
+                        Next::Stop => return,
+                    }
+                }
+            }
+        }
+    }
+
+    fn request(&mut self) -> HeartbeatRequest {
+        let assignment = self.tracker.assignment();
+        let lags = self
+            .lag_source
+            .lags(&assignment)
+            .into_iter()
+            .map(|(task, lag)| (task.topic, task.partition, lag))
+            .collect();
+        let joining = self.member_id.is_empty();
+        HeartbeatRequest {
+            member_id: self.member_id.clone(),
+            member_name: self.config.member_name.clone(),
+            member_epoch: self.epoch,
+            topics: joining.then(|| self.config.topics.clone()),
+            rack: self.config.rack.clone(),
+            capacity: self.config.capacity,
+            owned: self.tracker.owned(),
+            lags,
+            drain: self.drain,
+        }
+    }
+
+    async fn beat(&mut self) -> Next {
+        let request = self.request();
+        match self.transport.heartbeat(&request).await {
+            Ok(response) => self.on_response(response).await,
+            Err(error) => self.on_error(error).await,
+        }
+    }
+
+    async fn on_response(&mut self, response: HeartbeatResponse) -> Next {
+        self.failures = 0;
+        let joined = self.member_id.is_empty();
+        self.member_id = response.member_id.clone();
+        self.epoch = response.member_epoch;
+        self.interval = Duration::from_millis(response.heartbeat_interval_ms).max(INTERVAL_MIN);
+        let changes = self.tracker.on_response(&response);
+        self.publish();
+        if joined
+            && !self
+                .tell(Event::Joined {
+                    member_id: response.member_id.clone(),
+                })
+                .await
+        {
+            return self.application_gone().await;
+        }
+        let drained = changes.contains(&Change::Drained);
+        if !self.tell_all(changes).await {
+            return self.application_gone().await;
+        }
+        if drained {
+            if let Err(error) = self.leave().await {
+                tracing::warn!(%error, "leaving after the drain failed");
+            }
+            return Next::Stop;
+        }
+        Next::After(self.interval)
+    }
+
+    async fn on_error(&mut self, error: ClientError) -> Next {
+        tracing::debug!(%error, member_id = %self.member_id, epoch = self.epoch, "heartbeat failed");
+        let joined = !self.member_id.is_empty();
+        let is_static = self.config.member_name.is_some();
+        let leaving = self.drain || self.tracker.assignment().draining;
+        match error.code() {
+            Some(codes::FENCED) if joined => {
+                let rejoining = !is_static && !leaving;
+                if !self.lose_everything().await
+                    || !self.tell(Event::Fenced { rejoining }).await
+                    || !rejoining
+                {
+                    return Next::Stop;
+                }
+                Next::After(Duration::ZERO)
+            }
+            Some(codes::UNKNOWN_MEMBER | codes::UNKNOWN_GROUP) if joined => {
+                // The slot is gone (expired, or the group deleted): every
+                // task may be elsewhere already. Start over as a new member.
+                let group_gone = error.code() == Some(codes::UNKNOWN_GROUP);
+                if !self.tell(Event::Error(error)).await || !self.lose_everything().await {
+                    return Next::Stop;
+                }
+                if leaving {
+                    return Next::Stop;
+                }
+                if group_gone {
+                    self.retry_later()
+                } else {
+                    Next::After(Duration::ZERO)
+                }
+            }
+            Some(codes::STALE_EPOCH) if joined => {
+                if !self.tell(Event::Error(error)).await {
+                    return self.application_gone().await;
+                }
+                if is_static {
+                    // A new incarnation of the name takes the slot with its
+                    // tasks as they are: nothing is lost.
+                    self.member_id.clear();
+                    self.epoch = JOIN_EPOCH;
+                    self.publish();
+                } else {
+                    if !self.lose_everything_but_id().await {
+                        return Next::Stop;
+                    }
+                    // Free the old slot's tasks now rather than at its
+                    // session timeout.
+                    let _ = self.leave().await;
+                }
+                Next::After(Duration::ZERO)
+            }
+            _ => {
+                if !self.tell(Event::Error(error)).await {
+                    return self.application_gone().await;
+                }
+                self.retry_later()
+            }
+        }
+    }
+
+    /// The next attempt after a failure: exponential backoff up to the
+    /// heartbeat interval, keeping the member id and epoch.
+    fn retry_later(&mut self) -> Next {
+        self.failures = self.failures.saturating_add(1);
+        let doubling = 2u32.saturating_pow(self.failures.saturating_sub(1).min(16));
+        Next::After((RETRY_BACKOFF_MIN * doubling).min(self.interval))
+    }
+
+    /// Tells the application every held task is lost and forgets the
+    /// member id. Returns whether the application still listens.
+    async fn lose_everything(&mut self) -> bool {
+        let listening = self.lose_everything_but_id().await;
+        self.member_id.clear();
+        self.epoch = JOIN_EPOCH;
+        self.publish();
+        listening
+    }
+
+    async fn lose_everything_but_id(&mut self) -> bool {
+        let lost = self.tracker.reset();
+        self.publish();
+        lost.is_empty() || self.tell(Event::Lost(lost)).await
+    }
+
+    /// Sends a leave (epoch -1) for the current member id, if joined.
+    async fn leave(&mut self) -> Result<(), ClientError> {
+        if self.member_id.is_empty() {
+            return Ok(());
+        }
+        let request = HeartbeatRequest {
+            member_id: self.member_id.clone(),
+            member_name: self.config.member_name.clone(),
+            member_epoch: LEAVE_EPOCH,
+            topics: None,
+            rack: self.config.rack.clone(),
+            capacity: self.config.capacity,
+            owned: Vec::new(),
+            lags: Vec::new(),
+            drain: self.drain,
+        };
+        let mut result = Ok(());
+        for attempt in 0..LEAVE_ATTEMPTS_MAX {
+            if attempt > 0 {
+                sleep(RETRY_BACKOFF_MIN * 2u32.pow(attempt)).await;
+            }
+            result = match self.transport.heartbeat(&request).await {
+                Ok(_) => Ok(()),
+                // Already out of the group: nothing to leave.
+                Err(error)
+                    if matches!(
+                        error.code(),
+                        Some(codes::FENCED | codes::UNKNOWN_MEMBER | codes::UNKNOWN_GROUP)
+                    ) =>
+                {
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            };
+            if !result.as_ref().is_err_and(ClientError::is_transient) {
+                break;
+            }
+        }
+        self.member_id.clear();
+        self.epoch = JOIN_EPOCH;
+        self.publish();
+        result
+    }
+
+    /// The application dropped its receiver: leave and end.
+    async fn application_gone(&mut self) -> Next {
+        let _ = self.leave().await;
+        Next::Stop
+    }
+
+    fn publish(&self) {
+        self.status.send_replace(Status {
+            member_id: (!self.member_id.is_empty()).then(|| self.member_id.clone()),
+            member_epoch: self.epoch,
+            assignment: self.tracker.assignment(),
+        });
+    }
+
+    async fn tell(&mut self, event: Event) -> bool {
+        self.events.send(event).await.is_ok()
+    }
+
+    async fn tell_all(&mut self, changes: Vec<Change>) -> bool {
+        for change in changes {
+            let event = match change {
+                Change::Lost(tasks) => Event::Lost(tasks),
+                Change::Revoked { ack, tasks } => Event::Revoked {
+                    tasks,
+                    ack: RevokeAck {
+                        id: ack,
+                        commands: self.ack_sender.clone(),
+                    },
+                },
+                Change::LearnerStopped(tasks) => Event::LearnerStopped(tasks),
+                Change::StandbyStopped(tasks) => Event::StandbyStopped(tasks),
+                Change::Promoted(tasks) => Event::Promoted(tasks),
+                Change::Assigned(tasks) => Event::Assigned(tasks),
+                Change::LearnerStarted(tasks) => Event::LearnerStarted(tasks),
+                Change::StandbyStarted(tasks) => Event::StandbyStarted(tasks),
+                Change::Draining => Event::Draining,
+                Change::Drained => Event::Drained,
+            };
+            if !self.tell(event).await {
+                return false;
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,102 @@
+//! One heartbeat over HTTP/1.1: encode, send with a timeout, classify the
+//! answer. It owns the URL layout and the mapping of HTTP outcomes to
+//! [`ClientError`]; it never retries and holds no member state.
+
+use crate::ClientError;
+use crate::config::MemberConfig;
+use crate::wire::{ErrorBody, HeartbeatRequest, HeartbeatResponse};
+
+/// The longest error body kept in a message.
+const ERROR_BODY_LEN_MAX: usize = 512;
+
+pub struct Transport {
+    client: reqwest::Client,
+    heartbeat_url: reqwest::Url,
+}
+
+impl Transport {
+    pub fn new(config: &MemberConfig) -> Result<Self, ClientError> {
+        let mut url = reqwest::Url::parse(&config.url)
+            .map_err(|e| ClientError::Config(format!("url {:?}: {e}", config.url)))?;
+        if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
+            return Err(ClientError::Config(format!(
+                "url {:?} is not an http:// base URL",
+                config.url
+            )));
+        }
+        url.path_segments_mut()
+            .expect("checked: a base URL")
+            .pop_if_empty()
+            .extend(["v1", "groups", &config.group, "heartbeat"]);
+        let client = reqwest::Client::builder()
+            .timeout(config.request_timeout)
+            .connect_timeout(config.request_timeout)
+            .build()
+            .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?;
+        Ok(Transport {
+            client,
+            heartbeat_url: url,
+        })
+    }
+
+    pub async fn heartbeat(
+        &self,
+        request: &HeartbeatRequest,
+    ) -> Result<HeartbeatResponse, ClientError> {
+        let answer = self
+            .client
+            .post(self.heartbeat_url.clone())
+            .json(request)
+            .send()
+            .await
+            .map_err(|e| ClientError::Transport(describe(&e)))?;
+        let status = answer.status();
+        let body = answer
+            .bytes()
+            .await
+            .map_err(|e| ClientError::Transport(describe(&e)))?;
+        if status.is_success() {
+            return serde_json::from_slice(&body)
+                .map_err(|e| ClientError::Decode(format!("heartbeat answer: {e}")));
+        }
+        let error = serde_json::from_slice::<ErrorBody>(&body).ok();
+        let message = match &error {
+            Some(body) => body.error.message.clone(),
+            None => {
+                let text = String::from_utf8_lossy(&body);
+                let mut cut = ERROR_BODY_LEN_MAX.min(text.len());
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text[..cut].to_owned()
+            }
+        };
+        match error {
+            Some(body) if status.is_client_error() => Err(ClientError::Api {
+                status: status.as_u16(),
+                code: body.error.code,
+                message,
+            }),
+            _ if status.is_server_error() => Err(ClientError::Server {
+                status: status.as_u16(),
+                message,
+            }),
+            _ => Err(ClientError::Decode(format!(
+                "HTTP {status} without an error body: {message}"
+            ))),
+        }
+    }
+}
+
+/// A reqwest error with its causes (reqwest's own text is often only "error
+/// sending request").
+fn describe(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

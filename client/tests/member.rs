@@ -1,0 +1,656 @@
+//! The heartbeat loop against a fake host: an axum server whose answers
+//! each test scripts, recording every request it receives.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use assignd_client::wire::{HeartbeatRequest, HeartbeatResponse};
+use assignd_client::{Assignment, ClientError, Event, Member, MemberConfig, NoLags, Task};
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc};
+
+/// How long any wait in these tests may take before it fails.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// What the fake host answers.
+enum Reply {
+    Ok(HeartbeatResponse),
+    Error(u16, &'static str),
+    /// Answer only after this long: past the client's request timeout, the
+    /// answer is lost (the host did process the request).
+    Late(Duration, HeartbeatResponse),
+}
+
+type Script = Box<dyn FnMut(usize, &HeartbeatRequest) -> Reply + Send>;
+
+struct Inner {
+    script: Mutex<Script>,
+    requests: Mutex<Vec<(String, Value)>>,
+    arrived: Notify,
+}
+
+struct FakeHost {
+    url: String,
+    inner: Arc<Inner>,
+}
+
+async fn heartbeat(
+    State(inner): State<Arc<Inner>>,
+    Path(group): Path<String>,
+    body: String,
+) -> Response {
+    let raw: Value = serde_json::from_str(&body).expect("the client sends JSON");
+    let request: HeartbeatRequest =
+        serde_json::from_value(raw.clone()).expect("the client sends a heartbeat");
+    let reply = {
+        let mut requests = inner.requests.lock().unwrap();
+        requests.push((group, raw));
+        let index = requests.len() - 1;
+        (inner.script.lock().unwrap())(index, &request)
+    };
+    inner.arrived.notify_waiters();
+    match reply {
+        Reply::Ok(answer) => axum::Json(answer).into_response(),
+        Reply::Late(delay, answer) => {
+            tokio::time::sleep(delay).await;
+            axum::Json(answer).into_response()
+        }
+        Reply::Error(status, code) => (
+            StatusCode::from_u16(status).unwrap(),
+            axum::Json(json!({"error": {"code": code, "message": format!("fake {code}")}})),
+        )
+            .into_response(),
+    }
+}
+
+impl FakeHost {
+    async fn start(script: impl FnMut(usize, &HeartbeatRequest) -> Reply + Send + 'static) -> Self {
+        let inner = Arc::new(Inner {
+            script: Mutex::new(Box::new(script)),
+            requests: Mutex::new(Vec::new()),
+            arrived: Notify::new(),
+        });
+        let app = Router::new()
+            .route("/v1/groups/{group}/heartbeat", post(heartbeat))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        FakeHost { url, inner }
+    }
+
+    fn config(&self) -> MemberConfig {
+        MemberConfig::new(&self.url, "billing", ["orders"])
+            .with_request_timeout(Duration::from_millis(300))
+    }
+
+    /// The `index`th request body (from 0), waiting for it to arrive.
+    async fn request(&self, index: usize) -> Value {
+        tokio::time::timeout(DEADLINE, async {
+            loop {
+                let arrived = self.inner.arrived.notified();
+                if let Some((group, body)) = self.inner.requests.lock().unwrap().get(index) {
+                    assert_eq!(group, "billing");
+                    return body.clone();
+                }
+                arrived.await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("request {index} never arrived"))
+    }
+
+    /// The first request at or after `from` for which `matches` holds.
+    async fn request_where(&self, from: usize, matches: impl Fn(&Value) -> bool) -> (usize, Value) {
+        let mut index = from;
+        loop {
+            let body = self.request(index).await;
+            if matches(&body) {
+                return (index, body);
+            }
+            index += 1;
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.inner.requests.lock().unwrap().len()
+    }
+}
+
+fn tasks(ps: &[u32]) -> Vec<Task> {
+    ps.iter().map(|&p| Task::new("orders", p)).collect()
+}
+
+fn set(ps: &[u32]) -> BTreeSet<Task> {
+    ps.iter().map(|&p| Task::new("orders", p)).collect()
+}
+
+fn answer(member_id: &str, epoch: i64, active: &[u32]) -> HeartbeatResponse {
+    HeartbeatResponse {
+        member_id: member_id.into(),
+        member_epoch: epoch,
+        heartbeat_interval_ms: 20,
+        active: set(active),
+        ..HeartbeatResponse::default()
+    }
+}
+
+async fn next_event(events: &mut mpsc::Receiver<Event>) -> Event {
+    tokio::time::timeout(DEADLINE, events.recv())
+        .await
+        .expect("no event in time")
+        .expect("the loop ended")
+}
+
+/// The next event that is not a transient error.
+async fn next_non_error(events: &mut mpsc::Receiver<Event>) -> Event {
+    loop {
+        match next_event(events).await {
+            Event::Error(_) => continue,
+            event => return event,
+        }
+    }
+}
+
+async fn assert_ended(events: &mut mpsc::Receiver<Event>) {
+    loop {
+        match tokio::time::timeout(DEADLINE, events.recv()).await {
+            Ok(None) => return,
+            Ok(Some(Event::Error(_))) => continue,
+            Ok(Some(event)) => panic!("expected the loop to end, got {event:?}"),
+            Err(_) => panic!("the loop did not end in time"),
+        }
+    }
+}
+
+fn owned(body: &Value) -> Value {
+    body["owned"].clone()
+}
+
+#[tokio::test]
+async fn a_join_carries_topics_name_and_capacity_and_later_beats_do_not() {
+    let host = FakeHost::start(|_, _| Reply::Ok(answer("m-1", 1, &[]))).await;
+    let config = host
+        .config()
+        .with_name("worker-a")
+        .with_rack("az-1")
+        .with_capacity(2);
+    let (member, mut events) = Member::start(config, NoLags).unwrap();
+    let join = host.request(0).await;
+    assert_eq!(
+        join,
+        json!({
+            "member_id": "", "member_name": "worker-a", "member_epoch": 0,
+            "topics": ["orders"], "rack": "az-1", "capacity": 2,
+            "owned": [], "lags": [], "drain": false
+        })
+    );
+    match next_event(&mut events).await {
+        Event::Joined { member_id } => assert_eq!(member_id, "m-1"),
+        event => panic!("expected Joined, got {event:?}"),
+    }
+    let beat = host.request(1).await;
+    assert_eq!(beat["member_id"], "m-1");
+    assert_eq!(beat["member_epoch"], 1);
+    assert_eq!(beat["member_name"], "worker-a");
+    assert!(beat.get("topics").is_none(), "topics only on join: {beat}");
+    assert_eq!(member.member_id().as_deref(), Some("m-1"));
+    assert_eq!(member.member_epoch(), 1);
+    // A dynamic member sends no name.
+    let host = FakeHost::start(|_, _| Reply::Ok(answer("m-2", 1, &[]))).await;
+    let (_dynamic, _events) = Member::start(host.config(), NoLags).unwrap();
+    assert!(host.request(0).await.get("member_name").is_none());
+}
+
+#[tokio::test]
+async fn owned_includes_unacknowledged_revocations_and_excludes_acknowledged_ones() {
+    // The host gives 0 and 1, then revokes 1 until the member reports it
+    // gone, then moves to epoch 2.
+    let host = FakeHost::start(|index, request| {
+        if index == 0 {
+            return Reply::Ok(answer("m-1", 1, &[0, 1]));
+        }
+        if request.owned.contains(&Task::new("orders", 1)) {
+            let mut revoking = answer("m-1", 1, &[0]);
+            revoking.revoking = set(&[1]);
+            Reply::Ok(revoking)
+        } else {
+            Reply::Ok(answer("m-1", 2, &[0]))
+        }
+    })
+    .await;
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    match next_event(&mut events).await {
+        Event::Assigned(assigned) => assert_eq!(assigned, tasks(&[0, 1])),
+        event => panic!("expected Assigned, got {event:?}"),
+    }
+    let ack = match next_event(&mut events).await {
+        Event::Revoked {
+            tasks: revoked,
+            ack,
+        } => {
+            assert_eq!(revoked, tasks(&[1]));
+            ack
+        }
+        event => panic!("expected Revoked, got {event:?}"),
+    };
+    // Several beats while the application is still stopping task 1.
+    let first = host.count();
+    for index in first..first + 3 {
+        assert_eq!(
+            owned(&host.request(index).await),
+            json!([["orders", 0], ["orders", 1]])
+        );
+    }
+    assert_eq!(
+        member.assignment(),
+        Assignment {
+            active: set(&[0]),
+            revoking: set(&[1]),
+            ..Assignment::default()
+        }
+    );
+    ack.ack();
+    let (index, _) = host
+        .request_where(first + 3, |body| owned(body) == json!([["orders", 0]]))
+        .await;
+    for later in index..index + 3 {
+        let body = host.request(later).await;
+        assert_eq!(
+            owned(&body),
+            json!([["orders", 0]]),
+            "never again after the ack"
+        );
+    }
+    assert_eq!(host.request(index + 3).await["member_epoch"], 2);
+    assert_eq!(member.assignment().revoking, BTreeSet::new());
+}
+
+#[tokio::test]
+async fn a_fenced_static_member_loses_its_tasks_and_stops() {
+    let host = FakeHost::start(|index, _| match index {
+        0 => Reply::Ok(answer("m-1", 1, &[0, 2])),
+        _ => Reply::Error(409, "fenced"),
+    })
+    .await;
+    let config = host.config().with_name("worker-a");
+    let (member, mut events) = Member::start(config, NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
+    match next_event(&mut events).await {
+        Event::Lost(lost) => assert_eq!(lost, tasks(&[0, 2])),
+        event => panic!("expected Lost, got {event:?}"),
+    }
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Fenced { rejoining: false }
+    ));
+    assert_ended(&mut events).await;
+    assert!(member.is_finished());
+    assert_eq!(host.count(), 2, "no rejoin, no leave");
+    assert_eq!(member.assignment(), Assignment::default());
+}
+
+#[tokio::test]
+async fn a_fenced_dynamic_member_loses_its_tasks_and_rejoins_as_a_new_member() {
+    let host = FakeHost::start(|index, _| match index {
+        0 => Reply::Ok(answer("m-1", 1, &[0])),
+        1 => Reply::Error(409, "fenced"),
+        _ => Reply::Ok(answer("m-2", 3, &[1])),
+    })
+    .await;
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
+    match next_event(&mut events).await {
+        Event::Lost(lost) => assert_eq!(lost, tasks(&[0])),
+        event => panic!("expected Lost, got {event:?}"),
+    }
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Fenced { rejoining: true }
+    ));
+    let rejoin = host.request(2).await;
+    assert_eq!(rejoin["member_id"], "");
+    assert_eq!(rejoin["member_epoch"], 0);
+    assert_eq!(rejoin["topics"], json!(["orders"]));
+    assert_eq!(owned(&rejoin), json!([]));
+    match next_event(&mut events).await {
+        Event::Joined { member_id } => assert_eq!(member_id, "m-2"),
+        event => panic!("expected Joined, got {event:?}"),
+    }
+    match next_event(&mut events).await {
+        Event::Assigned(assigned) => assert_eq!(assigned, tasks(&[1])),
+        event => panic!("expected Assigned, got {event:?}"),
+    }
+    assert_eq!(host.request(3).await["member_id"], "m-2");
+    assert_eq!(member.member_epoch(), 3);
+}
+
+#[tokio::test]
+async fn a_lost_answer_is_retried_with_the_same_epoch() {
+    let host = FakeHost::start(|index, _| match index {
+        0 => Reply::Ok(answer("m-1", 4, &[0])),
+        // Processed, but the answer comes after the client gave up.
+        1 => Reply::Late(Duration::from_secs(2), answer("m-1", 5, &[0])),
+        2 => Reply::Error(503, "unavailable"),
+        _ => Reply::Ok(answer("m-1", 5, &[0])),
+    })
+    .await;
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
+    match next_event(&mut events).await {
+        Event::Error(error) => assert!(
+            matches!(error, ClientError::Transport(_)),
+            "a timeout: {error:?}"
+        ),
+        event => panic!("expected Error, got {event:?}"),
+    }
+    match next_event(&mut events).await {
+        Event::Error(error) => {
+            assert!(error.is_transient());
+            assert!(matches!(error, ClientError::Server { status: 503, .. }));
+        }
+        event => panic!("expected Error, got {event:?}"),
+    }
+    for index in 1..=3 {
+        let body = host.request(index).await;
+        assert_eq!(body["member_id"], "m-1");
+        assert_eq!(body["member_epoch"], 4, "request {index} keeps the epoch");
+        assert_eq!(owned(&body), json!([["orders", 0]]));
+    }
+    assert_eq!(host.request(4).await["member_epoch"], 5);
+    assert_eq!(member.assignment().active, set(&[0]), "nothing was lost");
+}
+
+#[tokio::test]
+async fn leave_sends_epoch_minus_one_and_ends_the_loop() {
+    let host = FakeHost::start(|_, request| {
+        let mut reply = answer("m-1", 2, &[0]);
+        if request.member_epoch == -1 {
+            reply = answer("m-1", 0, &[]);
+            reply.drained = true;
+        }
+        Reply::Ok(reply)
+    })
+    .await;
+    let config = host.config().with_name("worker-a");
+    let (member, mut events) = Member::start(config, NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
+    host.request(1).await;
+    member.leave().await.unwrap();
+    let count = host.count();
+    let leave = host.request(count - 1).await;
+    assert_eq!(leave["member_epoch"], -1);
+    assert_eq!(leave["member_id"], "m-1");
+    assert_eq!(leave["member_name"], "worker-a");
+    assert_ended(&mut events).await;
+    assert_eq!(host.count(), count, "nothing after the leave");
+}
+
+#[tokio::test]
+async fn lags_are_reported_for_learners_and_a_caught_up_learner_is_promoted() {
+    let host = FakeHost::start(|_, request| {
+        let lag = request
+            .lags
+            .iter()
+            .find(|(topic, partition, _)| topic == "orders" && *partition == 5)
+            .map(|row| row.2);
+        match lag {
+            Some(lag) if lag <= 100 => Reply::Ok(answer("m-1", 2, &[0, 5])),
+            _ => {
+                let mut warming = answer("m-1", 1, &[0]);
+                warming.learner = set(&[5]);
+                warming.standby = set(&[7]);
+                Reply::Ok(warming)
+            }
+        }
+    })
+    .await;
+    // State that catches up 500 records per heartbeat.
+    let mut replayed = 0u64;
+    let lags = move |assignment: &Assignment| {
+        let mut rows = Vec::new();
+        for task in &assignment.learner {
+            replayed += 500;
+            rows.push((task.clone(), 1500u64.saturating_sub(replayed)));
+        }
+        for task in &assignment.standby {
+            rows.push((task.clone(), 7));
+        }
+        rows
+    };
+    let (member, mut events) = Member::start(host.config(), lags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
+    match next_event(&mut events).await {
+        Event::LearnerStarted(learning) => assert_eq!(learning, tasks(&[5])),
+        event => panic!("expected LearnerStarted, got {event:?}"),
+    }
+    match next_event(&mut events).await {
+        Event::StandbyStarted(standby) => assert_eq!(standby, tasks(&[7])),
+        event => panic!("expected StandbyStarted, got {event:?}"),
+    }
+    assert_eq!(
+        host.request(0).await["lags"],
+        json!([]),
+        "nothing to report yet"
+    );
+    assert_eq!(
+        host.request(1).await["lags"],
+        json!([["orders", 5, 1000], ["orders", 7, 7]])
+    );
+    assert_eq!(host.request(2).await["lags"][0], json!(["orders", 5, 500]));
+    assert_eq!(host.request(3).await["lags"][0], json!(["orders", 5, 0]));
+    match next_event(&mut events).await {
+        Event::StandbyStopped(stopped) => assert_eq!(stopped, tasks(&[7])),
+        event => panic!("expected StandbyStopped, got {event:?}"),
+    }
+    match next_event(&mut events).await {
+        Event::Promoted(promoted) => assert_eq!(promoted, tasks(&[5])),
+        event => panic!("expected Promoted, got {event:?}"),
+    }
+    assert_eq!(member.assignment().active, set(&[0, 5]));
+    assert!(member.assignment().learner.is_empty());
+}
+
+#[tokio::test]
+async fn a_drain_releases_everything_then_leaves() {
+    let host = FakeHost::start(|_, request| {
+        if request.member_epoch == -1 {
+            let mut left = answer("m-1", 0, &[]);
+            left.drained = true;
+            return Reply::Ok(left);
+        }
+        if !request.drain {
+            return Reply::Ok(answer("m-1", 1, &[0]));
+        }
+        let mut reply = if request.owned.is_empty() {
+            let mut drained = answer("m-1", 2, &[]);
+            drained.drained = true;
+            drained
+        } else {
+            let mut releasing = answer("m-1", 1, &[]);
+            releasing.revoking = set(&[0]);
+            releasing
+        };
+        reply.draining = true;
+        Reply::Ok(reply)
+    })
+    .await;
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
+    member.drain();
+    let ack = match next_event(&mut events).await {
+        Event::Revoked {
+            tasks: revoked,
+            ack,
+        } => {
+            assert_eq!(revoked, tasks(&[0]));
+            ack
+        }
+        event => panic!("expected Revoked, got {event:?}"),
+    };
+    assert!(matches!(next_event(&mut events).await, Event::Draining));
+    ack.ack();
+    assert!(matches!(next_event(&mut events).await, Event::Drained));
+    assert_ended(&mut events).await;
+    let count = host.count();
+    assert_eq!(host.request(count - 1).await["member_epoch"], -1);
+    assert!(member.is_finished());
+}
+
+#[tokio::test]
+async fn an_unknown_member_loses_its_tasks_and_rejoins_with_its_name() {
+    let host = FakeHost::start(|index, _| match index {
+        0 => Reply::Ok(answer("m-1", 1, &[0])),
+        1 => Reply::Error(404, "unknown_member"),
+        _ => Reply::Ok(answer("m-2", 2, &[0])),
+    })
+    .await;
+    let config = host.config().with_name("worker-a");
+    let (_member, mut events) = Member::start(config, NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Error(ClientError::Api { .. })
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Lost(_)));
+    let rejoin = host.request(2).await;
+    assert_eq!(
+        (
+            &rejoin["member_id"],
+            &rejoin["member_name"],
+            &rejoin["member_epoch"]
+        ),
+        (&json!(""), &json!("worker-a"), &json!(0))
+    );
+    assert!(matches!(
+        next_non_error(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(
+        next_non_error(&mut events).await,
+        Event::Assigned(_)
+    ));
+}
+
+#[tokio::test]
+async fn dropping_the_handle_stops_without_leaving() {
+    let host = FakeHost::start(|_, _| Reply::Ok(answer("m-1", 1, &[0]))).await;
+    let (member, mut events) = Member::start(host.config().with_name("worker-a"), NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    host.request(2).await;
+    member.abort();
+    // Events already sent are still delivered, then the channel closes.
+    tokio::time::timeout(DEADLINE, async { while events.recv().await.is_some() {} })
+        .await
+        .expect("the loop ended");
+    let requests = host.inner.requests.lock().unwrap().clone();
+    assert!(requests.iter().all(|(_, body)| body["member_epoch"] != -1));
+}
+
+#[tokio::test]
+async fn a_bad_config_is_refused_before_anything_is_sent() {
+    let config = MemberConfig::new("http://127.0.0.1:1", "billing", Vec::<String>::new());
+    assert!(matches!(
+        Member::start(config, NoLags),
+        Err(ClientError::Config(_))
+    ));
+    let config = MemberConfig::new("not a url", "billing", ["orders"]);
+    assert!(matches!(
+        Member::start(config, NoLags),
+        Err(ClientError::Config(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_stale_static_member_rejoins_with_its_name_and_keeps_its_tasks() {
+    let host = FakeHost::start(|index, _| match index {
+        0 => Reply::Ok(answer("m-1", 1, &[0])),
+        1 => Reply::Error(409, "stale_epoch"),
+        _ => Reply::Ok(answer("m-2", 1, &[0])),
+    })
+    .await;
+    let (member, mut events) = Member::start(host.config().with_name("worker-a"), NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Error(ClientError::Api { .. })
+    ));
+    let rejoin = host.request(2).await;
+    assert_eq!(
+        (
+            &rejoin["member_id"],
+            &rejoin["member_name"],
+            &rejoin["member_epoch"]
+        ),
+        (&json!(""), &json!("worker-a"), &json!(0))
+    );
+    assert_eq!(owned(&rejoin), json!([["orders", 0]]), "it still holds 0");
+    match next_event(&mut events).await {
+        Event::Joined { member_id } => assert_eq!(member_id, "m-2"),
+        event => panic!("expected Joined (no Lost), got {event:?}"),
+    }
+    host.request(3).await;
+    assert_eq!(member.assignment().active, set(&[0]));
+}
+
+#[tokio::test]
+async fn dropping_the_event_receiver_leaves() {
+    let host = FakeHost::start(|_, _| Reply::Ok(answer("m-1", 1, &[0]))).await;
+    let (member, events) = Member::start(host.config(), NoLags).unwrap();
+    host.request(0).await;
+    drop(events);
+    host.request_where(1, |body| body["member_epoch"] == -1)
+        .await;
+    tokio::time::timeout(DEADLINE, async {
+        while !member.is_finished() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the loop ended");
+}
