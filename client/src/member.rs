@@ -28,10 +28,14 @@ const LEAVE_ATTEMPTS_MAX: u32 = 3;
 
 /// Where the application's lag figures come from: the state it keeps for
 /// tasks it does not process (learners, standbys) lags behind their
-/// changelogs. Called before every heartbeat; the rows are sent as `lags`.
+/// changelogs. Called before every heartbeat; the rows are sent as `lags`,
+/// and they replace the member's previous report on the host. A learner
+/// at or under the group's acceptable recovery lag counts as caught up, and
+/// its task moves here.
 pub trait LagSource: Send + 'static {
-    /// `[task, lag]` for the learner and standby tasks of `assignment` (and
-    /// any other task whose state this member has, if it wants).
+    /// `[task, lag]` (records behind the changelog's end) for the learner
+    /// and standby tasks of `assignment`, and for any other task whose
+    /// state this member keeps, if it wants the host to know.
     fn lags(&mut self, assignment: &Assignment) -> Vec<(Task, u64)>;
 }
 
@@ -76,7 +80,9 @@ pub enum Event {
     /// Stop warming these up; they went elsewhere.
     LearnerStopped(Vec<Task>),
     /// Learner (or standby) tasks that became active: their warm state is
-    /// now the active one. No `LearnerStopped` is sent for them.
+    /// now the active one. No `LearnerStopped` is sent for them. (A caught-up
+    /// learner is granted once its old owner has released it; in between the
+    /// host lists it nowhere, and the member keeps it as a learner.)
     Promoted(Vec<Task>),
     StandbyStarted(Vec<Task>),
     StandbyStopped(Vec<Task>),

@@ -25,7 +25,9 @@ pub struct Assignment {
     /// Tasks the application was asked to release and has not acknowledged
     /// yet; still reported owned.
     pub revoking: BTreeSet<Task>,
-    /// Tasks to warm up (replay state for) and report lag on.
+    /// Tasks to warm up (replay state for) and report lag on. A learner
+    /// the host stopped listing stays here while it may be on its way to
+    /// becoming active (until promoted or stopped).
     pub learner: BTreeSet<Task>,
     /// Hot copies to keep.
     pub standby: BTreeSet<Task>,
@@ -60,8 +62,8 @@ pub struct Tracker {
     active: BTreeSet<Task>,
     /// Tasks being released, by the acknowledgement that releases them.
     revoking: BTreeMap<Task, u64>,
-    learner: BTreeSet<Task>,
-    standby: BTreeSet<Task>,
+    learner: Copies,
+    standby: Copies,
     draining: bool,
     /// What the host's last answer said this member holds (active and
     /// revoking) and may become active.
@@ -76,6 +78,74 @@ fn vec(tasks: impl IntoIterator<Item = Task>) -> Vec<Task> {
     tasks.into_iter().collect()
 }
 
+/// How many answers a copy the host stopped listing is kept while the
+/// member's epoch stays put (see [`Copies`]).
+const AWAIT_ANSWERS_MAX: u32 = 10;
+
+/// Warm copies of one kind (learners or standbys) as the application has
+/// been told them.
+///
+/// When a learner catches up, the host's next target makes the task active
+/// on this member, but grants it only once its old owner has released it;
+/// meanwhile the answers list the task neither as learner nor as active. So
+/// a copy the answers stop listing is kept (still warming, its lag still
+/// reported, which is what keeps the host's learner safety satisfied)
+/// until it is granted (then it is *promoted*) or the member's epoch moves
+/// past the answer that dropped it (a new target without it) or
+/// [`AWAIT_ANSWERS_MAX`] answers went by (then it is stopped).
+#[derive(Debug, Default)]
+struct Copies {
+    told: BTreeSet<Task>,
+    /// Told copies the answers no longer list: the member epoch of the
+    /// answer that dropped each, and how many more answers it may wait.
+    awaiting: BTreeMap<Task, (i64, u32)>,
+}
+
+impl Copies {
+    /// Applies an answer's list at member epoch `epoch`; `granted` tasks
+    /// became active here and leave without a stop. Returns the copies
+    /// started and stopped.
+    fn update(
+        &mut self,
+        listed: &BTreeSet<Task>,
+        granted: &BTreeSet<Task>,
+        epoch: i64,
+    ) -> (Vec<Task>, Vec<Task>) {
+        let started = vec(listed.difference(&self.told).cloned());
+        let dropped: Vec<Task> = self
+            .told
+            .iter()
+            .filter(|t| !listed.contains(*t) && !granted.contains(*t))
+            .cloned()
+            .collect();
+        let mut stopped = Vec::new();
+        for task in dropped {
+            match self.awaiting.get_mut(&task) {
+                Some((dropped_at, left)) => {
+                    *left = left.saturating_sub(1);
+                    if epoch > *dropped_at || *left == 0 {
+                        self.awaiting.remove(&task);
+                        stopped.push(task);
+                    }
+                }
+                None => {
+                    self.awaiting.insert(task, (epoch, AWAIT_ANSWERS_MAX));
+                }
+            }
+        }
+        self.awaiting
+            .retain(|t, _| !listed.contains(t) && !granted.contains(t));
+        self.told = listed.iter().chain(self.awaiting.keys()).cloned().collect();
+        (started, stopped)
+    }
+
+    /// `granted` tasks became active: they are copies no more.
+    fn promote(&mut self, granted: &BTreeSet<Task>) {
+        self.told.retain(|t| !granted.contains(t));
+        self.awaiting.retain(|t, _| !granted.contains(t));
+    }
+}
+
 impl Tracker {
     pub fn new() -> Self {
         Tracker::default()
@@ -85,8 +155,8 @@ impl Tracker {
         Assignment {
             active: self.active.clone(),
             revoking: self.revoking.keys().cloned().collect(),
-            learner: self.learner.clone(),
-            standby: self.standby.clone(),
+            learner: self.learner.told.clone(),
+            standby: self.standby.told.clone(),
             draining: self.draining,
         }
     }
@@ -140,26 +210,12 @@ impl Tracker {
         }
 
         let granted = self.grantable();
-        let warm: BTreeSet<Task> = self.learner.union(&self.standby).cloned().collect();
-        let (promoted, assigned): (Vec<Task>, Vec<Task>) =
-            granted.iter().cloned().partition(|t| warm.contains(t));
-
-        let learner_stopped: Vec<Task> = self
-            .learner
-            .difference(&response.learner)
-            .filter(|t| !granted.contains(*t))
-            .cloned()
-            .collect();
-        let standby_stopped: Vec<Task> = self
-            .standby
-            .difference(&response.standby)
-            .filter(|t| !granted.contains(*t))
-            .cloned()
-            .collect();
-        let learner_started = vec(response.learner.difference(&self.learner).cloned());
-        let standby_started = vec(response.standby.difference(&self.standby).cloned());
-        self.learner = response.learner.clone();
-        self.standby = response.standby.clone();
+        let (promoted, assigned) = self.split_warm(&granted);
+        let epoch = response.member_epoch;
+        let (learner_started, learner_stopped) =
+            self.learner.update(&response.learner, &granted, epoch);
+        let (standby_started, standby_stopped) =
+            self.standby.update(&response.standby, &granted, epoch);
         self.active.extend(granted);
 
         for (tasks, change) in [
@@ -187,6 +243,18 @@ impl Tracker {
         changes
     }
 
+    /// Splits newly granted tasks into promoted copies and cold
+    /// assignments, and forgets the copies.
+    fn split_warm(&mut self, granted: &BTreeSet<Task>) -> (Vec<Task>, Vec<Task>) {
+        let split = granted
+            .iter()
+            .cloned()
+            .partition(|t| self.learner.told.contains(t) || self.standby.told.contains(t));
+        self.learner.promote(granted);
+        self.standby.promote(granted);
+        split
+    }
+
     /// Tasks the host gives as active that the application does not have
     /// yet and is not still releasing.
     fn grantable(&self) -> BTreeSet<Task> {
@@ -207,18 +275,14 @@ impl Tracker {
             return (false, Vec::new());
         }
         let granted = self.grantable();
+        let (promoted, assigned) = self.split_warm(&granted);
+        self.active.extend(granted);
         let mut changes = Vec::new();
-        if !granted.is_empty() {
-            let warm: BTreeSet<Task> = self.learner.union(&self.standby).cloned().collect();
-            let (promoted, assigned): (Vec<Task>, Vec<Task>) =
-                granted.iter().cloned().partition(|t| warm.contains(t));
-            self.active.extend(granted);
-            if !promoted.is_empty() {
-                changes.push(Change::Promoted(promoted));
-            }
-            if !assigned.is_empty() {
-                changes.push(Change::Assigned(assigned));
-            }
+        if !promoted.is_empty() {
+            changes.push(Change::Promoted(promoted));
+        }
+        if !assigned.is_empty() {
+            changes.push(Change::Assigned(assigned));
         }
         (true, changes)
     }
@@ -306,6 +370,90 @@ mod tests {
             tracker.on_response(&answer(&[0, 5, 6], &[], &[])),
             vec![Change::Promoted(tasks(&[5])), Change::Assigned(tasks(&[6]))]
         );
+    }
+
+    fn at(epoch: i64, mut response: HeartbeatResponse) -> HeartbeatResponse {
+        response.member_epoch = epoch;
+        response
+    }
+
+    #[test]
+    fn a_caught_up_learner_waiting_for_its_release_is_kept_then_promoted() {
+        let mut tracker = Tracker::new();
+        tracker.on_response(&at(1, answer(&[0], &[], &[5])));
+        // The new target gives 5 to this member at epoch 2, but its old
+        // owner still holds it: the answer lists it nowhere.
+        assert!(
+            tracker
+                .on_response(&at(2, answer(&[0], &[], &[])))
+                .is_empty()
+        );
+        assert_eq!(tracker.assignment().learner, set(&[5]), "still warming");
+        assert!(
+            tracker
+                .on_response(&at(2, answer(&[0], &[], &[])))
+                .is_empty()
+        );
+        assert_eq!(
+            tracker.on_response(&at(2, answer(&[0, 5], &[], &[]))),
+            vec![Change::Promoted(tasks(&[5]))]
+        );
+        assert!(tracker.assignment().learner.is_empty());
+    }
+
+    #[test]
+    fn a_dropped_learner_stops_when_the_epoch_moves_on_or_the_wait_runs_out() {
+        let mut tracker = Tracker::new();
+        tracker.on_response(&at(1, answer(&[0], &[], &[5, 6])));
+        assert!(
+            tracker
+                .on_response(&at(2, answer(&[0], &[], &[6])))
+                .is_empty()
+        );
+        // A newer target without 5: it went elsewhere.
+        assert_eq!(
+            tracker.on_response(&at(3, answer(&[0], &[], &[6]))),
+            vec![Change::LearnerStopped(tasks(&[5]))]
+        );
+        assert!(
+            tracker
+                .on_response(&at(3, answer(&[0], &[], &[])))
+                .is_empty()
+        );
+        for _ in 1..AWAIT_ANSWERS_MAX {
+            assert!(
+                tracker
+                    .on_response(&at(3, answer(&[0], &[], &[])))
+                    .is_empty()
+            );
+        }
+        assert_eq!(
+            tracker.on_response(&at(3, answer(&[0], &[], &[]))),
+            vec![Change::LearnerStopped(tasks(&[6]))]
+        );
+        assert!(tracker.assignment().learner.is_empty());
+    }
+
+    #[test]
+    fn a_dropped_learner_listed_again_just_goes_on() {
+        let mut tracker = Tracker::new();
+        tracker.on_response(&at(1, answer(&[], &[], &[5])));
+        assert!(
+            tracker
+                .on_response(&at(2, answer(&[], &[], &[])))
+                .is_empty()
+        );
+        assert!(
+            tracker
+                .on_response(&at(3, answer(&[], &[], &[5])))
+                .is_empty()
+        );
+        assert!(
+            tracker
+                .on_response(&at(4, answer(&[], &[], &[5])))
+                .is_empty()
+        );
+        assert_eq!(tracker.assignment().learner, set(&[5]));
     }
 
     #[test]
