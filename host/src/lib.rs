@@ -5,10 +5,15 @@
 //!   validation of answers) and the built-in assignors.
 //! - [`cli`]: the `assignd` command line.
 //! - [`protocol`]: the sans-IO coordinator core (in progress: reconciliation).
+//! - [`runtime`]: the core at run time: clock, timers, persistence order,
+//!   assignor calls off the request path.
+//! - [`api`]: the HTTP routes of `assignd serve` and their OpenAPI document.
 //!
 //! The membership protocol, record log and HTTP API arrive with the
 //! coordinator and durability issues; see docs/architecture.md.
 
+pub mod api;
 pub mod cli;
 pub mod plugins;
 pub mod protocol;
+pub mod runtime;

@@ -1,7 +1,9 @@
 //! The `assignd` command line: argument parsing, logging set-up, and the
 //! one place where errors become an `error: …` line and an exit code.
 
+mod limits;
 mod run;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,6 +26,8 @@ enum Command {
     /// Print what an assignor says about itself (name, version,
     /// capabilities, params and their defaults) as JSON.
     Info(run::InfoArgs),
+    /// Run the coordinator: the HTTP API for members and admins.
+    Serve(serve::ServeArgs),
 }
 
 /// Exit code of a run that failed on bad input or an unusable module.
@@ -52,6 +56,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Info(args) => run::info(args),
+        Command::Serve(args) => serve::serve(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,7 @@ use assignd_guest_sdk::validate::InputLimits;
 use clap::Args;
 use serde_json::json;
 
+use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure, default_cache_dir};
 use crate::plugins::{BUILTIN_NAMES, EngineConfig, Limits, LoadedModule, PluginEngine};
 
@@ -42,19 +43,8 @@ pub struct RunArgs {
     /// compile_ms=… instantiate_ms=… call_ms=… validate_ms=… fuel=…
     #[arg(long)]
     stats: bool,
-    /// Fuel for a call on an empty input; the budget grows by
-    /// --fuel-per-item for every task and member.
-    #[arg(long, value_name = "UNITS", default_value_t = Limits::default().fuel_base)]
-    fuel_base: u64,
-    #[arg(long, value_name = "UNITS", default_value_t = Limits::default().fuel_per_item)]
-    fuel_per_item: u64,
-    /// Wall-clock limit of the call.
-    #[arg(long, value_name = "MS", default_value_t = Limits::default().time_limit_ms)]
-    time_limit_ms: u64,
-    /// Largest memory the guest may grow to (1 to 4096).
-    #[arg(long, value_name = "MIB", default_value_t = Limits::default().memory_max_bytes >> 20,
-          value_parser = clap::value_parser!(u64).range(1..=4096))]
-    memory_max_mib: u64,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[derive(Debug, Args)]
@@ -121,13 +111,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let mut input = parse_input(&text, &InputLimits::default())
         .map_err(|e| bad_input(format!("{}: {e}", args.input.display())))?;
     merge_params(&mut input.params, &args.params).map_err(|e| bad_input(e.to_string()))?;
-    let limits = Limits {
-        fuel_base: args.fuel_base,
-        fuel_per_item: args.fuel_per_item,
-        time_limit_ms: args.time_limit_ms,
-        memory_max_bytes: args.memory_max_mib.saturating_mul(1 << 20),
-        ..Limits::default()
-    };
+    let limits = args.limits.limits();
     let (engine, module) = load(&args.module, limits.memory_max_bytes)?;
     let outcome = engine.assign(&module, &input, &limits)?;
     let doc = assignment_to_json(&input, &outcome.assignment);

@@ -1,0 +1,159 @@
+//! The API's one error type and its one mapping to HTTP: every failure,
+//! from a malformed body to a fenced member, answers a status and
+//! `{"error": {"code": "...", "message": "..."}}`. Server-side failures are
+//! logged here and answered without their details. The extractors
+//! [`ApiJson`] and [`ApiPath`] turn axum's rejections into this type.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+
+use super::wire::{ErrorBody, ErrorDetail};
+use crate::protocol::core::ProtocolError;
+use crate::runtime::RuntimeError;
+
+/// The largest request body accepted.
+pub const BODY_LEN_MAX_BYTES: usize = 1 << 20;
+
+/// Every way a request fails.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// Not JSON, or not the expected shape (missing field, wrong type,
+    /// unknown field, value out of range).
+    #[error("{0}")]
+    InvalidJson(String),
+    #[error("{0}")]
+    InvalidPath(String),
+    #[error("the request body is larger than {BODY_LEN_MAX_BYTES} bytes")]
+    PayloadTooLarge,
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("no route for {method} {path}")]
+    NotFound { method: String, path: String },
+    #[error("{path} does not accept {method}")]
+    MethodNotAllowed { method: String, path: String },
+    /// A handler panicked (a bug).
+    #[error("internal error")]
+    Panicked,
+}
+
+impl From<ProtocolError> for ApiError {
+    fn from(error: ProtocolError) -> Self {
+        ApiError::Runtime(RuntimeError::Protocol(error))
+    }
+}
+
+/// The status of each protocol error code.
+pub fn protocol_status(error: &ProtocolError) -> StatusCode {
+    match error {
+        ProtocolError::UnknownGroup(_) | ProtocolError::UnknownMember(..) => StatusCode::NOT_FOUND,
+        ProtocolError::Fenced { .. }
+        | ProtocolError::StaleEpoch { .. }
+        | ProtocolError::NotOwned { .. }
+        | ProtocolError::GroupFull(_) => StatusCode::CONFLICT,
+        ProtocolError::Invalid(_) => StatusCode::BAD_REQUEST,
+    }
+}
+
+impl ApiError {
+    /// The status and stable code of this error.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::Runtime(RuntimeError::Protocol(e)) => (protocol_status(e), e.code()),
+            ApiError::Runtime(RuntimeError::UnknownAssignor { .. }) => {
+                (StatusCode::BAD_REQUEST, "unknown_assignor")
+            }
+            ApiError::Runtime(RuntimeError::Storage(_)) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "storage_failed")
+            }
+            ApiError::Runtime(RuntimeError::Internal(_)) | ApiError::Panicked => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+            }
+            ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
+            ApiError::InvalidPath(_) => (StatusCode::BAD_REQUEST, "invalid_path"),
+            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::UnsupportedMediaType(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed { .. } => {
+                (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let message = if status.is_server_error() {
+            // Logged with its details; the client gets no internals.
+            tracing::error!(error = %self, code, "request failed");
+            match status {
+                StatusCode::SERVICE_UNAVAILABLE => {
+                    "the coordinator cannot persist changes and refuses requests; see the server log"
+                        .to_owned()
+                }
+                _ => "internal error; see the server log".to_owned(),
+            }
+        } else {
+            tracing::debug!(error = %self, code, "request refused");
+            self.to_string()
+        };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: code.to_owned(),
+                message,
+            },
+        };
+        (status, Json(body)).into_response()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                ApiError::UnsupportedMediaType(rejection.body_text())
+            }
+            _ => ApiError::InvalidJson(rejection.body_text()),
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        ApiError::InvalidPath(rejection.body_text())
+    }
+}
+
+/// A JSON body whose rejections are [`ApiError`]s.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let Json(value) = Json::<T>::from_request(request, state).await?;
+        Ok(ApiJson(value))
+    }
+}
+
+/// Path parameters whose rejections are [`ApiError`]s.
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(value) = Path::<T>::from_request_parts(parts, state).await?;
+        Ok(ApiPath(value))
+    }
+}

@@ -1,0 +1,160 @@
+//! The admin routes: configure groups, look at them, capture a group's
+//! assignor input, drain a member.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+
+use super::error::{ApiError, ApiJson, ApiPath};
+use super::views::{group_summary, group_view};
+use super::wire::{ErrorBody, GroupConfigDoc, GroupList, GroupView};
+use crate::protocol::core::ProtocolError;
+use crate::protocol::group::GroupConfig;
+use crate::runtime::Runtime;
+
+/// Reads the view of `group` (404 if it does not exist).
+async fn view(runtime: &Arc<Runtime>, group: &str) -> Result<GroupView, ApiError> {
+    runtime
+        .read(|core, _| group_view(core, group))
+        .await?
+        .ok_or_else(|| ProtocolError::UnknownGroup(group.to_owned()).into())
+}
+
+/// Creates a group or replaces its config.
+///
+/// Only `topics` is required; every other field has a default. A change to
+/// the topics, the assignor, its params or the learner settings asks for a
+/// new target. The assignor must be a built-in.
+#[utoipa::path(
+    put,
+    path = "/v1/groups/{group}",
+    tag = "groups",
+    params(("group" = String, Path, description = "The group's name (1 to 255 bytes)")),
+    request_body = GroupConfigDoc,
+    responses(
+        (status = 201, description = "The group was created", body = GroupView),
+        (status = 200, description = "The config was replaced (or was already this)", body = GroupView),
+        (status = 400, description = "`invalid_json`, `invalid_request` (a limit or timeout out of range), `unknown_assignor`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 503, description = "`storage_failed`", body = ErrorBody),
+    )
+)]
+pub async fn put_group(
+    State(runtime): State<Arc<Runtime>>,
+    ApiPath(group): ApiPath<String>,
+    ApiJson(config): ApiJson<GroupConfig>,
+) -> Result<(StatusCode, Json<GroupView>), ApiError> {
+    tracing::Span::current().record("group", group.as_str());
+    let created = runtime.configure(&group, config).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(view(&runtime, &group).await?)))
+}
+
+/// Every group, one summary each.
+#[utoipa::path(
+    get,
+    path = "/v1/groups",
+    tag = "groups",
+    responses(
+        (status = 200, description = "Every group", body = GroupList),
+        (status = 503, description = "`storage_failed`", body = ErrorBody),
+    )
+)]
+pub async fn list_groups(State(runtime): State<Arc<Runtime>>) -> Result<Json<GroupList>, ApiError> {
+    let groups = runtime
+        .read(|core, _| core.groups().map(group_summary).collect())
+        .await?;
+    Ok(Json(GroupList { groups }))
+}
+
+/// A group's config, epochs, state, members (with their holdings, targets
+/// and lags) and learners.
+#[utoipa::path(
+    get,
+    path = "/v1/groups/{group}",
+    tag = "groups",
+    params(("group" = String, Path, description = "The group's name")),
+    responses(
+        (status = 200, description = "The group", body = GroupView),
+        (status = 404, description = "`unknown_group`", body = ErrorBody),
+        (status = 503, description = "`storage_failed`", body = ErrorBody),
+    )
+)]
+pub async fn get_group(
+    State(runtime): State<Arc<Runtime>>,
+    ApiPath(group): ApiPath<String>,
+) -> Result<Json<GroupView>, ApiError> {
+    tracing::Span::current().record("group", group.as_str());
+    Ok(Json(view(&runtime, &group).await?))
+}
+
+/// The group's input for its assignor as the next call would see it, in
+/// the GroupInput JSON of DESIGN.md: feed it to `assignd run --input` to
+/// replay a live group's situation offline.
+#[utoipa::path(
+    get,
+    path = "/v1/groups/{group}/assignor-input",
+    tag = "groups",
+    params(("group" = String, Path, description = "The group's name")),
+    responses(
+        (status = 200, description = "The GroupInput document", body = Object),
+        (status = 404, description = "`unknown_group`", body = ErrorBody),
+        (status = 503, description = "`storage_failed`", body = ErrorBody),
+    )
+)]
+pub async fn assignor_input(
+    State(runtime): State<Arc<Runtime>>,
+    ApiPath(group): ApiPath<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    tracing::Span::current().record("group", group.as_str());
+    let input = runtime
+        .read(|core, _| {
+            core.assignor_input(&group)
+                .map(|input| assignd_guest_sdk::json::input_to_json(&input))
+        })
+        .await?
+        .ok_or_else(|| ProtocolError::UnknownGroup(group.clone()))?;
+    Ok(Json(input))
+}
+
+/// Asks a member to drain: the assignor stops seeing it, its tasks move as
+/// learners elsewhere catch up, and once it holds nothing its heartbeat
+/// answers `drained`. After the group's scale-down timeout the rest moves
+/// anyway.
+#[utoipa::path(
+    post,
+    path = "/v1/groups/{group}/members/{member}/drain",
+    tag = "groups",
+    params(
+        ("group" = String, Path, description = "The group's name"),
+        ("member" = String, Path, description = "A member id, or a static member's name"),
+    ),
+    responses(
+        (status = 202, description = "The drain started", body = GroupView),
+        (status = 200, description = "The member was already draining", body = GroupView),
+        (status = 404, description = "`unknown_group`, `unknown_member`", body = ErrorBody),
+        (status = 503, description = "`storage_failed`", body = ErrorBody),
+    )
+)]
+pub async fn drain_member(
+    State(runtime): State<Arc<Runtime>>,
+    ApiPath((group, member)): ApiPath<(String, String)>,
+) -> Result<(StatusCode, Json<GroupView>), ApiError> {
+    let span = tracing::Span::current();
+    span.record("group", group.as_str());
+    span.record("member", member.as_str());
+    let started = runtime.drain(&group, &member).await?;
+    let status = if started {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(view(&runtime, &group).await?)))
+}

@@ -1,0 +1,71 @@
+//! The member route: one heartbeat request joins, heartbeats, reports
+//! owned tasks and lags, drains or leaves.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+
+use super::error::{ApiError, ApiJson, ApiPath};
+use super::views::heartbeat_response;
+use super::wire::{ErrorBody, HeartbeatRequest, HeartbeatResponseBody, LagRow};
+use crate::protocol::core::Heartbeat;
+use crate::protocol::group::TaskRef;
+use crate::runtime::Runtime;
+
+/// A member's heartbeat.
+///
+/// Member epoch 0 with an empty member id joins (`topics` required); -1
+/// leaves (a static member keeps its slot until its registration timeout);
+/// anything else must be the member's epoch or the one before it (a lost
+/// response). The answer is the member's reconciled assignment: it may
+/// process `active`, must release `revoking` and report `owned` without
+/// them, and warms up `learner` and `standby` tasks.
+#[utoipa::path(
+    post,
+    path = "/v1/groups/{group}/heartbeat",
+    tag = "members",
+    params(("group" = String, Path, description = "The group's name")),
+    request_body = HeartbeatRequest,
+    responses(
+        (status = 200, description = "The member's assignment", body = HeartbeatResponseBody),
+        (status = 400, description = "`invalid_json`, `invalid_request`", body = ErrorBody),
+        (status = 404, description = "`unknown_group`, `unknown_member`", body = ErrorBody),
+        (status = 409, description = "`fenced` (rejoin with epoch 0), `stale_epoch`, `not_owned`, `group_full`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 503, description = "`storage_failed`", body = ErrorBody),
+    )
+)]
+pub async fn heartbeat(
+    State(runtime): State<Arc<Runtime>>,
+    ApiPath(group): ApiPath<String>,
+    ApiJson(body): ApiJson<HeartbeatRequest>,
+) -> Result<Json<HeartbeatResponseBody>, ApiError> {
+    let span = tracing::Span::current();
+    span.record("group", group.as_str());
+    let member = match (&body.member_id, &body.member_name) {
+        (id, _) if !id.is_empty() => id.as_str(),
+        (_, Some(name)) => name.as_str(),
+        _ => "",
+    };
+    span.record("member", member);
+    let request = Heartbeat {
+        group,
+        member_id: body.member_id,
+        member_name: body.member_name,
+        member_epoch: body.member_epoch,
+        topics: body.topics,
+        rack: body.rack,
+        capacity: body.capacity,
+        owned: body.owned,
+        lags: body.lags.map(|rows| {
+            rows.into_iter()
+                .map(|LagRow(topic, partition, lag)| (TaskRef { topic, partition }, lag))
+                .collect()
+        }),
+        drain: body.drain,
+    };
+    let response = runtime.heartbeat(&request).await?;
+    Ok(Json(heartbeat_response(response)))
+}

@@ -1,0 +1,151 @@
+//! The HTTP API: axum routes for members and admins, and their OpenAPI
+//! document. Thin by design: a handler parses, calls the [`Runtime`], and
+//! maps the result; every failure is an [`ApiError`] with one mapping to a
+//! status and a JSON error body. It owns no state and never touches the
+//! protocol core except through the runtime.
+//!
+//! [`app`] builds the router that `assignd serve` runs and that the tests
+//! drive in process with `tower::ServiceExt::oneshot`.
+
+mod error;
+mod groups;
+mod members;
+mod views;
+pub mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, OnceLock};
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, MatchedPath, State};
+use axum::http::{Method, Request, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub use error::{ApiError, BODY_LEN_MAX_BYTES, protocol_status};
+
+use crate::runtime::Runtime;
+use wire::{ErrorBody, Health};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "assignd",
+        description = "A group coordinator with WebAssembly assignor plugins. Every error answers \
+                       `{\"error\": {\"code\": \"...\", \"message\": \"...\"}}`; an unknown route is \
+                       404 `not_found`, a wrong method 405 `method_not_allowed`."
+    ),
+    components(schemas(ErrorBody)),
+    tags(
+        (name = "members", description = "The member protocol: join, heartbeat, leave"),
+        (name = "groups", description = "Administration of groups"),
+        (name = "service", description = "The service itself"),
+    )
+)]
+struct ApiDoc;
+
+/// Every route, registered once for the router and the document alike.
+fn routes() -> OpenApiRouter<Arc<Runtime>> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(members::heartbeat))
+        .routes(routes!(groups::list_groups))
+        .routes(routes!(groups::put_group, groups::get_group))
+        .routes(routes!(groups::assignor_input))
+        .routes(routes!(groups::drain_member))
+        .routes(routes!(openapi_json))
+        .routes(routes!(healthz))
+}
+
+/// The OpenAPI document of every route.
+pub fn openapi() -> &'static utoipa::openapi::OpenApi {
+    static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
+    DOC.get_or_init(|| routes().into_openapi())
+}
+
+/// The application: every route, JSON fallbacks for unknown routes and
+/// wrong methods, the body limit, panics answered as 500, and one tracing
+/// span per request (with `group` and `member` fields the handlers fill).
+pub fn app(runtime: Arc<Runtime>) -> axum::Router {
+    let (router, _) = routes().split_for_parts();
+    router
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_LEN_MAX_BYTES))
+        .layer(CatchPanicLayer::custom(
+            |_panic: Box<dyn std::any::Any + Send>| ApiError::Panicked.into_response(),
+        ))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .with_state(runtime)
+}
+
+fn request_span(request: &Request<Body>) -> tracing::Span {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("(none)", MatchedPath::as_str);
+    tracing::info_span!(
+        "request",
+        method = %request.method(),
+        uri = %request.uri(),
+        route,
+        group = tracing::field::Empty,
+        member = tracing::field::Empty,
+    )
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+}
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    tag = "service",
+    responses((status = 200, description = "The OpenAPI document", body = Object))
+)]
+async fn openapi_json() -> Json<&'static utoipa::openapi::OpenApi> {
+    Json(openapi())
+}
+
+/// Whether the service is up and can persist changes.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "service",
+    responses(
+        (status = 200, description = "Serving", body = Health),
+        (status = 503, description = "Persisting changes failed; every request is refused", body = Health),
+    )
+)]
+async fn healthz(State(runtime): State<Arc<Runtime>>) -> Response {
+    let (status, text) = if runtime.failed() {
+        (StatusCode::SERVICE_UNAVAILABLE, "storage_failed")
+    } else {
+        (StatusCode::OK, "ok")
+    };
+    (
+        status,
+        Json(Health {
+            status: text.to_owned(),
+        }),
+    )
+        .into_response()
+}

@@ -1,0 +1,959 @@
+//! The API in process: the router that `assignd serve` runs, driven with
+//! `tower::ServiceExt::oneshot`, over a runtime with a manual clock and a
+//! sink that keeps every record. Every error mapping is checked, and every
+//! refused request is checked to change nothing: the same group view and
+//! not one record more. Successful flows replay the persisted records into
+//! a fresh core and compare: the sink saw them in apply order.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::wire::{GroupConfigDoc, HeartbeatResponseBody};
+use super::{ApiError, app, openapi};
+use crate::plugins::{EngineConfig, Limits, PluginEngine};
+use crate::protocol::core::{Coordinator, MEMBERS_PER_GROUP_MAX, ProtocolError};
+use crate::protocol::group::{GroupConfig, Record, TaskRef, TopicConfig};
+use crate::runtime::{Clock, RecordSink, Runtime, RuntimeConfig, RuntimeError};
+
+/// One engine per test binary: each built-in compiles once.
+fn engine() -> Arc<PluginEngine> {
+    static ENGINE: OnceLock<Arc<PluginEngine>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            Arc::new(
+                PluginEngine::new(EngineConfig {
+                    concurrent_calls_max: 4,
+                    ..EngineConfig::default()
+                })
+                .expect("engine"),
+            )
+        })
+        .clone()
+}
+
+/// Keeps every record, in the order persisted.
+#[derive(Default)]
+struct RecordingSink {
+    records: Mutex<Vec<Record>>,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl RecordSink for RecordingSink {
+    fn persist(&self, records: &[Record]) -> anyhow::Result<()> {
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+            anyhow::bail!("disk on fire");
+        }
+        self.records.lock().unwrap().extend_from_slice(records);
+        Ok(())
+    }
+}
+
+const SEED: u64 = 7;
+const GROUP: &str = "orders-app";
+const EXPANSION_MS: u64 = 100;
+
+struct Fixture {
+    runtime: Arc<Runtime>,
+    app: Router,
+    sink: Arc<RecordingSink>,
+}
+
+fn fixture() -> Fixture {
+    let sink = Arc::new(RecordingSink::default());
+    let runtime = Runtime::new(
+        RuntimeConfig {
+            seed: SEED,
+            limits: Limits::default(),
+        },
+        Clock::manual(0),
+        sink.clone(),
+        engine(),
+    );
+    Fixture {
+        app: app(runtime.clone()),
+        runtime,
+        sink,
+    }
+}
+
+fn config_json(partitions: u32) -> Value {
+    json!({
+        "topics": [{"name": "orders", "partitions": partitions}],
+        "assignor": "sticky",
+        "expansion_timeout_ms": EXPANSION_MS,
+        "learners": "off",
+    })
+}
+
+impl Fixture {
+    async fn send(&self, request: Request<Body>) -> (StatusCode, Value, axum::http::HeaderMap) {
+        let response = self.app.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
+        };
+        (status, value, headers)
+    }
+
+    /// A request with a raw body sent as JSON.
+    async fn raw(&self, method: &str, path: &str, body: impl Into<Body>) -> (StatusCode, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.into())
+            .unwrap();
+        let (status, value, _) = self.send(request).await;
+        (status, value)
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        match body {
+            Some(body) => self.raw(method, path, body.to_string()).await,
+            None => {
+                let request = Request::builder()
+                    .method(method)
+                    .uri(path)
+                    .body(Body::empty())
+                    .unwrap();
+                let (status, value, _) = self.send(request).await;
+                (status, value)
+            }
+        }
+    }
+
+    async fn put_group(&self, config: Value) -> (StatusCode, Value) {
+        self.call("PUT", &format!("/v1/groups/{GROUP}"), Some(config))
+            .await
+    }
+
+    async fn heartbeat(&self, body: Value) -> (StatusCode, Value) {
+        self.call("POST", &format!("/v1/groups/{GROUP}/heartbeat"), Some(body))
+            .await
+    }
+
+    async fn join(&self, name: &str) -> HeartbeatResponseBody {
+        let (status, answer) = self
+            .heartbeat(json!({
+                "member_id": "", "member_name": name, "member_epoch": 0, "topics": ["orders"],
+            }))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        serde_json::from_value(answer).unwrap()
+    }
+
+    async fn beat(&self, member: &HeartbeatResponseBody) -> HeartbeatResponseBody {
+        let (status, answer) = self
+            .heartbeat(json!({
+                "member_id": member.member_id,
+                "member_epoch": member.member_epoch,
+                "owned": member.active,
+            }))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        serde_json::from_value(answer).unwrap()
+    }
+
+    async fn view(&self) -> Value {
+        let (status, view) = self.call("GET", &format!("/v1/groups/{GROUP}"), None).await;
+        assert_eq!(status, StatusCode::OK, "{view}");
+        view
+    }
+
+    fn record_count(&self) -> usize {
+        self.sink.records.lock().unwrap().len()
+    }
+
+    /// Everything observable: the groups and the records persisted.
+    async fn snapshot(&self) -> (Value, usize) {
+        let (_, groups) = self.call("GET", "/v1/groups", None).await;
+        let (_, view) = self.call("GET", &format!("/v1/groups/{GROUP}"), None).await;
+        (json!({"groups": groups, "view": view}), self.record_count())
+    }
+
+    /// Moves past the expansion timeout, ticks, and waits for the
+    /// assignor call to be answered.
+    async fn assign(&self) {
+        self.runtime.clock().advance(EXPANSION_MS);
+        self.runtime.tick().await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.runtime.calls_in_flight() > 0 {
+            assert!(Instant::now() < deadline, "the assignor call never ended");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Replays the persisted records into a fresh core: it must equal the
+    /// runtime's.
+    async fn assert_replay_matches(&self) {
+        let records = self.sink.records.lock().unwrap().clone();
+        let mut replayed = Coordinator::new(SEED);
+        for record in &records {
+            replayed.apply(record);
+        }
+        let live: Vec<_> = self
+            .runtime
+            .read(|core, _| core.groups().cloned().collect())
+            .await
+            .unwrap();
+        let replayed: Vec<_> = replayed.groups().cloned().collect();
+        assert_eq!(live, replayed, "replaying the persisted records");
+    }
+}
+
+/// Asserts an error answer: status, code, and the one error shape.
+fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str) {
+    assert_eq!(answer.0, status, "{}", answer.1);
+    assert_eq!(answer.1["error"]["code"], code, "{}", answer.1);
+    assert!(
+        answer.1["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{}",
+        answer.1
+    );
+    assert_eq!(
+        answer.1.as_object().unwrap().len(),
+        1,
+        "only `error`: {}",
+        answer.1
+    );
+}
+
+#[test]
+fn every_protocol_error_has_a_status() {
+    let task = TaskRef::new("orders", 0);
+    let cases = [
+        (
+            ProtocolError::UnknownGroup("g".into()),
+            404,
+            "unknown_group",
+        ),
+        (
+            ProtocolError::UnknownMember("m".into(), "g".into()),
+            404,
+            "unknown_member",
+        ),
+        (
+            ProtocolError::Fenced {
+                member_id: "m".into(),
+            },
+            409,
+            "fenced",
+        ),
+        (
+            ProtocolError::StaleEpoch {
+                sent: 5,
+                current: 1,
+            },
+            409,
+            "stale_epoch",
+        ),
+        (ProtocolError::NotOwned { task }, 409, "not_owned"),
+        (ProtocolError::GroupFull("g".into()), 409, "group_full"),
+        (ProtocolError::Invalid("x".into()), 400, "invalid_request"),
+    ];
+    for (error, status, code) in cases {
+        let api = ApiError::from(error);
+        assert_eq!(
+            api.status_and_code(),
+            (StatusCode::from_u16(status).unwrap(), code)
+        );
+    }
+    let unknown = ApiError::Runtime(RuntimeError::UnknownAssignor { name: "x".into() });
+    assert_eq!(
+        unknown.status_and_code(),
+        (StatusCode::BAD_REQUEST, "unknown_assignor")
+    );
+}
+
+#[tokio::test]
+async fn put_creates_then_updates_and_get_shows_the_view() {
+    let f = fixture();
+    let (status, view) = f.put_group(config_json(12)).await;
+    assert_eq!(status, StatusCode::CREATED, "{view}");
+    assert_eq!(view["name"], GROUP);
+    assert_eq!(
+        view["config"]["topics"],
+        json!([{"name": "orders", "partitions": 12}])
+    );
+    assert_eq!(
+        view["config"]["session_timeout_ms"], 45_000,
+        "defaults filled in"
+    );
+    assert_eq!(view["group_epoch"], 1);
+    assert_eq!(view["target_epoch"], 0);
+    assert_eq!(view["state"], "assigning");
+    assert_eq!(view["members"], json!([]));
+
+    let (status, again) = f.put_group(config_json(12)).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the same config: an update that changes nothing"
+    );
+    assert_eq!(again, view);
+
+    let mut bigger = config_json(16);
+    bigger["assignor"] = json!("range");
+    let (status, view) = f.put_group(bigger).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(view["config"]["assignor"], "range");
+    assert_eq!(view["group_epoch"], 2);
+
+    let (status, list) = f.call("GET", "/v1/groups", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        list,
+        json!({"groups": [{"name": GROUP, "group_epoch": 2, "target_epoch": 0,
+                           "state": "assigning", "members": 0, "assignor": "range"}]})
+    );
+    f.assert_replay_matches().await;
+}
+
+#[tokio::test]
+async fn members_join_get_tasks_and_the_views_show_them() {
+    let f = fixture();
+    f.put_group(config_json(6)).await;
+    let a = f.join("worker-a").await;
+    let b = f.join("worker-b").await;
+    assert_eq!((a.member_epoch, a.active.len()), (0, 0), "no target yet");
+    assert_eq!(a.heartbeat_interval_ms, 3_000);
+    f.assign().await;
+    let a = f.beat(&a).await;
+    let b = f.beat(&b).await;
+    assert_eq!((a.active.len(), b.active.len()), (3, 3), "{a:?} {b:?}");
+    assert!(a.active.iter().all(|t| !b.active.contains(t)));
+    // Configured (1), two joins (2, 3): one target for the batch.
+    assert_eq!(a.member_epoch, 3);
+
+    let view = f.view().await;
+    assert_eq!(view["state"], "stable", "{view}");
+    assert_eq!(
+        (&view["group_epoch"], &view["target_epoch"]),
+        (&json!(3), &json!(3))
+    );
+    let members = view["members"].as_array().unwrap();
+    assert_eq!(members.len(), 2);
+    let first = &members[0];
+    assert_eq!(first["slot"], "static:worker-a");
+    assert_eq!(first["name"], "worker-a");
+    assert_eq!(first["member_id"], a.member_id.as_str());
+    assert_eq!(first["topics"], json!(["orders"]));
+    assert_eq!(first["capacity"], 1);
+    assert_eq!(first["reconcile_state"], "stable");
+    assert_eq!(first["member_epoch"], 3);
+    assert_eq!(first["active"], serde_json::to_value(&a.active).unwrap());
+    assert_eq!(first["target"]["active"], first["active"]);
+    assert_eq!(first["lags"], json!([]));
+    assert_eq!(view["learner_count"], 0);
+
+    // Lags are shown as reported.
+    let (status, _) = f
+        .heartbeat(json!({
+            "member_id": a.member_id, "member_epoch": 3, "lags": [["orders", 4, 1500]],
+        }))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let view = f.view().await;
+    assert_eq!(view["members"][0]["lags"], json!([["orders", 4, 1500]]));
+
+    // The captured assignor input is DESIGN.md's GroupInput.
+    let (status, input) = f
+        .call("GET", &format!("/v1/groups/{GROUP}/assignor-input"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(input["topics"], json!({"orders": 6}));
+    assert_eq!(input["members"][0]["id"], a.member_id.as_str());
+    assert_eq!(input["members"][0]["name"], "worker-a");
+    assert_eq!(input["members"][0]["lags"], json!([["orders", 4, 1500]]));
+    let text = input.to_string();
+    let parsed = assignd_guest_sdk::json::parse_input(
+        &text,
+        &assignd_guest_sdk::validate::InputLimits::default(),
+    )
+    .expect("the offline contract parses it");
+    assert_eq!(parsed.members.len(), 2);
+
+    // A leave removes a dynamic member; a static one keeps its slot, away.
+    let (status, left) = f
+        .heartbeat(json!({"member_id": b.member_id, "member_epoch": -1}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{left}");
+    assert_eq!(left["drained"], true);
+    let view = f.view().await;
+    assert_eq!(view["members"][1]["away"], true);
+    f.assert_replay_matches().await;
+}
+
+#[tokio::test]
+async fn learners_show_in_the_view_with_their_lag() {
+    let f = fixture();
+    let mut config = config_json(4);
+    config["learners"] = json!("host");
+    config["max_learners"] = json!(1);
+    f.put_group(config).await;
+    let a = f.join("worker-a").await;
+    f.assign().await;
+    let a = f.beat(&a).await;
+    assert_eq!(a.active.len(), 4);
+    let b = f.join("worker-b").await;
+    f.assign().await;
+    let b = f.beat(&b).await;
+    assert!(b.active.is_empty(), "b is cold: nothing moves yet");
+    assert_eq!(b.learner.len(), 1, "one learner at most: {b:?}");
+    let task = b.learner[0].clone();
+    let view = f.view().await;
+    assert_eq!(view["learner_count"], 1);
+    assert_eq!(
+        view["learners"],
+        json!([{"task": task, "slot": "static:worker-b", "member_id": b.member_id, "lag": null}])
+    );
+    assert_eq!(view["members"][1]["target"]["learner"], json!([task]));
+    let (status, _) = f
+        .heartbeat(json!({
+            "member_id": b.member_id, "member_epoch": b.member_epoch,
+            "lags": [[task.topic, task.partition, 50_000]],
+        }))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let view = f.view().await;
+    assert_eq!(view["learners"][0]["lag"], 50_000);
+    f.assert_replay_matches().await;
+}
+
+#[tokio::test]
+async fn drain_by_name_or_id_is_202_then_200() {
+    let f = fixture();
+    f.put_group(config_json(4)).await;
+    let a = f.join("worker-a").await;
+    f.join("worker-b").await;
+    let path = format!("/v1/groups/{GROUP}/members/worker-b/drain");
+    let (status, view) = f.call("POST", &path, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{view}");
+    assert_eq!(view["members"][1]["draining"], true);
+    let (status, _) = f.call("POST", &path, None).await;
+    assert_eq!(status, StatusCode::OK, "already draining");
+    let by_id = format!("/v1/groups/{GROUP}/members/{}/drain", a.member_id);
+    let (status, view) = f.call("POST", &by_id, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(view["members"][0]["draining"], true);
+
+    let before = f.snapshot().await;
+    let answer = f
+        .call(
+            "POST",
+            &format!("/v1/groups/{GROUP}/members/nobody/drain"),
+            None,
+        )
+        .await;
+    assert_error(&answer, StatusCode::NOT_FOUND, "unknown_member");
+    let answer = f
+        .call(
+            "POST",
+            "/v1/groups/no-such-group/members/worker-a/drain",
+            None,
+        )
+        .await;
+    assert_error(&answer, StatusCode::NOT_FOUND, "unknown_group");
+    assert_eq!(f.snapshot().await, before);
+    f.assert_replay_matches().await;
+}
+
+#[tokio::test]
+async fn member_errors_map_to_their_status_and_change_nothing() {
+    let f = fixture();
+    f.put_group(config_json(4)).await;
+    let first = f.join("worker-a").await;
+    f.assign().await;
+    let a = f.beat(&f.join("worker-b").await).await;
+    let b_epoch = a.member_epoch;
+    let before = f.snapshot().await;
+
+    // An unknown group, an unknown member.
+    let answer = f
+        .call(
+            "POST",
+            "/v1/groups/nope/heartbeat",
+            Some(json!({"member_id": "", "member_epoch": 0, "topics": ["orders"]})),
+        )
+        .await;
+    assert_error(&answer, StatusCode::NOT_FOUND, "unknown_group");
+    let answer = f
+        .heartbeat(json!({"member_id": "m-nobody", "member_epoch": 1}))
+        .await;
+    assert_error(&answer, StatusCode::NOT_FOUND, "unknown_member");
+    // A stale epoch.
+    let answer = f
+        .heartbeat(json!({"member_id": a.member_id, "member_epoch": b_epoch + 5}))
+        .await;
+    assert_error(&answer, StatusCode::CONFLICT, "stale_epoch");
+    // Reporting a task the member was never given.
+    let foreign: Vec<TaskRef> = (0..4)
+        .map(|p| TaskRef::new("orders", p))
+        .filter(|t| !a.active.contains(t))
+        .take(1)
+        .collect();
+    let answer = f
+        .heartbeat(
+            json!({"member_id": a.member_id, "member_epoch": a.member_epoch, "owned": foreign}),
+        )
+        .await;
+    assert_error(&answer, StatusCode::CONFLICT, "not_owned");
+    // Invalid requests: a join without topics, an unknown topic, capacity 0,
+    // an epoch below -1, a join with a member id but epoch 5.
+    for body in [
+        json!({"member_id": "", "member_epoch": 0}),
+        json!({"member_id": "", "member_epoch": 0, "topics": ["payments"]}),
+        json!({"member_id": "", "member_epoch": 0, "topics": ["orders"], "capacity": 0}),
+        json!({"member_id": a.member_id, "member_epoch": -2}),
+        json!({"member_id": "", "member_epoch": 5, "topics": ["orders"]}),
+        json!({"member_id": "", "member_epoch": 0, "topics": ["orders"], "member_name": ""}),
+    ] {
+        let answer = f.heartbeat(body.clone()).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_request");
+    }
+    assert_eq!(
+        f.snapshot().await,
+        before,
+        "refused requests changed nothing"
+    );
+
+    // A restart of worker-a (same name) fences the first incarnation.
+    let again = f.join("worker-a").await;
+    assert_ne!(again.member_id, first.member_id);
+    let before = f.snapshot().await;
+    let answer = f
+        .heartbeat(json!({"member_id": first.member_id, "member_epoch": first.member_epoch}))
+        .await;
+    assert_error(&answer, StatusCode::CONFLICT, "fenced");
+    assert_eq!(f.snapshot().await, before);
+    f.assert_replay_matches().await;
+}
+
+#[tokio::test]
+async fn a_full_group_refuses_the_next_member_with_409() {
+    let f = fixture();
+    f.put_group(config_json(1)).await;
+    for i in 0..MEMBERS_PER_GROUP_MAX {
+        let request = crate::protocol::core::Heartbeat::join(
+            GROUP,
+            Some(&format!("w-{i}")),
+            vec!["orders".into()],
+        );
+        f.runtime.heartbeat(&request).await.unwrap();
+    }
+    let records = f.record_count();
+    let answer = f
+        .heartbeat(json!({"member_id": "", "member_epoch": 0, "topics": ["orders"], "member_name": "one-too-many"}))
+        .await;
+    assert_error(&answer, StatusCode::CONFLICT, "group_full");
+    assert_eq!(f.record_count(), records);
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_invalid_json_and_change_nothing() {
+    let f = fixture();
+    f.put_group(config_json(4)).await;
+    let a = f.join("worker-a").await;
+    let before = f.snapshot().await;
+    let heartbeat = format!("/v1/groups/{GROUP}/heartbeat");
+    let group = format!("/v1/groups/{GROUP}");
+    let cases: Vec<(&str, &str, String, &str)> =
+        vec![
+        ("POST", &heartbeat, "{\"member_id\": ".into(), "EOF"),
+        ("POST", &heartbeat, "not json".into(), "expected"),
+        ("POST", &heartbeat, String::new(), "EOF"),
+        ("POST", &heartbeat, "[]".into(), "HeartbeatRequest"),
+        ("POST", &heartbeat, "42".into(), "invalid type"),
+        // A missing field, a wrong type, an unknown field.
+        ("POST", &heartbeat, json!({"member_id": ""}).to_string(), "member_epoch"),
+        (
+            "POST",
+            &heartbeat,
+            json!({"member_id": a.member_id, "member_epoch": "one"}).to_string(),
+            "member_epoch",
+        ),
+        (
+            "POST",
+            &heartbeat,
+            json!({"member_id": a.member_id, "member_epoch": 0, "membr_name": "x"}).to_string(),
+            "membr_name",
+        ),
+        (
+            "POST",
+            &heartbeat,
+            json!({"member_id": a.member_id, "member_epoch": 0, "owned": [["orders"]]}).to_string(),
+            "owned",
+        ),
+        (
+            "POST",
+            &heartbeat,
+            json!({"member_id": a.member_id, "member_epoch": 0, "lags": [["orders", 1, -5]]})
+                .to_string(),
+            "lags",
+        ),
+        // Config: no topics, negative timeouts, partitions past u32, an
+        // unknown field, an unknown learner mode.
+        ("PUT", &group, json!({"assignor": "sticky"}).to_string(), "topics"),
+        (
+            "PUT",
+            &group,
+            json!({"topics": [{"name": "orders", "partitions": 4}], "expansion_timeout_ms": -1})
+                .to_string(),
+            "expansion_timeout_ms",
+        ),
+        (
+            "PUT",
+            &group,
+            json!({"topics": [{"name": "orders", "partitions": 4}], "session_timeout_ms": -1})
+                .to_string(),
+            "session_timeout_ms",
+        ),
+        (
+            "PUT",
+            &group,
+            json!({"topics": [{"name": "orders", "partitions": 5_000_000_000u64}]}).to_string(),
+            "partitions",
+        ),
+        (
+            "PUT",
+            &group,
+            json!({"topics": [{"name": "orders", "partitions": 4}], "colour": "blue"}).to_string(),
+            "colour",
+        ),
+        (
+            "PUT",
+            &group,
+            json!({"topics": [{"name": "orders", "partitions": 4}], "learners": "sometimes"})
+                .to_string(),
+            "learners",
+        ),
+    ];
+    for (method, path, body, needle) in cases {
+        let answer = f.raw(method, path, body.clone()).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_json");
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(needle),
+            "{method} {body}: expected {needle:?} in {message:?}"
+        );
+    }
+    assert_eq!(f.snapshot().await, before, "nothing changed");
+}
+
+#[tokio::test]
+async fn configs_out_of_range_are_refused_and_change_nothing() {
+    let f = fixture();
+    f.put_group(config_json(4)).await;
+    let before = f.snapshot().await;
+    let topics = json!([{"name": "orders", "partitions": 4}]);
+    for (config, code) in [
+        (
+            json!({"topics": [{"name": "orders", "partitions": 1_000_000_000}]}),
+            "invalid_request",
+        ),
+        (
+            json!({"topics": topics, "expansion_timeout_ms": 0}),
+            "invalid_request",
+        ),
+        (
+            json!({"topics": topics, "heartbeat_interval_ms": 60_000}),
+            "invalid_request",
+        ),
+        (
+            json!({"topics": [{"name": "orders", "partitions": 4}, {"name": "orders", "partitions": 2}]}),
+            "invalid_request",
+        ),
+        (
+            json!({"topics": [{"name": "", "partitions": 4}]}),
+            "invalid_request",
+        ),
+        (
+            json!({"topics": topics, "assignor": "fastest"}),
+            "unknown_assignor",
+        ),
+        (json!({"topics": topics, "assignor": ""}), "invalid_request"),
+    ] {
+        let answer = f.put_group(config.clone()).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, code);
+    }
+    let long_name = "g".repeat(300);
+    let answer = f
+        .call(
+            "PUT",
+            &format!("/v1/groups/{long_name}"),
+            Some(config_json(4)),
+        )
+        .await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_request");
+    let message = f
+        .put_group(json!({"topics": topics, "assignor": "fastest"}))
+        .await;
+    assert!(
+        message.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sticky"),
+        "names the built-ins: {}",
+        message.1
+    );
+    assert_eq!(f.snapshot().await, before, "nothing changed");
+}
+
+#[tokio::test]
+async fn a_ten_megabyte_body_is_413_and_changes_nothing() {
+    let f = fixture();
+    f.put_group(config_json(4)).await;
+    let before = f.snapshot().await;
+    let name = "x".repeat(10 << 20);
+    let answer = f
+        .heartbeat(
+            json!({"member_id": "", "member_name": name, "member_epoch": 0, "topics": ["orders"]}),
+        )
+        .await;
+    assert_error(&answer, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+    // Also without a Content-Length (a streamed body).
+    let chunks = chunked_body(name.into_bytes());
+    let request = Request::builder()
+        .method("PUT")
+        .uri(format!("/v1/groups/{GROUP}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(chunks)
+        .unwrap();
+    let (status, value, _) = f.send(request).await;
+    assert_error(
+        &(status, value),
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+    );
+    assert_eq!(f.snapshot().await, before);
+}
+
+/// A body with no known length, in 64 KiB chunks.
+fn chunked_body(bytes: Vec<u8>) -> Body {
+    Body::new(Chunked(
+        bytes
+            .chunks(64 << 10)
+            .map(axum::body::Bytes::copy_from_slice)
+            .collect(),
+    ))
+}
+
+struct Chunked(std::collections::VecDeque<axum::body::Bytes>);
+
+impl http_body::Body for Chunked {
+    type Data = axum::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::task::Poll::Ready(
+            self.0
+                .pop_front()
+                .map(|chunk| Ok(http_body::Frame::data(chunk))),
+        )
+    }
+}
+
+#[tokio::test]
+async fn wrong_content_type_is_415() {
+    let f = fixture();
+    let request = Request::builder()
+        .method("PUT")
+        .uri(format!("/v1/groups/{GROUP}"))
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from(config_json(4).to_string()))
+        .unwrap();
+    let (status, value, _) = f.send(request).await;
+    assert_error(
+        &(status, value),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+    );
+    let request = Request::builder()
+        .method("PUT")
+        .uri(format!("/v1/groups/{GROUP}"))
+        .body(Body::from(config_json(4).to_string()))
+        .unwrap();
+    let (status, value, _) = f.send(request).await;
+    assert_error(
+        &(status, value),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+    );
+    let (_, groups) = f.call("GET", "/v1/groups", None).await;
+    assert_eq!(groups, json!({"groups": []}), "nothing created");
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_json() {
+    let f = fixture();
+    for path in ["/", "/v1", "/v1/groups/a/b/c", "/v2/groups", "/v1/groups/"] {
+        let answer = f.call("GET", path, None).await;
+        assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
+    }
+    let answer = f.call("GET", &format!("/v1/groups/{GROUP}"), None).await;
+    assert_error(&answer, StatusCode::NOT_FOUND, "unknown_group");
+    let answer = f
+        .call("GET", &format!("/v1/groups/{GROUP}/assignor-input"), None)
+        .await;
+    assert_error(&answer, StatusCode::NOT_FOUND, "unknown_group");
+
+    let request = Request::builder()
+        .method("DELETE")
+        .uri(format!("/v1/groups/{GROUP}"))
+        .body(Body::empty())
+        .unwrap();
+    let (status, value, headers) = f.send(request).await;
+    assert_error(
+        &(status, value),
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+    );
+    let allow = headers[header::ALLOW].to_str().unwrap();
+    assert!(allow.contains("GET") && allow.contains("PUT"), "{allow}");
+    let answer = f
+        .call("GET", &format!("/v1/groups/{GROUP}/heartbeat"), None)
+        .await;
+    assert_error(
+        &answer,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+    );
+}
+
+#[tokio::test]
+async fn a_failed_persist_is_503_from_then_on() {
+    let f = fixture();
+    f.put_group(config_json(4)).await;
+    let (status, _) = f.call("GET", "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK);
+    f.sink.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let answer = f
+        .heartbeat(json!({"member_id": "", "member_epoch": 0, "topics": ["orders"]}))
+        .await;
+    assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "storage_failed");
+    assert!(
+        !answer.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("disk on fire"),
+        "server errors are not leaked"
+    );
+    f.sink
+        .fail
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let answer = f.call("GET", "/v1/groups", None).await;
+    assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "storage_failed");
+    let (status, health) = f.call("GET", "/healthz", None).await;
+    assert_eq!(
+        (status, health),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "storage_failed"})
+        )
+    );
+}
+
+#[test]
+fn the_openapi_document_names_every_route() {
+    let doc = serde_json::to_value(openapi()).unwrap();
+    let paths = doc["paths"].as_object().unwrap();
+    for (path, method) in [
+        ("/v1/groups/{group}/heartbeat", "post"),
+        ("/v1/groups", "get"),
+        ("/v1/groups/{group}", "put"),
+        ("/v1/groups/{group}", "get"),
+        ("/v1/groups/{group}/assignor-input", "get"),
+        ("/v1/groups/{group}/members/{member}/drain", "post"),
+        ("/v1/openapi.json", "get"),
+        ("/healthz", "get"),
+    ] {
+        let operation = &paths[path][method];
+        assert!(operation.is_object(), "{method} {path} missing: {paths:?}");
+        assert!(
+            !operation["responses"].as_object().unwrap().is_empty(),
+            "{method} {path}"
+        );
+    }
+    assert_eq!(paths.len(), 7, "no route left out or added unnoticed");
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    for name in [
+        "HeartbeatRequest",
+        "HeartbeatResponseBody",
+        "GroupConfigDoc",
+        "GroupView",
+        "GroupList",
+        "ErrorBody",
+        "Task",
+        "LagRow",
+    ] {
+        assert!(
+            schemas.contains_key(name),
+            "schema {name} missing: {:?}",
+            schemas.keys()
+        );
+    }
+    assert_eq!(schemas["Task"]["prefixItems"].as_array().unwrap().len(), 2);
+    // Every error response has the error body.
+    let heartbeat = &paths["/v1/groups/{group}/heartbeat"]["post"]["responses"];
+    for status in ["400", "404", "409", "413", "415"] {
+        assert_eq!(
+            heartbeat[status]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ErrorBody",
+            "{status}"
+        );
+    }
+}
+
+#[test]
+fn the_config_schema_lists_exactly_the_config_fields() {
+    use utoipa::PartialSchema;
+    let schema = serde_json::to_value(GroupConfigDoc::schema()).unwrap();
+    let documented: std::collections::BTreeSet<String> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let config = GroupConfig::with_topics(vec![TopicConfig {
+        name: "orders".into(),
+        partitions: 1,
+    }]);
+    let actual: std::collections::BTreeSet<String> = serde_json::to_value(&config)
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(
+        documented, actual,
+        "GroupConfigDoc is out of step with GroupConfig"
+    );
+    assert_eq!(schema["required"], json!(["topics"]));
+}
+
+#[tokio::test]
+async fn the_served_document_is_the_generated_one() {
+    let f = fixture();
+    let (status, doc) = f.call("GET", "/v1/openapi.json", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(doc, serde_json::to_value(openapi()).unwrap());
+}

@@ -1,0 +1,118 @@
+//! Read-only renderings of the core's state as wire types. They run under
+//! the runtime's lock, so they only copy.
+
+use crate::protocol::core::{Coordinator, HeartbeatResponse};
+use crate::protocol::group::{Group, TaskRef};
+use crate::protocol::reconcile::MemberState;
+
+use super::wire::{
+    GroupState, GroupSummary, GroupView, HeartbeatResponseBody, LagRow, LearnerView, MemberView,
+    ReconcileState, TargetView,
+};
+
+pub fn heartbeat_response(response: HeartbeatResponse) -> HeartbeatResponseBody {
+    HeartbeatResponseBody {
+        member_id: response.member_id,
+        member_epoch: response.member_epoch,
+        heartbeat_interval_ms: response.heartbeat_interval_ms,
+        active: response.active.into_iter().collect(),
+        revoking: response.revoking.into_iter().collect(),
+        learner: response.learner.into_iter().collect(),
+        standby: response.standby.into_iter().collect(),
+        draining: response.draining,
+        drained: response.drained,
+    }
+}
+
+pub fn group_state(group: &Group) -> GroupState {
+    if group.is_stable() {
+        GroupState::Stable
+    } else if group.group_epoch != group.target_epoch {
+        GroupState::Assigning
+    } else {
+        GroupState::Reconciling
+    }
+}
+
+pub fn group_summary(group: &Group) -> GroupSummary {
+    GroupSummary {
+        name: group.name.clone(),
+        group_epoch: group.group_epoch,
+        target_epoch: group.target_epoch,
+        state: group_state(group),
+        members: group.members.len(),
+        assignor: group.config.assignor.clone(),
+    }
+}
+
+fn tasks<'a>(tasks: impl IntoIterator<Item = &'a TaskRef>) -> Vec<TaskRef> {
+    tasks.into_iter().cloned().collect()
+}
+
+/// The full view of group `name`, if it exists.
+pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
+    let group = core.group(name)?;
+    let liveness = core.liveness(name);
+    let lags_of = |slot: &str| liveness.and_then(|l| l.lags.get(slot));
+    let members = group
+        .members
+        .iter()
+        .map(|(slot, member)| {
+            let held = group.holdings.member(slot).cloned().unwrap_or_default();
+            let target = group.target_of(slot);
+            MemberView {
+                slot: slot.clone(),
+                member_id: member.member_id.clone(),
+                name: member.name.clone(),
+                topics: member.topics.iter().cloned().collect(),
+                rack: member.rack.clone(),
+                capacity: member.capacity,
+                away: member.away,
+                draining: member.draining,
+                member_epoch: held.epoch,
+                reconcile_state: match held.state {
+                    MemberState::Stable => ReconcileState::Stable,
+                    MemberState::UnrevokedTasks => ReconcileState::UnrevokedTasks,
+                    MemberState::UnreleasedTasks => ReconcileState::UnreleasedTasks,
+                },
+                active: tasks(&held.active),
+                revoking: tasks(&held.revoking),
+                target: TargetView {
+                    active: tasks(&target.active),
+                    learner: tasks(&target.learner),
+                    standby: tasks(&target.standby),
+                },
+                lags: lags_of(slot)
+                    .into_iter()
+                    .flatten()
+                    .map(|(task, &lag)| LagRow(task.topic.clone(), task.partition, lag))
+                    .collect(),
+            }
+        })
+        .collect();
+    let learners = group
+        .target
+        .iter()
+        .flat_map(|(slot, target)| target.learner.iter().map(move |task| (slot, task)))
+        .map(|(slot, task)| LearnerView {
+            task: task.clone(),
+            slot: slot.clone(),
+            member_id: group
+                .members
+                .get(slot)
+                .map(|m| m.member_id.clone())
+                .unwrap_or_default(),
+            lag: lags_of(slot).and_then(|lags| lags.get(task)).copied(),
+        })
+        .collect();
+    Some(GroupView {
+        name: group.name.clone(),
+        config: group.config.clone(),
+        group_epoch: group.group_epoch,
+        target_epoch: group.target_epoch,
+        state: group_state(group),
+        learner_count: group.learner_count(),
+        members,
+        learners,
+    })
+}

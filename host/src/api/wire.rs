@@ -1,0 +1,336 @@
+//! The API's wire types: request and response bodies with their OpenAPI
+//! schemas. The heartbeat's names are the member protocol the client
+//! library speaks; do not rename them. Tasks are `[topic, partition]` and
+//! lag rows `[topic, partition, lag]`, as in DESIGN.md's offline contract.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::{ArrayBuilder, ArrayItems, ObjectBuilder, Schema, Type};
+use utoipa::openapi::{KnownFormat, RefOr, SchemaFormat};
+use utoipa::{PartialSchema, ToSchema};
+
+use crate::protocol::group::{GroupConfig, TaskRef};
+
+// `TaskRef` lives in the protocol core, which knows nothing of OpenAPI; its
+// schema is written here.
+impl PartialSchema for TaskRef {
+    fn schema() -> RefOr<Schema> {
+        tuple_schema(
+            "A task: `[topic, partition]`.",
+            vec![
+                string_schema(),
+                integer_schema(KnownFormat::Int32, "partition"),
+            ],
+            serde_json::json!(["orders", 0]),
+        )
+    }
+}
+
+impl ToSchema for TaskRef {
+    fn name() -> Cow<'static, str> {
+        "Task".into()
+    }
+}
+
+/// A member's lag on one task: `[topic, partition, lag]`, the number of
+/// records its local state is behind.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LagRow(pub String, pub u32, pub u64);
+
+impl PartialSchema for LagRow {
+    fn schema() -> RefOr<Schema> {
+        tuple_schema(
+            "A lag report: `[topic, partition, lag]`.",
+            vec![
+                string_schema(),
+                integer_schema(KnownFormat::Int32, "partition"),
+                integer_schema(KnownFormat::Int64, "lag in records"),
+            ],
+            serde_json::json!(["orders", 3, 1500]),
+        )
+    }
+}
+
+impl ToSchema for LagRow {
+    fn name() -> Cow<'static, str> {
+        "LagRow".into()
+    }
+}
+
+fn string_schema() -> Schema {
+    ObjectBuilder::new().schema_type(Type::String).into()
+}
+
+fn integer_schema(format: KnownFormat, description: &str) -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(SchemaFormat::KnownFormat(format)))
+        .minimum(Some(0))
+        .description(Some(description))
+        .into()
+}
+
+fn tuple_schema(
+    description: &str,
+    items: Vec<Schema>,
+    example: serde_json::Value,
+) -> RefOr<Schema> {
+    let len = items.len();
+    ArrayBuilder::new()
+        .prefix_items(items)
+        .items(ArrayItems::False)
+        .min_items(Some(len))
+        .max_items(Some(len))
+        .description(Some(description))
+        .examples([example])
+        .into()
+}
+
+/// `POST /v1/groups/{group}/heartbeat`: a member joins (member epoch 0,
+/// empty member id), heartbeats (its member id and epoch), or leaves
+/// (member epoch -1).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    /// The member id the host gave; empty on join.
+    pub member_id: String,
+    /// A static member's name: it keeps its tasks across restarts.
+    #[serde(default)]
+    pub member_name: Option<String>,
+    /// 0 to join, -1 to leave, otherwise the member's epoch.
+    pub member_epoch: i64,
+    /// The topics the member subscribes to; required on join, optional
+    /// after (unchanged when absent).
+    #[serde(default)]
+    pub topics: Option<Vec<String>>,
+    #[serde(default)]
+    pub rack: Option<String>,
+    /// The member's relative weight (default 1).
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    pub capacity: Option<u32>,
+    /// The tasks the member holds now (active, and revoking ones not yet
+    /// released).
+    #[serde(default)]
+    pub owned: Option<Vec<TaskRef>>,
+    /// How far behind the member's local state is per task it has state
+    /// for.
+    #[serde(default)]
+    pub lags: Option<Vec<LagRow>>,
+    /// Ask to leave gracefully once the member's tasks have moved.
+    #[serde(default)]
+    pub drain: bool,
+}
+
+/// The answer to a heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatResponseBody {
+    pub member_id: String,
+    pub member_epoch: u64,
+    /// How often to heartbeat.
+    pub heartbeat_interval_ms: u64,
+    /// Tasks the member may process.
+    pub active: Vec<TaskRef>,
+    /// Tasks the member must release, then report without.
+    pub revoking: Vec<TaskRef>,
+    /// Tasks to warm up (report lag on); they become active once caught up.
+    pub learner: Vec<TaskRef>,
+    /// Hot copies to keep for failover.
+    pub standby: Vec<TaskRef>,
+    /// The member is draining.
+    pub draining: bool,
+    /// The member was draining and holds nothing more: it may leave and
+    /// exit.
+    pub drained: bool,
+}
+
+/// Where a group is on its way to its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupState {
+    /// Every member holds exactly its target at the target epoch.
+    Stable,
+    /// The group needs a new target (its group epoch is ahead of its
+    /// target epoch).
+    Assigning,
+    /// The target is current; members are still releasing or receiving
+    /// tasks.
+    Reconciling,
+}
+
+/// One line of `GET /v1/groups`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct GroupSummary {
+    pub name: String,
+    pub group_epoch: u64,
+    pub target_epoch: u64,
+    pub state: GroupState,
+    pub members: usize,
+    pub assignor: String,
+}
+
+/// `GET /v1/groups`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct GroupList {
+    pub groups: Vec<GroupSummary>,
+}
+
+/// Where a member is in reaching its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReconcileState {
+    /// Holds exactly its target at the target epoch.
+    Stable,
+    /// Must release its revoking tasks before its epoch advances.
+    UnrevokedTasks,
+    /// At the target epoch, waiting for others to release tasks it gets.
+    UnreleasedTasks,
+}
+
+/// What the installed target gives a member.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TargetView {
+    pub active: Vec<TaskRef>,
+    pub learner: Vec<TaskRef>,
+    pub standby: Vec<TaskRef>,
+}
+
+/// One member slot of a group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MemberView {
+    /// The slot key: the member id of a dynamic member, `static:{name}`
+    /// for a static one.
+    pub slot: String,
+    pub member_id: String,
+    pub name: Option<String>,
+    pub topics: Vec<String>,
+    pub rack: Option<String>,
+    pub capacity: u32,
+    /// A static member that left temporarily and keeps its slot.
+    pub away: bool,
+    pub draining: bool,
+    pub member_epoch: u64,
+    pub reconcile_state: ReconcileState,
+    /// What the member holds and may process.
+    pub active: Vec<TaskRef>,
+    /// What the member holds and must release.
+    pub revoking: Vec<TaskRef>,
+    pub target: TargetView,
+    /// The lags the member last reported.
+    pub lags: Vec<LagRow>,
+}
+
+/// A learner in the installed target, with the lag its member last
+/// reported on it (none if it has not reported one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LearnerView {
+    pub task: TaskRef,
+    pub slot: String,
+    pub member_id: String,
+    pub lag: Option<u64>,
+}
+
+/// `GET /v1/groups/{group}`: a group's config and state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GroupView {
+    pub name: String,
+    #[schema(value_type = GroupConfigDoc)]
+    pub config: GroupConfig,
+    pub group_epoch: u64,
+    pub target_epoch: u64,
+    pub state: GroupState,
+    pub learner_count: usize,
+    pub members: Vec<MemberView>,
+    pub learners: Vec<LearnerView>,
+}
+
+/// The error body of every failure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable code: unknown_group, unknown_member, fenced, stale_epoch,
+    /// not_owned, group_full, invalid_request, unknown_assignor,
+    /// invalid_json, invalid_path, payload_too_large,
+    /// unsupported_media_type, not_found, method_not_allowed,
+    /// storage_failed, internal.
+    pub code: String,
+    /// What went wrong, for a person.
+    pub message: String,
+}
+
+/// `GET /healthz`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+}
+
+// The schema of the core's `GroupConfig` (the request body of `PUT
+// /v1/groups/{group}`, which is deserialized into `GroupConfig` itself, so
+// parsing and defaults are the core's). A test checks that the two list the
+// same fields.
+
+/// One topic of a group.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct TopicConfigDoc {
+    name: String,
+    #[schema(maximum = 100_000)]
+    partitions: u32,
+}
+
+/// Who places learners: `host` makes every assignor safe, `assignor` trusts
+/// the assignor's learners, `off` moves tasks as soon as they are released.
+#[derive(ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum LearnerModeDoc {
+    Host,
+    Assignor,
+    Off,
+}
+
+/// A group's config; only `topics` is required.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct GroupConfigDoc {
+    topics: Vec<TopicConfigDoc>,
+    /// A built-in assignor: range, round-robin, sticky, learner-aware.
+    #[schema(default = "sticky")]
+    assignor: Option<String>,
+    /// Assignor params.
+    params: Option<BTreeMap<String, String>>,
+    /// How long a silent dynamic member stays in the group.
+    #[schema(default = 45_000, minimum = 1)]
+    session_timeout_ms: Option<u64>,
+    /// How long a silent static member keeps its slot.
+    #[schema(default = 120_000, minimum = 1)]
+    registration_timeout_ms: Option<u64>,
+    /// How long arrivals are batched into one new target, and the longest
+    /// a member may take to release a task.
+    #[schema(default = 3_000, minimum = 1)]
+    expansion_timeout_ms: Option<u64>,
+    /// How often members should heartbeat (below the session timeout).
+    #[schema(default = 3_000, minimum = 1)]
+    heartbeat_interval_ms: Option<u64>,
+    #[schema(default = "host")]
+    learners: Option<LearnerModeDoc>,
+    /// A lag at or under this counts as caught up.
+    #[schema(default = 10_000)]
+    acceptable_recovery_lag: Option<u64>,
+    /// The most learners in the group at once.
+    #[schema(default = 2)]
+    max_learners: Option<u32>,
+    /// How often the assignor is re-asked while learners exist.
+    #[schema(default = 60_000, minimum = 1)]
+    probing_interval_ms: Option<u64>,
+    /// How long a draining member keeps tasks whose learners have not
+    /// caught up.
+    #[schema(default = 300_000, minimum = 1)]
+    scale_down_timeout_ms: Option<u64>,
+}

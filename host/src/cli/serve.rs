@@ -1,0 +1,134 @@
+//! `assignd serve`: the coordinator over HTTP. Starts the plugin engine
+//! (compiled assignors cached in DIR/cache), the runtime and its ticker,
+//! binds the listener, prints `listening on http://ADDR` (the real address,
+//! so `--listen 127.0.0.1:0` works) and serves until SIGTERM or ctrl-c.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::limits::LimitArgs;
+use super::{EXIT_BAD_INPUT, Failure};
+use crate::plugins::{EngineConfig, PluginEngine};
+use crate::runtime::{Clock, CountingSink, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
+    listen: String,
+    /// Where assignd keeps its files (created if missing): compiled
+    /// assignors in DIR/cache. The record log arrives with issue 4.
+    #[arg(long, env = "ASSIGND_DATA_DIR", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Assignor calls that may run at once (more wait for a slot).
+    #[arg(long, value_name = "N", default_value_t = EngineConfig::default().concurrent_calls_max,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    concurrent_calls_max: u32,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+fn failure(message: String) -> Failure {
+    Failure {
+        message,
+        exit_code: EXIT_BAD_INPUT,
+    }
+}
+
+/// How long shutdown waits for assignor calls still running.
+const SHUTDOWN_GRACE_MS: u64 = 2_000;
+
+pub fn serve(args: ServeArgs) -> Result<(), Failure> {
+    std::fs::create_dir_all(&args.data_dir).map_err(|e| {
+        failure(format!(
+            "cannot create data directory {}: {e}",
+            args.data_dir.display()
+        ))
+    })?;
+    let limits = args.limits.limits();
+    let engine = PluginEngine::new(EngineConfig {
+        cache_dir: Some(args.data_dir.join("cache")),
+        concurrent_calls_max: args.concurrent_calls_max,
+        memory_ceiling_bytes: limits.memory_max_bytes,
+        ..EngineConfig::default()
+    })
+    .map_err(|e| failure(format!("cannot start the wasm engine: {e:#}")))?;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("assignd-worker")
+        .build()
+        .map_err(|e| failure(format!("cannot start the async runtime: {e}")))?;
+    let result = tokio.block_on(async {
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .map_err(|e| failure(format!("cannot listen on {}: {e}", args.listen)))?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| failure(format!("cannot read the bound address: {e}")))?;
+        // Member ids must not repeat across restarts of a host whose state
+        // is not durable yet: the seed is random per process.
+        let seed = {
+            use std::hash::{BuildHasher, Hasher};
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
+        };
+        let runtime = Runtime::new(
+            RuntimeConfig { seed, limits },
+            Clock::monotonic(),
+            Arc::new(CountingSink::default()),
+            Arc::new(engine),
+        );
+        let ticker = runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
+        runtime.preload_builtins();
+        let app = crate::api::app(runtime);
+        {
+            let mut stdout = std::io::stdout().lock();
+            // The one line on stdout: scripts and tests read the address.
+            let _ = writeln!(stdout, "listening on http://{address}");
+            let _ = stdout.flush();
+        }
+        tracing::info!(%address, data_dir = %args.data_dir.display(), "serving");
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .map_err(|e| failure(format!("serving failed: {e}")));
+        ticker.abort();
+        served
+    });
+    tokio.shutdown_timeout(Duration::from_millis(SHUTDOWN_GRACE_MS));
+    result
+}
+
+/// Resolves on ctrl-c or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for ctrl-c");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,223 @@
+//! The runtime: glues the sans-IO protocol core to time, persistence and
+//! the plugin engine. It owns the one [`Coordinator`] behind a
+//! `std::sync::Mutex` (core calls take microseconds; the lock is never held
+//! across an await, a persist or an assignor call), reads the clock and
+//! passes the time into every core call, ticks the core's timers, and
+//! handles every core [`Output`] the same way:
+//!
+//! 1. its records are queued for the [`RecordSink`] under the lock, so the
+//!    sink sees them in apply order; the caller's answer waits until they
+//!    are durable;
+//! 2. its assignor calls each run on `spawn_blocking`, off every request
+//!    path, and their answers go back into the core (whose output is
+//!    handled the same way).
+//!
+//! It knows nothing of HTTP: the `api` module maps its results and errors.
+
+mod assignors;
+mod clock;
+mod sink;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use crate::plugins::{BUILTIN_NAMES, Limits, PluginEngine};
+use crate::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, Output, ProtocolError};
+use crate::protocol::group::{GroupConfig, Millis};
+
+pub use clock::Clock;
+pub use sink::{CountingSink, PersistError, RecordQueue, RecordSink};
+
+/// How often the core's timers are advanced by default.
+pub const TICK_INTERVAL_MS: u64 = 50;
+
+/// Why the runtime refused or could not finish a request.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The core refused the input; nothing changed.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// A config names an assignor this host cannot run; nothing changed.
+    #[error(
+        "assignor {name:?} is not a built-in assignor ({}); uploaded modules are not supported yet",
+        BUILTIN_NAMES.join(", ")
+    )]
+    UnknownAssignor { name: String },
+    /// The change was applied but could not be made durable; from now on
+    /// every request is refused.
+    #[error(transparent)]
+    Storage(#[from] PersistError),
+    /// A bug: the core panicked while holding its lock.
+    #[error("internal error: {0}")]
+    Internal(&'static str),
+}
+
+/// The runtime's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct RuntimeConfig {
+    /// Member ids derive from this seed (see `Coordinator::new`).
+    pub seed: u64,
+    /// Limits of every assignor call.
+    pub limits: Limits,
+}
+
+/// The coordinator at run time; share it as `Arc<Runtime>`.
+pub struct Runtime {
+    core: Mutex<Coordinator>,
+    clock: Clock,
+    queue: RecordQueue,
+    engine: Arc<PluginEngine>,
+    limits: Limits,
+    calls_in_flight: AtomicU64,
+    calls_finished: AtomicU64,
+}
+
+impl Runtime {
+    pub fn new(
+        config: RuntimeConfig,
+        clock: Clock,
+        sink: Arc<dyn RecordSink>,
+        engine: Arc<PluginEngine>,
+    ) -> Arc<Self> {
+        Arc::new(Runtime {
+            core: Mutex::new(Coordinator::new(config.seed)),
+            clock,
+            queue: RecordQueue::start(sink),
+            engine,
+            limits: config.limits,
+            calls_in_flight: AtomicU64::new(0),
+            calls_finished: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether persisting has failed: every request is refused from then
+    /// on.
+    pub fn failed(&self) -> bool {
+        self.queue.failed()
+    }
+
+    /// The clock every core call is given.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Assignor calls started and not yet answered.
+    pub fn calls_in_flight(&self) -> u64 {
+        self.calls_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Assignor calls answered so far (successfully or not).
+    pub fn calls_finished(&self) -> u64 {
+        self.calls_finished.load(Ordering::SeqCst)
+    }
+
+    /// Runs `step` on the core, under the lock, with the current time;
+    /// queues its records for persistence before the lock is released;
+    /// starts its assignor calls; and returns once its records (and all
+    /// before them) are durable. An error from `step` changed nothing.
+    async fn execute<T>(
+        self: &Arc<Self>,
+        step: impl FnOnce(&mut Coordinator, Millis) -> Result<(T, Output), RuntimeError>,
+    ) -> Result<T, RuntimeError> {
+        if self.queue.failed() {
+            return Err(PersistError("an earlier persist failed".into()).into());
+        }
+        let (value, durable, calls) = {
+            let mut core = self
+                .core
+                .lock()
+                .map_err(|_| RuntimeError::Internal("the coordinator core panicked earlier"))?;
+            let now = self.clock.now();
+            let (value, output) = step(&mut core, now)?;
+            let durable = self.queue.submit(output.records);
+            (value, durable, output.assignor_calls)
+        };
+        self.start_assignor_calls(calls);
+        durable
+            .await
+            .map_err(|_| PersistError("the persistence thread has stopped".into()))??;
+        Ok(value)
+    }
+
+    /// Reads the core once everything applied before is durable, so that
+    /// nothing is shown that a crash could take back.
+    pub async fn read<T>(
+        self: &Arc<Self>,
+        read: impl FnOnce(&Coordinator, Millis) -> T,
+    ) -> Result<T, RuntimeError> {
+        self.execute(|core, now| Ok((read(core, now), Output::default())))
+            .await
+    }
+
+    /// Creates or replaces a group's config; returns whether the group was
+    /// created. The assignor must be one this host can run.
+    pub async fn configure(
+        self: &Arc<Self>,
+        group: &str,
+        config: GroupConfig,
+    ) -> Result<bool, RuntimeError> {
+        crate::protocol::core::check_config(&config)?;
+        if !BUILTIN_NAMES.contains(&config.assignor.as_str()) {
+            return Err(RuntimeError::UnknownAssignor {
+                name: config.assignor,
+            });
+        }
+        self.execute(|core, now| {
+            let created = core.group(group).is_none();
+            let output = core.configure(group, config, now)?;
+            Ok((created, output))
+        })
+        .await
+    }
+
+    /// One member heartbeat (join, heartbeat, leave).
+    pub async fn heartbeat(
+        self: &Arc<Self>,
+        request: &Heartbeat,
+    ) -> Result<HeartbeatResponse, RuntimeError> {
+        self.execute(|core, now| Ok(core.heartbeat(request, now)?))
+            .await
+    }
+
+    /// An admin drain of a member (by member id or static name); returns
+    /// whether the drain started now (false: it was already draining).
+    pub async fn drain(self: &Arc<Self>, group: &str, member: &str) -> Result<bool, RuntimeError> {
+        self.execute(|core, now| {
+            let output = core.drain(group, member, now)?;
+            Ok((!output.records.is_empty(), output))
+        })
+        .await
+    }
+
+    /// Advances the core's timers once.
+    pub async fn tick(self: &Arc<Self>) -> Result<(), RuntimeError> {
+        self.execute(|core, now| Ok(((), core.tick(now)))).await
+    }
+
+    /// Ticks every `period` until the runtime is dropped (the task holds no
+    /// strong reference) or the task is aborted.
+    pub fn spawn_ticker(self: &Arc<Self>, period: Duration) -> tokio::task::JoinHandle<()> {
+        let weak: Weak<Runtime> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(period);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut failing = false;
+            loop {
+                interval.tick().await;
+                let Some(runtime) = weak.upgrade() else {
+                    return;
+                };
+                match runtime.tick().await {
+                    Ok(()) => failing = false,
+                    Err(error) if !failing => {
+                        // Logged once per run of failures, not every 50 ms.
+                        tracing::error!(%error, "tick failed");
+                        failing = true;
+                    }
+                    Err(_) => {}
+                }
+            }
+        })
+    }
+}
