@@ -50,6 +50,7 @@ pub async fn heartbeat(
         _ => "",
     };
     span.record("member", member);
+    let nameless_join = member.is_empty();
     let request = Heartbeat {
         group,
         member_id: body.member_id,
@@ -67,5 +68,9 @@ pub async fn heartbeat(
         drain: body.drain,
     };
     let response = runtime.heartbeat(&request).await?;
+    if nameless_join {
+        // A nameless join: the span gets the id the host just issued.
+        span.record("member", response.member_id.as_str());
+    }
     Ok(Json(heartbeat_response(response)))
 }
