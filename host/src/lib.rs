@@ -14,6 +14,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod log;
 pub mod plugins;
 pub mod protocol;
 pub mod runtime;

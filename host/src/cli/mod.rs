@@ -2,6 +2,7 @@
 //! one place where errors become an `error: …` line and an exit code.
 
 mod limits;
+mod log;
 mod run;
 mod serve;
 
@@ -28,6 +29,9 @@ enum Command {
     Info(run::InfoArgs),
     /// Run the coordinator: the HTTP API for members and admins.
     Serve(serve::ServeArgs),
+    /// Inspect or repair the record log of a data directory.
+    #[command(subcommand)]
+    Log(log::LogCommand),
 }
 
 /// Exit code of a run that failed on bad input or an unusable module.
@@ -57,6 +61,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Info(args) => run::info(args),
         Command::Serve(args) => serve::serve(args),
+        Command::Log(command) => log::log(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,5 @@
-//! `assignd serve`: the coordinator over HTTP. Starts the plugin engine
+//! `assignd serve`: the coordinator over HTTP. Recovers the record log in
+//! DIR/log (replaying it into the core), starts the plugin engine
 //! (compiled assignors cached in DIR/cache), the runtime and its ticker,
 //! binds the listener, prints `listening on http://ADDR` (the real address,
 //! so `--listen 127.0.0.1:0` works) and serves until SIGTERM or ctrl-c.
@@ -13,17 +14,25 @@ use clap::Args;
 use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::plugins::{EngineConfig, PluginEngine};
-use crate::runtime::{Clock, CountingSink, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
+use crate::log::{FsyncPolicy, LogSink, ScanMode, log_dir, scan};
+use crate::protocol::core::Coordinator;
+use crate::runtime::{Clock, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
     listen: String,
-    /// Where assignd keeps its files (created if missing): compiled
-    /// assignors in DIR/cache. The record log arrives with issue 4.
+    /// Where assignd keeps its files (created if missing): the record log
+    /// in DIR/log, compiled assignors in DIR/cache.
     #[arg(long, env = "ASSIGND_DATA_DIR", value_name = "DIR")]
     data_dir: PathBuf,
+    /// When changes are made durable before they are acknowledged:
+    /// `always` fsyncs (group-committed); `never` leaves it to the OS, which
+    /// survives a crash of assignd but may lose the last seconds of
+    /// acknowledged changes on power failure or kernel crash.
+    #[arg(long, value_enum, default_value = "always")]
+    fsync: FsyncPolicy,
     /// Assignor calls that may run at once (more wait for a slot).
     #[arg(long, value_name = "N", default_value_t = EngineConfig::default().concurrent_calls_max,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -49,6 +58,11 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
             args.data_dir.display()
         ))
     })?;
+    let log = log_dir(&args.data_dir);
+    let started = std::time::Instant::now();
+    let recovered = scan(&log, ScanMode::Open).map_err(|e| failure(e.to_string()))?;
+    let sink = LogSink::open(&log, args.fsync, &recovered.records)
+        .map_err(|e| failure(e.to_string()))?;
     let limits = args.limits.limits();
     let engine = PluginEngine::new(EngineConfig {
         cache_dir: Some(args.data_dir.join("cache")),
@@ -69,18 +83,30 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         let address = listener
             .local_addr()
             .map_err(|e| failure(format!("cannot read the bound address: {e}")))?;
-        // Member ids must not repeat across restarts of a host whose state
-        // is not durable yet: the seed is random per process.
+        // Member ids derive from the seed and each group's issued-id count
+        // (which the log keeps); a fresh seed per process keeps ids from
+        // repeating across hosts that share no log.
         let seed = {
             use std::hash::{BuildHasher, Hasher};
             std::collections::hash_map::RandomState::new()
                 .build_hasher()
                 .finish()
         };
-        let runtime = Runtime::new(
+        let mut core = Coordinator::new(seed);
+        for record in &recovered.records {
+            core.apply(record);
+        }
+        tracing::info!(
+            records = recovered.records.len(),
+            groups = core.groups().count(),
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "recovered the record log"
+        );
+        let runtime = Runtime::recovered(
             RuntimeConfig { seed, limits },
+            core,
             Clock::monotonic(),
-            Arc::new(CountingSink::default()),
+            Arc::new(sink),
             Arc::new(engine),
         );
         let ticker = runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));

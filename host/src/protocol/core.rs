@@ -278,6 +278,10 @@ impl Coordinator {
                 self.groups
                     .insert(group.clone(), Group::new(group, config.clone()));
             }
+            Record::GroupSnapshot { group, state } if !self.groups.contains_key(group) => {
+                self.groups.insert(group.clone(), (**state).clone());
+                return;
+            }
             _ => {}
         }
         let group = self
@@ -290,6 +294,30 @@ impl Coordinator {
     fn emit(&mut self, out: &mut Output, record: Record) {
         self.apply(&record);
         out.records.push(record);
+    }
+
+    /// Writes the group's complete state as one record each time it becomes
+    /// stable (the seed design's durable name map), so that the log can drop
+    /// everything before it.
+    fn snapshot_if_stable(&mut self, group_name: &str, out: &mut Output) {
+        let Some(group) = self.groups.get(group_name) else {
+            return;
+        };
+        if group.target_epoch == 0
+            || group.snapshot_epoch == group.target_epoch
+            || !group.is_stable()
+        {
+            return;
+        }
+        let mut state = group.clone();
+        state.snapshot_epoch = group.target_epoch;
+        self.emit(
+            out,
+            Record::GroupSnapshot {
+                group: group_name.to_owned(),
+                state: Box::new(state),
+            },
+        );
     }
 
     fn next_member_id(&self, group: &Group) -> String {
@@ -509,6 +537,7 @@ impl Coordinator {
             request.owned.as_ref().map(|o| o.iter().cloned().collect());
         self.reconcile_slot(&request.group, &slot, owned.as_ref(), now, &mut out);
         self.maybe_call_assignor(&request.group, now, &mut out);
+        self.snapshot_if_stable(&request.group, &mut out);
         Ok((self.response(&request.group, &slot), out))
     }
 
@@ -927,6 +956,14 @@ impl Coordinator {
                 }) {
                     expired.push((slot.clone(), RemovalReason::Fenced));
                 }
+            }
+            // A group recovered from the log while it waited for a target
+            // has no batch open: start one.
+            if group.group_epoch != group.target_epoch
+                && liveness.computing_epoch.is_none()
+                && liveness.pending_since_ms.is_none()
+            {
+                liveness.pending_since_ms = Some(now);
             }
             // The probing safety net: while learners exist, re-ask the
             // assignor now and then even if no learner reported catching up.

@@ -254,6 +254,11 @@ pub enum Record {
     /// A join without a name switched the group to dynamic membership:
     /// every static slot becomes a dynamic one keyed by its member id.
     NameMapDropped { group: String },
+    /// The group's complete durable state (static name map, epochs, target,
+    /// holdings), written each time the group becomes stable. Applying it
+    /// replaces the group, so every earlier record of the group is garbage
+    /// the log may compact away.
+    GroupSnapshot { group: String, state: Box<Group> },
 }
 
 impl Record {
@@ -267,13 +272,14 @@ impl Record {
             | Record::TargetInstalled { group, .. }
             | Record::MemberReconciled { group, .. }
             | Record::MemberDraining { group, .. }
+            | Record::GroupSnapshot { group, .. }
             | Record::NameMapDropped { group } => group,
         }
     }
 }
 
 /// A group's durable state.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Group {
     pub name: String,
     pub config: GroupConfig,
@@ -286,6 +292,7 @@ pub struct Group {
     /// The installed target per slot.
     pub target: BTreeMap<String, SlotTarget>,
     /// What each slot holds now, and who holds each task.
+    #[serde(with = "holdings_by_slot")]
     pub holdings: Holdings<TaskRef>,
     /// Member ids of earlier incarnations (and of removed members) whose
     /// requests must be refused as fenced, oldest first.
@@ -295,6 +302,40 @@ pub struct Group {
     /// Once a group has fallen back to dynamic membership, names are
     /// ignored.
     pub dynamic_only: bool,
+    /// The target epoch of the last [`Record::GroupSnapshot`].
+    pub snapshot_epoch: u64,
+}
+
+/// Holdings go to disk as each slot's assignment; the task → holder index
+/// is rebuilt on load.
+mod holdings_by_slot {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{Holdings, MemberAssignment, TaskRef};
+
+    pub fn serialize<S: Serializer>(h: &Holdings<TaskRef>, s: S) -> Result<S::Ok, S::Error> {
+        let by_slot: BTreeMap<&String, &MemberAssignment<TaskRef>> = h.members().collect();
+        by_slot.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Holdings<TaskRef>, D::Error> {
+        let by_slot = BTreeMap::<String, MemberAssignment<TaskRef>>::deserialize(d)?;
+        let mut holdings: Holdings<TaskRef> = Holdings::default();
+        for (slot, assignment) in by_slot {
+            if let Some(task) = assignment
+                .held()
+                .find(|task| holdings.holder(task).is_some())
+            {
+                return Err(serde::de::Error::custom(format!(
+                    "snapshot holds {task:?} twice"
+                )));
+            }
+            holdings.set(&slot, assignment);
+        }
+        Ok(holdings)
+    }
 }
 
 /// Fenced ids kept per group to tell "fenced" from "unknown"; the oldest
@@ -314,6 +355,7 @@ impl Group {
             fenced_member_ids: std::collections::VecDeque::new(),
             member_ids_issued: 0,
             dynamic_only: false,
+            snapshot_epoch: 0,
         }
     }
 
@@ -387,6 +429,10 @@ impl Group {
             Record::MemberReconciled {
                 slot, assignment, ..
             } => self.holdings.set(slot, assignment.clone()),
+            Record::GroupSnapshot { state, .. } => {
+                assert_eq!(state.name, self.name, "a snapshot of another group");
+                *self = (**state).clone();
+            }
             Record::MemberDraining { slot, .. } => {
                 if let Some(member) = self.members.get_mut(slot) {
                     member.draining = true;

@@ -80,8 +80,22 @@ impl Runtime {
         sink: Arc<dyn RecordSink>,
         engine: Arc<PluginEngine>,
     ) -> Arc<Self> {
+        Self::recovered(config, Coordinator::new(config.seed), clock, sink, engine)
+    }
+
+    /// A runtime around a core rebuilt from the record log. Its timers
+    /// start afresh: every member gets its full session or registration
+    /// timeout from now, so a restarted host causes no rebalance if members
+    /// come back in time.
+    pub fn recovered(
+        config: RuntimeConfig,
+        core: Coordinator,
+        clock: Clock,
+        sink: Arc<dyn RecordSink>,
+        engine: Arc<PluginEngine>,
+    ) -> Arc<Self> {
         Arc::new(Runtime {
-            core: Mutex::new(Coordinator::new(config.seed)),
+            core: Mutex::new(core),
             clock,
             queue: RecordQueue::start(sink),
             engine,

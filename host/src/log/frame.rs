@@ -1,0 +1,184 @@
+//! One record on disk: the frame around it and its payload encoding. The
+//! layout is documented byte by byte in docs/log-format.md:
+//!
+//! ```text
+//! offset  size  field
+//! 0       4     length: bytes after this field and the CRC (2 + payload), u32 LE
+//! 4       4     crc32c over the bytes from offset 8 to the end of the frame, u32 LE
+//! 8       1     format version (FORMAT_VERSION)
+//! 9       1     record type (RecordType)
+//! 10      n     payload: the record in postcard encoding
+//! ```
+//!
+//! Decoding never trusts a length before checking it against
+//! [`RECORD_BYTES_MAX`] and the bytes actually present, so arbitrary input
+//! can neither panic the decoder nor make it allocate without bound.
+
+use crate::protocol::group::Record;
+
+/// The format version written into every frame.
+pub const FORMAT_VERSION: u8 = 1;
+/// Bytes before the payload.
+pub const FRAME_HEADER_BYTES: usize = 10;
+/// The largest payload accepted (a snapshot of a group at the core's limits
+/// fits well inside).
+pub const RECORD_BYTES_MAX: usize = 256 << 20;
+
+/// The record type byte: which [`Record`] variant the payload holds. Stable
+/// numbers; never reuse one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum RecordType {
+    GroupConfigured = 1,
+    MemberJoined = 2,
+    MemberAway = 3,
+    MemberRemoved = 4,
+    GroupEpochBumped = 5,
+    TargetInstalled = 6,
+    MemberReconciled = 7,
+    NameMapDropped = 8,
+    MemberDraining = 9,
+    GroupSnapshot = 10,
+}
+
+impl RecordType {
+    pub fn of(record: &Record) -> Self {
+        match record {
+            Record::GroupConfigured { .. } => RecordType::GroupConfigured,
+            Record::MemberJoined { .. } => RecordType::MemberJoined,
+            Record::MemberAway { .. } => RecordType::MemberAway,
+            Record::MemberRemoved { .. } => RecordType::MemberRemoved,
+            Record::GroupEpochBumped { .. } => RecordType::GroupEpochBumped,
+            Record::TargetInstalled { .. } => RecordType::TargetInstalled,
+            Record::MemberReconciled { .. } => RecordType::MemberReconciled,
+            Record::NameMapDropped { .. } => RecordType::NameMapDropped,
+            Record::MemberDraining { .. } => RecordType::MemberDraining,
+            Record::GroupSnapshot { .. } => RecordType::GroupSnapshot,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordType::GroupConfigured => "GroupConfigured",
+            RecordType::MemberJoined => "MemberJoined",
+            RecordType::MemberAway => "MemberAway",
+            RecordType::MemberRemoved => "MemberRemoved",
+            RecordType::GroupEpochBumped => "GroupEpochBumped",
+            RecordType::TargetInstalled => "TargetInstalled",
+            RecordType::MemberReconciled => "MemberReconciled",
+            RecordType::NameMapDropped => "NameMapDropped",
+            RecordType::MemberDraining => "MemberDraining",
+            RecordType::GroupSnapshot => "GroupSnapshot",
+        }
+    }
+
+    fn from_byte(byte: u8) -> Option<Self> {
+        Some(match byte {
+            1 => RecordType::GroupConfigured,
+            2 => RecordType::MemberJoined,
+            3 => RecordType::MemberAway,
+            4 => RecordType::MemberRemoved,
+            5 => RecordType::GroupEpochBumped,
+            6 => RecordType::TargetInstalled,
+            7 => RecordType::MemberReconciled,
+            8 => RecordType::NameMapDropped,
+            9 => RecordType::MemberDraining,
+            10 => RecordType::GroupSnapshot,
+            _ => return None,
+        })
+    }
+}
+
+/// Appends one framed record to `out`.
+pub fn encode(record: &Record, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 8]);
+    out.push(FORMAT_VERSION);
+    out.push(RecordType::of(record) as u8);
+    let out = postcard::to_io(record, &mut *out)
+        .expect("writing to a Vec cannot fail, and every record serializes");
+    let length = out.len() - start - 8;
+    assert!(
+        length - 2 <= RECORD_BYTES_MAX,
+        "a record of {length} bytes is past the log's limit; the core's limits must prevent it"
+    );
+    let crc = crc32c::crc32c(&out[start + 8..]);
+    out[start..start + 4].copy_from_slice(&(length as u32).to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// What the bytes at some offset hold.
+#[derive(Debug, PartialEq)]
+pub enum Decoded {
+    /// A whole, valid record and the size of its frame.
+    Record { record: Record, frame_bytes: usize },
+    /// The bytes end inside a frame (a torn write if at the end of the log).
+    Incomplete,
+    /// A frame that is whole by its length but wrong: `frame_bytes` is how
+    /// far its length field claims it reaches (it may lie).
+    Corrupt { reason: String, frame_bytes: usize },
+}
+
+/// Decodes the frame at the start of `bytes`.
+pub fn decode(bytes: &[u8]) -> Decoded {
+    if bytes.len() < 8 {
+        return Decoded::Incomplete;
+    }
+    let length = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
+    let crc = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
+    let frame_bytes = 8usize.saturating_add(length);
+    if !(2..=RECORD_BYTES_MAX + 2).contains(&length) {
+        return Decoded::Corrupt {
+            reason: format!("frame length {length} is out of range"),
+            frame_bytes,
+        };
+    }
+    if bytes.len() < frame_bytes {
+        return Decoded::Incomplete;
+    }
+    let body = &bytes[8..frame_bytes];
+    let actual = crc32c::crc32c(body);
+    if actual != crc {
+        return Decoded::Corrupt {
+            reason: format!("CRC32C mismatch: stored {crc:08x}, computed {actual:08x}"),
+            frame_bytes,
+        };
+    }
+    if body[0] != FORMAT_VERSION {
+        return Decoded::Corrupt {
+            reason: format!(
+                "format version {} is not {FORMAT_VERSION} (written by another assignd version?)",
+                body[0]
+            ),
+            frame_bytes,
+        };
+    }
+    let Some(kind) = RecordType::from_byte(body[1]) else {
+        return Decoded::Corrupt {
+            reason: format!("unknown record type {}", body[1]),
+            frame_bytes,
+        };
+    };
+    match postcard::take_from_bytes::<Record>(&body[2..]) {
+        Ok((_, rest)) if !rest.is_empty() => Decoded::Corrupt {
+            reason: format!("{} bytes after the payload", rest.len()),
+            frame_bytes,
+        },
+        Ok((record, _)) if RecordType::of(&record) == kind => Decoded::Record {
+            record,
+            frame_bytes,
+        },
+        Ok((record, _)) => Decoded::Corrupt {
+            reason: format!(
+                "type byte says {} but the payload holds {}",
+                kind.name(),
+                RecordType::of(&record).name()
+            ),
+            frame_bytes,
+        },
+        Err(e) => Decoded::Corrupt {
+            reason: format!("payload does not decode: {e}"),
+            frame_bytes,
+        },
+    }
+}

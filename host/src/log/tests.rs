@@ -1,0 +1,382 @@
+//! The record log against its promises: every record type round-trips;
+//! arbitrary bytes never panic the decoder; a torn tail is cut and
+//! everything before it recovered; corruption in the middle refuses to
+//! open with the file and offset, `check` reports it, `repair` cuts there;
+//! compaction keeps the state and shrinks the log to the live snapshots.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use assignor_sticky::Sticky;
+use proptest::prelude::*;
+
+use super::frame::{Decoded, FRAME_HEADER_BYTES, decode, encode};
+use super::segment::{LogError, ScanMode, scan};
+use super::writer::{FsyncPolicy, LogSink};
+use crate::protocol::core::{Coordinator, Heartbeat, Output};
+use crate::protocol::group::{
+    GroupConfig, Member, Record, RemovalReason, SlotTarget, TaskRef, TopicConfig,
+};
+use crate::protocol::reconcile::MemberAssignment;
+
+fn config() -> GroupConfig {
+    GroupConfig {
+        expansion_timeout_ms: 10,
+        ..GroupConfig::with_topics(vec![TopicConfig {
+            name: "orders".into(),
+            partitions: 8,
+        }])
+    }
+}
+
+/// One record of every type.
+fn every_record_type() -> Vec<Record> {
+    let group = "g".to_owned();
+    let mut target = BTreeMap::new();
+    target.insert(
+        "static:a".to_owned(),
+        SlotTarget {
+            active: [TaskRef::new("orders", 1)].into(),
+            learner: [TaskRef::new("orders", 2)].into(),
+            standby: BTreeSet::new(),
+        },
+    );
+    let mut state = crate::protocol::group::Group::new("g", config());
+    state.group_epoch = 4;
+    vec![
+        Record::GroupConfigured {
+            group: group.clone(),
+            config: config(),
+        },
+        Record::MemberJoined {
+            group: group.clone(),
+            slot: "static:a".into(),
+            member: Member {
+                member_id: "m-1".into(),
+                name: Some("a".into()),
+                topics: ["orders".to_owned()].into(),
+                rack: Some("az-1".into()),
+                capacity: 2,
+                away: false,
+                draining: false,
+            },
+        },
+        Record::MemberAway {
+            group: group.clone(),
+            slot: "static:a".into(),
+            away: true,
+        },
+        Record::MemberRemoved {
+            group: group.clone(),
+            slot: "m-2".into(),
+            reason: RemovalReason::DrainTimedOut,
+        },
+        Record::GroupEpochBumped {
+            group: group.clone(),
+            epoch: 7,
+        },
+        Record::TargetInstalled {
+            group: group.clone(),
+            epoch: 7,
+            target,
+        },
+        Record::MemberReconciled {
+            group: group.clone(),
+            slot: "static:a".into(),
+            assignment: MemberAssignment {
+                active: [TaskRef::new("orders", 1)].into(),
+                ..MemberAssignment::new()
+            },
+        },
+        Record::NameMapDropped {
+            group: group.clone(),
+        },
+        Record::MemberDraining {
+            group: group.clone(),
+            slot: "static:a".into(),
+        },
+        Record::GroupSnapshot {
+            group,
+            state: Box::new(state),
+        },
+    ]
+}
+
+#[test]
+fn every_record_type_round_trips() {
+    for record in every_record_type() {
+        let mut bytes = Vec::new();
+        encode(&record, &mut bytes);
+        match decode(&bytes) {
+            Decoded::Record {
+                record: back,
+                frame_bytes,
+            } => {
+                assert_eq!(back, record);
+                assert_eq!(frame_bytes, bytes.len());
+            }
+            other => panic!("{record:?} did not round-trip: {other:?}"),
+        }
+        // Every prefix is incomplete, never a wrong record.
+        for cut in 0..bytes.len() {
+            assert!(
+                !matches!(decode(&bytes[..cut]), Decoded::Record { .. }),
+                "a prefix of {cut} bytes decoded"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = decode(&bytes);
+    }
+
+    #[test]
+    fn a_flipped_byte_is_never_taken_for_a_valid_record(index in 0usize..10_000, bit in 0u8..8) {
+        let records = every_record_type();
+        let record = &records[index % records.len()];
+        let mut bytes = Vec::new();
+        encode(record, &mut bytes);
+        let at = index % bytes.len();
+        bytes[at] ^= 1 << bit;
+        match decode(&bytes) {
+            // A flip in the length field may make the frame look longer
+            // (incomplete) or shorter (then its CRC fails).
+            Decoded::Record { .. } => prop_assert!(false, "a corrupted frame decoded"),
+            Decoded::Incomplete | Decoded::Corrupt { .. } => {}
+        }
+    }
+
+    #[test]
+    fn a_length_field_claiming_gigabytes_allocates_nothing(len in (1u32 << 28)..u32::MAX) {
+        let mut bytes = len.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
+        let decoded_a_record = matches!(decode(&bytes), Decoded::Record { .. });
+        prop_assert!(!decoded_a_record);
+    }
+}
+
+/// A realistic history: a group, three static members, a target, members
+/// reconciled, one leaving; assignor calls answered natively.
+fn history() -> Vec<Record> {
+    let mut core = Coordinator::new(1);
+    let mut records = Vec::new();
+    let absorb = |core: &mut Coordinator, out: Output, now, records: &mut Vec<Record>| {
+        records.extend(out.records);
+        for call in out.assignor_calls {
+            let answer =
+                assignd_guest_sdk::harness::run::<Sticky>(&call.input).map_err(|e| e.to_string());
+            let more = core.assignment_computed(&call.group, call.epoch, answer, now);
+            records.extend(more.records);
+        }
+    };
+    let out = core.configure("g", config(), 0).unwrap();
+    absorb(&mut core, out, 0, &mut records);
+    let mut responses = Vec::new();
+    for name in ["a", "b", "c"] {
+        let request = Heartbeat::join("g", Some(name), vec!["orders".into()]);
+        let (response, out) = core.heartbeat(&request, 0).unwrap();
+        absorb(&mut core, out, 0, &mut records);
+        responses.push(response);
+    }
+    let out = core.tick(20);
+    absorb(&mut core, out, 20, &mut records);
+    for _ in 0..3 {
+        for response in &mut responses {
+            let request = Heartbeat {
+                member_id: response.member_id.clone(),
+                member_epoch: response.member_epoch as i64,
+                owned: Some(response.active.iter().cloned().collect()),
+                ..Heartbeat::join("g", None, vec![])
+            };
+            let request = Heartbeat {
+                topics: None,
+                ..request
+            };
+            let (next, out) = core.heartbeat(&request, 30).unwrap();
+            absorb(&mut core, out, 30, &mut records);
+            *response = next;
+        }
+    }
+    records
+}
+
+fn replay(records: &[Record]) -> Coordinator {
+    let mut core = Coordinator::new(1);
+    for record in records {
+        core.apply(record);
+    }
+    core
+}
+
+fn groups(core: &Coordinator) -> Vec<crate::protocol::group::Group> {
+    core.groups().cloned().collect()
+}
+
+fn write_log(dir: &Path, records: &[Record]) {
+    let sink = LogSink::open(dir, FsyncPolicy::Always, &[]).unwrap();
+    // One append per record, as requests would.
+    for record in records {
+        sink.append(std::slice::from_ref(record)).unwrap();
+    }
+}
+
+fn only_segment(dir: &Path) -> std::path::PathBuf {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files.pop().unwrap()
+}
+
+#[test]
+fn a_written_history_replays_to_the_same_state_and_includes_a_stable_snapshot() {
+    let records = history();
+    assert!(
+        records
+            .iter()
+            .any(|r| matches!(r, Record::GroupSnapshot { .. })),
+        "a stable group writes its snapshot"
+    );
+    let dir = tempdir();
+    write_log(dir.path(), &records);
+    let read = scan(dir.path(), ScanMode::Open).unwrap();
+    assert_eq!(read.records, records);
+    assert!(read.torn_tail.is_none());
+    let mut live = Coordinator::new(1);
+    for record in &records {
+        live.apply(record);
+    }
+    assert_eq!(groups(&replay(&read.records)), groups(&live));
+}
+
+#[test]
+fn a_torn_tail_is_cut_and_everything_before_it_recovered() {
+    let records = history();
+    let dir = tempdir();
+    write_log(dir.path(), &records);
+    let file = only_segment(dir.path());
+    let full = std::fs::read(&file).unwrap();
+    let mut last_frame = Vec::new();
+    encode(records.last().unwrap(), &mut last_frame);
+    let before_last = full.len() - last_frame.len();
+    // Cut anywhere inside the last record, or leave it whole but garbled at
+    // its end (a write that reached the disk only in part).
+    for cut in [before_last + 1, before_last + 9, full.len() - 1] {
+        std::fs::write(&file, &full[..cut]).unwrap();
+        let read = scan(dir.path(), ScanMode::Open).unwrap();
+        assert_eq!(read.records, records[..records.len() - 1]);
+        assert_eq!(read.torn_tail.as_ref().unwrap().offset, before_last as u64);
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), before_last as u64);
+    }
+    let mut garbled = full.clone();
+    *garbled.last_mut().unwrap() ^= 0xff;
+    std::fs::write(&file, &garbled).unwrap();
+    let read = scan(dir.path(), ScanMode::Open).unwrap();
+    assert_eq!(read.records, records[..records.len() - 1]);
+    // Appending after recovery continues a readable log.
+    let sink = LogSink::open(dir.path(), FsyncPolicy::Always, &read.records).unwrap();
+    sink.append(std::slice::from_ref(records.last().unwrap()))
+        .unwrap();
+    assert_eq!(scan(dir.path(), ScanMode::Open).unwrap().records, records);
+}
+
+#[test]
+fn corruption_in_the_middle_refuses_to_open_check_reports_it_and_repair_cuts_there() {
+    let records = history();
+    let dir = tempdir();
+    write_log(dir.path(), &records);
+    let file = only_segment(dir.path());
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mut first = Vec::new();
+    encode(&records[0], &mut first);
+    let offset = first.len();
+    bytes[offset + FRAME_HEADER_BYTES + 1] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+
+    match scan(dir.path(), ScanMode::Open) {
+        Err(LogError::Corrupt {
+            file: bad,
+            offset: at,
+            reason,
+        }) => {
+            assert_eq!(bad, file);
+            assert_eq!(at, offset as u64);
+            assert!(reason.contains("CRC32C"), "{reason}");
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), bytes, "opening changed nothing");
+
+    let checked = scan(dir.path(), ScanMode::Check).unwrap();
+    assert_eq!(checked.corruption.unwrap().offset, offset as u64);
+    assert_eq!(std::fs::read(&file).unwrap(), bytes, "check changed nothing");
+
+    let repaired = scan(dir.path(), ScanMode::Repair).unwrap();
+    assert_eq!(repaired.records, records[..1]);
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), offset as u64);
+    assert_eq!(
+        scan(dir.path(), ScanMode::Open).unwrap().records,
+        records[..1]
+    );
+}
+
+#[test]
+fn compaction_keeps_the_state_and_shrinks_the_log_to_the_snapshots() {
+    let records = history();
+    let dir = tempdir();
+    let sink = LogSink::open(dir.path(), FsyncPolicy::Never, &[]).unwrap();
+    // The same history many times over (as churn would write it).
+    for _ in 0..50 {
+        sink.append(&records).unwrap();
+    }
+    let before = sink.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    sink.compact_now().unwrap();
+    let after = sink.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(after * 10 < before, "{after} bytes after, {before} before");
+    let read = scan(dir.path(), ScanMode::Open).unwrap();
+    assert_eq!(read.records.len(), 1, "one snapshot for the one group");
+    let mut live = Coordinator::new(1);
+    for _ in 0..50 {
+        for record in &records {
+            live.apply(record);
+        }
+    }
+    assert_eq!(groups(&replay(&read.records)), groups(&live));
+    assert_eq!(only_segment(dir.path()).metadata().unwrap().len(), after);
+    // Appends after compaction land after the snapshots.
+    sink.append(&records[..2]).unwrap();
+    assert_eq!(scan(dir.path(), ScanMode::Open).unwrap().records.len(), 3);
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> TempDir {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "assignd-log-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    TempDir(dir)
+}
