@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::{EXIT_BAD_INPUT, Failure};
-use crate::log::{ScanMode, log_dir, scan};
+use crate::log::{ScanMode, lock, log_dir, scan};
 
 #[derive(Debug, Subcommand)]
 pub enum LogCommand {
@@ -36,10 +36,23 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
     let dir = log_dir(&args.data_dir);
     if !dir.is_dir() {
         return Err(Failure {
-            message: format!("no record log in {} (expected {})", args.data_dir.display(), dir.display()),
+            message: format!(
+                "no record log in {} (expected {})",
+                args.data_dir.display(),
+                dir.display()
+            ),
             exit_code: EXIT_BAD_INPUT,
         });
     }
+    // A repair writes: not while a host serves this log. A check only
+    // reads, and may run beside a live host.
+    let _lock = match mode {
+        ScanMode::Check => None,
+        _ => Some(lock(&dir).map_err(|e| Failure {
+            message: e.to_string(),
+            exit_code: EXIT_BAD_INPUT,
+        })?),
+    };
     let scan = scan(&dir, mode).map_err(|e| Failure {
         message: e.to_string(),
         exit_code: EXIT_BAD_INPUT,
@@ -58,7 +71,11 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
         .map(|(kind, n)| format!("{kind}={n}"))
         .collect();
     println!("records={} {}", scan.records.len(), by_type.join(" "));
-    let verb = if mode == ScanMode::Check { "would cut" } else { "cut" };
+    let verb = if mode == ScanMode::Check {
+        "would cut"
+    } else {
+        "cut"
+    };
     if let Some(torn) = &scan.torn_tail {
         println!(
             "torn tail: {} at offset {}: {} ({verb} {} bytes)",

@@ -14,7 +14,7 @@ use clap::Args;
 use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::plugins::{EngineConfig, PluginEngine};
-use crate::log::{FsyncPolicy, LogSink, ScanMode, log_dir, scan};
+use crate::log::{FsyncPolicy, LogSink, ScanMode, lock, log_dir, scan};
 use crate::protocol::core::Coordinator;
 use crate::runtime::{Clock, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
 
@@ -59,6 +59,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         ))
     })?;
     let log = log_dir(&args.data_dir);
+    // Held until the process exits: no second host on this data dir.
+    let _lock = lock(&log).map_err(|e| failure(e.to_string()))?;
     let started = std::time::Instant::now();
     let recovered = scan(&log, ScanMode::Open).map_err(|e| failure(e.to_string()))?;
     let sink = LogSink::open(&log, args.fsync, &recovered.records)

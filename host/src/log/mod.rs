@@ -9,7 +9,7 @@ pub mod frame;
 pub mod segment;
 pub mod writer;
 
-pub use segment::{LogError, Scan, ScanMode, log_dir, scan};
+pub use segment::{LogError, Scan, ScanMode, lock, log_dir, scan};
 pub use writer::{FsyncPolicy, LogSink, LogStats};
 
 #[cfg(test)]

@@ -2,12 +2,16 @@
 //! `DIR/log/NNNNNNNNNNNNNNNNNNNN.seg`, numbered in write order; only the
 //! last is ever appended to. Reading applies the recovery rules:
 //!
-//! - a torn or partial last record of the last segment (a crash in the
-//!   middle of a write) is cut off, with a warning;
-//! - anything else that does not decode — a bad CRC in the middle, a sealed
-//!   segment ending inside a frame — refuses to open, naming the file and
-//!   offset; `assignd log check` shows it and `assignd log repair` cuts the
-//!   log there.
+//! - unreadable bytes at the end of the last segment, with no valid record
+//!   after them (a crash in the middle of a write), are cut off, with a
+//!   warning;
+//! - anything else that does not decode — a bad record followed by valid
+//!   ones, a sealed segment ending inside a frame — refuses to open, naming
+//!   the file and offset; `assignd log check` shows it and `assignd log
+//!   repair` cuts the log there.
+//!
+//! A serving host holds an advisory lock on `DIR/log/LOCK` ([`lock`]), so a
+//! second host (or a repair) cannot write the same log at once.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -20,6 +24,7 @@ use crate::protocol::group::Record;
 pub const SEGMENT_BYTES_MAX: u64 = 64 << 20;
 
 const SEGMENT_SUFFIX: &str = ".seg";
+const LOCK_FILE: &str = "LOCK";
 const TEMP_SUFFIX: &str = ".seg.tmp";
 
 /// Why a log cannot be opened.
@@ -33,6 +38,14 @@ pub enum LogError {
         offset: u64,
         reason: String,
     },
+    #[error(
+        "the record log in {} is in use by another assignd (it holds {}); stop it first",
+        .path.parent().map_or_else(|| path.display().to_string(), |p| p.display().to_string()),
+        .path.display()
+    )]
+    Locked { path: PathBuf },
+    #[error("an earlier write to the record log failed; nothing more is appended")]
+    Failed,
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -51,6 +64,27 @@ pub fn log_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("log")
 }
 
+/// Takes the advisory lock of the log folder `dir` (creating both if
+/// missing), held until the returned file is closed — by the process
+/// exiting, too, whatever kills it. A second holder gets
+/// [`LogError::Locked`]: two writers would interleave their appends and
+/// delete each other's segments.
+pub fn lock(dir: &Path) -> Result<File, LogError> {
+    fs::create_dir_all(dir).map_err(io_error(format!("creating {}", dir.display())))?;
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_error(format!("opening {}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(LogError::Locked { path }),
+        Err(fs::TryLockError::Error(e)) => Err(io_error(format!("locking {}", path.display()))(e)),
+    }
+}
+
 pub(super) fn segment_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:020}{SEGMENT_SUFFIX}"))
 }
@@ -59,9 +93,14 @@ pub(super) fn temp_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:020}{TEMP_SUFFIX}"))
 }
 
-/// The segments of a log folder, in order; leftover temporary files of an
-/// interrupted compaction are removed.
-pub(super) fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, LogError> {
+/// The segments of a log folder, in order. With `remove_temps`, leftover
+/// temporary files of an interrupted compaction are removed (only a writer
+/// holding the lock may: a check run beside a live host must not delete
+/// the file its compaction is writing).
+pub(super) fn list_segments(
+    dir: &Path,
+    remove_temps: bool,
+) -> Result<Vec<(u64, PathBuf)>, LogError> {
     let mut segments = Vec::new();
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -72,6 +111,9 @@ pub(super) fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, LogError>
         let entry = entry.map_err(io_error(format!("reading {}", dir.display())))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.ends_with(TEMP_SUFFIX) {
+            if !remove_temps {
+                continue;
+            }
             fs::remove_file(entry.path())
                 .map_err(io_error(format!("removing {}", entry.path().display())))?;
             continue;
@@ -133,7 +175,7 @@ pub enum ScanMode {
 
 /// Reads every segment of `dir` under `mode`'s rules.
 pub fn scan(dir: &Path, mode: ScanMode) -> Result<Scan, LogError> {
-    let segments = list_segments(dir)?;
+    let segments = list_segments(dir, mode != ScanMode::Check)?;
     let mut scan = Scan::default();
     let last = segments.len().saturating_sub(1);
     for (index, (number, path)) in segments.iter().enumerate() {
@@ -157,19 +199,8 @@ pub fn scan(dir: &Path, mode: ScanMode) -> Result<Scan, LogError> {
                     records += 1;
                     offset += frame_bytes;
                 }
-                Decoded::Incomplete => {
-                    break Some((true, "the file ends inside a record".to_owned()));
-                }
-                Decoded::Corrupt {
-                    reason,
-                    frame_bytes,
-                } => {
-                    // A frame that reaches the end of the last file is what
-                    // a crash mid-write leaves; one followed by more data is
-                    // damage.
-                    let reaches_end = offset.saturating_add(frame_bytes) >= bytes.len();
-                    break Some((reaches_end, reason));
-                }
+                Decoded::Incomplete => break Some("the file ends inside a record".to_owned()),
+                Decoded::Corrupt { reason, .. } => break Some(reason),
             }
         };
         scan.segments.push(SegmentInfo {
@@ -178,7 +209,7 @@ pub fn scan(dir: &Path, mode: ScanMode) -> Result<Scan, LogError> {
             valid_bytes: offset as u64,
             records,
         });
-        let Some((at_end, reason)) = problem else {
+        let Some(reason) = problem else {
             continue;
         };
         let problem = Problem {
@@ -187,7 +218,12 @@ pub fn scan(dir: &Path, mode: ScanMode) -> Result<Scan, LogError> {
             reason,
             bytes_after: (bytes.len() - offset) as u64,
         };
-        let torn_tail = at_end && index == last;
+        // A crash mid-write leaves the end of the last segment unreadable
+        // and nothing valid after it. A valid record after the bad bytes
+        // means they are damage inside the log (a flipped length field can
+        // make a frame look as if it ran past the end of the file): cutting
+        // there would silently drop acknowledged records.
+        let torn_tail = index == last && !valid_record_after(&bytes, offset);
         match (mode, torn_tail) {
             (ScanMode::Check, true) => scan.torn_tail = Some(problem),
             (ScanMode::Check, false) => {
@@ -225,6 +261,11 @@ pub fn scan(dir: &Path, mode: ScanMode) -> Result<Scan, LogError> {
         }
     }
     Ok(scan)
+}
+
+/// Whether a whole, valid record starts anywhere after `offset`.
+fn valid_record_after(bytes: &[u8], offset: usize) -> bool {
+    (offset + 1..bytes.len()).any(|at| matches!(decode(&bytes[at..]), Decoded::Record { .. }))
 }
 
 fn truncate(path: &Path, len: u64) -> Result<(), LogError> {

@@ -311,11 +311,19 @@ fn corruption_in_the_middle_refuses_to_open_check_reports_it_and_repair_cuts_the
         }
         other => panic!("expected corruption, got {other:?}"),
     }
-    assert_eq!(std::fs::read(&file).unwrap(), bytes, "opening changed nothing");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        bytes,
+        "opening changed nothing"
+    );
 
     let checked = scan(dir.path(), ScanMode::Check).unwrap();
     assert_eq!(checked.corruption.unwrap().offset, offset as u64);
-    assert_eq!(std::fs::read(&file).unwrap(), bytes, "check changed nothing");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        bytes,
+        "check changed nothing"
+    );
 
     let repaired = scan(dir.path(), ScanMode::Repair).unwrap();
     assert_eq!(repaired.records, records[..1]);
@@ -335,9 +343,15 @@ fn compaction_keeps_the_state_and_shrinks_the_log_to_the_snapshots() {
     for _ in 0..50 {
         sink.append(&records).unwrap();
     }
-    let before = sink.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    let before = sink
+        .stats
+        .log_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
     sink.compact_now().unwrap();
-    let after = sink.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    let after = sink
+        .stats
+        .log_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
     assert!(after * 10 < before, "{after} bytes after, {before} before");
     let read = scan(dir.path(), ScanMode::Open).unwrap();
     assert_eq!(read.records.len(), 1, "one snapshot for the one group");
@@ -352,6 +366,175 @@ fn compaction_keeps_the_state_and_shrinks_the_log_to_the_snapshots() {
     // Appends after compaction land after the snapshots.
     sink.append(&records[..2]).unwrap();
     assert_eq!(scan(dir.path(), ScanMode::Open).unwrap().records.len(), 3);
+}
+
+/// The bytes docs/log-format.md shows: a change of the format must change
+/// this test (and the format version) on purpose.
+#[test]
+fn the_documented_example_frame_is_what_encode_writes() {
+    let record = Record::GroupEpochBumped {
+        group: "g".into(),
+        epoch: 300,
+    };
+    let mut bytes = Vec::new();
+    encode(&record, &mut bytes);
+    // version 1, type 5; payload: variant 4, "g" (length 1), 300 as a varint.
+    let body = [0x01, 0x05, 0x04, 0x01, b'g', 0xac, 0x02];
+    let mut expected = (body.len() as u32).to_le_bytes().to_vec();
+    expected.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    expected.extend_from_slice(&body);
+    assert_eq!(bytes, expected);
+    assert_eq!(
+        bytes,
+        [
+            0x07, 0, 0, 0, 0x0f, 0xda, 0xc4, 0x57, 0x01, 0x05, 0x04, 0x01, b'g', 0xac, 0x02
+        ]
+    );
+}
+
+/// The postcard payload starts with the variant's index in `Record`'s
+/// declaration order, which is part of the format: reordering the enum's
+/// variants would make old logs decode as other records (the type byte
+/// check would refuse them).
+#[test]
+fn each_record_types_type_byte_and_variant_index_are_pinned() {
+    let expected: [(u8, u8); 10] = [
+        (1, 0),  // GroupConfigured
+        (2, 1),  // MemberJoined
+        (3, 2),  // MemberAway
+        (4, 3),  // MemberRemoved
+        (5, 4),  // GroupEpochBumped
+        (6, 5),  // TargetInstalled
+        (7, 7),  // MemberReconciled
+        (8, 8),  // NameMapDropped
+        (9, 6),  // MemberDraining
+        (10, 9), // GroupSnapshot
+    ];
+    for (record, (type_byte, variant)) in every_record_type().iter().zip(expected) {
+        let mut bytes = Vec::new();
+        encode(record, &mut bytes);
+        assert_eq!((bytes[9], bytes[10]), (type_byte, variant), "{record:?}");
+    }
+}
+
+/// Flipping the top bit of a length field in the middle of the last
+/// segment makes that frame claim to run past the end of the file, as a
+/// torn write would: it must still be corruption (the records after it
+/// are acknowledged), not a tail to cut.
+#[test]
+fn a_damaged_length_field_in_the_middle_is_corruption_not_a_torn_tail() {
+    let records = history();
+    let dir = tempdir();
+    write_log(dir.path(), &records);
+    let file = only_segment(dir.path());
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mut first = Vec::new();
+    encode(&records[0], &mut first);
+    let offset = first.len();
+    bytes[offset + 3] ^= 0x80;
+    std::fs::write(&file, &bytes).unwrap();
+    match scan(dir.path(), ScanMode::Open) {
+        Err(LogError::Corrupt { offset: at, .. }) => assert_eq!(at, offset as u64),
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), bytes, "nothing was cut");
+}
+
+/// A crash can leave the end of the file zero-filled (the size reached the
+/// disk, the data did not): with no valid record after the zeros, that is
+/// a torn tail.
+#[test]
+fn a_zero_filled_tail_is_cut_like_a_torn_write() {
+    let records = history();
+    let dir = tempdir();
+    write_log(dir.path(), &records);
+    let file = only_segment(dir.path());
+    let mut bytes = std::fs::read(&file).unwrap();
+    let len = bytes.len();
+    bytes.extend_from_slice(&[0; 4096]);
+    std::fs::write(&file, &bytes).unwrap();
+    let read = scan(dir.path(), ScanMode::Open).unwrap();
+    assert_eq!(read.records, records);
+    assert_eq!(read.torn_tail.unwrap().offset, len as u64);
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), len as u64);
+}
+
+/// Every state a crash during compaction can leave — the snapshots in
+/// place, and some of the older segments removed newest first — replays
+/// to the same state; a leftover temporary file is ignored.
+#[test]
+fn every_crash_point_of_a_compaction_replays_to_the_same_state() {
+    let records = history();
+    let mid = records.len() / 2;
+    let mut live = Coordinator::new(1);
+    for record in &records {
+        live.apply(record);
+    }
+    let mut snapshots = Vec::new();
+    for group in live.groups() {
+        encode(
+            &Record::GroupSnapshot {
+                group: group.name.clone(),
+                state: Box::new(group.clone()),
+            },
+            &mut snapshots,
+        );
+    }
+    let segment = |records: &[Record]| {
+        let mut bytes = Vec::new();
+        for record in records {
+            encode(record, &mut bytes);
+        }
+        bytes
+    };
+    // Segments 0 and 1 hold the history, 2 the snapshots; the removal of
+    // 1, then of 0, may each not have happened.
+    for kept in [&[0, 1][..], &[0], &[]] {
+        let dir = tempdir();
+        for &n in kept {
+            let part = if n == 0 {
+                &records[..mid]
+            } else {
+                &records[mid..]
+            };
+            std::fs::write(dir.path().join(format!("{n:020}.seg")), segment(part)).unwrap();
+        }
+        std::fs::write(dir.path().join(format!("{:020}.seg", 2)), &snapshots).unwrap();
+        std::fs::write(dir.path().join(format!("{:020}.seg.tmp", 3)), b"partial").unwrap();
+        let read = scan(dir.path(), ScanMode::Open).unwrap();
+        assert_eq!(
+            groups(&replay(&read.records)),
+            groups(&live),
+            "kept {kept:?}"
+        );
+        assert!(!dir.path().join(format!("{:020}.seg.tmp", 3)).exists());
+    }
+}
+
+#[test]
+fn a_check_changes_nothing_not_even_a_compactions_temporary_file() {
+    let records = history();
+    let dir = tempdir();
+    write_log(dir.path(), &records);
+    let temp = dir.path().join(format!("{:020}.seg.tmp", 1));
+    std::fs::write(&temp, b"a compaction in progress").unwrap();
+    let checked = scan(dir.path(), ScanMode::Check).unwrap();
+    assert_eq!(checked.records, records);
+    assert!(temp.exists());
+}
+
+#[test]
+fn a_second_writer_cannot_lock_the_log() {
+    let dir = tempdir();
+    let held = super::lock(dir.path()).unwrap();
+    match super::lock(dir.path()) {
+        Err(e @ LogError::Locked { .. }) => {
+            assert!(e.to_string().contains("in use by another assignd"), "{e}");
+        }
+        other => panic!("expected the lock to be held: {other:?}"),
+    }
+    drop(held);
+    super::lock(dir.path()).unwrap();
 }
 
 struct TempDir(std::path::PathBuf);

@@ -75,6 +75,10 @@ struct Inner {
     /// Every group as the log holds it, for compaction.
     shadow: Coordinator,
     buffer: Vec<u8>,
+    /// A write, fsync or compaction failed: what the file holds is unknown
+    /// (a partial frame, or pages an fsync failed to write and the kernel
+    /// dropped), so nothing more is appended.
+    failed: bool,
 }
 
 impl LogSink {
@@ -82,7 +86,7 @@ impl LogSink {
     /// cut); `recovered` are the records that scan read.
     pub fn open(dir: &Path, fsync: FsyncPolicy, recovered: &[Record]) -> Result<Self, LogError> {
         std::fs::create_dir_all(dir).map_err(io_error(format!("creating {}", dir.display())))?;
-        let segments = list_segments(dir)?;
+        let segments = list_segments(dir, true)?;
         let number = segments.last().map_or(0, |(n, _)| *n);
         let mut log_bytes = 0;
         for (_, path) in &segments {
@@ -113,6 +117,7 @@ impl LogSink {
                 segment_bytes,
                 shadow,
                 buffer: Vec::new(),
+                failed: false,
             }),
             stats,
         })
@@ -122,6 +127,15 @@ impl LogSink {
     pub fn append(&self, records: &[Record]) -> Result<(), LogError> {
         let mut inner = self.inner.lock().expect("the log writer panicked");
         let inner = &mut *inner;
+        if inner.failed {
+            return Err(LogError::Failed);
+        }
+        let result = self.append_locked(inner, records);
+        inner.failed = result.is_err();
+        result
+    }
+
+    fn append_locked(&self, inner: &mut Inner, records: &[Record]) -> Result<(), LogError> {
         inner.buffer.clear();
         for record in records {
             encode(record, &mut inner.buffer);
@@ -167,7 +181,12 @@ impl LogSink {
     /// Compacts now (tests and benchmarks; appends compact on their own).
     pub fn compact_now(&self) -> Result<(), LogError> {
         let mut inner = self.inner.lock().expect("the log writer panicked");
-        self.compact(&mut inner)
+        if inner.failed {
+            return Err(LogError::Failed);
+        }
+        let result = self.compact(&mut inner);
+        inner.failed = result.is_err();
+        result
     }
 
     /// Writes a snapshot of every group as a new segment, then removes
@@ -189,18 +208,21 @@ impl LogSink {
         file.write_all(&inner.buffer)
             .and_then(|()| file.sync_all())
             .map_err(io_error(format!("writing {}", temp.display())))?;
-        std::fs::rename(&temp, &path)
-            .map_err(io_error(format!("renaming {}", temp.display())))?;
+        std::fs::rename(&temp, &path).map_err(io_error(format!("renaming {}", temp.display())))?;
         sync_dir(&inner.dir)?;
-        // From here on the snapshots are the log's start. A crash before
-        // the old segments are gone only replays them first.
-        for (old, old_path) in list_segments(&inner.dir)? {
-            if old < number {
-                std::fs::remove_file(&old_path)
-                    .map_err(io_error(format!("removing {}", old_path.display())))?;
-            }
+        // From here on the snapshots are the log's start; the older
+        // segments go newest first, each removal made durable before the
+        // next. A crash at any point leaves a prefix of the history followed
+        // by the snapshots, which replays to the same state (each snapshot
+        // replaces its group). Oldest first could leave a later segment
+        // whose groups' first records are gone: a log that cannot replay.
+        let mut older = list_segments(&inner.dir, true)?;
+        older.retain(|(old, _)| *old < number);
+        for (_, old_path) in older.iter().rev() {
+            std::fs::remove_file(old_path)
+                .map_err(io_error(format!("removing {}", old_path.display())))?;
+            sync_dir(&inner.dir)?;
         }
-        sync_dir(&inner.dir)?;
         inner.file = open_append(&path)?;
         inner.number = number;
         let size = inner.buffer.len() as u64;
