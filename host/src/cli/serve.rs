@@ -13,8 +13,8 @@ use clap::Args;
 
 use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
-use crate::plugins::{EngineConfig, PluginEngine};
 use crate::log::{FsyncPolicy, LogSink, ScanMode, lock, log_dir, scan};
+use crate::plugins::{EngineConfig, PluginEngine};
 use crate::protocol::core::Coordinator;
 use crate::runtime::{Clock, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
 
@@ -63,8 +63,30 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     let _lock = lock(&log).map_err(|e| failure(e.to_string()))?;
     let started = std::time::Instant::now();
     let recovered = scan(&log, ScanMode::Open).map_err(|e| failure(e.to_string()))?;
-    let sink = LogSink::open(&log, args.fsync, &recovered.records)
+    // Member ids derive from the seed and each group's issued-id count
+    // (which the log keeps); a fresh seed per process keeps ids from
+    // repeating across hosts that share no log.
+    let seed = {
+        use std::hash::{BuildHasher, Hasher};
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    // Replay moves each snapshot into the core; the writer's shadow (what
+    // it compacts from) is a copy of the result.
+    let records = recovered.records.len();
+    let mut core = Coordinator::new(seed);
+    for record in recovered.records {
+        core.apply_owned(record);
+    }
+    let sink = LogSink::open_with_state(&log, args.fsync, core.clone())
         .map_err(|e| failure(e.to_string()))?;
+    tracing::info!(
+        records,
+        groups = core.groups().count(),
+        elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+        "recovered the record log"
+    );
     let limits = args.limits.limits();
     let engine = PluginEngine::new(EngineConfig {
         cache_dir: Some(args.data_dir.join("cache")),
@@ -85,25 +107,6 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         let address = listener
             .local_addr()
             .map_err(|e| failure(format!("cannot read the bound address: {e}")))?;
-        // Member ids derive from the seed and each group's issued-id count
-        // (which the log keeps); a fresh seed per process keeps ids from
-        // repeating across hosts that share no log.
-        let seed = {
-            use std::hash::{BuildHasher, Hasher};
-            std::collections::hash_map::RandomState::new()
-                .build_hasher()
-                .finish()
-        };
-        let mut core = Coordinator::new(seed);
-        for record in &recovered.records {
-            core.apply(record);
-        }
-        tracing::info!(
-            records = recovered.records.len(),
-            groups = core.groups().count(),
-            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-            "recovered the record log"
-        );
         let runtime = Runtime::recovered(
             RuntimeConfig { seed, limits },
             core,

@@ -511,6 +511,27 @@ fn every_crash_point_of_a_compaction_replays_to_the_same_state() {
     }
 }
 
+/// Recovery moves snapshots into the core instead of cloning them; the
+/// state is the same.
+#[test]
+fn replaying_owned_records_builds_the_same_state() {
+    let mut records = history();
+    let live = replay(&records);
+    for group in live.groups() {
+        records.push(Record::GroupSnapshot {
+            group: group.name.clone(),
+            state: Box::new(group.clone()),
+        });
+    }
+    records.extend(history());
+    let by_reference = replay(&records);
+    let mut owned = Coordinator::new(1);
+    for record in records {
+        owned.apply_owned(record);
+    }
+    assert_eq!(groups(&owned), groups(&by_reference));
+}
+
 #[test]
 fn a_check_changes_nothing_not_even_a_compactions_temporary_file() {
     let records = history();

@@ -85,6 +85,21 @@ impl LogSink {
     /// Opens the log folder for appending after a scan (a torn tail already
     /// cut); `recovered` are the records that scan read.
     pub fn open(dir: &Path, fsync: FsyncPolicy, recovered: &[Record]) -> Result<Self, LogError> {
+        let mut shadow = Coordinator::new(0);
+        for record in recovered {
+            shadow.apply(record);
+        }
+        Self::open_with_state(dir, fsync, shadow)
+    }
+
+    /// [`LogSink::open`] given the state the scanned records replay to
+    /// (`assignd serve` hands it a clone of the core it recovered, which
+    /// is cheaper than a second replay).
+    pub fn open_with_state(
+        dir: &Path,
+        fsync: FsyncPolicy,
+        shadow: Coordinator,
+    ) -> Result<Self, LogError> {
         std::fs::create_dir_all(dir).map_err(io_error(format!("creating {}", dir.display())))?;
         let segments = list_segments(dir, true)?;
         let number = segments.last().map_or(0, |(n, _)| *n);
@@ -101,10 +116,6 @@ impl LogSink {
             .map_err(io_error(format!("reading {}", path.display())))?
             .len();
         sync_dir(dir)?;
-        let mut shadow = Coordinator::new(0);
-        for record in recovered {
-            shadow.apply(record);
-        }
         let stats = LogStats::default();
         stats.log_bytes.store(log_bytes, Ordering::Relaxed);
         stats.compacted_bytes.store(log_bytes, Ordering::Relaxed);

@@ -291,6 +291,19 @@ impl Coordinator {
         group.apply(record);
     }
 
+    /// [`Coordinator::apply`] for a record the caller is done with: a
+    /// snapshot's state is moved in rather than cloned. Recovery of a
+    /// compacted log (one snapshot per group) is mostly this.
+    pub fn apply_owned(&mut self, record: Record) {
+        match record {
+            Record::GroupSnapshot { group, state } => {
+                assert_eq!(state.name, group, "a snapshot of another group");
+                self.groups.insert(group, *state);
+            }
+            record => self.apply(&record),
+        }
+    }
+
     fn emit(&mut self, out: &mut Output, record: Record) {
         self.apply(&record);
         out.records.push(record);
