@@ -7,6 +7,7 @@
 //! - [`protocol`]: the sans-IO coordinator core (in progress: reconciliation).
 //! - [`runtime`]: the core at run time: clock, timers, persistence order,
 //!   assignor calls off the request path.
+//! - [`sim`]: the deterministic simulator of the core (`assignd sim`).
 //! - [`api`]: the HTTP routes of `assignd serve` and their OpenAPI document.
 //!
 //! The membership protocol, record log and HTTP API arrive with the
@@ -18,3 +19,4 @@ pub mod log;
 pub mod plugins;
 pub mod protocol;
 pub mod runtime;
+pub mod sim;

@@ -5,6 +5,7 @@ mod limits;
 mod log;
 mod run;
 mod serve;
+mod sim;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +28,9 @@ enum Command {
     /// Print what an assignor says about itself (name, version,
     /// capabilities, params and their defaults) as JSON.
     Info(run::InfoArgs),
+    /// Run seeded random schedules of the protocol core in the
+    /// deterministic simulator, checking the invariants after every step.
+    Sim(sim::SimArgs),
     /// Run the coordinator: the HTTP API for members and admins.
     Serve(serve::ServeArgs),
     /// Inspect or repair the record log of a data directory.
@@ -60,6 +64,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Info(args) => run::info(args),
+        Command::Sim(args) => sim::sim(args),
         Command::Serve(args) => serve::serve(args),
         Command::Log(command) => log::log(command),
     };

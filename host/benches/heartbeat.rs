@@ -1,0 +1,149 @@
+//! Benchmarks of the protocol core's request path, without I/O: what one
+//! heartbeat, one join and one timer pass cost the coordinator itself.
+//!
+//! ```text
+//! cargo bench -p assignd --bench heartbeat
+//! cargo bench -p assignd --bench heartbeat -- --quick
+//! ```
+//!
+//! - `heartbeat/steady/<members>x<tasks>`: one member of a stable group
+//!   heartbeats at its epoch, reporting the tasks it owns; nothing changes.
+//! - `heartbeat/join/<members>x<tasks>`: a new dynamic member joins a stable
+//!   group (a new slot, a new group epoch, the batch starts). Each sample
+//!   starts from a clone of the stable coordinator, outside the timing.
+//! - `tick/groups/1000`: one timer pass over 1,000 stable groups of 10
+//!   members × 100 tasks, with nothing due.
+//!
+//! Groups use the default config (host learner safety on) with tasks spread
+//! over 10 topics, and are made stable by driving the core: every member
+//! joins, the assignor call is answered natively with `sticky`, and every
+//! member heartbeats until it holds its target.
+
+use std::hint::black_box;
+
+use assignd::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse};
+use assignd::protocol::group::{GroupConfig, Millis, TopicConfig};
+use assignd::sim::assign_natively;
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+
+const TOPICS: u32 = 10;
+
+fn config(tasks: u32) -> GroupConfig {
+    GroupConfig::with_topics(
+        (0..TOPICS)
+            .map(|t| TopicConfig {
+                name: format!("topic-{t}"),
+                partitions: tasks / TOPICS,
+            })
+            .collect(),
+    )
+}
+
+fn topics() -> Vec<String> {
+    (0..TOPICS).map(|t| format!("topic-{t}")).collect()
+}
+
+/// The heartbeat a member sends after `last`: its epoch and what it owns.
+fn beat(group: &str, last: &HeartbeatResponse) -> Heartbeat {
+    Heartbeat {
+        member_id: last.member_id.clone(),
+        member_epoch: last.member_epoch as i64,
+        owned: Some(last.active.iter().cloned().collect()),
+        ..Heartbeat::join(group, None, Vec::new())
+    }
+}
+
+/// Adds group `name` with `members` members over `tasks` tasks to `core`
+/// and drives it to stable; returns each member's last response.
+fn stable_group(
+    core: &mut Coordinator,
+    name: &str,
+    members: usize,
+    tasks: u32,
+    now: Millis,
+) -> Vec<HeartbeatResponse> {
+    core.configure(name, config(tasks), now)
+        .expect("a valid config");
+    let mut last: Vec<HeartbeatResponse> = (0..members)
+        .map(|_| {
+            core.heartbeat(&Heartbeat::join(name, None, topics()), now)
+                .expect("join")
+                .0
+        })
+        .collect();
+    let expansion = core
+        .group(name)
+        .expect("configured")
+        .config
+        .expansion_timeout_ms;
+    let out = core.tick(now + expansion);
+    let calls: Vec<_> = out
+        .assignor_calls
+        .into_iter()
+        .filter(|c| c.group == name)
+        .collect();
+    assert_eq!(calls.len(), 1, "one target for the whole fleet");
+    for call in calls {
+        let answer = assign_natively(&call.assignor, &call.input);
+        core.assignment_computed(name, call.epoch, answer, now + expansion);
+    }
+    for _ in 0..3 {
+        for member in &mut last {
+            *member = core
+                .heartbeat(&beat(name, member), now + expansion)
+                .expect("heartbeat")
+                .0;
+        }
+    }
+    let group = core.group(name).expect("configured");
+    assert!(group.is_stable(), "{name} is stable");
+    assert_eq!(
+        last.iter().map(|m| m.active.len()).sum::<usize>(),
+        tasks as usize,
+        "every task is active"
+    );
+    last
+}
+
+fn steady_and_join(c: &mut Criterion) {
+    for (members, tasks) in [(10usize, 100u32), (100, 10_000)] {
+        let mut core = Coordinator::new(1);
+        let members_last = stable_group(&mut core, "g", members, tasks, 0);
+        let now = 10_000;
+        let request = beat("g", &members_last[members / 2]);
+        let (response, out) = core.heartbeat(&request, now).expect("steady");
+        assert!(out.records.is_empty() && out.assignor_calls.is_empty());
+        assert_eq!(response.active, members_last[members / 2].active);
+        c.bench_function(&format!("heartbeat/steady/{members}x{tasks}"), |b| {
+            b.iter(|| black_box(core.heartbeat(black_box(&request), now)))
+        });
+        let join = Heartbeat::join("g", None, topics());
+        c.bench_function(&format!("heartbeat/join/{members}x{tasks}"), |b| {
+            b.iter_batched(
+                || core.clone(),
+                |mut core| {
+                    let result = core.heartbeat(black_box(&join), now);
+                    (core, result)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+}
+
+fn tick(c: &mut Criterion) {
+    const GROUPS: usize = 1_000;
+    let mut core = Coordinator::new(1);
+    for g in 0..GROUPS {
+        stable_group(&mut core, &format!("group-{g}"), 10, 100, 0);
+    }
+    let now = 5_000;
+    let out = core.tick(now);
+    assert!(out.records.is_empty() && out.assignor_calls.is_empty());
+    c.bench_function(&format!("tick/groups/{GROUPS}"), |b| {
+        b.iter(|| black_box(core.tick(black_box(now))))
+    });
+}
+
+criterion_group!(benches, steady_and_join, tick);
+criterion_main!(benches);

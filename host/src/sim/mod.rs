@@ -1,0 +1,224 @@
+//! The deterministic simulator: the protocol core under virtual time with
+//! many simulated members, driven by seeded random schedules, with the
+//! invariants of DESIGN.md checked after every step.
+//!
+//! It owns the schedules ([`world`]), the simulated member processes
+//! ([`member`]), the invariant checks ([`check`]) and its generator
+//! ([`rng`]). It drives the core only through its public entry points
+//! (configure, heartbeat, drain, tick, assignment computed) and answers
+//! assignor calls natively with the built-in assignors through the SDK
+//! harness; it must not reach into the core's private state, touch the
+//! clock, the disk or the network, or use any randomness but its seed.
+//!
+//! A schedule is a pure function of its seed: `assignd sim --seed S
+//! --schedules 1 --trace` prints the steps of the schedule that failed.
+
+pub mod check;
+pub mod member;
+pub mod rng;
+pub mod world;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::protocol::group::Millis;
+pub use world::{ASSIGNORS, GROUP, World, assign_natively};
+
+/// Steps of random events per schedule before its quiet phase.
+pub const DEFAULT_STEPS: u64 = 300;
+
+/// A deliberately broken behaviour, to show that the checks catch it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Some members keep processing the tasks they report released.
+    KeepRevoked,
+}
+
+/// How to run schedules.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Steps of random events before the quiet phase.
+    pub steps: u64,
+    /// Keep a line per step and record (for debugging one seed).
+    pub trace: bool,
+    /// With `trace`, also each assignor call's input as GroupInput JSON
+    /// (the offline contract: `assignd run` replays it).
+    pub trace_inputs: bool,
+    pub fault: Option<Fault>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            steps: DEFAULT_STEPS,
+            trace: false,
+            trace_inputs: false,
+            fault: None,
+        }
+    }
+}
+
+/// What schedules did, summed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub schedules: u64,
+    /// Inputs to the core (each one followed by the checks).
+    pub steps: u64,
+    pub targets: u64,
+    /// Learners that became active where they warmed up.
+    pub learners_promoted: u64,
+    pub drains: u64,
+    /// Members removed for not releasing in time.
+    pub fenced: u64,
+    pub expired: u64,
+    pub drain_timeouts: u64,
+    /// Static members back within their registration timeout (invariant 3
+    /// checked).
+    pub static_returns: u64,
+    /// Static member restarts.
+    pub restarts: u64,
+    /// Assignor answers for an epoch the group had left.
+    pub stale_answers: u64,
+    pub assignor_failures: u64,
+    pub lost_responses: u64,
+    pub configs: u64,
+    /// Schedules whose group, without churn, became stable but never
+    /// stopped moving tasks through learners (a liveness finding about the
+    /// assignor, not a breach of the invariants).
+    pub unsettled: u64,
+}
+
+impl Stats {
+    pub fn add(&mut self, other: &Stats) {
+        self.schedules += other.schedules;
+        self.steps += other.steps;
+        self.targets += other.targets;
+        self.learners_promoted += other.learners_promoted;
+        self.drains += other.drains;
+        self.fenced += other.fenced;
+        self.expired += other.expired;
+        self.drain_timeouts += other.drain_timeouts;
+        self.static_returns += other.static_returns;
+        self.restarts += other.restarts;
+        self.stale_answers += other.stale_answers;
+        self.assignor_failures += other.assignor_failures;
+        self.lost_responses += other.lost_responses;
+        self.configs += other.configs;
+        self.unsettled += other.unsettled;
+    }
+}
+
+/// A breached invariant: where, and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub seed: u64,
+    pub step: u64,
+    pub now: Millis,
+    pub description: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {} step {} (t={} ms): {}",
+            self.seed, self.step, self.now, self.description
+        )
+    }
+}
+
+/// One schedule's outcome.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub seed: u64,
+    pub stats: Stats,
+    pub violation: Option<Violation>,
+    /// The steps, if [`Options::trace`].
+    pub trace: Vec<String>,
+    /// A hash of the final state and counts: equal for equal runs.
+    pub fingerprint: u64,
+}
+
+/// Runs one schedule. A panic in the core (a failed assertion) is a
+/// violation too.
+pub fn run_schedule(seed: u64, options: &Options) -> Report {
+    let mut world = World::new(seed, options);
+    let result = catch_unwind(AssertUnwindSafe(|| world.run()));
+    let result = match result {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "a panic".into());
+            let (step, now) = world.position();
+            Err(Violation {
+                seed,
+                step,
+                now,
+                description: format!("panicked: {message}"),
+            })
+        }
+    };
+    world.into_report(result)
+}
+
+/// Runs schedules `first_seed`, `first_seed + 1`, … on `threads` threads;
+/// the reports come back in seed order.
+pub fn run_many(first_seed: u64, schedules: u64, options: &Options, threads: usize) -> Vec<Report> {
+    let threads = threads.max(1) as u64;
+    let mut reports: Vec<Report> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|k| {
+                scope.spawn(move || {
+                    // The core warns of every injected assignor failure;
+                    // the trace says more, in order.
+                    let silent = tracing::subscriber::NoSubscriber::default();
+                    tracing::subscriber::with_default(silent, || {
+                        (k..schedules)
+                            .step_by(threads as usize)
+                            .map(|i| run_schedule(first_seed.wrapping_add(i), options))
+                            .collect::<Vec<_>>()
+                    })
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("run_schedule catches panics"))
+            .collect()
+    });
+    reports.sort_by_key(|r| r.seed.wrapping_sub(first_seed));
+    reports
+}
+
+/// The one-line summary of many schedules.
+pub fn summary_line(reports: &[Report]) -> String {
+    let mut stats = Stats::default();
+    for report in reports {
+        stats.add(&report.stats);
+    }
+    let violations = reports.iter().filter(|r| r.violation.is_some()).count();
+    format!(
+        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} stale_answers={} assignor_failures={} lost_responses={} configs={} unsettled={}",
+        stats.schedules,
+        stats.steps,
+        stats.targets,
+        stats.learners_promoted,
+        stats.drains,
+        stats.fenced,
+        stats.expired,
+        stats.drain_timeouts,
+        stats.static_returns,
+        stats.restarts,
+        stats.stale_answers,
+        stats.assignor_failures,
+        stats.lost_responses,
+        stats.configs,
+        stats.unsettled
+    )
+}

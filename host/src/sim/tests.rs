@@ -1,0 +1,576 @@
+//! The simulator's own tests: thousands of schedules without a violation,
+//! a seed replays exactly, and the checks do catch hand-made breaches and
+//! a deliberately broken member.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use super::check::{self, Belief};
+use super::{Fault, Options, run_many, run_schedule, summary_line};
+use crate::protocol::core::HeartbeatResponse;
+use crate::protocol::group::{
+    Group, GroupConfig, LearnerMode, Liveness, Member, Record, SlotTarget, TaskRef, TopicConfig,
+};
+use crate::protocol::reconcile::{MemberAssignment, MemberState};
+
+/// Schedules the main test runs (the brief: at least 2,000).
+const SCHEDULES: u64 = 2_000;
+
+#[test]
+fn two_thousand_random_schedules_keep_every_invariant() {
+    let started = Instant::now();
+    let reports = run_many(1, SCHEDULES, &Options::default(), 2);
+    let failed: Vec<String> = reports
+        .iter()
+        .filter_map(|r| r.violation.as_ref().map(ToString::to_string))
+        .collect();
+    println!("{} in {:?}", summary_line(&reports), started.elapsed());
+    assert!(
+        failed.is_empty(),
+        "{} violations; replay one with `assignd sim --seed S --schedules 1 --trace`:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    let stats = reports.iter().fold(super::Stats::default(), |mut s, r| {
+        s.add(&r.stats);
+        s
+    });
+    // The schedules reach what they are meant to exercise.
+    assert_eq!(stats.schedules, SCHEDULES);
+    for (what, count) in [
+        ("targets", stats.targets),
+        ("learners promoted", stats.learners_promoted),
+        ("drains", stats.drains),
+        ("fenced", stats.fenced),
+        ("expired", stats.expired),
+        ("drain timeouts", stats.drain_timeouts),
+        ("static returns", stats.static_returns),
+        ("stale answers", stats.stale_answers),
+        ("assignor failures", stats.assignor_failures),
+        ("lost responses", stats.lost_responses),
+        ("config changes", stats.configs - stats.schedules),
+    ] {
+        assert!(count >= SCHEDULES / 20, "too few {what}: {count}");
+    }
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    let options = Options {
+        trace: true,
+        ..Options::default()
+    };
+    for seed in [5, 77, 1_000_003] {
+        let a = run_schedule(seed, &options);
+        let b = run_schedule(seed, &options);
+        assert_eq!(a.trace, b.trace, "seed {seed}");
+        assert_eq!(a.fingerprint, b.fingerprint);
+        assert_eq!(a.stats, b.stats);
+        assert!(a.trace.len() > 300, "a trace has every step");
+    }
+    let c = run_schedule(6, &options);
+    assert_ne!(run_schedule(5, &options).fingerprint, c.fingerprint);
+}
+
+#[test]
+fn a_member_that_keeps_processing_released_tasks_is_caught() {
+    let options = Options {
+        fault: Some(Fault::KeepRevoked),
+        ..Options::default()
+    };
+    let reports = run_many(1, 40, &options, 2);
+    let caught: Vec<&str> = reports
+        .iter()
+        .filter_map(|r| r.violation.as_ref())
+        .map(|v| v.description.as_str())
+        .collect();
+    assert!(
+        caught.len() >= 10,
+        "the broken member was caught in only {} of 40 schedules",
+        caught.len()
+    );
+    assert!(
+        caught.iter().all(|d| d.starts_with("invariant 1:")),
+        "{caught:#?}"
+    );
+}
+
+// Hand-made states: each check must refuse a breach of its invariant.
+
+fn task(p: u32) -> TaskRef {
+    TaskRef::new("t0", p)
+}
+
+fn tasks(ps: &[u32]) -> BTreeSet<TaskRef> {
+    ps.iter().map(|&p| task(p)).collect()
+}
+
+fn group_of(slots: &[&str]) -> Group {
+    let config = GroupConfig {
+        learners: LearnerMode::Host,
+        acceptable_recovery_lag: 100,
+        ..GroupConfig::with_topics(vec![TopicConfig {
+            name: "t0".into(),
+            partitions: 4,
+        }])
+    };
+    let mut group = Group::new("g", config);
+    for slot in slots {
+        group.apply(&Record::MemberJoined {
+            group: "g".into(),
+            slot: (*slot).into(),
+            member: Member {
+                member_id: (*slot).into(),
+                name: None,
+                topics: ["t0".to_owned()].into(),
+                rack: None,
+                capacity: 1,
+                away: false,
+                draining: false,
+            },
+        });
+    }
+    group
+}
+
+fn hold(group: &mut Group, slot: &str, epoch: u64, active: &[u32], revoking: &[u32]) {
+    group.apply(&Record::MemberReconciled {
+        group: "g".into(),
+        slot: slot.into(),
+        assignment: MemberAssignment {
+            state: if revoking.is_empty() {
+                MemberState::Stable
+            } else {
+                MemberState::UnrevokedTasks
+            },
+            epoch,
+            previous_epoch: 0,
+            active: tasks(active),
+            revoking: tasks(revoking),
+        },
+    });
+}
+
+fn install(group: &mut Group, epoch: u64, target: &[(&str, &[u32])]) {
+    group.apply(&Record::GroupEpochBumped {
+        group: "g".into(),
+        epoch,
+    });
+    group.apply(&Record::TargetInstalled {
+        group: "g".into(),
+        epoch,
+        target: target_of(target),
+    });
+}
+
+fn target_of(target: &[(&str, &[u32])]) -> BTreeMap<String, SlotTarget> {
+    target
+        .iter()
+        .map(|(slot, active)| {
+            (
+                (*slot).to_owned(),
+                SlotTarget {
+                    active: tasks(active),
+                    ..SlotTarget::default()
+                },
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn two_processes_owning_one_task_are_caught() {
+    let mut group = group_of(&["a", "b"]);
+    install(&mut group, 1, &[("a", &[0, 1]), ("b", &[2, 3])]);
+    hold(&mut group, "a", 1, &[0, 1], &[]);
+    hold(&mut group, "b", 1, &[2, 3], &[]);
+    check::check_holdings(&group).unwrap();
+    let (t0, t1, t2) = (task(0), task(1), task(2));
+    let fine = [
+        Belief {
+            process: "p0",
+            member_id: "a",
+            owns: vec![&t0, &t1],
+        },
+        Belief {
+            process: "p1",
+            member_id: "b",
+            owns: vec![&t2],
+        },
+    ];
+    check::check_beliefs(&group, &fine).unwrap();
+    // p1 still processes t0:1, which the host gave to a.
+    let double = [
+        fine[0].clone(),
+        Belief {
+            process: "p1",
+            member_id: "b",
+            owns: vec![&t2, &t1],
+        },
+    ];
+    let error = check::check_beliefs(&group, &double).unwrap_err();
+    assert!(error.starts_with("invariant 1:"), "{error}");
+    // A zombie (its member id is no longer in the group) is not live.
+    let zombie = [
+        fine[0].clone(),
+        Belief {
+            process: "p9",
+            member_id: "m-fenced",
+            owns: vec![&t0],
+        },
+    ];
+    check::check_beliefs(&group, &zombie).unwrap();
+    // A task held by a slot that is not a member.
+    let mut broken = group.clone();
+    broken.holdings.remove("b");
+    hold(&mut broken, "ghost", 1, &[3], &[]);
+    assert!(check::check_holdings(&broken).is_err());
+}
+
+#[test]
+fn revoking_a_task_the_target_keeps_is_caught() {
+    let mut group = group_of(&["a", "b"]);
+    install(&mut group, 1, &[("a", &[0, 1]), ("b", &[2, 3])]);
+    hold(&mut group, "a", 1, &[0, 1], &[]);
+    install(&mut group, 2, &[("a", &[0]), ("b", &[1, 2, 3])]);
+    let moves = MemberAssignment {
+        state: MemberState::UnrevokedTasks,
+        epoch: 1,
+        previous_epoch: 0,
+        active: tasks(&[0]),
+        revoking: tasks(&[1]),
+    };
+    check::check_reconciled(&group, "a", &moves).unwrap();
+    let revokes_kept = MemberAssignment {
+        revoking: tasks(&[0, 1]),
+        active: tasks(&[]),
+        ..moves.clone()
+    };
+    let error = check::check_reconciled(&group, "a", &revokes_kept).unwrap_err();
+    assert!(error.starts_with("invariant 4:"), "{error}");
+    let pauses_kept = MemberAssignment {
+        active: tasks(&[]),
+        ..moves
+    };
+    assert!(check::check_reconciled(&group, "a", &pauses_kept).is_err());
+}
+
+#[test]
+fn a_move_to_a_cold_member_is_caught() {
+    let mut group = group_of(&["a", "b"]);
+    install(&mut group, 1, &[("a", &[0, 1, 2, 3])]);
+    hold(&mut group, "a", 1, &[0, 1, 2, 3], &[]);
+    let mut liveness = Liveness::default();
+    liveness
+        .lags
+        .insert("b".into(), [(task(2), 50), (task(3), 5_000)].into());
+    let warm = target_of(&[("a", &[0, 1, 3]), ("b", &[2])]);
+    check::check_installed(&group, &liveness, &warm, 10).unwrap();
+    let cold = target_of(&[("a", &[0, 1]), ("b", &[2, 3])]);
+    let error = check::check_installed(&group, &liveness, &cold, 10).unwrap_err();
+    assert!(error.starts_with("invariant 5:"), "{error}");
+    // A draining holder past its scale-down timeout may lose it cold.
+    group.apply(&Record::MemberDraining {
+        group: "g".into(),
+        slot: "a".into(),
+    });
+    liveness.draining_since_ms.insert("a".into(), 0);
+    let timeout = group.config.scale_down_timeout_ms;
+    assert!(check::check_installed(&group, &liveness, &cold, timeout - 1).is_err());
+    check::check_installed(&group, &liveness, &cold, timeout).unwrap();
+    // Other learner modes are not checked.
+    group.config.learners = LearnerMode::Assignor;
+    check::check_installed(&group, &liveness, &target_of(&[("b", &[0])]), 10).unwrap();
+}
+
+#[test]
+fn a_static_return_that_moves_anything_is_caught() {
+    let mut before = group_of(&["static:w1", "b"]);
+    install(&mut before, 1, &[("static:w1", &[0, 1]), ("b", &[2, 3])]);
+    hold(&mut before, "static:w1", 1, &[0, 1], &[]);
+    hold(&mut before, "b", 1, &[2, 3], &[]);
+    let back = HeartbeatResponse {
+        member_id: "m-new".into(),
+        member_epoch: 1,
+        heartbeat_interval_ms: 1_000,
+        active: tasks(&[0, 1]),
+        revoking: BTreeSet::new(),
+        learner: BTreeSet::new(),
+        standby: BTreeSet::new(),
+        draining: false,
+        drained: false,
+    };
+    let after = before.clone();
+    check::check_static_return(&before, &after, "static:w1", &back, &[]).unwrap();
+    let bump = Record::GroupEpochBumped {
+        group: "g".into(),
+        epoch: 2,
+    };
+    assert!(check::check_static_return(&before, &after, "static:w1", &back, &[bump]).is_err());
+    let short = HeartbeatResponse {
+        active: tasks(&[0]),
+        ..back.clone()
+    };
+    let error = check::check_static_return(&before, &after, "static:w1", &short, &[]).unwrap_err();
+    assert!(error.starts_with("invariant 3:"), "{error}");
+    let mut moved = after.clone();
+    hold(&mut moved, "b", 1, &[2], &[]);
+    assert!(check::check_static_return(&before, &moved, "static:w1", &back, &[]).is_err());
+}
+
+#[test]
+fn an_unowned_or_doubly_owned_task_once_settled_is_caught() {
+    let mut group = group_of(&["a", "b"]);
+    install(&mut group, 1, &[("a", &[0, 1]), ("b", &[2, 3])]);
+    hold(&mut group, "a", 1, &[0, 1], &[]);
+    hold(&mut group, "b", 1, &[2, 3], &[]);
+    let all: Vec<TaskRef> = (0..4).map(task).collect();
+    let beliefs = [
+        Belief {
+            process: "p0",
+            member_id: "a",
+            owns: vec![&all[0], &all[1]],
+        },
+        Belief {
+            process: "p1",
+            member_id: "b",
+            owns: vec![&all[2], &all[3]],
+        },
+    ];
+    check::check_settled(&group, &beliefs).unwrap();
+    let missing = [
+        beliefs[0].clone(),
+        Belief {
+            owns: vec![&all[2]],
+            ..beliefs[1].clone()
+        },
+    ];
+    let error = check::check_settled(&group, &missing).unwrap_err();
+    assert!(error.starts_with("invariant 2:"), "{error}");
+    // Not stable: b has not reached the target.
+    let mut unstable = group.clone();
+    hold(&mut unstable, "b", 1, &[2], &[]);
+    assert!(check::check_settled(&unstable, &beliefs).is_err());
+}
+
+// Regression tests of the core fixes the simulator led to. Each drives the
+// coordinator to the state a failing seed reached and answers the assignor
+// call by hand, so the case does not depend on an assignor's choices.
+
+mod core_fixes {
+    use assignd_guest_sdk::{Assignment, GroupInput};
+
+    use crate::protocol::core::{AssignorCall, Coordinator, Heartbeat, HeartbeatResponse, Output};
+    use crate::protocol::group::{
+        GroupConfig, LearnerMode, Millis, Record, SlotTarget, TaskRef, TopicConfig,
+    };
+    use crate::sim::assign_natively;
+
+    const G: &str = "g";
+
+    struct Drive {
+        core: Coordinator,
+        now: Millis,
+        calls: Vec<AssignorCall>,
+        records: Vec<Record>,
+    }
+
+    impl Drive {
+        fn new(topics: &[(&str, u32)], max_learners: u32) -> Self {
+            let config = GroupConfig {
+                learners: LearnerMode::Host,
+                max_learners,
+                acceptable_recovery_lag: 100,
+                expansion_timeout_ms: 100,
+                heartbeat_interval_ms: 100,
+                session_timeout_ms: 60_000,
+                ..GroupConfig::with_topics(
+                    topics
+                        .iter()
+                        .map(|(name, partitions)| TopicConfig {
+                            name: (*name).into(),
+                            partitions: *partitions,
+                        })
+                        .collect(),
+                )
+            };
+            let mut drive = Drive {
+                core: Coordinator::new(1),
+                now: 0,
+                calls: Vec::new(),
+                records: Vec::new(),
+            };
+            let out = drive.core.configure(G, config, 0).unwrap();
+            drive.absorb(out);
+            drive
+        }
+
+        fn absorb(&mut self, out: Output) {
+            self.records.extend(out.records);
+            self.calls.extend(out.assignor_calls);
+        }
+
+        fn send(&mut self, request: Heartbeat) -> HeartbeatResponse {
+            let (response, out) = self.core.heartbeat(&request, self.now).unwrap();
+            self.absorb(out);
+            response
+        }
+
+        fn join(&mut self, topics: &[&str]) -> HeartbeatResponse {
+            let topics = topics.iter().map(|t| (*t).to_owned()).collect();
+            self.send(Heartbeat::join(G, None, topics))
+        }
+
+        /// A heartbeat owning what `last` granted, with lags and maybe a
+        /// new subscription.
+        fn beat(
+            &mut self,
+            last: &HeartbeatResponse,
+            lags: &[(TaskRef, u64)],
+            topics: Option<&[&str]>,
+        ) -> HeartbeatResponse {
+            let mut request = Heartbeat::join(G, None, Vec::new());
+            request.member_id = last.member_id.clone();
+            request.member_epoch = last.member_epoch as i64;
+            request.topics = topics.map(|t| t.iter().map(|t| (*t).to_owned()).collect());
+            request.owned = Some(last.active.iter().cloned().collect());
+            request.lags = Some(lags.to_vec());
+            self.send(request)
+        }
+
+        fn tick_at(&mut self, now: Millis) {
+            self.now = now;
+            let out = self.core.tick(now);
+            self.absorb(out);
+        }
+
+        /// Answers the pending call with `answer(input)`.
+        fn answer(&mut self, answer: impl FnOnce(&GroupInput) -> Assignment) {
+            assert_eq!(self.calls.len(), 1, "one call pending");
+            let call = self.calls.remove(0);
+            let result = answer(&call.input);
+            let out = self
+                .core
+                .assignment_computed(G, call.epoch, Ok(result), self.now);
+            self.absorb(out);
+        }
+
+        fn target(&self, member: &HeartbeatResponse) -> SlotTarget {
+            let group = self.core.group(G).unwrap();
+            let slot = group.slot_of(&member.member_id).unwrap();
+            group.target_of(slot)
+        }
+    }
+
+    fn task(topic: &str, p: u32) -> TaskRef {
+        TaskRef::new(topic, p)
+    }
+
+    /// A hand-made answer: `owners` as (topic, partition, member id), and
+    /// learners likewise.
+    fn answer(
+        input: &GroupInput,
+        owners: &[(&str, u32, &str)],
+        learners: &[(&str, u32, &str)],
+    ) -> Assignment {
+        let offsets = input.topic_offsets();
+        let index = |topic: &str, p: u32| offsets[input.topic_index(topic).unwrap() as usize] + p;
+        let mut out = input.empty_assignment();
+        for (topic, p, member) in owners {
+            out.active_owner[index(topic, *p) as usize] = input.member_index(member).unwrap();
+        }
+        for (topic, p, member) in learners {
+            out.learners
+                .push(index(topic, *p), input.member_index(member).unwrap());
+        }
+        out
+    }
+
+    /// Seed 959: a member that unsubscribed from t1 still held t1:0; the
+    /// answer gave t1:0 to a cold member that was caught up on another task
+    /// of the holder, and the host swapped that task in instead of warming
+    /// a learner. t1:0 stayed on a member not subscribed to it, with no
+    /// learner and a stable group: invariant 2 broken for good.
+    #[test]
+    fn a_holder_that_unsubscribed_sees_its_task_warm_up_elsewhere() {
+        let mut d = Drive::new(&[("t0", 2), ("t1", 1)], 1);
+        let mut a = d.join(&["t0", "t1"]);
+        d.tick_at(100);
+        d.answer(|input| assign_natively("sticky", input).unwrap());
+        a = d.beat(&a, &[], None);
+        assert_eq!(a.active.len(), 3, "a holds everything");
+        let b = d.join(&["t0", "t1"]);
+        let a_id = a.member_id.clone();
+        let b_id = b.member_id.clone();
+        // a unsubscribes from t1; b is warm on t0:0 only.
+        a = d.beat(&a, &[], Some(&["t0"]));
+        let b = d.beat(&b, &[(task("t0", 0), 0)], None);
+        d.tick_at(200);
+        d.answer(|input| {
+            answer(
+                input,
+                &[("t0", 0, &a_id), ("t0", 1, &a_id), ("t1", 0, &b_id)],
+                &[],
+            )
+        });
+        let target_b = d.target(&b);
+        assert!(
+            target_b.learner.contains(&task("t1", 0)),
+            "b warms t1:0 up: {target_b:?}"
+        );
+        assert!(target_b.active.is_empty(), "no cold move, no swap");
+        assert!(d.target(&a).active.contains(&task("t1", 0)));
+        // Caught up: t1:0 moves to b on the next target.
+        let b = d.beat(&b, &[(task("t0", 0), 0), (task("t1", 0), 0)], None);
+        d.tick_at(250);
+        d.answer(|input| {
+            answer(
+                input,
+                &[("t0", 0, &a_id), ("t0", 1, &a_id), ("t1", 0, &b_id)],
+                &[],
+            )
+        });
+        a = d.beat(&a, &[], None);
+        assert!(a.revoking.contains(&task("t1", 0)));
+        a.active.remove(&task("t1", 0));
+        d.beat(&a, &[], None);
+        let b = d.beat(&b, &[(task("t1", 0), 0)], None);
+        assert!(b.active.contains(&task("t1", 0)), "{b:?}");
+    }
+
+    /// Seed 19809: the answer's own learner on a task that ends up active
+    /// on the same member was dropped from the target as pointless, but it
+    /// had used the group's only learner slot, so a cold move the host held
+    /// back got no learner and never happened.
+    #[test]
+    fn a_dropped_learner_of_the_answer_does_not_use_up_the_learner_slots() {
+        let mut d = Drive::new(&[("t0", 2)], 1);
+        let mut a = d.join(&["t0"]);
+        d.tick_at(100);
+        d.answer(|input| assign_natively("sticky", input).unwrap());
+        a = d.beat(&a, &[], None);
+        assert_eq!(a.active.len(), 2);
+        let b = d.join(&["t0"]);
+        let (a_id, b_id) = (a.member_id.clone(), b.member_id.clone());
+        d.tick_at(200);
+        // t0:0 to cold b; a learner of t0:1 on a, which keeps t0:1 active.
+        d.answer(|input| {
+            answer(
+                input,
+                &[("t0", 0, &b_id), ("t0", 1, &a_id)],
+                &[("t0", 1, &a_id)],
+            )
+        });
+        let target_b = d.target(&b);
+        assert!(
+            target_b.active.is_empty(),
+            "t0:0 stays on a while b is cold"
+        );
+        assert_eq!(
+            target_b.learner,
+            [task("t0", 0)].into(),
+            "b warms t0:0 up in the one learner slot"
+        );
+        assert!(d.target(&a).learner.is_empty());
+    }
+}

@@ -1,0 +1,1190 @@
+//! One schedule: a coordinator, a group drawn at random, simulated member
+//! processes and a queue of assignor calls, all on a virtual clock driven
+//! by one seeded generator. A chaos phase of random events is followed by
+//! a quiet phase; every input to the core is a step, and the invariants are
+//! checked after each one.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use assignd_guest_sdk::{Assignment, GroupInput};
+
+use super::check::{self, Belief, tasks_str};
+use super::member::{SimMember, Status};
+use super::rng::Rng;
+use super::{Fault, Options, Report, Stats, Violation};
+use crate::protocol::core::{AssignorCall, Coordinator, LEAVE_EPOCH, Output, ProtocolError};
+use crate::protocol::group::{
+    Group, GroupConfig, LearnerMode, Liveness, Millis, Record, RemovalReason, TopicConfig,
+};
+
+/// The simulated group's name.
+pub const GROUP: &str = "sim";
+
+/// The built-in assignors, answered natively.
+pub const ASSIGNORS: [&str; 4] = ["range", "round-robin", "sticky", "learner-aware"];
+
+/// Topic names a schedule draws from (at most this many at once).
+const TOPIC_NAMES: [&str; 4] = ["t0", "t1", "t2", "t3"];
+
+/// Probability that an assignor call fails on purpose (outside the quiet
+/// phase): the group keeps its last target and retries.
+const ASSIGNOR_FAILURE_P: f64 = 0.02;
+
+/// Runs a built-in assignor through the SDK harness: input checked, called
+/// natively, answer validated, as the host's sandbox would.
+pub fn assign_natively(assignor: &str, input: &GroupInput) -> Result<Assignment, String> {
+    use assignd_guest_sdk::harness::run;
+    match assignor {
+        "range" => run::<assignor_range::Range>(input),
+        "round-robin" => run::<assignor_round_robin::RoundRobin>(input),
+        "sticky" => run::<assignor_sticky::Sticky>(input),
+        "learner-aware" => run::<assignor_learner_aware::LearnerAware>(input),
+        other => return Err(format!("no native assignor {other:?}")),
+    }
+    .map_err(|e| e.to_string())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Membership {
+    Static,
+    Dynamic,
+    Mixed,
+}
+
+/// What a schedule draws besides the group config.
+#[derive(Clone, Debug)]
+struct Scenario {
+    membership: Membership,
+    members_max: usize,
+    lost_response_p: f64,
+    /// Probability that a step is a random event rather than the next
+    /// heartbeat, answer or tick.
+    chaos_p: f64,
+    /// Probability that a new process is slow to release revoked tasks.
+    slow_p: f64,
+    racks: bool,
+    /// How fast learners catch up, per process: one of these (lag per ms).
+    catch_up_per_ms: [u64; 3],
+}
+
+fn draw_partitions(rng: &mut Rng) -> u32 {
+    if rng.chance(0.5) {
+        rng.range(1, 8) as u32
+    } else {
+        rng.range(1, 64) as u32
+    }
+}
+
+fn draw(rng: &mut Rng) -> (GroupConfig, Scenario) {
+    let topics = (0..rng.range(1, 3))
+        .map(|i| TopicConfig {
+            name: TOPIC_NAMES[i as usize].into(),
+            partitions: draw_partitions(rng),
+        })
+        .collect();
+    let heartbeat_interval_ms = rng.range(100, 300);
+    let session_timeout_ms = heartbeat_interval_ms * rng.range(3, 6);
+    let assignor = (*rng.pick(&ASSIGNORS)).to_owned();
+    let mut params = BTreeMap::new();
+    if assignor == "learner-aware" && rng.chance(0.3) {
+        params.insert("num_standby".to_owned(), "1".to_owned());
+    }
+    let config = GroupConfig {
+        topics,
+        assignor,
+        params,
+        session_timeout_ms,
+        registration_timeout_ms: rng.range(session_timeout_ms, 4_000),
+        expansion_timeout_ms: rng.range(150, 600),
+        heartbeat_interval_ms,
+        learners: *rng.pick(&[
+            LearnerMode::Host,
+            LearnerMode::Host,
+            LearnerMode::Assignor,
+            LearnerMode::Off,
+        ]),
+        acceptable_recovery_lag: *rng.pick(&[0, 50, 1_000, 10_000]),
+        max_learners: rng.range(1, 4) as u32,
+        probing_interval_ms: rng.range(1_000, 3_000),
+        scale_down_timeout_ms: rng.range(1_500, 5_000),
+    };
+    let scenario = Scenario {
+        membership: *rng.pick(&[
+            Membership::Static,
+            Membership::Static,
+            Membership::Dynamic,
+            Membership::Mixed,
+            Membership::Mixed,
+        ]),
+        members_max: rng.range(2, 10) as usize,
+        lost_response_p: *rng.pick(&[0.0, 0.02, 0.05, 0.1]),
+        chaos_p: *rng.pick(&[0.05, 0.1, 0.15]),
+        slow_p: *rng.pick(&[0.0, 0.1, 0.3]),
+        racks: rng.chance(0.3),
+        catch_up_per_ms: [2, 20, 200],
+    };
+    (config, scenario)
+}
+
+/// A pending answer to an assignor call.
+struct PendingCall {
+    due_ms: Millis,
+    call: AssignorCall,
+}
+
+pub struct World {
+    seed: u64,
+    rng: Rng,
+    scenario: Scenario,
+    /// The drawn config, until the schedule configures the group with it.
+    initial: Option<GroupConfig>,
+    steps_max: u64,
+    fault: Option<Fault>,
+    core: Coordinator,
+    /// Fed only the records, one by one: the replay that must match.
+    replica: Coordinator,
+    log: Vec<Record>,
+    /// The log's length at the last replica comparison.
+    log_compared: usize,
+    now: Millis,
+    step: u64,
+    processes: Vec<SimMember>,
+    calls: Vec<PendingCall>,
+    next_tick_ms: Millis,
+    names_issued: u32,
+    quiet: bool,
+    stats: Stats,
+    trace: Option<Vec<String>>,
+    trace_inputs: bool,
+}
+
+impl World {
+    pub fn new(seed: u64, options: &Options) -> Self {
+        let mut rng = Rng::new(seed);
+        let (config, scenario) = draw(&mut rng);
+        World {
+            seed,
+            rng,
+            scenario,
+            initial: Some(config),
+            steps_max: options.steps,
+            fault: options.fault,
+            core: Coordinator::new(seed),
+            replica: Coordinator::new(seed),
+            log: Vec::new(),
+            log_compared: 0,
+            now: 0,
+            step: 0,
+            processes: Vec::new(),
+            calls: Vec::new(),
+            next_tick_ms: 0,
+            names_issued: 0,
+            quiet: false,
+            stats: Stats::default(),
+            trace: options.trace.then(Vec::new),
+            trace_inputs: options.trace_inputs,
+        }
+    }
+
+    /// Runs the schedule: config, chaos, quiet, final checks.
+    pub fn run(&mut self) -> Result<(), Violation> {
+        let config = self.initial.take().expect("run once");
+        self.note(|w| {
+            format!(
+                "scenario {:?} members<={} lost={} chaos={} slow={} racks={}",
+                w.scenario.membership,
+                w.scenario.members_max,
+                w.scenario.lost_response_p,
+                w.scenario.chaos_p,
+                w.scenario.slow_p,
+                w.scenario.racks
+            )
+        });
+        self.configure(config)?;
+        for _ in 0..self.rng.range(1, self.scenario.members_max as u64) {
+            let name = self.draw_name();
+            let topics = self.draw_topics();
+            let pid = self.spawn(name, topics, BTreeMap::new());
+            self.processes[pid].next_beat_ms = self.rng.range(0, 200);
+        }
+        // Chaos. Some events send nothing; the bound keeps the loop finite.
+        let mut events = 0u64;
+        while self.step < self.steps_max && events < 4 * self.steps_max {
+            events += 1;
+            if self.rng.chance(self.scenario.chaos_p) {
+                self.chaos()?;
+            } else {
+                self.advance()?;
+            }
+        }
+        self.quiet_phase()?;
+        // The whole log, replayed into a fresh coordinator.
+        let mut fresh = Coordinator::new(self.seed);
+        for record in &self.log {
+            fresh.apply(record);
+        }
+        if fresh.group(GROUP) != self.core.group(GROUP) {
+            return Err(self.violation("replaying the whole log gives a different group".into()));
+        }
+        Ok(())
+    }
+
+    pub fn into_report(self, result: Result<(), Violation>) -> Report {
+        let mut stats = self.stats;
+        stats.schedules = 1;
+        stats.steps = self.step;
+        let mut hash = Fnv::default();
+        hash.write(format!("{:?}", self.core.group(GROUP)).as_bytes());
+        hash.write(format!("{stats:?} {}", self.log.len()).as_bytes());
+        Report {
+            seed: self.seed,
+            stats,
+            violation: result.err(),
+            trace: self.trace.unwrap_or_default(),
+            fingerprint: hash.0,
+        }
+    }
+
+    /// The step and time reached, for a panic's report.
+    pub fn position(&self) -> (u64, Millis) {
+        (self.step, self.now)
+    }
+
+    fn violation(&self, description: String) -> Violation {
+        Violation {
+            seed: self.seed,
+            step: self.step,
+            now: self.now,
+            description,
+        }
+    }
+
+    /// Adds a line to the trace, if one is kept (`line` sees the world).
+    fn note(&mut self, line: impl FnOnce(&Self) -> String) {
+        if self.trace.is_some() {
+            let line = format!("#{} t={} {}", self.step, self.now, line(self));
+            if let Some(trace) = &mut self.trace {
+                trace.push(line);
+            }
+        }
+    }
+
+    fn group(&self) -> &Group {
+        self.core.group(GROUP).expect("configured first")
+    }
+
+    fn configured_topics(&self) -> BTreeSet<String> {
+        self.group()
+            .config
+            .topics
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    fn draw_name(&mut self) -> Option<String> {
+        let named = match self.scenario.membership {
+            Membership::Static => true,
+            Membership::Dynamic => false,
+            Membership::Mixed => self.rng.chance(0.5),
+        };
+        named.then(|| {
+            self.names_issued += 1;
+            format!("w{}", self.names_issued)
+        })
+    }
+
+    fn draw_topics(&mut self) -> BTreeSet<String> {
+        let all = self.configured_topics();
+        if all.len() == 1 || self.rng.chance(0.7) {
+            return all;
+        }
+        let mut some: BTreeSet<String> = all
+            .iter()
+            .filter(|_| self.rng.chance(0.5))
+            .cloned()
+            .collect();
+        if some.is_empty() {
+            let all: Vec<String> = all.into_iter().collect();
+            some.insert(self.rng.pick(&all).clone());
+        }
+        some
+    }
+
+    fn release_delay(&mut self, slow: bool) -> (u64, u64) {
+        let expansion = self.group().config.expansion_timeout_ms;
+        if slow {
+            (expansion / 2, expansion * 2)
+        } else {
+            (0, expansion / 4)
+        }
+    }
+
+    /// A new process (not joined yet; it joins on its first beat).
+    fn spawn(
+        &mut self,
+        name: Option<String>,
+        topics: BTreeSet<String>,
+        store: BTreeMap<crate::protocol::group::TaskRef, super::member::Store>,
+    ) -> usize {
+        let pid = self.processes.len();
+        let mut member = SimMember::new(pid, name, topics, self.now);
+        if self.scenario.racks {
+            member.rack = Some(format!("r{}", self.rng.below(3)));
+        }
+        if self.rng.chance(0.2) {
+            member.capacity = self.rng.range(2, 3) as u32;
+        }
+        let slow = self.rng.chance(self.scenario.slow_p);
+        member.release_delay_ms = self.release_delay(slow);
+        member.catch_up_per_ms = *self.rng.pick(&self.scenario.catch_up_per_ms);
+        member.interval_ms = self.group().config.heartbeat_interval_ms;
+        member.keep_revoked = self.fault == Some(Fault::KeepRevoked) && pid % 3 == 1;
+        member.store = store;
+        self.note(|_| format!("spawn {}", member.label()));
+        self.processes.push(member);
+        pid
+    }
+
+    fn configure(&mut self, config: GroupConfig) -> Result<(), Violation> {
+        self.step += 1;
+        self.note(|_| {
+            let topics: Vec<String> = config
+                .topics
+                .iter()
+                .map(|t| format!("{}/{}", t.name, t.partitions))
+                .collect();
+            format!(
+                "configure topics=[{}] assignor={} learners={:?} acceptable_lag={} max_learners={} hb={} session={} registration={} expansion={} scale_down={} probing={}",
+                topics.join(" "),
+                config.assignor,
+                config.learners,
+                config.acceptable_recovery_lag,
+                config.max_learners,
+                config.heartbeat_interval_ms,
+                config.session_timeout_ms,
+                config.registration_timeout_ms,
+                config.expansion_timeout_ms,
+                config.scale_down_timeout_ms,
+                config.probing_interval_ms
+            )
+        });
+        let out = self
+            .core
+            .configure(GROUP, config, self.now)
+            .map_err(|e| self.violation(format!("a drawn config was refused: {e}")))?;
+        self.stats.configs += 1;
+        self.absorb(out)?;
+        self.check_state()
+    }
+
+    /// Keeps the records (checking each against the state before it and
+    /// applying it to the replica) and queues the assignor calls.
+    fn absorb(&mut self, out: Output) -> Result<(), Violation> {
+        for record in out.records {
+            self.check_record(&record)?;
+            self.replica.apply(&record);
+            self.note(|_| format!("  {}", describe(&record)));
+            self.log.push(record);
+        }
+        for call in out.assignor_calls {
+            let expansion = self.group().config.expansion_timeout_ms;
+            let delay = if self.quiet {
+                self.rng.range(0, 20)
+            } else {
+                match self.rng.weighted(&[70, 25, 5]) {
+                    0 => self.rng.range(0, 50),
+                    1 => self.rng.range(0, 2 * expansion),
+                    _ => self.rng.range(2 * expansion, 5 * expansion),
+                }
+            };
+            self.note(|w| {
+                let input = if w.trace_inputs {
+                    format!(
+                        " input: {}",
+                        assignd_guest_sdk::json::input_to_json(&call.input)
+                    )
+                } else {
+                    String::new()
+                };
+                format!(
+                    "  assignor call epoch {} answered in {delay} ms{input}",
+                    call.epoch
+                )
+            });
+            self.calls.push(PendingCall {
+                due_ms: self.now + delay,
+                call,
+            });
+        }
+        Ok(())
+    }
+
+    /// Invariants 4 and 5 at the record that could break them, against the
+    /// state before it; and the statistics.
+    fn check_record(&mut self, record: &Record) -> Result<(), Violation> {
+        let Some(before) = self.replica.group(GROUP) else {
+            return Ok(());
+        };
+        match record {
+            Record::TargetInstalled { target, .. } => {
+                self.stats.targets += 1;
+                for (slot, t) in target {
+                    if let Some(previous) = before.target.get(slot) {
+                        self.stats.learners_promoted +=
+                            previous.learner.intersection(&t.active).count() as u64;
+                    }
+                }
+                let empty = Liveness::default();
+                let liveness = self.core.liveness(GROUP).unwrap_or(&empty);
+                check::check_installed(before, liveness, target, self.now)
+                    .map_err(|e| self.violation(e))?;
+            }
+            Record::MemberReconciled {
+                slot, assignment, ..
+            } => {
+                check::check_reconciled(before, slot, assignment).map_err(|e| self.violation(e))?;
+            }
+            Record::MemberDraining { .. } => self.stats.drains += 1,
+            Record::MemberRemoved { reason, .. } => match reason {
+                RemovalReason::Fenced => self.stats.fenced += 1,
+                RemovalReason::Expired => self.stats.expired += 1,
+                RemovalReason::DrainTimedOut => self.stats.drain_timeouts += 1,
+                RemovalReason::Left => {}
+            },
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Invariant 1 at the processes after every step; invariant 1 in the
+    /// host and replay after every step that emitted records. (A step
+    /// without records must leave the group as it was; a change made
+    /// without a record would show at the next comparison, or in the final
+    /// replay of the whole log.)
+    fn check_state(&mut self) -> Result<(), Violation> {
+        let group = self.group();
+        let changed = self.log.len() != self.log_compared;
+        if changed {
+            check::check_holdings(group).map_err(|e| self.violation(e))?;
+        }
+        let beliefs: Vec<Belief<'_>> = self
+            .processes
+            .iter()
+            .filter(|p| p.is_running())
+            .map(SimMember::belief)
+            .collect();
+        check::check_beliefs(group, &beliefs).map_err(|e| self.violation(e))?;
+        if !changed {
+            return Ok(());
+        }
+        if self.replica.group(GROUP) != Some(group) {
+            return Err(self.violation(format!(
+                "replaying the records gives a different group: {}",
+                first_difference(self.replica.group(GROUP), group)
+            )));
+        }
+        self.log_compared = self.log.len();
+        Ok(())
+    }
+
+    /// The next scheduled thing: an assignor answer, a heartbeat, or a tick
+    /// (in that order on a tie).
+    fn advance(&mut self) -> Result<(), Violation> {
+        let call = self
+            .calls
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, c)| (c.due_ms, *i))
+            .map(|(i, c)| (c.due_ms, i));
+        let beat = self
+            .processes
+            .iter()
+            .filter(|p| p.is_running())
+            .min_by_key(|p| (p.next_beat_ms, p.pid))
+            .map(|p| (p.next_beat_ms, p.pid));
+        let tick = self.next_tick_ms;
+        match (call, beat) {
+            (Some((due, i)), _) if due <= tick && beat.is_none_or(|(b, _)| due <= b) => {
+                self.now = self.now.max(due);
+                self.deliver(i)
+            }
+            (_, Some((due, pid))) if due <= tick => {
+                self.now = self.now.max(due);
+                self.beat(pid)
+            }
+            _ => {
+                self.now = self.now.max(tick);
+                self.tick()
+            }
+        }
+    }
+
+    fn tick(&mut self) -> Result<(), Violation> {
+        self.step += 1;
+        self.note(|_| "tick".into());
+        let out = self.core.tick(self.now);
+        self.absorb(out)?;
+        let interval = self.group().config.heartbeat_interval_ms;
+        self.next_tick_ms = self.now + self.rng.range(interval / 3, interval);
+        self.check_state()
+    }
+
+    fn deliver(&mut self, index: usize) -> Result<(), Violation> {
+        let PendingCall { call, .. } = self.calls.remove(index);
+        self.step += 1;
+        if call.epoch != self.group().group_epoch {
+            self.stats.stale_answers += 1;
+        }
+        let injected = !self.quiet && self.rng.chance(ASSIGNOR_FAILURE_P);
+        let answer = if injected {
+            self.stats.assignor_failures += 1;
+            Err("simulated guest failure".to_owned())
+        } else {
+            assign_natively(&call.assignor, &call.input)
+        };
+        if let (Err(error), false) = (&answer, injected) {
+            return Err(self.violation(format!(
+                "assignor {} refused the core's input for epoch {}: {error}",
+                call.assignor, call.epoch
+            )));
+        }
+        self.note(|w| {
+            format!(
+                "answer epoch {} (group epoch {}){}: {}",
+                call.epoch,
+                w.group().group_epoch,
+                if injected { " FAILED (injected)" } else { "" },
+                answer
+                    .as_ref()
+                    .map(|a| describe_answer(&call.input, a))
+                    .unwrap_or_default()
+            )
+        });
+        let out = self
+            .core
+            .assignment_computed(&call.group, call.epoch, answer, self.now);
+        self.absorb(out)?;
+        self.check_state()
+    }
+
+    /// One heartbeat (join, heartbeat or leave) of process `pid`.
+    fn beat(&mut self, pid: usize) -> Result<(), Violation> {
+        let now = self.now;
+        let configured = self.configured_topics();
+        let process = &mut self.processes[pid];
+        if process.status == Status::Leaving && process.member_id.is_empty() {
+            // Never joined (or must rejoin): nothing to leave.
+            process.stop(Status::Gone);
+            return Ok(());
+        }
+        let request = process.request(GROUP, &configured, now);
+        let label = process.label().to_owned();
+        let leaving = request.member_epoch == LEAVE_EPOCH;
+        // Invariant 3 applies to a new incarnation of a static slot that
+        // still exists, with the same subscription.
+        let static_return = request
+            .member_id
+            .is_empty()
+            .then_some(())
+            .and(request.member_name.as_ref())
+            .and_then(|name| {
+                let group = self.group();
+                let slot = format!("static:{name}");
+                let topics: Option<BTreeSet<String>> =
+                    request.topics.as_ref().map(|t| t.iter().cloned().collect());
+                (!group.dynamic_only
+                    && group
+                        .members
+                        .get(&slot)
+                        .is_some_and(|m| Some(&m.topics) == topics.as_ref()))
+                .then(|| (slot, group.clone()))
+            });
+        self.step += 1;
+        let result = self.core.heartbeat(&request, now);
+        let lost = !self.quiet && !leaving && self.rng.chance(self.scenario.lost_response_p);
+        self.note(|_| {
+            let kind = if leaving {
+                "leave".to_owned()
+            } else if request.member_id.is_empty() {
+                format!(
+                    "join topics={:?}",
+                    request.topics.clone().unwrap_or_default()
+                )
+            } else {
+                format!(
+                    "beat {} e{} owned=[{}]{}{}",
+                    request.member_id,
+                    request.member_epoch,
+                    tasks_str(request.owned.iter().flatten()),
+                    if request.drain { " drain" } else { "" },
+                    match &request.topics {
+                        Some(t) => format!(" topics={t:?}"),
+                        None => String::new(),
+                    }
+                )
+            };
+            let outcome = match &result {
+                Ok((r, _)) => format!(
+                    "{} e{} active=[{}] revoking=[{}] learner=[{}] standby=[{}]{}{}{}",
+                    r.member_id,
+                    r.member_epoch,
+                    tasks_str(&r.active),
+                    tasks_str(&r.revoking),
+                    tasks_str(&r.learner),
+                    tasks_str(&r.standby),
+                    if r.draining { " draining" } else { "" },
+                    if r.drained { " drained" } else { "" },
+                    if lost { " (response LOST)" } else { "" }
+                ),
+                Err(e) => format!("error {}: {e}", e.code()),
+            };
+            format!("{label} {kind} -> {outcome}")
+        });
+        match result {
+            Ok((response, out)) => {
+                if let Some((slot, before)) = &static_return {
+                    check::check_static_return(before, self.group(), slot, &response, &out.records)
+                        .map_err(|e| self.violation(e))?;
+                    self.stats.static_returns += 1;
+                }
+                self.absorb(out)?;
+                let initial_lag_max = 5 * self.group().config.acceptable_recovery_lag + 2_000;
+                let process = &mut self.processes[pid];
+                if leaving {
+                    process.stop(Status::Gone);
+                } else if lost {
+                    self.stats.lost_responses += 1;
+                    let interval = process.interval_ms;
+                    process.schedule_beat(interval, now, &mut self.rng);
+                } else if let Some(note) =
+                    process.on_response(&response, initial_lag_max, now, &mut self.rng)
+                {
+                    self.note(|_| format!("  {label}: {note}"));
+                }
+            }
+            Err(error) => {
+                let process = &mut self.processes[pid];
+                if leaving {
+                    process.stop(Status::Gone);
+                } else {
+                    match error {
+                        ProtocolError::Fenced { .. }
+                        | ProtocolError::UnknownMember(..)
+                        | ProtocolError::StaleEpoch { .. } => process.reset(now),
+                        other => {
+                            return Err(self.violation(format!(
+                                "{label}: the host refused a request the client may send: {other} ({request:?})"
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        self.check_state()
+    }
+
+    /// Static names with no running process: crashed or left, and may come
+    /// back.
+    fn dormant_names(&self) -> Vec<String> {
+        let running: BTreeSet<&String> = self
+            .processes
+            .iter()
+            .filter(|p| p.is_running())
+            .filter_map(|p| p.name.as_ref())
+            .collect();
+        let names: BTreeSet<&String> = self
+            .processes
+            .iter()
+            .filter_map(|p| p.name.as_ref())
+            .filter(|n| !running.contains(n))
+            .collect();
+        names.into_iter().cloned().collect()
+    }
+
+    /// A new incarnation of static `name`, from its last process (same
+    /// subscription mostly, local state kept mostly), joining now.
+    fn reincarnate(&mut self, name: String) -> Result<(), Violation> {
+        let last = self
+            .processes
+            .iter()
+            .rev()
+            .find(|p| p.name.as_ref() == Some(&name))
+            .expect("a dormant name had a process");
+        let (topics, store) = (last.topics.clone(), last.store.clone());
+        let topics = if self.rng.chance(0.85) {
+            topics
+        } else {
+            self.draw_topics()
+        };
+        let store = if self.rng.chance(0.7) {
+            store
+        } else {
+            BTreeMap::new()
+        };
+        self.stats.restarts += 1;
+        let pid = self.spawn(Some(name), topics, store);
+        self.beat(pid)
+    }
+
+    fn chaos(&mut self) -> Result<(), Violation> {
+        let running: Vec<usize> = self
+            .processes
+            .iter()
+            .filter(|p| p.status == Status::Running)
+            .map(|p| p.pid)
+            .collect();
+        let joined: Vec<usize> = running
+            .iter()
+            .copied()
+            .filter(|&pid| !self.processes[pid].member_id.is_empty())
+            .collect();
+        let statics: Vec<usize> = running
+            .iter()
+            .copied()
+            .filter(|&pid| self.processes[pid].name.is_some())
+            .collect();
+        let dormant = self.dormant_names();
+        let any = |v: &[usize], w: u64| if v.is_empty() { 0 } else { w };
+        let weights = [
+            if running.len() < self.scenario.members_max {
+                10
+            } else {
+                0
+            },
+            if dormant.is_empty() { 0 } else { 6 },
+            any(&joined, 4),
+            any(&running, 4),
+            any(&statics, 6),
+            any(&running, 3),
+            any(&running, 2),
+            3,
+            any(&joined, 2),
+            any(&joined, 2),
+            any(&joined, 2),
+            2,
+        ];
+        match self.rng.weighted(&weights) {
+            0 => {
+                let name = self.draw_name();
+                let topics = self.draw_topics();
+                let pid = self.spawn(name, topics, BTreeMap::new());
+                self.beat(pid)
+            }
+            1 => {
+                let name = self.rng.pick(&dormant).clone();
+                self.note(|_| format!("{name} comes back"));
+                self.reincarnate(name)
+            }
+            2 => {
+                let pid = *self.rng.pick(&joined);
+                self.processes[pid].status = Status::Leaving;
+                self.beat(pid)
+            }
+            3 => {
+                let pid = *self.rng.pick(&running);
+                self.note(|w| format!("{} crashes", w.processes[pid].label()));
+                self.processes[pid].stop(Status::Crashed);
+                Ok(())
+            }
+            4 => {
+                // Restarts before the host noticed: the old incarnation is
+                // still live in the group.
+                let pid = *self.rng.pick(&statics);
+                self.note(|w| format!("{} restarts", w.processes[pid].label()));
+                self.processes[pid].stop(Status::Crashed);
+                let name = self.processes[pid].name.clone().expect("static");
+                self.reincarnate(name)
+            }
+            5 => {
+                let pid = *self.rng.pick(&running);
+                let session = self.group().config.session_timeout_ms;
+                let interval = self.processes[pid].interval_ms;
+                let until = self.now + self.rng.range(interval, 3 * session);
+                self.note(|w| format!("{} stalls until {until}", w.processes[pid].label()));
+                self.processes[pid].next_beat_ms = until;
+                Ok(())
+            }
+            6 => {
+                let pid = *self.rng.pick(&running);
+                let slow = self.processes[pid].release_delay_ms.0 == 0;
+                let delay = self.release_delay(slow);
+                self.note(|w| format!("{} releases in {delay:?} ms", w.processes[pid].label()));
+                self.processes[pid].release_delay_ms = delay;
+                Ok(())
+            }
+            7 => {
+                let config = self.mutate_config();
+                self.configure(config)
+            }
+            8 => {
+                let pid = *self.rng.pick(&joined);
+                let process = &self.processes[pid];
+                let by_name =
+                    process.name.is_some() && !self.group().dynamic_only && self.rng.chance(0.5);
+                let member = if by_name {
+                    process.name.clone().expect("static")
+                } else {
+                    process.member_id.clone()
+                };
+                self.step += 1;
+                let result = self.core.drain(GROUP, &member, self.now);
+                self.note(|_| format!("admin drains {member}: {:?}", result.as_ref().err()));
+                match result {
+                    Ok(out) => self.absorb(out)?,
+                    // A process may not know yet that it was removed.
+                    Err(ProtocolError::UnknownMember(..)) => {}
+                    Err(other) => {
+                        return Err(self.violation(format!("drain {member}: {other}")));
+                    }
+                }
+                self.check_state()
+            }
+            9 => {
+                let pid = *self.rng.pick(&joined);
+                self.note(|w| format!("{} asks to drain", w.processes[pid].label()));
+                self.processes[pid].want_drain = true;
+                Ok(())
+            }
+            10 => {
+                let pid = *self.rng.pick(&joined);
+                let topics = self.draw_topics();
+                self.note(|w| format!("{} subscribes to {topics:?}", w.processes[pid].label()));
+                self.processes[pid].pending_topics = Some(topics);
+                Ok(())
+            }
+            _ => self.tick(),
+        }
+    }
+
+    /// A config change: partitions, topics added or removed, another
+    /// assignor, other learner settings.
+    fn mutate_config(&mut self) -> GroupConfig {
+        let mut config = self.group().config.clone();
+        match self.rng.weighted(&[4, 2, 2, 1, 1]) {
+            0 => {
+                let i = self.rng.below(config.topics.len() as u64) as usize;
+                config.topics[i].partitions = draw_partitions(&mut self.rng);
+            }
+            1 if config.topics.len() < TOPIC_NAMES.len() => {
+                let name = TOPIC_NAMES
+                    .iter()
+                    .find(|n| !config.topics.iter().any(|t| t.name == **n))
+                    .expect("fewer topics than names");
+                config.topics.push(TopicConfig {
+                    name: (*name).into(),
+                    partitions: draw_partitions(&mut self.rng),
+                });
+            }
+            2 if config.topics.len() > 1 => {
+                let i = self.rng.below(config.topics.len() as u64) as usize;
+                config.topics.remove(i);
+            }
+            3 => config.assignor = (*self.rng.pick(&ASSIGNORS)).to_owned(),
+            _ => {
+                config.acceptable_recovery_lag = *self.rng.pick(&[0, 50, 1_000, 10_000]);
+                config.max_learners = self.rng.range(1, 4) as u32;
+                if self.rng.chance(0.3) {
+                    config.learners = *self.rng.pick(&[
+                        LearnerMode::Host,
+                        LearnerMode::Assignor,
+                        LearnerMode::Off,
+                    ]);
+                }
+            }
+        }
+        config
+    }
+
+    /// No more churn: every process heartbeats on time and releases at
+    /// once, learners catch up fast, answers come at once, nothing is lost.
+    /// Runs until the group settles (then checks invariant 2) or a generous
+    /// bound passes (a liveness failure).
+    fn quiet_phase(&mut self) -> Result<(), Violation> {
+        self.quiet = true;
+        self.note(|_| "quiet phase".into());
+        let now = self.now;
+        for process in self.processes.iter_mut().filter(|p| p.is_running()) {
+            process.release_delay_ms = (0, 0);
+            process.catch_up_per_ms = u64::MAX / 4;
+            process.next_beat_ms = process.next_beat_ms.min(now + process.interval_ms);
+        }
+        for call in &mut self.calls {
+            call.due_ms = call.due_ms.min(now + 20);
+        }
+        let serving = self
+            .processes
+            .iter()
+            .any(|p| p.status == Status::Running && !p.draining && !p.want_drain);
+        if !serving {
+            let name = self.draw_name();
+            let topics = self.configured_topics();
+            let pid = self.spawn(name, topics, BTreeMap::new());
+            self.processes[pid].release_delay_ms = (0, 0);
+            self.processes[pid].catch_up_per_ms = u64::MAX / 4;
+        }
+        let config = &self.group().config;
+        let tasks: u64 = config.topics.iter().map(|t| u64::from(t.partitions)).sum();
+        let budget_ms = 3
+            * (config.registration_timeout_ms
+                + config.scale_down_timeout_ms
+                + config.session_timeout_ms
+                + config.probing_interval_ms)
+            + (tasks + 10) * (config.expansion_timeout_ms + 4 * config.heartbeat_interval_ms);
+        let deadline = self.now + budget_ms;
+        loop {
+            if self.settled(false) {
+                self.note(|_| "settled".into());
+                return self.check_settled();
+            }
+            if self.now > deadline && self.settled(true) {
+                // Learners keep coming and going (an assignor whose plan
+                // never converges): invariant 2 must hold all the same
+                // whenever the group is stable.
+                self.note(|_| "stable, but learners keep moving".into());
+                self.stats.unsettled += 1;
+                return self.check_settled();
+            }
+            if self.now > deadline + budget_ms {
+                return Err(self.violation(format!(
+                    "invariant 2: not stable after {} ms without churn: {}",
+                    2 * budget_ms,
+                    self.describe()
+                )));
+            }
+            self.advance()?;
+        }
+    }
+
+    fn check_settled(&self) -> Result<(), Violation> {
+        let beliefs: Vec<Belief<'_>> = self
+            .processes
+            .iter()
+            .filter(|p| p.is_running())
+            .map(SimMember::belief)
+            .collect();
+        check::check_settled(self.group(), &beliefs).map_err(|e| self.violation(e))
+    }
+
+    /// Whether nothing is left to happen: a stable group with no learners
+    /// (unless `learners_allowed`), no call pending, every slot served by a
+    /// running process that is up to date with the host.
+    fn settled(&self, learners_allowed: bool) -> bool {
+        let group = self.group();
+        if group.group_epoch != group.target_epoch
+            || !self.calls.is_empty()
+            || !group.is_stable()
+            || (!learners_allowed && group.learner_count() > 0)
+        {
+            return false;
+        }
+        let mut served = BTreeSet::new();
+        for process in self.processes.iter().filter(|p| p.is_running()) {
+            if process.status != Status::Running
+                || process.want_drain
+                || process.pending_topics.is_some()
+                || !process.revoking.is_empty()
+            {
+                return false;
+            }
+            let Some(slot) = group.slot_of(&process.member_id) else {
+                return false;
+            };
+            let held = group.holdings.member(slot);
+            if held.is_none_or(|h| h.active != process.active)
+                || (!learners_allowed && !process.learner.is_empty())
+            {
+                return false;
+            }
+            served.insert(slot);
+        }
+        group
+            .members
+            .iter()
+            .all(|(slot, m)| !m.draining && !m.away && served.contains(slot.as_str()))
+    }
+
+    /// The group and the processes, for a liveness failure.
+    fn describe(&self) -> String {
+        let group = self.group();
+        let mut parts = vec![format!(
+            "group epoch {} target epoch {} calls pending {}",
+            group.group_epoch,
+            group.target_epoch,
+            self.calls.len()
+        )];
+        for (slot, member) in &group.members {
+            let held = group.holdings.member(slot).cloned().unwrap_or_default();
+            let target = group.target_of(slot);
+            parts.push(format!(
+                "{slot} ({}{}{}) e{} {:?} active=[{}] revoking=[{}] target=[{}] learner=[{}]",
+                member.member_id,
+                if member.away { " away" } else { "" },
+                if member.draining { " draining" } else { "" },
+                held.epoch,
+                held.state,
+                tasks_str(&held.active),
+                tasks_str(&held.revoking),
+                tasks_str(&target.active),
+                tasks_str(&target.learner)
+            ));
+        }
+        for process in self.processes.iter().filter(|p| p.is_running()) {
+            parts.push(format!(
+                "{} {} e{} {:?} active=[{}] revoking=[{}] learner=[{}]",
+                process.label(),
+                process.member_id,
+                process.epoch,
+                process.status,
+                tasks_str(&process.active),
+                tasks_str(process.revoking.keys()),
+                tasks_str(&process.learner)
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+/// A record in one line for the trace.
+fn describe(record: &Record) -> String {
+    match record {
+        Record::TargetInstalled { epoch, target, .. } => {
+            let slots: Vec<String> = target
+                .iter()
+                .map(|(slot, t)| {
+                    format!(
+                        "{slot}: a=[{}] l=[{}] s=[{}]",
+                        tasks_str(&t.active),
+                        tasks_str(&t.learner),
+                        tasks_str(&t.standby)
+                    )
+                })
+                .collect();
+            format!("TargetInstalled e{epoch} {}", slots.join("; "))
+        }
+        Record::MemberReconciled {
+            slot, assignment, ..
+        } => format!(
+            "MemberReconciled {slot} {:?} e{} (prev e{}) active=[{}] revoking=[{}]",
+            assignment.state,
+            assignment.epoch,
+            assignment.previous_epoch,
+            tasks_str(&assignment.active),
+            tasks_str(&assignment.revoking)
+        ),
+        Record::GroupConfigured { .. } => "GroupConfigured".into(),
+        other => {
+            let mut text = format!("{other:?}");
+            if text.len() > 200 {
+                let mut end = 200;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+                text.push('…');
+            }
+            text
+        }
+    }
+}
+
+/// An assignor's answer in one line: per member, its active tasks,
+/// learners and standbys, and the lags it reported.
+fn describe_answer(input: &GroupInput, answer: &Assignment) -> String {
+    let offsets = input.topic_offsets();
+    let task_ref = |task: u32| {
+        let topic = offsets.partition_point(|&o| o <= task) - 1;
+        crate::protocol::group::TaskRef::new(&input.topics[topic].name, task - offsets[topic])
+    };
+    let mut rows: Vec<String> = Vec::new();
+    for (m, member) in input.members.iter().enumerate() {
+        let m = m as u32;
+        let active: Vec<_> = (0..answer.active_owner.len() as u32)
+            .filter(|&t| answer.active_owner[t as usize] == m)
+            .map(task_ref)
+            .collect();
+        let learner: Vec<_> = answer
+            .learners
+            .iter()
+            .filter(|&(_, x)| x == m)
+            .map(|(t, _)| task_ref(t))
+            .collect();
+        let standby: Vec<_> = answer
+            .standbys
+            .iter()
+            .filter(|&(_, x)| x == m)
+            .map(|(t, _)| task_ref(t))
+            .collect();
+        let lags: Vec<String> = input
+            .lags
+            .iter()
+            .filter(|&(_, x, _)| x == m)
+            .map(|(t, _, lag)| {
+                let t = task_ref(t);
+                format!("{}:{}={lag}", t.topic, t.partition)
+            })
+            .collect();
+        rows.push(format!(
+            "{} topics={:?} a=[{}] l=[{}] s=[{}] lags=[{}]",
+            member.id,
+            input.topics_of(member),
+            tasks_str(&active),
+            tasks_str(&learner),
+            tasks_str(&standby),
+            lags.join(" ")
+        ));
+    }
+    rows.join("; ")
+}
+
+/// Which field of two groups differs first, for a replay mismatch.
+fn first_difference(replayed: Option<&Group>, live: &Group) -> String {
+    let Some(replayed) = replayed else {
+        return "the replay has no group".into();
+    };
+    let fields: [(&str, bool); 9] = [
+        ("config", replayed.config == live.config),
+        ("group_epoch", replayed.group_epoch == live.group_epoch),
+        ("target_epoch", replayed.target_epoch == live.target_epoch),
+        ("members", replayed.members == live.members),
+        ("target", replayed.target == live.target),
+        ("holdings", replayed.holdings == live.holdings),
+        (
+            "fenced_member_ids",
+            replayed.fenced_member_ids == live.fenced_member_ids,
+        ),
+        (
+            "member_ids_issued",
+            replayed.member_ids_issued == live.member_ids_issued,
+        ),
+        ("dynamic_only", replayed.dynamic_only == live.dynamic_only),
+    ];
+    let differ: Vec<&str> = fields
+        .iter()
+        .filter(|(_, same)| !same)
+        .map(|(name, _)| *name)
+        .collect();
+    if differ.is_empty() {
+        "another field".into()
+    } else {
+        differ.join(", ")
+    }
+}
+
+/// FNV-1a, for run fingerprints (determinism checks).
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
