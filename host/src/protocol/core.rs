@@ -1093,6 +1093,7 @@ fn safe_target(
                 target.get_mut(&warm).expect("a member").active.insert(task);
             }
         }
+        let mut unwarmed = Vec::new();
         for (task, from, to) in cold_moves {
             target.get_mut(&to).expect("a member").active.remove(&task);
             target
@@ -1101,11 +1102,17 @@ fn safe_target(
                 .active
                 .insert(task.clone());
             let to_topics = &group.members[&to].topics;
+            // A holder that may not keep the task (it no longer subscribes
+            // to its topic, or it drains) must see it warm up elsewhere: a
+            // swap would leave it there with no learner, for good.
+            let holder = &group.members[&from];
+            let may_keep = holder.topics.contains(&task.topic) && !holder.draining;
             let swap = target[&from]
                 .active
                 .iter()
                 .find(|other| {
-                    **other != task
+                    may_keep
+                        && **other != task
                         && to_topics.contains(&other.topic)
                         && group.holdings.holder(other) == Some(from.as_str())
                         && liveness.caught_up(&to, other, acceptable)
@@ -1124,8 +1131,21 @@ fn safe_target(
                     let placed = target.get_mut(&to).expect("a member").learner.insert(task);
                     learners += u32::from(placed);
                 }
-                None => {}
+                None => unwarmed.push((task, to)),
             }
+        }
+        // The answer's learners on tasks that end up active where they are
+        // are dropped below: they must not keep a cold move from warming.
+        let mut placed: u32 = target
+            .values()
+            .map(|t| t.learner.difference(&t.active).count() as u32)
+            .sum();
+        for (task, to) in unwarmed {
+            if placed >= config.max_learners {
+                break;
+            }
+            let slot = target.get_mut(&to).expect("a member");
+            placed += u32::from(slot.learner.insert(task));
         }
     }
     // A copy is pointless where the task is active, and a standby where a
