@@ -8,6 +8,8 @@
 //!
 //! - `heartbeat/steady/<members>x<tasks>`: one member of a stable group
 //!   heartbeats at its epoch, reporting the tasks it owns; nothing changes.
+//! - `heartbeat/steady-unreported/<members>x<tasks>`: the same without
+//!   `owned` (a client may omit it when nothing changed).
 //! - `heartbeat/join/<members>x<tasks>`: a new dynamic member joins a stable
 //!   group (a new slot, a new group epoch, the batch starts). Each sample
 //!   starts from a clone of the stable coordinator, outside the timing.
@@ -48,6 +50,7 @@ fn beat(group: &str, last: &HeartbeatResponse) -> Heartbeat {
     Heartbeat {
         member_id: last.member_id.clone(),
         member_epoch: last.member_epoch as i64,
+        topics: None,
         owned: Some(last.active.iter().cloned().collect()),
         ..Heartbeat::join(group, None, Vec::new())
     }
@@ -96,7 +99,23 @@ fn stable_group(
         }
     }
     let group = core.group(name).expect("configured");
-    assert!(group.is_stable(), "{name} is stable");
+    assert!(
+        group.is_stable(),
+        "{name} is not stable: group epoch {}, target epoch {}, holdings {:?}",
+        group.group_epoch,
+        group.target_epoch,
+        group
+            .holdings
+            .members()
+            .map(|(slot, a)| (
+                slot,
+                a.epoch,
+                a.state,
+                a.active.len(),
+                group.target_of(slot).active.len()
+            ))
+            .collect::<Vec<_>>()
+    );
     assert_eq!(
         last.iter().map(|m| m.active.len()).sum::<usize>(),
         tasks as usize,
@@ -117,6 +136,16 @@ fn steady_and_join(c: &mut Criterion) {
         c.bench_function(&format!("heartbeat/steady/{members}x{tasks}"), |b| {
             b.iter(|| black_box(core.heartbeat(black_box(&request), now)))
         });
+        // The same heartbeat without `owned` (a client may omit it when
+        // nothing changed): the cost of checking the reported tasks.
+        let unreported = Heartbeat {
+            owned: None,
+            ..request.clone()
+        };
+        c.bench_function(
+            &format!("heartbeat/steady-unreported/{members}x{tasks}"),
+            |b| b.iter(|| black_box(core.heartbeat(black_box(&unreported), now))),
+        );
         let join = Heartbeat::join("g", None, topics());
         c.bench_function(&format!("heartbeat/join/{members}x{tasks}"), |b| {
             b.iter_batched(
