@@ -2,6 +2,7 @@
 //! one place where errors become an `error: …` line and an exit code.
 
 mod limits;
+mod loadgen;
 mod log;
 mod run;
 mod serve;
@@ -36,6 +37,9 @@ enum Command {
     /// Inspect or repair the record log of a data directory.
     #[command(subcommand)]
     Log(log::LogCommand),
+    /// Run many simulated members against a running host and report
+    /// heartbeat throughput, latency and double ownership.
+    Loadgen(loadgen::LoadgenArgs),
 }
 
 /// Exit code of a run that failed on bad input or an unusable module.
@@ -67,6 +71,7 @@ pub fn main() -> ExitCode {
         Command::Sim(args) => sim::sim(args),
         Command::Serve(args) => serve::serve(args),
         Command::Log(command) => log::log(command),
+        Command::Loadgen(args) => loadgen::loadgen(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -565,6 +565,12 @@ impl Coordinator {
             && held.held().next().is_none()
             && target.active.is_empty()
             && group.target_epoch >= group.group_epoch;
+        let learner = target
+            .learner
+            .iter()
+            .chain(target.active.difference(&held.active))
+            .cloned()
+            .collect();
         HeartbeatResponse {
             member_id: member.member_id.clone(),
             member_epoch: held.epoch,
@@ -572,8 +578,11 @@ impl Coordinator {
             active: held.active,
             revoking: held.revoking,
             // Warm-up copies need no handover: a learner or standby may start
-            // replaying as soon as the target names it.
-            learner: target.learner,
+            // replaying as soon as the target names it. A task the target
+            // gives this member but its old owner has not released yet is
+            // listed as a learner too, so the member keeps warming it (and
+            // reporting its lag) until it is granted.
+            learner,
             standby: target.standby,
             draining: member.draining,
             drained,
