@@ -573,4 +573,61 @@ mod core_fixes {
         );
         assert!(d.target(&a).learner.is_empty());
     }
+
+    /// A learner that catches up asks for a new target at once. The core
+    /// remembered each (member, task) it had signalled for good, so a
+    /// member warming the same task a second time (the task moved to it,
+    /// away, and back) waited for the probing interval instead.
+    #[test]
+    #[ignore = "core fix pending: Liveness::caught_up_signalled is never cleared for a (member, task) that stops being a learner"]
+    fn a_second_warm_up_of_the_same_task_asks_for_a_target_at_once() {
+        let mut d = Drive::new(&[("t0", 2)], 1);
+        let mut a = d.join(&["t0"]);
+        d.tick_at(100);
+        d.answer(|input| assign_natively("sticky", input).unwrap());
+        a = d.beat(&a, &[], None);
+        let mut b = d.join(&["t0"]);
+        let (a_id, b_id) = (a.member_id.clone(), b.member_id.clone());
+        let to_b = |input: &GroupInput| answer(input, &[("t0", 0, &b_id), ("t0", 1, &a_id)], &[]);
+        let to_a = |input: &GroupInput| answer(input, &[("t0", 0, &a_id), ("t0", 1, &a_id)], &[]);
+        d.tick_at(200);
+        d.answer(to_b);
+        assert_eq!(d.target(&b).learner, [task("t0", 0)].into());
+        // b catches up: a new target at once, and t0:0 moves to b.
+        let epoch = d.core.group(G).unwrap().group_epoch;
+        b = d.beat(&b, &[(task("t0", 0), 0)], None);
+        assert_eq!(d.core.group(G).unwrap().group_epoch, epoch + 1);
+        d.answer(to_b);
+        a = d.beat(&a, &[], None);
+        a.active.remove(&task("t0", 0));
+        a = d.beat(&a, &[], None);
+        b = d.beat(&b, &[(task("t0", 0), 0)], None);
+        assert!(b.active.contains(&task("t0", 0)));
+        // t0:0 goes back to a (warm: it reports lag 0), then b is asked to
+        // take it again while its copy is stale: a learner again.
+        let c = d.join(&["t0"]);
+        a = d.beat(&a, &[(task("t0", 0), 0)], None);
+        d.tick_at(400);
+        d.answer(to_a);
+        b = d.beat(&b, &[(task("t0", 0), 0)], None);
+        b.active.remove(&task("t0", 0));
+        b = d.beat(&b, &[(task("t0", 0), 5_000)], None);
+        a = d.beat(&a, &[], None);
+        assert!(a.active.contains(&task("t0", 0)));
+        let mut leave = Heartbeat::join(G, None, Vec::new());
+        leave.member_id = c.member_id.clone();
+        leave.member_epoch = crate::protocol::core::LEAVE_EPOCH;
+        d.send(leave);
+        d.tick_at(500);
+        d.answer(to_b);
+        assert_eq!(d.target(&b).learner, [task("t0", 0)].into());
+        b = d.beat(&b, &[(task("t0", 0), 5_000)], None);
+        let epoch = d.core.group(G).unwrap().group_epoch;
+        d.beat(&b, &[(task("t0", 0), 0)], None);
+        assert_eq!(
+            d.core.group(G).unwrap().group_epoch,
+            epoch + 1,
+            "the second catch-up asks for a target at once"
+        );
+    }
 }
