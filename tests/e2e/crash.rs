@@ -902,6 +902,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         dynamics.members.len(),
         dynamics.left.len(),
     );
+    let _ = std::fs::remove_dir_all(&data_dir);
 }
 
 /// The only segment file of a data dir.
@@ -1067,4 +1068,5 @@ fn a_damaged_log_is_refused_until_repaired_and_a_torn_tail_is_cut() {
     let (status, value) = server.call("GET", "/v1/groups/statics", None);
     assert_eq!(status, 200, "{value}");
     assert_quiet(&server.kill(), "after the repair");
+    let _ = std::fs::remove_dir_all(&data_dir);
 }

@@ -58,6 +58,8 @@ pub struct LogStats {
     pub compactions: AtomicU64,
     /// Duration of the last fsync.
     pub last_fsync_micros: AtomicU64,
+    /// Time spent in fsyncs of appends, summed.
+    pub fsync_micros: AtomicU64,
 }
 
 /// The record log, open for appending.
@@ -163,9 +165,11 @@ impl LogSink {
                 .sync_data()
                 .map_err(io_error("fsync of the record log"))?;
             self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+            let micros = started.elapsed().as_micros() as u64;
             self.stats
                 .last_fsync_micros
-                .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                .store(micros, Ordering::Relaxed);
+            self.stats.fsync_micros.fetch_add(micros, Ordering::Relaxed);
         }
         let written = inner.buffer.len() as u64;
         inner.segment_bytes += written;
