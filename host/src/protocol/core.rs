@@ -937,6 +937,17 @@ impl Coordinator {
                 target,
             },
         );
+        // A caught-up signal belongs to one warm-up: once the task is no
+        // longer a learner of that slot, a later warm-up must signal anew.
+        let group = &self.groups[group_name];
+        if let Some(liveness) = self.liveness.get_mut(group_name) {
+            liveness.caught_up_signalled.retain(|(slot, task)| {
+                group
+                    .target
+                    .get(slot)
+                    .is_some_and(|t| t.learner.contains(task))
+            });
+        }
         // Members learn their new target on their next heartbeat.
         out
     }

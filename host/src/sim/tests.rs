@@ -579,7 +579,6 @@ mod core_fixes {
     /// member warming the same task a second time (the task moved to it,
     /// away, and back) waited for the probing interval instead.
     #[test]
-    #[ignore = "core fix pending: Liveness::caught_up_signalled is never cleared for a (member, task) that stops being a learner"]
     fn a_second_warm_up_of_the_same_task_asks_for_a_target_at_once() {
         let mut d = Drive::new(&[("t0", 2)], 1);
         let mut a = d.join(&["t0"]);
