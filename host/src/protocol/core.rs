@@ -1072,7 +1072,15 @@ fn safe_target(
                 new_owner.insert(task, slot.clone());
             }
         }
-        let cold_moves: Vec<(TaskRef, String, String)> = new_owner
+        // A holder may keep a task it subscribes to and does not drain;
+        // otherwise the task must move, and its move warms up first (the
+        // others can wait on their holder), or a stream of optional cold
+        // moves could take every learner slot for good.
+        let may_keep = |task: &TaskRef, slot: &str| {
+            let holder = &group.members[slot];
+            holder.topics.contains(&task.topic) && !holder.draining
+        };
+        let mut cold_moves: Vec<(TaskRef, String, String)> = new_owner
             .iter()
             .filter_map(|(task, to)| {
                 let from = group.holdings.holder(task)?;
@@ -1080,6 +1088,7 @@ fn safe_target(
                     .then(|| ((*task).clone(), from.to_owned(), to.clone()))
             })
             .collect();
+        cold_moves.sort_by_key(|(task, from, _)| may_keep(task, from));
         // A task nobody holds (its owner failed, or it is new) goes to a
         // member already caught up on it (a standby, an old owner) if the
         // answer put it on a cold one: failover without a replay.
@@ -1125,8 +1134,7 @@ fn safe_target(
             // A holder that may not keep the task (it no longer subscribes
             // to its topic, or it drains) must see it warm up elsewhere: a
             // swap would leave it there with no learner, for good.
-            let holder = &group.members[&from];
-            let may_keep = holder.topics.contains(&task.topic) && !holder.draining;
+            let may_keep = may_keep(&task, &from);
             let swap = target[&from]
                 .active
                 .iter()

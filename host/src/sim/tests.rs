@@ -574,6 +574,35 @@ mod core_fixes {
         assert!(d.target(&a).learner.is_empty());
     }
 
+    /// Seed 113488 (500 steps): `sticky` kept swapping t0 tasks between two
+    /// members, each move cold, and the group's one learner slot went to
+    /// the first cold move in task order every time, so a t1 task whose
+    /// holder had unsubscribed from t1 never got a learner and stayed there
+    /// for good. Moves off a holder that may not keep the task warm first.
+    #[test]
+    fn a_task_its_holder_may_not_keep_warms_up_before_optional_moves() {
+        let mut d = Drive::new(&[("t0", 1), ("t1", 1)], 1);
+        let mut a = d.join(&["t0", "t1"]);
+        d.tick_at(100);
+        d.answer(|input| assign_natively("sticky", input).unwrap());
+        a = d.beat(&a, &[], None);
+        assert_eq!(a.active.len(), 2);
+        let b = d.join(&["t0", "t1"]);
+        let (a_id, b_id) = (a.member_id.clone(), b.member_id.clone());
+        d.beat(&a, &[], Some(&["t0"]));
+        d.tick_at(200);
+        // Both tasks to cold b: t0:0 could stay on a, t1:0 may not.
+        d.answer(|input| answer(input, &[("t0", 0, &b_id), ("t1", 0, &b_id)], &[]));
+        let target_b = d.target(&b);
+        assert!(target_b.active.is_empty(), "{target_b:?}");
+        assert_eq!(
+            target_b.learner,
+            [task("t1", 0)].into(),
+            "the one learner slot warms the task a may not keep"
+        );
+        let _ = a_id;
+    }
+
     /// A learner that catches up asks for a new target at once. The core
     /// remembered each (member, task) it had signalled for good, so a
     /// member warming the same task a second time (the task moved to it,
