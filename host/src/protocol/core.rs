@@ -515,7 +515,9 @@ impl Coordinator {
                     });
                 }
                 if let Some(owned) = &request.owned
-                    && let Some(task) = owned.iter().find(|t| !held.held().any(|h| h == *t))
+                    && let Some(task) = owned
+                        .iter()
+                        .find(|t| !held.active.contains(*t) && !held.revoking.contains(*t))
                 {
                     return Err(ProtocolError::NotOwned { task: task.clone() });
                 }
