@@ -8,6 +8,7 @@
 //! - [`runtime`]: the core at run time: clock, timers, persistence order,
 //!   assignor calls off the request path.
 //! - [`sim`]: the deterministic simulator of the core (`assignd sim`).
+//! - [`registry`]: uploaded assignor modules, stored by content hash.
 //! - [`api`]: the HTTP routes of `assignd serve` and their OpenAPI document.
 //!
 //! The membership protocol, record log and HTTP API arrive with the
@@ -18,5 +19,6 @@ pub mod cli;
 pub mod log;
 pub mod plugins;
 pub mod protocol;
+pub mod registry;
 pub mod runtime;
 pub mod sim;

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 
 use super::wire::{ErrorBody, ErrorDetail};
 use crate::protocol::core::ProtocolError;
+use crate::registry::RegistryError;
 use crate::runtime::RuntimeError;
 
 /// The largest request body accepted.
@@ -32,6 +33,14 @@ pub enum ApiError {
     InvalidPath(String),
     #[error("the request body is larger than {BODY_LEN_MAX_BYTES} bytes")]
     PayloadTooLarge,
+    #[error(
+        "the module is larger than {} bytes",
+        crate::registry::MODULE_LEN_MAX_BYTES
+    )]
+    ModuleTooLarge,
+    /// A missing or malformed query parameter.
+    #[error("{0}")]
+    InvalidQuery(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
     #[error("no route for {method} {path}")]
@@ -77,7 +86,11 @@ impl ApiError {
             }
             ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
             ApiError::InvalidPath(_) => (StatusCode::BAD_REQUEST, "invalid_path"),
-            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::Runtime(RuntimeError::Registry(e)) => registry_status_and_code(e),
+            ApiError::PayloadTooLarge | ApiError::ModuleTooLarge => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+            }
+            ApiError::InvalidQuery(_) => (StatusCode::BAD_REQUEST, "invalid_query"),
             ApiError::UnsupportedMediaType(_) => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
@@ -86,6 +99,22 @@ impl ApiError {
                 (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
             }
         }
+    }
+}
+
+/// The status and code of each registry refusal. A module that does not
+/// load answers the plugin runtime's code for what failed (`not_wasm`,
+/// `core_module`, `wrong_world`, `foreign_import`, `compile_failed`, …).
+fn registry_status_and_code(error: &RegistryError) -> (StatusCode, &'static str) {
+    match error {
+        RegistryError::InvalidName(_) => (StatusCode::BAD_REQUEST, "invalid_module_name"),
+        RegistryError::Invalid(plugin) => (StatusCode::BAD_REQUEST, plugin.code()),
+        RegistryError::SelfTest { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "self_test_failed"),
+        RegistryError::NameTaken { .. } => (StatusCode::CONFLICT, "module_name_taken"),
+        RegistryError::Unknown(_) => (StatusCode::NOT_FOUND, "unknown_module"),
+        RegistryError::Builtin(_) => (StatusCode::CONFLICT, "builtin_assignor"),
+        RegistryError::InUse { .. } => (StatusCode::CONFLICT, "module_in_use"),
+        RegistryError::Storage(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }
 }
 

@@ -26,7 +26,8 @@ async fn view(runtime: &Arc<Runtime>, group: &str) -> Result<GroupView, ApiError
 ///
 /// Only `topics` is required; every other field has a default. A change to
 /// the topics, the assignor, its params or the learner settings asks for a
-/// new target. The assignor must be a built-in.
+/// new target. The assignor is a built-in name, an uploaded module's id, or
+/// `name@version` of an uploaded module.
 #[utoipa::path(
     put,
     path = "/v1/groups/{group}",

@@ -7,6 +7,7 @@
 //! [`app`] builds the router that `assignd serve` runs and that the tests
 //! drive in process with `tower::ServiceExt::oneshot`.
 
+mod assignors;
 mod error;
 mod groups;
 mod members;
@@ -46,6 +47,7 @@ use wire::{ErrorBody, Health};
     tags(
         (name = "members", description = "The member protocol: join, heartbeat, leave"),
         (name = "groups", description = "Administration of groups"),
+        (name = "assignors", description = "The assignor registry: upload, list, show, delete modules"),
         (name = "service", description = "The service itself"),
     )
 )]
@@ -59,6 +61,11 @@ fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(groups::put_group, groups::get_group))
         .routes(routes!(groups::assignor_input))
         .routes(routes!(groups::drain_member))
+        .routes(routes!(
+            assignors::upload_assignor,
+            assignors::list_assignors
+        ))
+        .routes(routes!(assignors::get_assignor, assignors::delete_assignor))
         .routes(routes!(openapi_json))
         .routes(routes!(healthz))
 }

@@ -334,3 +334,30 @@ pub struct GroupConfigDoc {
     #[schema(default = 300_000, minimum = 1)]
     scale_down_timeout_ms: Option<u64>,
 }
+
+/// An assignor this host can run: an uploaded module or a built-in.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct AssignorView {
+    /// The sha256 of the component's bytes, lowercase hex.
+    pub id: String,
+    /// The name it was uploaded under (a built-in's own name).
+    pub name: String,
+    /// The version it was uploaded under (a built-in's `info()` version).
+    pub version: String,
+    /// A built-in ships inside the binary and cannot be deleted.
+    pub builtin: bool,
+    /// What the module's `info()` answered: name, version, description,
+    /// capabilities, params with their defaults.
+    #[schema(value_type = Object)]
+    pub info: serde_json::Value,
+    pub size_bytes: u64,
+    /// Unix time of the upload, in milliseconds (absent for built-ins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uploaded_at_ms: Option<u64>,
+}
+
+/// Every assignor: the built-ins first, then the uploaded modules by id.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct AssignorList {
+    pub assignors: Vec<AssignorView>,
+}

@@ -1,6 +1,7 @@
 //! `assignd serve`: the coordinator over HTTP. Recovers the record log in
 //! DIR/log (replaying it into the core), starts the plugin engine
-//! (compiled assignors cached in DIR/cache), the runtime and its ticker,
+//! (compiled assignors cached in DIR/cache), the module registry (uploaded
+//! assignors in DIR/modules), the runtime and its ticker,
 //! binds the listener, prints `listening on http://ADDR` (the real address,
 //! so `--listen 127.0.0.1:0` works) and serves until SIGTERM or ctrl-c.
 
@@ -16,6 +17,7 @@ use super::{EXIT_BAD_INPUT, Failure};
 use crate::log::{FsyncPolicy, LogSink, ScanMode, lock, log_dir, scan};
 use crate::plugins::{EngineConfig, PluginEngine};
 use crate::protocol::core::Coordinator;
+use crate::registry::Registry;
 use crate::runtime::{Clock, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
 
 #[derive(Debug, Args)]
@@ -24,7 +26,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
     listen: String,
     /// Where assignd keeps its files (created if missing): the record log
-    /// in DIR/log, compiled assignors in DIR/cache.
+    /// in DIR/log, compiled assignors in DIR/cache, uploaded assignors in
+    /// DIR/modules.
     #[arg(long, env = "ASSIGND_DATA_DIR", value_name = "DIR")]
     data_dir: PathBuf,
     /// When changes are made durable before they are acknowledged:
@@ -95,6 +98,12 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         ..EngineConfig::default()
     })
     .map_err(|e| failure(format!("cannot start the wasm engine: {e:#}")))?;
+    let registry = Registry::open(Arc::new(engine), &args.data_dir.join("modules"))
+        .map_err(|e| failure(format!("cannot open the module registry: {e:#}")))?;
+    tracing::info!(
+        modules = registry.list().len(),
+        "opened the module registry"
+    );
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("assignd-worker")
@@ -112,7 +121,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
             core,
             Clock::monotonic(),
             Arc::new(sink),
-            Arc::new(engine),
+            Arc::new(registry),
         );
         let ticker = runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
         runtime.preload_builtins();

@@ -37,14 +37,14 @@ impl Runtime {
                 assignor,
                 input,
             } = call;
-            let engine = self.engine.clone();
+            let registry = self.registry.clone();
             let limits = self.limits;
             let name = assignor.clone();
             let started = Instant::now();
             let result =
                 tokio::task::spawn_blocking(move || -> Result<CallOutcome, PluginError> {
-                    let module = engine.load_builtin(&name)?;
-                    engine.assign(&module, &input, &limits)
+                    let module = registry.load(&name)?;
+                    registry.engine().assign(&module, &input, &limits)
                 })
                 .await;
             let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -85,7 +85,7 @@ impl Runtime {
     /// group's first call does not pay for it (and a broken build shows in
     /// the log at start).
     pub fn preload_builtins(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
-        let engine = self.engine.clone();
+        let engine = self.registry.engine().clone();
         tokio::task::spawn_blocking(move || {
             for name in BUILTIN_NAMES {
                 let started = Instant::now();

@@ -25,6 +25,7 @@ use std::time::Duration;
 use crate::plugins::{BUILTIN_NAMES, Limits, PluginEngine};
 use crate::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, Output, ProtocolError};
 use crate::protocol::group::{GroupConfig, Millis};
+use crate::registry::{Entry, Registry, RegistryError, Resolved};
 
 pub use clock::Clock;
 pub use sink::{CountingSink, PersistError, RecordQueue, RecordSink};
@@ -40,10 +41,13 @@ pub enum RuntimeError {
     Protocol(#[from] ProtocolError),
     /// A config names an assignor this host cannot run; nothing changed.
     #[error(
-        "assignor {name:?} is not a built-in assignor ({}); uploaded modules are not supported yet",
+        "assignor {name:?} is neither a built-in assignor ({}) nor an uploaded module (by id or name@version)",
         BUILTIN_NAMES.join(", ")
     )]
     UnknownAssignor { name: String },
+    /// The module registry refused an upload or a delete; nothing changed.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
     /// The change was applied but could not be made durable; from now on
     /// every request is refused.
     #[error(transparent)]
@@ -67,7 +71,7 @@ pub struct Runtime {
     core: Mutex<Coordinator>,
     clock: Clock,
     queue: RecordQueue,
-    engine: Arc<PluginEngine>,
+    registry: Arc<Registry>,
     limits: Limits,
     calls_in_flight: AtomicU64,
     calls_finished: AtomicU64,
@@ -80,7 +84,13 @@ impl Runtime {
         sink: Arc<dyn RecordSink>,
         engine: Arc<PluginEngine>,
     ) -> Arc<Self> {
-        Self::recovered(config, Coordinator::new(config.seed), clock, sink, engine)
+        Self::recovered(
+            config,
+            Coordinator::new(config.seed),
+            clock,
+            sink,
+            Arc::new(Registry::in_memory(engine)),
+        )
     }
 
     /// A runtime around a core rebuilt from the record log. Its timers
@@ -92,13 +102,13 @@ impl Runtime {
         core: Coordinator,
         clock: Clock,
         sink: Arc<dyn RecordSink>,
-        engine: Arc<PluginEngine>,
+        registry: Arc<Registry>,
     ) -> Arc<Self> {
         Arc::new(Runtime {
             core: Mutex::new(core),
             clock,
             queue: RecordQueue::start(sink),
-            engine,
+            registry,
             limits: config.limits,
             calls_in_flight: AtomicU64::new(0),
             calls_finished: AtomicU64::new(0),
@@ -109,6 +119,11 @@ impl Runtime {
     /// on.
     pub fn failed(&self) -> bool {
         self.queue.failed()
+    }
+
+    /// The uploaded modules, and the engine every assignor runs in.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
     }
 
     /// The clock every core call is given.
@@ -165,24 +180,66 @@ impl Runtime {
     }
 
     /// Creates or replaces a group's config; returns whether the group was
-    /// created. The assignor must be one this host can run.
+    /// created. The assignor must be one this host can run: a built-in, or
+    /// an uploaded module by id or `name@version`. It is resolved under the
+    /// core's lock, which a delete also takes to check that no group names
+    /// the module, so a module cannot vanish from under a binding.
     pub async fn configure(
         self: &Arc<Self>,
         group: &str,
         config: GroupConfig,
     ) -> Result<bool, RuntimeError> {
         crate::protocol::core::check_config(&config)?;
-        if !BUILTIN_NAMES.contains(&config.assignor.as_str()) {
-            return Err(RuntimeError::UnknownAssignor {
-                name: config.assignor,
-            });
-        }
         self.execute(|core, now| {
+            if self.registry.resolve(&config.assignor).is_none() {
+                return Err(RuntimeError::UnknownAssignor {
+                    name: config.assignor,
+                });
+            }
             let created = core.group(group).is_none();
             let output = core.configure(group, config, now)?;
             Ok((created, output))
         })
         .await
+    }
+
+    /// Deletes an uploaded module (by id or `name@version`) that no group's
+    /// config names. The check and the unlisting happen under the core's
+    /// lock, and the answer waits until every change before it is durable,
+    /// so a config that stopped naming the module is in the log before the
+    /// module's files go.
+    pub async fn delete_assignor(self: &Arc<Self>, reference: &str) -> Result<Entry, RuntimeError> {
+        let registry = self.registry.clone();
+        let _mutation = registry.mutation.lock().await;
+        let id = match registry.resolve(reference) {
+            None => return Err(RegistryError::Unknown(reference.to_owned()).into()),
+            Some(Resolved::Builtin(name)) => {
+                return Err(RegistryError::Builtin(name.to_owned()).into());
+            }
+            Some(Resolved::Uploaded(id)) => id,
+        };
+        let entry = self
+            .execute(|core, _| {
+                let bound: Vec<&str> = core
+                    .groups()
+                    .filter(|g| {
+                        registry.resolve(&g.config.assignor) == Some(Resolved::Uploaded(id.clone()))
+                    })
+                    .map(|g| g.name.as_str())
+                    .collect();
+                if !bound.is_empty() {
+                    return Err(RegistryError::InUse {
+                        id: id.clone(),
+                        groups: bound.join(", "),
+                    }
+                    .into());
+                }
+                let entry = registry.unlist(&id).expect("a resolved module is listed");
+                Ok((entry, Output::default()))
+            })
+            .await?;
+        registry.remove_files(&id)?;
+        Ok(entry)
     }
 
     /// One member heartbeat (join, heartbeat, leave).

@@ -1,0 +1,455 @@
+//! The module registry: assignor components uploaded over HTTP, kept by
+//! the sha256 of their bytes in `DATA_DIR/modules/<sha256>.wasm`, each with
+//! a JSON sidecar `<sha256>.json` (name, version, size, upload time). It
+//! validates a component before accepting it (it loads, and it answers a
+//! self-test assignment within the default limits), resolves the assignor
+//! references of group configs (a built-in name, a module id, or
+//! `name@version`) and hands out the compiled module. It knows nothing of
+//! groups or HTTP: whether a module is bound is the runtime's question.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use assignd_guest_sdk::Info;
+use assignd_guest_sdk::testing::{GroupSpec, Subscriptions, group};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::plugins::{BUILTIN_NAMES, Limits, LoadedModule, ModuleId, PluginEngine, PluginError};
+
+/// The largest component accepted.
+pub const MODULE_LEN_MAX_BYTES: usize = 16 << 20;
+
+/// Longest module name and version, in bytes.
+pub const MODULE_NAME_LEN_MAX: usize = 128;
+
+/// What an assignor reference names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolved {
+    Builtin(&'static str),
+    Uploaded(ModuleId),
+}
+
+/// What the sidecar file keeps next to a module's bytes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Sidecar {
+    name: String,
+    version: String,
+    size_bytes: u64,
+    uploaded_at_ms: u64,
+}
+
+/// An uploaded module.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub module: Arc<LoadedModule>,
+    pub name: String,
+    pub version: String,
+    pub size_bytes: u64,
+    /// Unix time of the upload, in milliseconds.
+    pub uploaded_at_ms: u64,
+}
+
+/// Why an upload or a delete was refused; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The name or version is empty, too long, or holds `@` or `/`.
+    #[error("{0}")]
+    InvalidName(String),
+    /// The component does not load: not wasm, wrong world, compile error…
+    #[error("the module does not load: {0}")]
+    Invalid(PluginError),
+    /// It loads, but the self-test assignment failed.
+    #[error(
+        "the module failed its self-test assignment ({members} members, {tasks} tasks): {error}"
+    )]
+    SelfTest {
+        members: usize,
+        tasks: usize,
+        error: PluginError,
+    },
+    /// Another module already has this name and version.
+    #[error("{name}@{version} is already module {id}")]
+    NameTaken {
+        name: String,
+        version: String,
+        id: ModuleId,
+    },
+    #[error("no assignor {0:?} (a built-in name, a module id, or name@version)")]
+    Unknown(String),
+    #[error("{0:?} is a built-in assignor and cannot be deleted")]
+    Builtin(String),
+    #[error("module {id} is bound to groups: {groups}")]
+    InUse { id: ModuleId, groups: String },
+    /// Writing or removing the module's files failed.
+    #[error("storage: {0}")]
+    Storage(String),
+}
+
+/// The uploaded modules, and the engine they run in.
+pub struct Registry {
+    engine: Arc<PluginEngine>,
+    /// None: kept in memory only (tests).
+    dir: Option<PathBuf>,
+    modules: RwLock<BTreeMap<ModuleId, Entry>>,
+    /// Serializes uploads and deletes (their file work and their checks).
+    pub(crate) mutation: tokio::sync::Mutex<()>,
+}
+
+impl Registry {
+    /// A registry that keeps nothing on disk.
+    pub fn in_memory(engine: Arc<PluginEngine>) -> Self {
+        Registry {
+            engine,
+            dir: None,
+            modules: RwLock::new(BTreeMap::new()),
+            mutation: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Opens (creating it if missing) `dir` and loads every module in it. A
+    /// module that no longer loads (a file damaged on disk) is skipped with
+    /// an error in the log, so the host still starts.
+    pub fn open(engine: Arc<PluginEngine>, dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        let registry = Registry {
+            dir: Some(dir.to_owned()),
+            ..Registry::in_memory(engine)
+        };
+        let mut modules = BTreeMap::new();
+        let listing = std::fs::read_dir(dir)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?;
+        for file in listing {
+            let path = file?.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            match registry.load_stored(&path) {
+                Ok(entry) => {
+                    modules.insert(entry.module.id.clone(), entry);
+                }
+                Err(error) => {
+                    tracing::error!(path = %path.display(), %error, "skipping a stored module")
+                }
+            }
+        }
+        *registry.modules.write().expect("registry poisoned") = modules;
+        Ok(registry)
+    }
+
+    fn load_stored(&self, sidecar_path: &Path) -> anyhow::Result<Entry> {
+        let sidecar: Sidecar = serde_json::from_slice(&std::fs::read(sidecar_path)?)?;
+        let bytes = std::fs::read(sidecar_path.with_extension("wasm"))?;
+        let module = self.engine.load(&bytes)?;
+        let stem = sidecar_path.file_stem().and_then(|s| s.to_str());
+        anyhow::ensure!(
+            stem == Some(module.id.as_str()),
+            "the bytes hash to {}, not to the file name",
+            module.id
+        );
+        Ok(Entry {
+            module,
+            name: sidecar.name,
+            version: sidecar.version,
+            size_bytes: sidecar.size_bytes,
+            uploaded_at_ms: sidecar.uploaded_at_ms,
+        })
+    }
+
+    /// The engine every module runs in.
+    pub fn engine(&self) -> &Arc<PluginEngine> {
+        &self.engine
+    }
+
+    /// What `reference` names: a built-in name, an uploaded module's id, or
+    /// `name@version` of an uploaded module.
+    pub fn resolve(&self, reference: &str) -> Option<Resolved> {
+        if let Some(name) = BUILTIN_NAMES.iter().find(|name| **name == reference) {
+            return Some(Resolved::Builtin(name));
+        }
+        let modules = self.modules.read().expect("registry poisoned");
+        if modules.contains_key(reference) {
+            return Some(Resolved::Uploaded(reference.to_owned()));
+        }
+        let (name, version) = reference.split_once('@')?;
+        modules
+            .values()
+            .find(|e| e.name == name && e.version == version)
+            .map(|e| Resolved::Uploaded(e.module.id.clone()))
+    }
+
+    /// The compiled module `reference` names.
+    pub fn load(&self, reference: &str) -> Result<Arc<LoadedModule>, PluginError> {
+        match self.resolve(reference) {
+            Some(Resolved::Builtin(name)) => self.engine.load_builtin(name),
+            Some(Resolved::Uploaded(id)) => Ok(self
+                .get(&id)
+                .expect("a resolved module is listed")
+                .module
+                .clone()),
+            None => Err(PluginError::UnknownBuiltin {
+                name: reference.to_owned(),
+                builtins: BUILTIN_NAMES.join(", "),
+            }),
+        }
+    }
+
+    /// An uploaded module by id.
+    pub fn get(&self, id: &str) -> Option<Entry> {
+        self.modules
+            .read()
+            .expect("registry poisoned")
+            .get(id)
+            .cloned()
+    }
+
+    /// Every uploaded module, by id.
+    pub fn list(&self) -> Vec<Entry> {
+        self.modules
+            .read()
+            .expect("registry poisoned")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Validates `bytes` (loads, passes the self-test) and stores them.
+    /// Returns the entry and whether it is new: the same bytes again answer
+    /// the existing entry (its first name and version) and store nothing.
+    /// Slow (compiles): call it off the async threads.
+    pub fn upload(
+        &self,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+    ) -> Result<(Entry, bool), RegistryError> {
+        check_name("name", name)?;
+        check_name("version", version)?;
+        let module = self.engine.load(bytes).map_err(RegistryError::Invalid)?;
+        if let Some(entry) = self.get(&module.id) {
+            return Ok((entry, false));
+        }
+        self_test(&self.engine, &module)?;
+        let _mutation = self.mutation.blocking_lock();
+        if let Some(entry) = self.get(&module.id) {
+            return Ok((entry, false));
+        }
+        if let Some(Resolved::Uploaded(id)) = self.resolve(&format!("{name}@{version}")) {
+            return Err(RegistryError::NameTaken {
+                name: name.to_owned(),
+                version: version.to_owned(),
+                id,
+            });
+        }
+        let entry = Entry {
+            module,
+            name: name.to_owned(),
+            version: version.to_owned(),
+            size_bytes: bytes.len() as u64,
+            uploaded_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        };
+        if let Some(dir) = &self.dir {
+            let sidecar = Sidecar {
+                name: entry.name.clone(),
+                version: entry.version.clone(),
+                size_bytes: entry.size_bytes,
+                uploaded_at_ms: entry.uploaded_at_ms,
+            };
+            let id = &entry.module.id;
+            // The bytes first: a sidecar is only ever next to its module.
+            write_durably(dir, &format!("{id}.wasm"), bytes)
+                .and_then(|()| {
+                    write_durably(
+                        dir,
+                        &format!("{id}.json"),
+                        &serde_json::to_vec_pretty(&sidecar).expect("a sidecar serializes"),
+                    )
+                })
+                .map_err(|e| RegistryError::Storage(format!("{e:#}")))?;
+        }
+        self.modules
+            .write()
+            .expect("registry poisoned")
+            .insert(entry.module.id.clone(), entry.clone());
+        Ok((entry, true))
+    }
+
+    /// Unlists a module; the caller holds `mutation` and has checked that
+    /// no group is bound to it. Its files are removed by [`Self::remove_files`].
+    pub(crate) fn unlist(&self, id: &str) -> Option<Entry> {
+        self.modules.write().expect("registry poisoned").remove(id)
+    }
+
+    /// Removes an unlisted module's files (the sidecar first, so a crash in
+    /// between leaves an orphan `.wasm` that start-up ignores).
+    pub(crate) fn remove_files(&self, id: &str) -> Result<(), RegistryError> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        for ext in ["json", "wasm"] {
+            let path = dir.join(format!("{id}.{ext}"));
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(RegistryError::Storage(format!(
+                        "cannot remove {}: {e}",
+                        path.display()
+                    )));
+                }
+            }
+        }
+        sync_dir(dir).map_err(|e| RegistryError::Storage(format!("{e:#}")))
+    }
+}
+
+fn check_name(what: &str, value: &str) -> Result<(), RegistryError> {
+    if value.is_empty() || value.len() > MODULE_NAME_LEN_MAX {
+        return Err(RegistryError::InvalidName(format!(
+            "the module {what} must be 1 to {MODULE_NAME_LEN_MAX} bytes"
+        )));
+    }
+    if value.contains(['@', '/']) || value.chars().any(char::is_control) {
+        return Err(RegistryError::InvalidName(format!(
+            "the module {what} {value:?} must not contain '@', '/' or control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The group of the self-test: a few members over a few dozen tasks.
+const SELF_TEST_MEMBERS: u32 = 4;
+const SELF_TEST_TASKS_PER_MEMBER: u32 = 12;
+const SELF_TEST_TOPICS: u32 = 3;
+
+/// One assignment on a small generated group, within the default limits;
+/// the engine checks the answer is a valid assignment of that input.
+fn self_test(engine: &PluginEngine, module: &LoadedModule) -> Result<(), RegistryError> {
+    let input = group(&GroupSpec::grid(
+        SELF_TEST_MEMBERS,
+        SELF_TEST_TASKS_PER_MEMBER,
+        SELF_TEST_TOPICS,
+        Subscriptions::Homogeneous,
+    ));
+    engine
+        .assign(module, &input, &Limits::default())
+        .map(|_| ())
+        .map_err(|error| RegistryError::SelfTest {
+            members: SELF_TEST_MEMBERS as usize,
+            tasks: (SELF_TEST_MEMBERS * SELF_TEST_TASKS_PER_MEMBER) as usize,
+            error,
+        })
+}
+
+/// Writes `name` in `dir`: a temporary file, fsync, rename, fsync of the
+/// folder.
+fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp{}", std::process::id()));
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&tmp, &path)?;
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// An assignor's `info()` as JSON, as `assignd info` prints it.
+pub fn info_json(info: &Info) -> Value {
+    json!({
+        "name": info.name,
+        "version": info.version,
+        "description": info.description,
+        "capabilities": {
+            "learners": info.capabilities.learners,
+            "standbys": info.capabilities.standbys,
+            "racks": info.capabilities.racks,
+        },
+        "params": info.params.iter().map(|p| json!({
+            "name": p.name, "default": p.default_value, "description": p.description,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::{EngineConfig, builtin_component};
+
+    fn engine() -> Arc<PluginEngine> {
+        Arc::new(
+            PluginEngine::new(EngineConfig {
+                concurrent_calls_max: 2,
+                ..EngineConfig::default()
+            })
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn uploads_survive_reopening_and_deleted_ones_do_not() {
+        let dir = std::env::temp_dir().join(format!("assignd-registry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let engine = engine();
+        let bytes = builtin_component("sticky").unwrap();
+        let id = {
+            let registry = Registry::open(engine.clone(), &dir).unwrap();
+            let (entry, new) = registry.upload("mine", "1.0", bytes).unwrap();
+            assert!(new);
+            let (again, new) = registry.upload("other", "2", bytes).unwrap();
+            assert!(!new, "same bytes, same module");
+            assert_eq!(
+                (again.name.as_str(), again.version.as_str()),
+                ("mine", "1.0")
+            );
+            entry.module.id.clone()
+        };
+        let registry = Registry::open(engine.clone(), &dir).unwrap();
+        assert_eq!(
+            registry.resolve("mine@1.0"),
+            Some(Resolved::Uploaded(id.clone()))
+        );
+        assert_eq!(registry.resolve(&id), Some(Resolved::Uploaded(id.clone())));
+        assert_eq!(
+            registry.resolve("sticky"),
+            Some(Resolved::Builtin("sticky"))
+        );
+        assert_eq!(registry.resolve("mine@2"), None);
+        assert_eq!(registry.load("mine@1.0").unwrap().info.name, "sticky");
+        registry.unlist(&id).unwrap();
+        registry.remove_files(&id).unwrap();
+        let registry = Registry::open(engine, &dir).unwrap();
+        assert!(registry.list().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn bad_names_and_bytes_store_nothing() {
+        let registry = Registry::in_memory(engine());
+        let bytes = builtin_component("range").unwrap();
+        assert!(matches!(
+            registry.upload("a@b", "1", bytes),
+            Err(RegistryError::InvalidName(_))
+        ));
+        assert!(matches!(
+            registry.upload("a", "1", b"garbage"),
+            Err(RegistryError::Invalid(PluginError::NotWasm { .. }))
+        ));
+        assert!(matches!(
+            registry.upload("a", "1", &bytes[..bytes.len() / 2]),
+            Err(RegistryError::Invalid(_))
+        ));
+        assert!(registry.list().is_empty());
+    }
+}
