@@ -1,0 +1,333 @@
+//! The assignor registry as an operator uses it: the real `assignd serve`
+//! on a free port, driven over raw HTTP. A built-in's component is
+//! uploaded under a new name, a group is bound to it by `name@version`,
+//! three members converge on its assignment; the server is killed and
+//! restarted on the same data dir, and the module is still listed and
+//! still serves the group (a fourth member joins and the group converges
+//! again). A guest that loads but answers an invalid assignment fails its
+//! self-test and is not stored.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The real server, killed on drop.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const START_DEADLINE: Duration = Duration::from_secs(60);
+const GROUP: &str = "orders-app";
+const TASKS: u64 = 12;
+
+impl Server {
+    fn start(data_dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("cannot start assignd serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (lines, first_line) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let _ = lines.send(line);
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        });
+        let mut server = Server {
+            child,
+            base: String::new(),
+        };
+        let line = first_line
+            .recv_timeout(START_DEADLINE)
+            .expect("assignd serve printed no line in time");
+        server.base = line
+            .trim_end()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_owned();
+        server
+    }
+
+    fn agent() -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into()
+    }
+
+    fn answer(
+        method: &str,
+        url: &str,
+        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> (u16, Value) {
+        let mut response = response.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .unwrap_or_else(|e| panic!("{method} {url}: reading the body: {e}"));
+        if text.is_empty() {
+            return (status, Value::Null);
+        }
+        let value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{method} {url}: not JSON ({e}): {text}"));
+        (status, value)
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        let agent = Self::agent();
+        let response = match (method, body) {
+            ("GET", None) => agent.get(&url).call(),
+            ("DELETE", None) => agent.delete(&url).call(),
+            ("PUT", Some(body)) => agent.put(&url).send_json(body),
+            ("POST", Some(body)) => agent.post(&url).send_json(body),
+            other => panic!("unsupported call {other:?}"),
+        };
+        Self::answer(method, &url, response)
+    }
+
+    fn upload(&self, name: &str, version: &str, bytes: &[u8]) -> (u16, Value) {
+        let url = format!("{}/v1/assignors?name={name}&version={version}", self.base);
+        let response = Self::agent()
+            .post(&url)
+            .header("content-type", "application/wasm")
+            .send(bytes);
+        Self::answer("POST", &url, response)
+    }
+}
+
+fn tasks(value: &Value) -> BTreeSet<(String, u64)> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("a task list: {value}"))
+        .iter()
+        .map(|task| {
+            (
+                task[0].as_str().expect("topic").to_owned(),
+                task[1].as_u64().expect("partition"),
+            )
+        })
+        .collect()
+}
+
+/// One simulated member, as in serve.rs: reports what it holds, releases
+/// revoked tasks by the next beat, and warms up learners instantly.
+struct Member {
+    name: &'static str,
+    member_id: String,
+    member_epoch: u64,
+    active: BTreeSet<(String, u64)>,
+    revoking: BTreeSet<(String, u64)>,
+    learner: BTreeSet<(String, u64)>,
+}
+
+impl Member {
+    fn join(server: &Server, name: &'static str) -> Member {
+        let (status, answer) = server.call(
+            "POST",
+            &format!("/v1/groups/{GROUP}/heartbeat"),
+            Some(&json!({
+                "member_id": "", "member_name": name, "member_epoch": 0, "topics": ["orders"],
+            })),
+        );
+        assert_eq!(status, 200, "{name} joins: {answer}");
+        let mut member = Member {
+            name,
+            member_id: String::new(),
+            member_epoch: 0,
+            active: BTreeSet::new(),
+            revoking: BTreeSet::new(),
+            learner: BTreeSet::new(),
+        };
+        member.absorb(&answer);
+        member
+    }
+
+    fn heartbeat(&mut self, server: &Server) {
+        let owned: Vec<Value> = self.active.iter().map(|(t, p)| json!([t, p])).collect();
+        let lags: Vec<Value> = self.learner.iter().map(|(t, p)| json!([t, p, 0])).collect();
+        let body = json!({
+            "member_id": self.member_id,
+            "member_epoch": self.member_epoch,
+            "owned": owned,
+            "lags": lags,
+        });
+        let (status, answer) = server.call(
+            "POST",
+            &format!("/v1/groups/{GROUP}/heartbeat"),
+            Some(&body),
+        );
+        assert_eq!(status, 200, "{} heartbeat: {answer}", self.name);
+        self.absorb(&answer);
+    }
+
+    fn absorb(&mut self, answer: &Value) {
+        self.member_id = answer["member_id"].as_str().expect("member_id").to_owned();
+        self.member_epoch = answer["member_epoch"].as_u64().expect("member_epoch");
+        self.active = tasks(&answer["active"]);
+        self.revoking = tasks(&answer["revoking"]);
+        self.learner = tasks(&answer["learner"]);
+    }
+}
+
+/// Heartbeats until the group is stable with `per_member` active tasks on
+/// every member, no task ever held twice, every task active exactly once.
+fn converge(server: &Server, members: &mut [Member], per_member: usize) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        for i in 0..members.len() {
+            members[i].heartbeat(server);
+            let mut holder: BTreeMap<(String, u64), &str> = BTreeMap::new();
+            for member in members.iter() {
+                for task in member.active.union(&member.revoking) {
+                    if let Some(other) = holder.insert(task.clone(), member.name) {
+                        panic!("task {task:?} held by {other} and {}", member.name);
+                    }
+                }
+            }
+        }
+        let (status, view) = server.call("GET", &format!("/v1/groups/{GROUP}"), None);
+        assert_eq!(status, 200, "{view}");
+        let target_epoch = view["target_epoch"].as_u64().expect("target_epoch");
+        let stable = view["state"] == "stable"
+            && members.iter().all(|m| {
+                m.revoking.is_empty()
+                    && m.member_epoch == target_epoch
+                    && m.active.len() == per_member
+            });
+        if stable {
+            let all: BTreeSet<_> = members.iter().flat_map(|m| m.active.clone()).collect();
+            assert_eq!(all.len() as u64, TASKS, "every task active once");
+            return;
+        }
+        assert!(Instant::now() < deadline, "not stable in time: {view}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["assignors"]
+        .as_array()
+        .expect("assignors")
+        .iter()
+        .map(|a| a["name"].as_str().expect("name").to_owned())
+        .collect()
+}
+
+#[test]
+fn an_uploaded_module_serves_a_group_across_a_restart() {
+    let data_dir: PathBuf = common::scratch("registry-restart");
+    let bytes = assignd::plugins::builtin_component("sticky").expect("sticky is built in");
+    let server = Server::start(&data_dir);
+
+    let (status, module) = server.upload("custom", "1.0", bytes);
+    assert_eq!(status, 201, "{module}");
+    let id = module["id"].as_str().expect("id").to_owned();
+    assert_eq!(module["info"]["name"], "sticky");
+    let (status, again) = server.upload("custom", "1.0", bytes);
+    assert_eq!((status, &again), (200, &module), "the same bytes again");
+
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": TASKS}],
+        "assignor": "custom@1.0",
+        "expansion_timeout_ms": 200,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{GROUP}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let mut members = vec![
+        Member::join(&server, "worker-a"),
+        Member::join(&server, "worker-b"),
+        Member::join(&server, "worker-c"),
+    ];
+    converge(&server, &mut members, 4);
+
+    let (status, error) = server.call("DELETE", &format!("/v1/assignors/{id}"), None);
+    assert_eq!(status, 409, "{error}");
+    assert_eq!(error["error"]["code"], "module_in_use");
+
+    // kill -9 and restart on the same data dir.
+    drop(server);
+    let server = Server::start(&data_dir);
+    let (status, list) = server.call("GET", "/v1/assignors", None);
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(
+        names(&list),
+        ["range", "round-robin", "sticky", "learner-aware", "custom"]
+    );
+    let (status, shown) = server.call("GET", "/v1/assignors/custom@1.0", None);
+    assert_eq!((status, &shown["id"]), (200, &json!(id)), "{shown}");
+    let (status, view) = server.call("GET", &format!("/v1/groups/{GROUP}"), None);
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["config"]["assignor"], "custom@1.0");
+
+    // The members carry on, a fourth joins: a new target from the module.
+    let before = view["target_epoch"].as_u64().expect("target_epoch");
+    members.push(Member::join(&server, "worker-d"));
+    converge(&server, &mut members, 3);
+    let (_, view) = server.call("GET", &format!("/v1/groups/{GROUP}"), None);
+    assert!(
+        view["target_epoch"].as_u64().expect("target_epoch") > before,
+        "{view}"
+    );
+
+    // Unbound, it can go; after a restart it stays gone.
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": TASKS}],
+        "assignor": "sticky",
+        "expansion_timeout_ms": 200,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{GROUP}"), Some(&config));
+    assert_eq!(status, 200, "{view}");
+    let (status, _) = server.call("DELETE", "/v1/assignors/custom@1.0", None);
+    assert_eq!(status, 204);
+    drop(server);
+    let server = Server::start(&data_dir);
+    let (_, list) = server.call("GET", "/v1/assignors", None);
+    assert_eq!(names(&list).len(), 4, "{list}");
+}
+
+#[test]
+fn a_module_failing_its_self_test_is_not_stored() {
+    let data_dir = common::scratch("registry-self-test");
+    let bytes = std::fs::read(common::bad_guest("test-guest-invalid-output")).expect("guest");
+    let server = Server::start(&data_dir);
+    let (status, error) = server.upload("broken", "1", &bytes);
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(error["error"]["code"], "self_test_failed");
+    let (status, error) = server.upload("garbage", "1", b"not a component");
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"]["code"], "not_wasm");
+    let other_world = wat::parse_str(common::OTHER_WORLD_WAT).expect("wat");
+    let (status, error) = server.upload("other", "1", &other_world);
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"]["code"], "wrong_world");
+    let (_, list) = server.call("GET", "/v1/assignors", None);
+    assert_eq!(names(&list).len(), 4, "{list}");
+    let stored = std::fs::read_dir(data_dir.join("modules"))
+        .expect("modules dir")
+        .count();
+    assert_eq!(stored, 0, "nothing written");
+}
