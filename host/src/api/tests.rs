@@ -1024,6 +1024,31 @@ async fn an_upload_is_stored_once_and_listed_with_the_builtins() {
     assert_eq!(again, module);
     assert_eq!(f.assignor_count().await, 5);
 
+    // Past the 1 MiB of the other routes: the same component with a 2 MiB
+    // custom section appended is another module, and is accepted.
+    let mut padded = sticky_bytes().to_vec();
+    let payload_len = 2usize << 20;
+    let name = b"padding";
+    let section_len = 1 + name.len() + payload_len;
+    padded.push(0); // custom section
+    let mut len = section_len;
+    loop {
+        let byte = (len & 0x7f) as u8;
+        len >>= 7;
+        padded.push(if len == 0 { byte } else { byte | 0x80 });
+        if len == 0 {
+            break;
+        }
+    }
+    padded.push(name.len() as u8);
+    padded.extend_from_slice(name);
+    padded.resize(padded.len() + payload_len, 0);
+    let (status, big) = f.upload("padded", "1", &padded).await;
+    assert_eq!(status, StatusCode::CREATED, "{big}");
+    assert_eq!(big["size_bytes"], padded.len());
+    let (status, _) = f.call("DELETE", "/v1/assignors/padded@1", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
     // Other bytes under a taken name and version.
     let range = crate::plugins::builtin_component("range").unwrap();
     let answer = f.upload("mine", "1.0", range).await;

@@ -180,19 +180,20 @@ impl Registry {
             .map(|e| Resolved::Uploaded(e.module.id.clone()))
     }
 
-    /// The compiled module `reference` names.
+    /// The compiled module `reference` names. A call started before its
+    /// group was rebound may find the module deleted since: an error, not
+    /// a panic.
     pub fn load(&self, reference: &str) -> Result<Arc<LoadedModule>, PluginError> {
+        let unknown = || PluginError::UnknownBuiltin {
+            name: reference.to_owned(),
+            builtins: BUILTIN_NAMES.join(", "),
+        };
         match self.resolve(reference) {
             Some(Resolved::Builtin(name)) => self.engine.load_builtin(name),
-            Some(Resolved::Uploaded(id)) => Ok(self
-                .get(&id)
-                .expect("a resolved module is listed")
-                .module
-                .clone()),
-            None => Err(PluginError::UnknownBuiltin {
-                name: reference.to_owned(),
-                builtins: BUILTIN_NAMES.join(", "),
-            }),
+            Some(Resolved::Uploaded(id)) => {
+                self.get(&id).map(|entry| entry.module).ok_or_else(unknown)
+            }
+            None => Err(unknown()),
         }
     }
 
