@@ -107,6 +107,11 @@ pub enum PluginError {
     #[error("no built-in assignor named {name:?} (built-ins: {builtins})")]
     UnknownBuiltin { name: String, builtins: String },
 
+    /// An assignor reference that names neither a built-in nor an uploaded
+    /// module (a module deleted after a call on it was started).
+    #[error("no assignor {reference:?}: neither a built-in nor an uploaded module")]
+    UnknownModule { reference: String },
+
     /// Reading a module file failed.
     #[error("cannot read module {path}: {message}")]
     Read { path: String, message: String },
@@ -151,7 +156,9 @@ impl PluginError {
             PluginError::OutputTooLarge(_) => "output_too_large",
             PluginError::InvalidAssignment(_) => "invalid_assignment",
             PluginError::InvalidInput(_) => "invalid_input",
-            PluginError::UnknownBuiltin { .. } => "unknown_assignor",
+            PluginError::UnknownBuiltin { .. } | PluginError::UnknownModule { .. } => {
+                "unknown_assignor"
+            }
             PluginError::Read { .. } => "read_failed",
         }
     }

@@ -184,9 +184,8 @@ impl Registry {
     /// group was rebound may find the module deleted since: an error, not
     /// a panic.
     pub fn load(&self, reference: &str) -> Result<Arc<LoadedModule>, PluginError> {
-        let unknown = || PluginError::UnknownBuiltin {
-            name: reference.to_owned(),
-            builtins: BUILTIN_NAMES.join(", "),
+        let unknown = || PluginError::UnknownModule {
+            reference: reference.to_owned(),
         };
         match self.resolve(reference) {
             Some(Resolved::Builtin(name)) => self.engine.load_builtin(name),
@@ -452,5 +451,9 @@ mod tests {
             Err(RegistryError::Invalid(_))
         ));
         assert!(registry.list().is_empty());
+        assert!(matches!(
+            registry.load("a@1"),
+            Err(PluginError::UnknownModule { .. })
+        ));
     }
 }
