@@ -4,6 +4,7 @@
 mod limits;
 mod loadgen;
 mod log;
+mod remote;
 mod run;
 mod serve;
 mod sim;
@@ -40,6 +41,10 @@ enum Command {
     /// Run many simulated members against a running host and report
     /// heartbeat throughput, latency and double ownership.
     Loadgen(loadgen::LoadgenArgs),
+    /// The assignor registry of a running host: upload, list, show, delete.
+    Assignor(remote::AssignorArgs),
+    /// The groups of a running host: create, show, list, drain.
+    Group(remote::GroupArgs),
 }
 
 /// Exit code of a run that failed on bad input or an unusable module.
@@ -72,6 +77,8 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(args),
         Command::Log(command) => log::log(command),
         Command::Loadgen(args) => loadgen::loadgen(args),
+        Command::Assignor(args) => remote::assignor(args),
+        Command::Group(args) => remote::group(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
