@@ -65,7 +65,8 @@ pub fn protocol_status(error: &ProtocolError) -> StatusCode {
         ProtocolError::Fenced { .. }
         | ProtocolError::StaleEpoch { .. }
         | ProtocolError::NotOwned { .. }
-        | ProtocolError::GroupFull(_) => StatusCode::CONFLICT,
+        | ProtocolError::GroupFull(_)
+        | ProtocolError::NoPreviousBinding(_) => StatusCode::CONFLICT,
         ProtocolError::Invalid(_) => StatusCode::BAD_REQUEST,
     }
 }

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 
 use super::error::{ApiError, ApiJson, ApiPath};
 use super::views::{group_summary, group_view};
-use super::wire::{ErrorBody, GroupConfigDoc, GroupList, GroupView};
+use super::wire::{BindRequest, ErrorBody, GroupConfigDoc, GroupList, GroupView};
 use crate::protocol::core::ProtocolError;
 use crate::protocol::group::GroupConfig;
 use crate::runtime::Runtime;
@@ -158,4 +158,64 @@ pub async fn drain_member(
         StatusCode::OK
     };
     Ok((status, Json(view(&runtime, &group).await?)))
+}
+
+/// Binds the group to an assignor and params: a hot swap.
+///
+/// `module` is a built-in name, an uploaded module's id, or `name@version`;
+/// `params` is optional (none). The group epoch is bumped and the new
+/// target is computed at once (no expansion wait), then reached
+/// cooperatively: tasks that do not move are not revoked, and members need
+/// no restart. The binding is appended to the group's history (the last
+/// 32). Binding what is already bound changes nothing (200 either way).
+#[utoipa::path(
+    put,
+    path = "/v1/groups/{group}/assignor",
+    tag = "groups",
+    params(("group" = String, Path, description = "The group's name")),
+    request_body = BindRequest,
+    responses(
+        (status = 200, description = "Bound (or already bound); the group view with its bindings", body = GroupView),
+        (status = 400, description = "`invalid_json`, `invalid_request` (params past their limits), `unknown_assignor`", body = ErrorBody),
+        (status = 404, description = "`unknown_group`", body = ErrorBody),
+        (status = 503, description = "`storage_failed`", body = ErrorBody),
+    )
+)]
+pub async fn bind_assignor(
+    State(runtime): State<Arc<Runtime>>,
+    ApiPath(group): ApiPath<String>,
+    ApiJson(request): ApiJson<BindRequest>,
+) -> Result<Json<GroupView>, ApiError> {
+    tracing::Span::current().record("group", group.as_str());
+    runtime
+        .bind(&group, &request.module, request.params)
+        .await?;
+    Ok(Json(view(&runtime, &group).await?))
+}
+
+/// Binds the group back to the binding before its current one.
+///
+/// The rollback is itself a new binding (its `rollback_to` names the one it
+/// returned to), so a second rollback returns to where the first started,
+/// like `cd -`. Hot, as a bind.
+#[utoipa::path(
+    post,
+    path = "/v1/groups/{group}/assignor/rollback",
+    tag = "groups",
+    params(("group" = String, Path, description = "The group's name")),
+    responses(
+        (status = 200, description = "Rolled back; the group view with its bindings", body = GroupView),
+        (status = 400, description = "`unknown_assignor` (the previous module was deleted since)", body = ErrorBody),
+        (status = 404, description = "`unknown_group`", body = ErrorBody),
+        (status = 409, description = "`no_previous_binding`", body = ErrorBody),
+        (status = 503, description = "`storage_failed`", body = ErrorBody),
+    )
+)]
+pub async fn rollback_assignor(
+    State(runtime): State<Arc<Runtime>>,
+    ApiPath(group): ApiPath<String>,
+) -> Result<Json<GroupView>, ApiError> {
+    tracing::Span::current().record("group", group.as_str());
+    runtime.rollback(&group).await?;
+    Ok(Json(view(&runtime, &group).await?))
 }

@@ -61,6 +61,8 @@ fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(groups::put_group, groups::get_group))
         .routes(routes!(groups::assignor_input))
         .routes(routes!(groups::drain_member))
+        .routes(routes!(groups::bind_assignor))
+        .routes(routes!(groups::rollback_assignor))
         .routes(routes!(
             assignors::upload_assignor,
             assignors::list_assignors

@@ -265,6 +265,11 @@ fn every_protocol_error_has_a_status() {
         (ProtocolError::NotOwned { task }, 409, "not_owned"),
         (ProtocolError::GroupFull("g".into()), 409, "group_full"),
         (ProtocolError::Invalid("x".into()), 400, "invalid_request"),
+        (
+            ProtocolError::NoPreviousBinding("g".into()),
+            409,
+            "no_previous_binding",
+        ),
     ];
     for (error, status, code) in cases {
         let api = ApiError::from(error);
@@ -882,6 +887,8 @@ fn the_openapi_document_names_every_route() {
         ("/v1/groups/{group}", "get"),
         ("/v1/groups/{group}/assignor-input", "get"),
         ("/v1/groups/{group}/members/{member}/drain", "post"),
+        ("/v1/groups/{group}/assignor", "put"),
+        ("/v1/groups/{group}/assignor/rollback", "post"),
         ("/v1/assignors", "post"),
         ("/v1/assignors", "get"),
         ("/v1/assignors/{assignor}", "get"),
@@ -896,7 +903,7 @@ fn the_openapi_document_names_every_route() {
             "{method} {path}"
         );
     }
-    assert_eq!(paths.len(), 9, "no route left out or added unnoticed");
+    assert_eq!(paths.len(), 11, "no route left out or added unnoticed");
     let schemas = doc["components"]["schemas"].as_object().unwrap();
     for name in [
         "HeartbeatRequest",
@@ -909,6 +916,8 @@ fn the_openapi_document_names_every_route() {
         "LagRow",
         "AssignorView",
         "AssignorList",
+        "BindRequest",
+        "BindingView",
     ] {
         assert!(
             schemas.contains_key(name),
@@ -1202,5 +1211,142 @@ async fn a_group_runs_on_an_uploaded_module_which_cannot_be_deleted_while_bound(
     config["assignor"] = json!(id);
     let answer = f.put_group(config).await;
     assert_error(&answer, StatusCode::BAD_REQUEST, "unknown_assignor");
+    f.assert_replay_matches().await;
+}
+
+#[tokio::test]
+async fn bind_swaps_at_once_rollback_returns_and_bad_binds_change_nothing() {
+    let f = fixture();
+    let (status, module) = f.upload("mine", "1.0", sticky_bytes()).await;
+    assert_eq!(status, StatusCode::CREATED, "{module}");
+    let (status, _) = f.put_group(config_json(6)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let a = f.join("worker-a").await;
+    let b = f.join("worker-b").await;
+    f.assign().await;
+    let mut a = f.beat(&a).await;
+    let mut b = f.beat(&b).await;
+    let path = format!("/v1/groups/{GROUP}/assignor");
+    let rollback = format!("/v1/groups/{GROUP}/assignor/rollback");
+
+    // Nothing to roll back to yet; bad binds change nothing.
+    let before = f.snapshot().await;
+    assert_error(
+        &f.call("POST", &rollback, None).await,
+        StatusCode::CONFLICT,
+        "no_previous_binding",
+    );
+    assert_error(
+        &f.call("PUT", &path, Some(json!({"module": "nope@1"})))
+            .await,
+        StatusCode::BAD_REQUEST,
+        "unknown_assignor",
+    );
+    assert_error(
+        &f.call("PUT", &path, Some(json!({"modul": "range"}))).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_json",
+    );
+    assert_error(
+        &f.call("PUT", &path, Some(json!({"module": ""}))).await,
+        StatusCode::BAD_REQUEST,
+        "unknown_assignor",
+    );
+    let too_many: serde_json::Map<String, Value> =
+        (0..100).map(|i| (format!("k{i}"), json!("v"))).collect();
+    assert_error(
+        &f.call(
+            "PUT",
+            &path,
+            Some(json!({"module": "range", "params": too_many})),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+    );
+    assert_error(
+        &f.call(
+            "PUT",
+            "/v1/groups/nope/assignor",
+            Some(json!({"module": "range"})),
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+        "unknown_group",
+    );
+    assert_error(
+        &f.call("POST", "/v1/groups/nope/assignor/rollback", None)
+            .await,
+        StatusCode::NOT_FOUND,
+        "unknown_group",
+    );
+    assert_eq!(f.snapshot().await, before);
+
+    // A bind by name@version: the new target is asked at once (the clock
+    // does not move), and members get there cooperatively.
+    let (status, view) = f
+        .call(
+            "PUT",
+            &path,
+            Some(json!({"module": "mine@1.0", "params": {"k": "v"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["config"]["assignor"], "mine@1.0");
+    assert_eq!(view["config"]["params"], json!({"k": "v"}));
+    let bindings = view["bindings"].as_array().unwrap();
+    assert_eq!(bindings.len(), 2, "{view}");
+    assert_eq!(bindings[0]["module"], "sticky");
+    assert_eq!(bindings[1]["module"], "mine@1.0");
+    assert_eq!(bindings[1]["seq"], 2);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while f.runtime.calls_in_flight() > 0 {
+        assert!(Instant::now() < deadline, "the assignor call never ended");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let view = f.view().await;
+    assert_eq!(view["target_epoch"], view["group_epoch"], "{view}");
+    for _ in 0..3 {
+        a = f.beat(&a).await;
+        b = f.beat(&b).await;
+    }
+    assert_eq!((a.active.len(), b.active.len()), (3, 3));
+    assert_eq!(f.view().await["state"], "stable");
+
+    // Bound: not deletable.
+    assert_error(
+        &f.call("DELETE", "/v1/assignors/mine@1.0", None).await,
+        StatusCode::CONFLICT,
+        "module_in_use",
+    );
+
+    // Rollback to sticky, then again back to mine@1.0 (like `cd -`).
+    let (status, view) = f.call("POST", &rollback, None).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["config"]["assignor"], "sticky");
+    assert_eq!(view["config"]["params"], json!({}));
+    assert_eq!(view["bindings"][2]["rollback_to"], 1);
+    let (status, view) = f.call("POST", &rollback, None).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["config"]["assignor"], "mine@1.0");
+    assert_eq!(view["bindings"][3]["rollback_to"], 2);
+    assert_eq!(f.view().await["bindings"].as_array().unwrap().len(), 4);
+
+    // Back to a built-in; the module, no longer bound, can go; a rollback
+    // to it is then refused and changes nothing.
+    let (status, _) = f.call("PUT", &path, Some(json!({"module": "range"}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = f.call("DELETE", "/v1/assignors/mine@1.0", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let before = f.snapshot().await;
+    assert_error(
+        &f.call("POST", &rollback, None).await,
+        StatusCode::BAD_REQUEST,
+        "unknown_assignor",
+    );
+    assert_eq!(f.snapshot().await, before);
+    while f.runtime.calls_in_flight() > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     f.assert_replay_matches().await;
 }

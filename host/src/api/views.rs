@@ -6,8 +6,8 @@ use crate::protocol::group::{Group, TaskRef};
 use crate::protocol::reconcile::MemberState;
 
 use super::wire::{
-    GroupState, GroupSummary, GroupView, HeartbeatResponseBody, LagRow, LearnerView, MemberView,
-    ReconcileState, TargetView,
+    BindingView, GroupState, GroupSummary, GroupView, HeartbeatResponseBody, LagRow, LearnerView,
+    MemberView, ReconcileState, TargetView,
 };
 
 pub fn heartbeat_response(response: HeartbeatResponse) -> HeartbeatResponseBody {
@@ -114,5 +114,17 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
         learner_count: group.learner_count(),
         members,
         learners,
+        bindings: group
+            .bindings
+            .iter()
+            .map(|b| BindingView {
+                seq: b.seq,
+                module: b.assignor.clone(),
+                params: b.params.clone(),
+                epoch: b.epoch,
+                at_ms: b.at_ms,
+                rollback_to: b.rollback_to,
+            })
+            .collect(),
     })
 }

@@ -244,6 +244,39 @@ pub struct GroupView {
     pub learner_count: usize,
     pub members: Vec<MemberView>,
     pub learners: Vec<LearnerView>,
+    /// The last assignor bindings (at most 32), oldest first; the last is
+    /// the current one (`config.assignor`, `config.params`).
+    pub bindings: Vec<BindingView>,
+}
+
+/// The body of `PUT /v1/groups/{group}/assignor`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BindRequest {
+    /// A built-in assignor's name, an uploaded module's id (sha256), or
+    /// `name@version` of an uploaded module.
+    pub module: String,
+    /// The assignor's params (none if absent).
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+}
+
+/// One assignor binding of a group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BindingView {
+    /// 1 for the group's first binding, one more for each later one.
+    pub seq: u64,
+    /// The module reference as bound.
+    pub module: String,
+    pub params: BTreeMap<String, String>,
+    /// The group epoch the binding took effect at.
+    pub epoch: u64,
+    /// The host's clock when bound: milliseconds since that host process
+    /// started (comparable within one run only).
+    pub at_ms: u64,
+    /// The `seq` of the binding this one rolled back to, if it is a
+    /// rollback.
+    pub rollback_to: Option<u64>,
 }
 
 /// The error body of every failure.
@@ -255,7 +288,7 @@ pub struct ErrorBody {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
     /// A stable code: unknown_group, unknown_member, fenced, stale_epoch,
-    /// not_owned, group_full, invalid_request, unknown_assignor,
+    /// not_owned, group_full, no_previous_binding, invalid_request, unknown_assignor,
     /// invalid_json, invalid_path, payload_too_large,
     /// unsupported_media_type, not_found, method_not_allowed,
     /// storage_failed, internal.

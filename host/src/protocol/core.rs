@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use assignd_guest_sdk::{Assignment, GroupInput, Member as InputMember, NO_MEMBER, Topic};
 
 use super::group::{
-    Group, GroupConfig, LearnerMode, Liveness, Member, Millis, Record, RemovalReason, SlotTarget,
-    TaskRef,
+    Binding, Group, GroupConfig, LearnerMode, Liveness, Member, Millis, Record, RemovalReason,
+    SlotTarget, TaskRef,
 };
 use super::reconcile::MemberState;
 
@@ -46,6 +46,8 @@ pub enum ProtocolError {
     Invalid(String),
     #[error("group {0:?} is full ({MEMBERS_PER_GROUP_MAX} members)")]
     GroupFull(String),
+    #[error("group {0:?} has no binding before its current one to roll back to")]
+    NoPreviousBinding(String),
 }
 
 impl ProtocolError {
@@ -59,6 +61,7 @@ impl ProtocolError {
             ProtocolError::NotOwned { .. } => "not_owned",
             ProtocolError::Invalid(_) => "invalid_request",
             ProtocolError::GroupFull(_) => "group_full",
+            ProtocolError::NoPreviousBinding(_) => "no_previous_binding",
         }
     }
 }
@@ -367,6 +370,10 @@ impl Coordinator {
         if self.groups.get(name).is_some_and(|g| g.config == config) {
             return Ok(out);
         }
+        let rebind = self.groups.get(name).is_none_or(|g| {
+            g.config.assignor != config.assignor || g.config.params != config.params
+        });
+        let binding = rebind.then(|| (config.assignor.clone(), config.params.clone()));
         self.emit(
             &mut out,
             Record::GroupConfigured {
@@ -374,10 +381,116 @@ impl Coordinator {
                 config,
             },
         );
+        if let Some((assignor, params)) = binding {
+            self.emit_binding(name, assignor, params, None, now, &mut out);
+        }
         if retarget {
             self.bump(name, now, &mut out);
         }
         Ok(out)
+    }
+
+    /// Records a binding of `group` to `assignor` and `params`, taking
+    /// effect at the next group epoch (the caller bumps it).
+    fn emit_binding(
+        &mut self,
+        group: &str,
+        assignor: String,
+        params: BTreeMap<String, String>,
+        rollback_to: Option<u64>,
+        now: Millis,
+        out: &mut Output,
+    ) {
+        let current = &self.groups[group];
+        let binding = Binding {
+            seq: current.bindings.back().map_or(1, |b| b.seq + 1),
+            assignor,
+            params,
+            epoch: current.group_epoch + 1,
+            at_ms: now,
+            rollback_to,
+        };
+        self.emit(
+            out,
+            Record::AssignorBound {
+                group: group.to_owned(),
+                binding,
+            },
+        );
+    }
+
+    /// Binds a group to another assignor or params: a hot swap. The group
+    /// epoch is bumped and the new target asked for at once (no expansion
+    /// wait); members reach it cooperatively like any other target. The
+    /// same binding again changes nothing. The caller has checked that the
+    /// assignor exists.
+    pub fn bind(
+        &mut self,
+        name: &str,
+        assignor: &str,
+        params: BTreeMap<String, String>,
+        now: Millis,
+    ) -> Result<Output, ProtocolError> {
+        let group = self
+            .groups
+            .get(name)
+            .ok_or_else(|| ProtocolError::UnknownGroup(name.to_owned()))?;
+        let mut config = group.config.clone();
+        config.assignor = assignor.to_owned();
+        config.params = params;
+        check_config(&config)?;
+        let mut out = Output::default();
+        if group.config.assignor == config.assignor && group.config.params == config.params {
+            return Ok(out);
+        }
+        self.swap(name, config.assignor, config.params, None, now, &mut out);
+        Ok(out)
+    }
+
+    /// Binds a group back to the binding before its current one (itself a
+    /// new binding, so a second rollback returns, like `cd -`).
+    pub fn rollback(&mut self, name: &str, now: Millis) -> Result<Output, ProtocolError> {
+        let group = self
+            .groups
+            .get(name)
+            .ok_or_else(|| ProtocolError::UnknownGroup(name.to_owned()))?;
+        let previous = group
+            .previous_binding()
+            .ok_or_else(|| ProtocolError::NoPreviousBinding(name.to_owned()))?
+            .clone();
+        let mut out = Output::default();
+        self.swap(
+            name,
+            previous.assignor,
+            previous.params,
+            Some(previous.seq),
+            now,
+            &mut out,
+        );
+        Ok(out)
+    }
+
+    fn swap(
+        &mut self,
+        name: &str,
+        assignor: String,
+        params: BTreeMap<String, String>,
+        rollback_to: Option<u64>,
+        now: Millis,
+        out: &mut Output,
+    ) {
+        let group = &self.groups[name];
+        if group.bindings.is_empty() {
+            // A group from a log written before bindings were recorded:
+            // record the binding it has, so that it can be rolled back to.
+            let (current, current_params) =
+                (group.config.assignor.clone(), group.config.params.clone());
+            self.emit_binding(name, current, current_params, None, now, out);
+        }
+        self.emit_binding(name, assignor, params, rollback_to, now, out);
+        self.bump(name, now, out);
+        self.liveness.get_mut(name).expect("bumped").urgent = true;
+        self.maybe_call_assignor(name, now, out);
     }
 
     /// The group needs a new target: bump its epoch and start (or join) the

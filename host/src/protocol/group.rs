@@ -259,7 +259,33 @@ pub enum Record {
     /// replaces the group, so every earlier record of the group is garbage
     /// the log may compact away.
     GroupSnapshot { group: String, state: Box<Group> },
+    /// The group was bound to an assignor and params (at creation, by a
+    /// config change, by `PUT .../assignor`, or by a rollback): sets
+    /// `config.assignor` / `config.params` and appends to the history.
+    AssignorBound { group: String, binding: Binding },
 }
+
+/// One assignor binding of a group, as kept in its history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// 1 for the group's first binding, one more for each later one.
+    pub seq: u64,
+    /// The assignor reference as written (built-in name, module id, or
+    /// `name@version`).
+    pub assignor: String,
+    pub params: BTreeMap<String, String>,
+    /// The group epoch the binding took effect at.
+    pub epoch: u64,
+    /// The runtime's clock when it was bound (milliseconds since that
+    /// host process started: comparable within one run only).
+    pub at_ms: Millis,
+    /// The `seq` of the binding this one rolled back to, if it is a
+    /// rollback.
+    pub rollback_to: Option<u64>,
+}
+
+/// Bindings kept per group; the oldest are forgotten past this.
+pub const BINDINGS_MAX: usize = 32;
 
 impl Record {
     pub fn group(&self) -> &str {
@@ -273,6 +299,7 @@ impl Record {
             | Record::MemberReconciled { group, .. }
             | Record::MemberDraining { group, .. }
             | Record::GroupSnapshot { group, .. }
+            | Record::AssignorBound { group, .. }
             | Record::NameMapDropped { group } => group,
         }
     }
@@ -304,11 +331,14 @@ pub struct Group {
     pub dynamic_only: bool,
     /// The target epoch of the last [`Record::GroupSnapshot`].
     pub snapshot_epoch: u64,
+    /// The last [`BINDINGS_MAX`] assignor bindings, oldest first; the last
+    /// one is the current binding.
+    pub bindings: std::collections::VecDeque<Binding>,
 }
 
 /// Holdings go to disk as each slot's assignment; the task → holder index
 /// is rebuilt on load.
-mod holdings_by_slot {
+pub(crate) mod holdings_by_slot {
     use std::collections::BTreeMap;
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -356,7 +386,16 @@ impl Group {
             member_ids_issued: 0,
             dynamic_only: false,
             snapshot_epoch: 0,
+            bindings: std::collections::VecDeque::new(),
         }
+    }
+
+    /// The binding before the current one, which a rollback returns to.
+    pub fn previous_binding(&self) -> Option<&Binding> {
+        self.bindings
+            .len()
+            .checked_sub(2)
+            .map(|i| &self.bindings[i])
     }
 
     /// The slot a member id belongs to, if it is current.
@@ -432,6 +471,14 @@ impl Group {
             Record::GroupSnapshot { state, .. } => {
                 assert_eq!(state.name, self.name, "a snapshot of another group");
                 *self = (**state).clone();
+            }
+            Record::AssignorBound { binding, .. } => {
+                self.config.assignor = binding.assignor.clone();
+                self.config.params = binding.params.clone();
+                if self.bindings.len() == BINDINGS_MAX {
+                    self.bindings.pop_front();
+                }
+                self.bindings.push_back(binding.clone());
             }
             Record::MemberDraining { slot, .. } => {
                 if let Some(member) = self.members.get_mut(slot) {

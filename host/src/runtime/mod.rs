@@ -203,6 +203,50 @@ impl Runtime {
         .await
     }
 
+    /// Binds a group to an assignor (a built-in, or an uploaded module by
+    /// id or `name@version`) and params: a hot swap, its new target asked
+    /// for at once. Resolved under the core's lock, as for `configure`.
+    /// Returns whether the binding changed.
+    pub async fn bind(
+        self: &Arc<Self>,
+        group: &str,
+        assignor: &str,
+        params: std::collections::BTreeMap<String, String>,
+    ) -> Result<bool, RuntimeError> {
+        self.execute(|core, now| {
+            if core.group(group).is_none() {
+                return Err(ProtocolError::UnknownGroup(group.to_owned()).into());
+            }
+            if self.registry.resolve(assignor).is_none() {
+                return Err(RuntimeError::UnknownAssignor {
+                    name: assignor.to_owned(),
+                });
+            }
+            let output = core.bind(group, assignor, params, now)?;
+            Ok((!output.records.is_empty(), output))
+        })
+        .await
+    }
+
+    /// Binds a group back to its previous binding. A module deleted since
+    /// is `unknown_assignor`; nothing changes.
+    pub async fn rollback(self: &Arc<Self>, group: &str) -> Result<(), RuntimeError> {
+        self.execute(|core, now| {
+            let previous = core
+                .group(group)
+                .ok_or_else(|| ProtocolError::UnknownGroup(group.to_owned()))?
+                .previous_binding()
+                .ok_or_else(|| ProtocolError::NoPreviousBinding(group.to_owned()))?;
+            if self.registry.resolve(&previous.assignor).is_none() {
+                return Err(RuntimeError::UnknownAssignor {
+                    name: previous.assignor.clone(),
+                });
+            }
+            Ok(((), core.rollback(group, now)?))
+        })
+        .await
+    }
+
     /// Deletes an uploaded module (by id or `name@version`) that no group's
     /// config names. The check and the unlisting happen under the core's
     /// lock, and the answer waits until every change before it is durable,
