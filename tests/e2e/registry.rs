@@ -4,7 +4,8 @@
 //! three members converge on its assignment; the server is killed and
 //! restarted on the same data dir, and the module is still listed and
 //! still serves the group (a fourth member joins and the group converges
-//! again). A guest that loads but answers an invalid assignment fails its
+//! again); the group is hot-swapped to `range` and rolled back, and its
+//! binding history survives another restart. A guest that loads but answers an invalid assignment fails its
 //! self-test and is not stored.
 
 mod common;
@@ -291,6 +292,49 @@ fn an_uploaded_module_serves_a_group_across_a_restart() {
     assert!(
         view["target_epoch"].as_u64().expect("target_epoch") > before,
         "{view}"
+    );
+
+    // A hot swap to range, then a rollback to the module: the members
+    // carry on (no error, no task held twice), and the binding history
+    // survives another restart.
+    let bind = format!("/v1/groups/{GROUP}/assignor");
+    let (status, view) = server.call("PUT", &bind, Some(&json!({"module": "range"})));
+    assert_eq!(
+        (status, &view["config"]["assignor"]),
+        (200, &json!("range")),
+        "{view}"
+    );
+    converge(&server, &mut members, 3);
+    let (status, view) = server.call("POST", &format!("{bind}/rollback"), Some(&json!({})));
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["config"]["assignor"], "custom@1.0");
+    converge(&server, &mut members, 3);
+    drop(server);
+    let server = Server::start(&data_dir);
+    let (_, view) = server.call("GET", &format!("/v1/groups/{GROUP}"), None);
+    let history: Vec<(&str, Option<u64>)> = view["bindings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("bindings: {view}"))
+        .iter()
+        .map(|b| {
+            (
+                b["module"].as_str().expect("module"),
+                b["rollback_to"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        history,
+        [
+            ("custom@1.0", None),
+            ("range", None),
+            ("custom@1.0", Some(1))
+        ]
+    );
+    let (status, error) = server.call("DELETE", "/v1/assignors/custom@1.0", None);
+    assert_eq!(
+        (status, &error["error"]["code"]),
+        (409, &json!("module_in_use"))
     );
 
     // Unbound, it can go; after a restart it stays gone.
