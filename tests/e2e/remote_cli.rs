@@ -195,6 +195,26 @@ fn groups_and_assignors_from_the_command_line() {
     let by_id = server.json(&["assignor", "show", &id]);
     assert_eq!(by_id, by_name);
 
+    // Hot-swap billing to the upload, then roll back.
+    let before = shown["config"]["assignor"].clone();
+    let bound = server.json(&[
+        "group",
+        "bind",
+        "billing",
+        "my-sticky@1.0.0",
+        "--param",
+        "note=swapped",
+    ]);
+    assert_eq!(bound["config"]["assignor"], "my-sticky@1.0.0");
+    assert_eq!(bound["config"]["params"]["note"], "swapped");
+    let rolled = server.json(&["group", "rollback", "billing"]);
+    assert_eq!(rolled["config"]["assignor"], before);
+    assert_one_error_line(
+        &server.cli(&["group", "bind", "billing", "no-such@1"]),
+        1,
+        "error: unknown_assignor: ",
+    );
+
     let deleted = server.cli(&["assignor", "delete", "my-sticky@1.0.0"]);
     assert_eq!(deleted.status.code(), Some(0), "{}", stderr(&deleted));
     assert!(deleted.stdout.is_empty() && deleted.stderr.is_empty());

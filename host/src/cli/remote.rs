@@ -122,6 +122,28 @@ enum GroupCommand {
     /// Ask a member (id or static name) to drain: its tasks move once
     /// learners elsewhere caught up.
     Drain { name: String, member: String },
+    /// Hot-swap the group's assignor: the next target is computed with it
+    /// at once and reached cooperatively.
+    Bind {
+        name: String,
+        /// A built-in name, a module id, or name@version.
+        module: String,
+        /// An assignor param; repeatable.
+        #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
+        params: Vec<(String, String)>,
+    },
+    /// Return to the group's previous binding (twice toggles back).
+    Rollback { name: String },
+}
+
+fn parse_param(value: &str) -> Result<(String, String), String> {
+    let (key, value) = value
+        .split_once('=')
+        .ok_or_else(|| format!("expected KEY=VALUE, got {value:?}"))?;
+    if key.is_empty() {
+        return Err("a param needs a key".into());
+    }
+    Ok((key.to_owned(), value.to_owned()))
 }
 
 fn failure(message: String) -> Failure {
@@ -358,6 +380,24 @@ pub fn group(args: GroupArgs) -> Result<(), Failure> {
                 segment(&name),
                 segment(&member)
             ),
+            None,
+        )?,
+        GroupCommand::Bind {
+            name,
+            module,
+            params,
+        } => {
+            let params: serde_json::Map<String, Value> = params
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            remote.put_json(
+                &format!("/v1/groups/{}/assignor", segment(&name)),
+                &serde_json::json!({"module": module, "params": params}),
+            )?
+        }
+        GroupCommand::Rollback { name } => remote.post(
+            &format!("/v1/groups/{}/assignor/rollback", segment(&name)),
             None,
         )?,
     };
