@@ -1350,3 +1350,86 @@ async fn bind_swaps_at_once_rollback_returns_and_bad_binds_change_nothing() {
     }
     f.assert_replay_matches().await;
 }
+
+#[tokio::test]
+async fn a_failing_assignor_keeps_the_target_shows_in_the_view_and_backs_off_while_another_group_is_served()
+ {
+    let f = fixture();
+    let (status, module) = f.upload("mine", "1.0", sticky_bytes()).await;
+    assert_eq!(status, StatusCode::CREATED, "{module}");
+    let id = module["id"].as_str().unwrap().to_owned();
+    let mut config = config_json(6);
+    config["assignor"] = json!("mine@1.0");
+    let (status, _) = f.put_group(config).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let a = f.join("worker-a").await;
+    let b = f.join("worker-b").await;
+    f.assign().await;
+    let a = f.beat(&a).await;
+    let b = f.beat(&b).await;
+    assert_eq!((a.active.len(), b.active.len()), (3, 3));
+    assert!(f.view().await.get("assignor_failures").is_none());
+
+    // A second, healthy group.
+    let (status, _) = f
+        .call("PUT", "/v1/groups/healthy", Some(config_json(4)))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let healthy_join = |name: &'static str| {
+        f.call(
+            "POST",
+            "/v1/groups/healthy/heartbeat",
+            Some(json!({
+                "member_id": "", "member_name": name, "member_epoch": 0, "topics": ["orders"],
+            })),
+        )
+    };
+    let (status, h1) = healthy_join("h1").await;
+    assert_eq!(status, StatusCode::OK, "{h1}");
+
+    // The module goes away under the bound group (as if its store broke):
+    // every call of the group fails from now on.
+    f.runtime.registry().unlist(&id).expect("listed");
+    let _c = f.join("worker-c").await;
+    f.assign().await;
+    let view = f.view().await;
+    assert!(
+        view["target_epoch"].as_u64() < view["group_epoch"].as_u64(),
+        "{view}"
+    );
+    let failures = &view["assignor_failures"];
+    assert_eq!(failures["module"], "mine@1.0", "{view}");
+    assert_eq!(failures["code"], "unknown_assignor", "{view}");
+    assert!(failures["message"].as_str().unwrap().contains("mine@1.0"));
+    assert_eq!(
+        (failures["consecutive"].as_u64(), failures["total"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // The last good target stays: the members keep their tasks.
+    let a2 = f.beat(&a).await;
+    let b2 = f.beat(&b).await;
+    assert_eq!((a2.active, b2.active), (a.active.clone(), b.active.clone()));
+
+    // The healthy group is served meanwhile: its member got every task.
+    let (status, h1) = f
+        .call(
+            "POST",
+            "/v1/groups/healthy/heartbeat",
+            Some(json!({
+                "member_id": h1["member_id"], "member_epoch": h1["member_epoch"], "owned": h1["active"],
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{h1}");
+    assert_eq!(h1["active"].as_array().unwrap().len(), 4, "{h1}");
+
+    // Backoff: the first retry after one expansion timeout, the next after
+    // two.
+    f.assign().await;
+    let consecutive = |view: Value| view["assignor_failures"]["consecutive"].as_u64().unwrap();
+    assert_eq!(consecutive(f.view().await), 2);
+    f.assign().await;
+    assert_eq!(consecutive(f.view().await), 2, "backing off");
+    f.assign().await;
+    assert_eq!(consecutive(f.view().await), 3);
+}

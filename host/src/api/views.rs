@@ -6,8 +6,8 @@ use crate::protocol::group::{Group, TaskRef};
 use crate::protocol::reconcile::MemberState;
 
 use super::wire::{
-    BindingView, GroupState, GroupSummary, GroupView, HeartbeatResponseBody, LagRow, LearnerView,
-    MemberView, ReconcileState, TargetView,
+    AssignorFailuresView, BindingView, GroupState, GroupSummary, GroupView, HeartbeatResponseBody,
+    LagRow, LearnerView, MemberView, ReconcileState, TargetView,
 };
 
 pub fn heartbeat_response(response: HeartbeatResponse) -> HeartbeatResponseBody {
@@ -126,5 +126,16 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
                 rollback_to: b.rollback_to,
             })
             .collect(),
+        assignor_failures: liveness.and_then(|l| l.failures.as_ref()).map(|f| {
+            AssignorFailuresView {
+                module: f.module.clone(),
+                code: f.code.clone(),
+                message: f.message.clone(),
+                at_ms: f.at_ms,
+                consecutive: f.consecutive,
+                total: f.total,
+                last_success_ms: f.last_success_ms,
+            }
+        }),
     })
 }

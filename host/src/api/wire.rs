@@ -247,6 +247,31 @@ pub struct GroupView {
     /// The last assignor bindings (at most 32), oldest first; the last is
     /// the current one (`config.assignor`, `config.params`).
     pub bindings: Vec<BindingView>,
+    /// The group's assignor failures since this host process started
+    /// (absent if its assignor never failed there): transient state, not
+    /// kept across a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignor_failures: Option<AssignorFailuresView>,
+}
+
+/// A group's assignor failures: the last one, and how many.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AssignorFailuresView {
+    /// The module reference the failed call ran.
+    pub module: String,
+    /// What went wrong, as a stable code (`out_of_fuel`, `timeout`,
+    /// `panicked`, `invalid_assignment`, `unknown_module`, ...).
+    pub code: String,
+    pub message: String,
+    /// When the last failure happened: host milliseconds (since that host
+    /// process started).
+    pub at_ms: u64,
+    /// Failures in a row; 0 once a call succeeds again.
+    pub consecutive: u64,
+    /// Failures in all.
+    pub total: u64,
+    /// The last success after the first failure, if any (host ms).
+    pub last_success_ms: Option<u64>,
 }
 
 /// The body of `PUT /v1/groups/{group}/assignor`.

@@ -333,6 +333,38 @@ impl PluginEngine {
         input: &GroupInput,
         limits: &Limits,
     ) -> Result<CallOutcome, PluginError> {
+        let (result, logs, logs_dropped) = self.assign_keeping_logs(module, input, limits);
+        emit_logs(&module.info.name, &logs, logs_dropped);
+        result.map(|outcome| CallOutcome {
+            logs,
+            logs_dropped,
+            ..outcome
+        })
+    }
+
+    /// [`Self::assign`] without emitting the guest's log lines: they are
+    /// returned (the lines kept, the lines dropped over the per-call cap)
+    /// whether the call succeeded or failed, for the caller to forward.
+    pub fn assign_keeping_logs(
+        &self,
+        module: &LoadedModule,
+        input: &GroupInput,
+        limits: &Limits,
+    ) -> (Result<CallOutcome, PluginError>, Vec<GuestLogLine>, u64) {
+        let mut logs = Vec::new();
+        let mut logs_dropped = 0;
+        let result = self.assign_inner(module, input, limits, &mut logs, &mut logs_dropped);
+        (result, logs, logs_dropped)
+    }
+
+    fn assign_inner(
+        &self,
+        module: &LoadedModule,
+        input: &GroupInput,
+        limits: &Limits,
+        logs_out: &mut Vec<GuestLogLine>,
+        logs_dropped_out: &mut u64,
+    ) -> Result<CallOutcome, PluginError> {
         check_input(input, &InputLimits::default()).map_err(PluginError::InvalidInput)?;
         let limits = &capped(self, limits);
         let fuel = limits.fuel_for(input.task_count(), input.members.len());
@@ -355,9 +387,8 @@ impl PluginEngine {
             .call_assign(&mut store, &wit_input);
         let called = Instant::now();
         let fuel_used = fuel - store.get_fuel().unwrap_or(0);
-        let logs_dropped = store.data().logs_dropped;
-        let logs = std::mem::take(&mut store.data_mut().logs);
-        emit_logs(&module.info.name, &logs, logs_dropped);
+        *logs_dropped_out = store.data().logs_dropped;
+        *logs_out = std::mem::take(&mut store.data_mut().logs);
         let answer = match answer {
             Ok(Ok(answer)) => answer,
             Ok(Err(error)) => return Err(refused(error, limits.log_line_len_max)),
@@ -388,8 +419,8 @@ impl PluginEngine {
                 validate_ms: ms(called, validated),
                 fuel: fuel_used,
             },
-            logs,
-            logs_dropped,
+            logs: Vec::new(),
+            logs_dropped: 0,
         })
     }
 }

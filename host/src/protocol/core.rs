@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use assignd_guest_sdk::{Assignment, GroupInput, Member as InputMember, NO_MEMBER, Topic};
 
 use super::group::{
-    Binding, Group, GroupConfig, LearnerMode, Liveness, Member, Millis, Record, RemovalReason,
-    SlotTarget, TaskRef,
+    AssignorFailure, AssignorFailures, Binding, Group, GroupConfig, LearnerMode, Liveness, Member,
+    Millis, Record, RemovalReason, SlotTarget, TaskRef, assignor_retry_ms,
 };
 use super::reconcile::MemberState;
 
@@ -982,10 +982,13 @@ impl Coordinator {
         let Some(since) = liveness.pending_since_ms else {
             return;
         };
-        let wait_ms = if liveness.urgent {
-            0
-        } else {
-            group.config.expansion_timeout_ms
+        let wait_ms = match &liveness.failures {
+            _ if liveness.urgent => 0,
+            // A failing assignor is retried with backoff.
+            Some(f) if f.consecutive > 0 => {
+                assignor_retry_ms(group.config.expansion_timeout_ms, f.consecutive)
+            }
+            _ => group.config.expansion_timeout_ms,
         };
         if now < since.saturating_add(wait_ms) {
             return;
@@ -1012,7 +1015,7 @@ impl Coordinator {
         &mut self,
         group_name: &str,
         epoch: u64,
-        result: Result<Assignment, String>,
+        result: Result<Assignment, impl Into<AssignorFailure>>,
         now: Millis,
     ) -> Output {
         let mut out = Output::default();
@@ -1032,15 +1035,42 @@ impl Coordinator {
         let assignment = match result {
             Ok(assignment) => assignment,
             Err(error) => {
-                // Keep the last good target and try again after another
-                // expansion timeout (the registry issue adds fallbacks and
-                // makes the failure visible on the group).
-                tracing::warn!(group = group_name, epoch, %error, "assignor failed; keeping the last target");
-                let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+                // Keep the last good target, record the failure for the
+                // group's view, and try again with backoff.
+                let error: AssignorFailure = error.into();
+                let module = group.config.assignor.clone();
+                let failures = liveness.failures.get_or_insert(AssignorFailures {
+                    module: String::new(),
+                    code: String::new(),
+                    message: String::new(),
+                    at_ms: now,
+                    consecutive: 0,
+                    total: 0,
+                    last_success_ms: None,
+                });
+                failures.module = module;
+                failures.code = error.code;
+                failures.message = error.message;
+                failures.at_ms = now;
+                failures.consecutive += 1;
+                failures.total += 1;
+                tracing::warn!(
+                    group = group_name,
+                    epoch,
+                    module = failures.module,
+                    code = failures.code,
+                    message = failures.message,
+                    consecutive = failures.consecutive,
+                    "assignor failed; keeping the last target"
+                );
                 liveness.pending_since_ms = Some(now);
                 return out;
             }
         };
+        if let Some(failures) = &mut liveness.failures {
+            failures.consecutive = 0;
+            failures.last_success_ms = Some(now);
+        }
         let empty = Liveness::default();
         let liveness = self.liveness.get(group_name).unwrap_or(&empty);
         let target = safe_target(group, liveness, &slots, &tasks, &assignment);

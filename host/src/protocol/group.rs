@@ -550,7 +550,63 @@ pub struct Liveness {
     /// The next call skips the expansion wait (a learner caught up, a drain
     /// began).
     pub urgent: bool,
+    /// The group's assignor failures since this host started (none if its
+    /// assignor never failed): transient, not in the log.
+    pub failures: Option<AssignorFailures>,
 }
+
+/// A failed assignor call as the runtime reports it to the core: the
+/// plugin error's code (`PluginError::code`) and its message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssignorFailure {
+    pub code: String,
+    pub message: String,
+}
+
+impl AssignorFailure {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        AssignorFailure {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A bare message (the simulator's and the tests' native assignors).
+impl From<String> for AssignorFailure {
+    fn from(message: String) -> Self {
+        AssignorFailure::new("assignor_error", message)
+    }
+}
+
+/// A group's assignor failures: the last one, how many in a row (0 again
+/// after a success) and in all, and the last success after a failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssignorFailures {
+    /// The module the failed call ran.
+    pub module: String,
+    pub code: String,
+    pub message: String,
+    /// When the last failure was recorded (host ms).
+    pub at_ms: Millis,
+    pub consecutive: u64,
+    pub total: u64,
+    pub last_success_ms: Option<Millis>,
+}
+
+/// The retry delay after `consecutive` failures in a row: the expansion
+/// timeout, doubled for each failure after the first, capped at
+/// [`ASSIGNOR_RETRY_MAX_MS`] (never below the expansion timeout).
+pub fn assignor_retry_ms(expansion_timeout_ms: u64, consecutive: u64) -> u64 {
+    let doublings = consecutive.saturating_sub(1).min(20) as u32;
+    expansion_timeout_ms
+        .saturating_mul(1 << doublings)
+        .min(ASSIGNOR_RETRY_MAX_MS)
+        .max(expansion_timeout_ms)
+}
+
+/// The longest wait between retries of a failing assignor.
+pub const ASSIGNOR_RETRY_MAX_MS: u64 = 60_000;
 
 impl Liveness {
     /// Whether `slot` last reported a lag on `task` at or under `acceptable`.

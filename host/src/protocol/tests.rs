@@ -12,7 +12,9 @@ use assignor_sticky::Sticky;
 use super::core::{
     Coordinator, Heartbeat, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH, Output, ProtocolError,
 };
-use super::group::{GroupConfig, LearnerMode, Millis, Record, RemovalReason, TaskRef, TopicConfig};
+use super::group::{
+    AssignorFailure, GroupConfig, LearnerMode, Millis, Record, RemovalReason, TaskRef, TopicConfig,
+};
 
 const GROUP: &str = "orders-app";
 const EXPANSION_MS: u64 = 1_000;
@@ -602,10 +604,20 @@ fn a_member_one_epoch_behind_is_accepted_and_a_failed_assignor_is_retried() {
     assert_eq!(out.assignor_calls.len(), 1);
     let call = &out.assignor_calls[0];
     h.log.extend(out.records.clone());
-    let failed = h
-        .core
-        .assignment_computed(GROUP, call.epoch, Err("guest trapped".into()), h.now);
+    let failed = h.core.assignment_computed(
+        GROUP,
+        call.epoch,
+        Err(AssignorFailure::new("trap", "guest trapped")),
+        h.now,
+    );
     assert!(failed.records.is_empty());
+    let failures = h.core.liveness(GROUP).unwrap().failures.clone().unwrap();
+    assert_eq!(
+        (failures.code.as_str(), failures.message.as_str()),
+        ("trap", "guest trapped")
+    );
+    assert_eq!((failures.consecutive, failures.total), (1, 1));
+    assert_eq!(failures.at_ms, h.now);
     assert_eq!(
         h.core.group(GROUP).unwrap().target,
         target_before,
@@ -617,6 +629,19 @@ fn a_member_one_epoch_behind_is_accepted_and_a_failed_assignor_is_retried() {
         group.target_epoch, group.group_epoch,
         "retried and installed"
     );
+    let failures = h.core.liveness(GROUP).unwrap().failures.clone().unwrap();
+    assert_eq!((failures.consecutive, failures.total), (0, 1), "cleared");
+    assert!(failures.last_success_ms.is_some());
+}
+
+#[test]
+fn a_failing_assignor_is_retried_with_backoff_capped() {
+    use crate::protocol::group::{ASSIGNOR_RETRY_MAX_MS, assignor_retry_ms};
+    assert_eq!(assignor_retry_ms(100, 1), 100);
+    assert_eq!(assignor_retry_ms(100, 2), 200);
+    assert_eq!(assignor_retry_ms(100, 4), 800);
+    assert_eq!(assignor_retry_ms(100, 64), ASSIGNOR_RETRY_MAX_MS);
+    assert_eq!(assignor_retry_ms(0, 5), 0);
 }
 
 fn learner_config(partitions: u32, max_learners: u32) -> GroupConfig {

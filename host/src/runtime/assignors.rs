@@ -4,14 +4,16 @@
 //! as one line) goes back through `Coordinator::assignment_computed`, whose
 //! output is handled like any other.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
-use crate::plugins::{BUILTIN_NAMES, CallOutcome, PluginError};
+use crate::plugins::{BUILTIN_NAMES, GuestLogLine};
 use crate::protocol::core::AssignorCall;
+use crate::protocol::group::AssignorFailure;
 
 use super::Runtime;
 
@@ -41,12 +43,21 @@ impl Runtime {
             let limits = self.limits;
             let name = assignor.clone();
             let started = Instant::now();
-            let result =
-                tokio::task::spawn_blocking(move || -> Result<CallOutcome, PluginError> {
-                    let module = registry.load(&name)?;
-                    registry.engine().assign(&module, &input, &limits)
-                })
-                .await;
+            let result = tokio::task::spawn_blocking(move || {
+                let module = match registry.load(&name) {
+                    Ok(module) => module,
+                    Err(error) => return (Err(error), Vec::new(), 0),
+                };
+                registry
+                    .engine()
+                    .assign_keeping_logs(&module, &input, &limits)
+            })
+            .await;
+            // The guest's log lines, whether the call succeeded or failed.
+            let result = result.map(|(result, logs, dropped)| {
+                forward_guest_logs(&group, &assignor, &logs, dropped);
+                result
+            });
             let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
             let result = match result {
                 Ok(Ok(outcome)) => {
@@ -63,11 +74,14 @@ impl Runtime {
                 }
                 Ok(Err(error)) => {
                     tracing::warn!(group, epoch, assignor, code = error.code(), %error, "assignor call failed");
-                    Err(error.to_string())
+                    Err(AssignorFailure::new(error.code(), error.to_string()))
                 }
                 Err(join_error) => {
                     tracing::error!(group, epoch, assignor, %join_error, "assignor call panicked");
-                    Err(format!("the assignor call panicked: {join_error}"))
+                    Err(AssignorFailure::new(
+                        "host_panic",
+                        format!("the assignor call panicked: {join_error}"),
+                    ))
                 }
             };
             let answered = self
@@ -102,5 +116,90 @@ impl Runtime {
                 }
             }
         })
+    }
+}
+
+/// At most this many guest log lines per group per second reach the host's
+/// log; the rest are counted and reported as one line.
+pub const GUEST_LOG_LINES_PER_SECOND: u64 = 20;
+
+/// One group's guest log budget: the current one-second window, the lines
+/// it let through, and the lines dropped since the last report.
+#[derive(Debug)]
+struct LogBudget {
+    window: Instant,
+    passed: u64,
+    dropped: u64,
+}
+
+static GUEST_LOG_BUDGETS: LazyLock<Mutex<HashMap<String, LogBudget>>> =
+    LazyLock::new(Default::default);
+
+/// Sends a call's guest log lines to the host's tracing output, tagged
+/// with the group and module, within the group's budget.
+fn forward_guest_logs(group: &str, module: &str, logs: &[GuestLogLine], capped: u64) {
+    if logs.is_empty() && capped == 0 {
+        return;
+    }
+    let mut budgets = GUEST_LOG_BUDGETS.lock().unwrap_or_else(|e| e.into_inner());
+    let now = Instant::now();
+    let budget = budgets.entry(group.to_owned()).or_insert(LogBudget {
+        window: now,
+        passed: 0,
+        dropped: 0,
+    });
+    if now.duration_since(budget.window).as_secs() >= 1 {
+        if budget.dropped > 0 {
+            tracing::warn!(
+                group,
+                module,
+                dropped = budget.dropped,
+                "dropped {} guest log lines",
+                budget.dropped
+            );
+        }
+        *budget = LogBudget {
+            window: now,
+            passed: 0,
+            dropped: 0,
+        };
+    }
+    budget.dropped += capped;
+    for line in logs {
+        if budget.passed >= GUEST_LOG_LINES_PER_SECOND {
+            budget.dropped += 1;
+            continue;
+        }
+        budget.passed += 1;
+        let message = line.message.as_str();
+        match line.level {
+            "error" => tracing::error!(target: "guest", group, module, "{message}"),
+            "warn" => tracing::warn!(target: "guest", group, module, "{message}"),
+            "info" => tracing::info!(target: "guest", group, module, "{message}"),
+            "debug" => tracing::debug!(target: "guest", group, module, "{message}"),
+            _ => tracing::trace!(target: "guest", group, module, "{message}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_logs_are_rate_limited_per_group() {
+        let line = GuestLogLine {
+            level: "info",
+            message: "hello".into(),
+        };
+        let lines = vec![line; 50];
+        forward_guest_logs("flooding-group", "m", &lines, 3);
+        forward_guest_logs("quiet-group", "m", &lines[..2], 0);
+        let budgets = GUEST_LOG_BUDGETS.lock().unwrap();
+        let flooding = &budgets["flooding-group"];
+        assert_eq!(flooding.passed, GUEST_LOG_LINES_PER_SECOND);
+        assert_eq!(flooding.dropped, 50 - GUEST_LOG_LINES_PER_SECOND + 3);
+        assert_eq!(budgets["quiet-group"].passed, 2);
+        assert_eq!(budgets["quiet-group"].dropped, 0);
     }
 }

@@ -449,9 +449,9 @@ mod core_fixes {
             assert_eq!(self.calls.len(), 1, "one call pending");
             let call = self.calls.remove(0);
             let result = answer(&call.input);
-            let out = self
-                .core
-                .assignment_computed(G, call.epoch, Ok(result), self.now);
+            let out =
+                self.core
+                    .assignment_computed(G, call.epoch, Ok::<_, String>(result), self.now);
             self.absorb(out);
         }
 
