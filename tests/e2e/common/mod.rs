@@ -13,6 +13,7 @@ pub const BAD_GUESTS: &[&str] = &[
     "test-guest-memory-hog",
     "test-guest-panicking",
     "test-guest-invalid-output",
+    "test-guest-spin-when-told",
 ];
 
 pub fn workspace_root() -> PathBuf {
