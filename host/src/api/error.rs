@@ -79,6 +79,10 @@ impl ApiError {
             ApiError::Runtime(RuntimeError::UnknownAssignor { .. }) => {
                 (StatusCode::BAD_REQUEST, "unknown_assignor")
             }
+            ApiError::Runtime(RuntimeError::EmptyGroup(_)) => (StatusCode::CONFLICT, "empty_group"),
+            ApiError::Runtime(RuntimeError::AssignorFailed { .. }) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "assignor_failed")
+            }
             ApiError::Runtime(RuntimeError::Storage(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "storage_failed")
             }

@@ -11,6 +11,7 @@ mod assignors;
 mod error;
 mod groups;
 mod members;
+mod preview;
 mod views;
 pub mod wire;
 
@@ -63,6 +64,7 @@ fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(groups::drain_member))
         .routes(routes!(groups::bind_assignor))
         .routes(routes!(groups::rollback_assignor))
+        .routes(routes!(preview::preview_assignor))
         .routes(routes!(
             assignors::upload_assignor,
             assignors::list_assignors

@@ -419,3 +419,86 @@ pub struct AssignorView {
 pub struct AssignorList {
     pub assignors: Vec<AssignorView>,
 }
+
+/// The body of `POST /v1/groups/{group}/assignor/preview`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewRequest {
+    /// A built-in assignor's name, an uploaded module's id (sha256), or
+    /// `name@version` of an uploaded module.
+    pub module: String,
+    /// The params to run it with (the group's current params if absent).
+    #[serde(default)]
+    pub params: Option<BTreeMap<String, String>>,
+}
+
+/// What one member is given, by the candidate's raw answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PreviewMemberAssignment {
+    /// The slot key, as in the group view: the member id of a dynamic
+    /// member, `static:{name}` for a static one.
+    pub member: String,
+    pub active: Vec<TaskRef>,
+    pub learner: Vec<TaskRef>,
+    pub standby: Vec<TaskRef>,
+}
+
+/// A task whose active owner would change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PreviewMove {
+    pub task: TaskRef,
+    /// Its owner in the installed target (none if unassigned).
+    pub from: Option<String>,
+    /// Its owner in the target the host would install (none if unassigned).
+    pub to: Option<String>,
+}
+
+/// A learner the host would create (not in the installed target).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PreviewLearner {
+    pub task: TaskRef,
+    pub member: String,
+}
+
+/// A task the candidate moves but the host's learner safety keeps on its
+/// owner until the new one is warm.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PreviewHeldBack {
+    pub task: TaskRef,
+    /// Where it stays for now.
+    pub owner: String,
+    /// Where the candidate puts it.
+    pub wanted: String,
+}
+
+/// Active tasks per member.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Balance {
+    pub active: BTreeMap<String, usize>,
+    pub min: usize,
+    pub max: usize,
+    /// `max - min`.
+    pub spread: usize,
+}
+
+/// The answer of a preview: nothing was applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PreviewView {
+    pub module: String,
+    /// The params the candidate ran with (host keys included).
+    pub params: BTreeMap<String, String>,
+    /// The candidate's raw answer, per member it saw.
+    pub assignment: Vec<PreviewMemberAssignment>,
+    /// The target the host would install, after its learner safety.
+    pub target: BTreeMap<String, TargetView>,
+    /// Tasks whose active owner would change, from the installed target.
+    pub moves: Vec<PreviewMove>,
+    /// Learners that would be created.
+    pub learners_created: Vec<PreviewLearner>,
+    /// Tasks held back on their owner for warm-up.
+    pub held_back: Vec<PreviewHeldBack>,
+    /// Active tasks per member in the installed target.
+    pub balance_before: Balance,
+    /// Active tasks per member in the target the host would install.
+    pub balance_after: Balance,
+}

@@ -136,6 +136,15 @@ pub struct HeartbeatResponse {
     pub drained: bool,
 }
 
+/// A group's assignor input for a preview, with the slot of each member
+/// index and the task of each task index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreviewInput {
+    pub input: GroupInput,
+    pub slots: Vec<String>,
+    pub tasks: Vec<TaskRef>,
+}
+
 /// A target computation the runtime must run (off any request path) and
 /// answer with [`Coordinator::assignment_computed`].
 #[derive(Clone, Debug, PartialEq)]
@@ -792,6 +801,80 @@ impl Coordinator {
         let empty = Liveness::default();
         let liveness = self.liveness.get(group_name).unwrap_or(&empty);
         Some(assignor_input(group, liveness).0)
+    }
+
+    /// What a preview runs its candidate on: the group's current assignor
+    /// input, with `params` (if given) in place of the bound ones and the
+    /// host's keys added as for a real call. `None` for an unknown group.
+    pub fn preview_input(
+        &self,
+        group_name: &str,
+        params: Option<BTreeMap<String, String>>,
+    ) -> Option<PreviewInput> {
+        let group = self.groups.get(group_name)?;
+        let empty = Liveness::default();
+        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        let (input, slots, tasks) = match params {
+            None => assignor_input(group, liveness),
+            Some(params) => {
+                let mut group = group.clone();
+                group.config.params = params;
+                assignor_input(&group, liveness)
+            }
+        };
+        Some(PreviewInput {
+            input,
+            slots,
+            tasks,
+        })
+    }
+
+    /// The target the host would install for `assignment`, an answer to
+    /// `prepared` (from [`Coordinator::preview_input`]): the answer after
+    /// the host's learner safety ([`safe_target`]), with nothing emitted
+    /// and nothing changed. Refused if the group changed since `prepared`
+    /// was taken (the answer's indices would not mean the same members).
+    pub fn preview_target(
+        &self,
+        group_name: &str,
+        prepared: &PreviewInput,
+        assignment: &Assignment,
+    ) -> Result<BTreeMap<String, SlotTarget>, ProtocolError> {
+        let group = self
+            .groups
+            .get(group_name)
+            .ok_or_else(|| ProtocolError::UnknownGroup(group_name.to_owned()))?;
+        let now = self.preview_input(group_name, Some(prepared.input.params.clone()));
+        if now.as_ref() != Some(prepared) {
+            return Err(ProtocolError::Invalid(format!(
+                "group {group_name:?} changed while the preview ran; try again"
+            )));
+        }
+        let members = prepared.slots.len() as u32;
+        let fits = assignment.active_owner.len() == prepared.tasks.len()
+            && assignment
+                .active_owner
+                .iter()
+                .all(|&m| m == NO_MEMBER || m < members)
+            && assignment
+                .learners
+                .iter()
+                .chain(assignment.standbys.iter())
+                .all(|(t, m)| (t as usize) < prepared.tasks.len() && m < members);
+        if !fits {
+            return Err(ProtocolError::Invalid(
+                "the answer does not fit the group's input".to_owned(),
+            ));
+        }
+        let empty = Liveness::default();
+        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        Ok(safe_target(
+            group,
+            liveness,
+            &prepared.slots,
+            &prepared.tasks,
+            assignment,
+        ))
     }
 
     /// The lags each member of a group last reported.

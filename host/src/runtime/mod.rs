@@ -16,6 +16,7 @@
 
 mod assignors;
 mod clock;
+mod preview;
 mod sink;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +29,7 @@ use crate::protocol::group::{GroupConfig, Millis};
 use crate::registry::{Entry, Registry, RegistryError, Resolved};
 
 pub use clock::Clock;
+pub use preview::Preview;
 pub use sink::{CountingSink, PersistError, RecordQueue, RecordSink};
 
 /// How often the core's timers are advanced by default.
@@ -48,6 +50,16 @@ pub enum RuntimeError {
     /// The module registry refused an upload or a delete; nothing changed.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// A preview on a group with no members (none that is not draining):
+    /// there is nothing to assign to; nothing changed.
+    #[error(
+        "group {0:?} has no members to assign to; a preview needs at least one member that is not draining"
+    )]
+    EmptyGroup(String),
+    /// A preview's candidate trapped, passed a limit or answered an
+    /// invalid assignment; nothing changed.
+    #[error("assignor {module:?} failed: {message}")]
+    AssignorFailed { module: String, message: String },
     /// The change was applied but could not be made durable; from now on
     /// every request is refused.
     #[error(transparent)]
