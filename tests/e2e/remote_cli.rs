@@ -214,6 +214,17 @@ fn groups_and_assignors_from_the_command_line() {
         1,
         "error: unknown_assignor: ",
     );
+    // A preview needs members; billing has none.
+    assert_one_error_line(
+        &server.cli(&["group", "preview", "billing", "range", "--param", "k=v"]),
+        1,
+        "error: empty_group: ",
+    );
+    assert_one_error_line(
+        &server.cli(&["group", "preview", "billing", "no-such@1"]),
+        1,
+        "error: unknown_assignor: ",
+    );
 
     let deleted = server.cli(&["assignor", "delete", "my-sticky@1.0.0"]);
     assert_eq!(deleted.status.code(), Some(0), "{}", stderr(&deleted));

@@ -134,6 +134,18 @@ enum GroupCommand {
     },
     /// Return to the group's previous binding (twice toggles back).
     Rollback { name: String },
+    /// Run a candidate assignor on the group's current input without
+    /// applying it: its assignment, the moves, learners and tasks held
+    /// back the host would make, and the balance before and after.
+    Preview {
+        name: String,
+        /// A built-in name, a module id, or name@version.
+        module: String,
+        /// An assignor param; repeatable. None given: the group's current
+        /// params.
+        #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
+        params: Vec<(String, String)>,
+    },
 }
 
 fn parse_param(value: &str) -> Result<(String, String), String> {
@@ -400,6 +412,24 @@ pub fn group(args: GroupArgs) -> Result<(), Failure> {
             &format!("/v1/groups/{}/assignor/rollback", segment(&name)),
             None,
         )?,
+        GroupCommand::Preview {
+            name,
+            module,
+            params,
+        } => {
+            let mut body = serde_json::json!({"module": module});
+            if !params.is_empty() {
+                let params: serde_json::Map<String, Value> = params
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::String(v)))
+                    .collect();
+                body["params"] = Value::Object(params);
+            }
+            remote.post(
+                &format!("/v1/groups/{}/assignor/preview", segment(&name)),
+                Some(("application/json", body.to_string().as_bytes())),
+            )?
+        }
     };
     print(answer);
     Ok(())
