@@ -1594,3 +1594,25 @@ async fn a_failing_assignor_keeps_the_target_shows_in_the_view_and_backs_off_whi
     f.assign().await;
     assert_eq!(consecutive(f.view().await), 3);
 }
+
+#[tokio::test]
+async fn a_failing_preview_is_422_with_the_plugins_message_and_changes_nothing() {
+    let f = fixture();
+    f.put_group(config_json(4)).await;
+    f.join("worker-a").await;
+    let before = f.snapshot().await;
+    let answer = f
+        .call(
+            "POST",
+            &format!("/v1/groups/{GROUP}/assignor/preview"),
+            Some(json!({"module": "learner-aware", "params": {"num_standby": "lots"}})),
+        )
+        .await;
+    assert_error(&answer, StatusCode::UNPROCESSABLE_ENTITY, "assignor_failed");
+    let message = answer.1["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("learner-aware") && message.contains("num_standby"),
+        "{message}"
+    );
+    assert_eq!(f.snapshot().await, before);
+}
