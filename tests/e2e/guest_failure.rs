@@ -7,111 +7,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use common::Server;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Server {
-    fn start(data_dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--time-limit-ms",
-                "200",
-                "--data-dir",
-            ])
-            .arg(data_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cannot start assignd serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (lines, first_line) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = lines.send(line);
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let mut server = Server {
-            child,
-            base: String::new(),
-        };
-        let line = first_line
-            .recv_timeout(Duration::from_secs(60))
-            .expect("assignd serve printed no line in time");
-        server.base = line
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_owned();
-        server
-    }
-
-    fn agent() -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into()
-    }
-
-    fn answer(
-        url: &str,
-        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> (u16, Value) {
-        let mut response = response.unwrap_or_else(|e| panic!("{url}: {e}"));
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().expect("body");
-        if text.is_empty() {
-            return (status, Value::Null);
-        }
-        let value =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: not JSON ({e}): {text}"));
-        (status, value)
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let url = format!("{}{path}", self.base);
-        let agent = Self::agent();
-        let response = match (method, body) {
-            ("GET", None) => agent.get(&url).call(),
-            ("PUT", Some(body)) => agent.put(&url).send_json(body),
-            ("POST", Some(body)) => agent.post(&url).send_json(body),
-            other => panic!("unsupported call {other:?}"),
-        };
-        Self::answer(&url, response)
-    }
-
-    fn upload(&self, name: &str, version: &str, bytes: &[u8]) -> (u16, Value) {
-        let url = format!("{}/v1/assignors?name={name}&version={version}", self.base);
-        let response = Self::agent()
-            .post(&url)
-            .header("content-type", "application/wasm")
-            .send(bytes);
-        Self::answer(&url, response)
-    }
-
     fn join(&self, group: &str, name: &str) -> Value {
         let (status, answer) = self.call(
             "POST",
@@ -172,7 +74,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 fn a_spinning_guest_fails_visibly_and_another_group_is_served_as_fast() {
     let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
     let dir = common::scratch("guest-failure");
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &["--time-limit-ms", "200"]);
     let (status, module) = server.upload("spinner", "0.1.0", &bytes);
     assert_eq!(status, 201, "the guest passes its self-test: {module}");
 

@@ -10,115 +10,16 @@
 
 mod common;
 
+use common::Server;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// The real server, killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-const START_DEADLINE: Duration = Duration::from_secs(60);
 const GROUP: &str = "orders-app";
 const TASKS: u64 = 12;
-
-impl Server {
-    fn start(data_dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cannot start assignd serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (lines, first_line) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = lines.send(line);
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let mut server = Server {
-            child,
-            base: String::new(),
-        };
-        let line = first_line
-            .recv_timeout(START_DEADLINE)
-            .expect("assignd serve printed no line in time");
-        server.base = line
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_owned();
-        server
-    }
-
-    fn agent() -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into()
-    }
-
-    fn answer(
-        method: &str,
-        url: &str,
-        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> (u16, Value) {
-        let mut response = response.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-        let status = response.status().as_u16();
-        let text = response
-            .body_mut()
-            .read_to_string()
-            .unwrap_or_else(|e| panic!("{method} {url}: reading the body: {e}"));
-        if text.is_empty() {
-            return (status, Value::Null);
-        }
-        let value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{method} {url}: not JSON ({e}): {text}"));
-        (status, value)
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let url = format!("{}{path}", self.base);
-        let agent = Self::agent();
-        let response = match (method, body) {
-            ("GET", None) => agent.get(&url).call(),
-            ("DELETE", None) => agent.delete(&url).call(),
-            ("PUT", Some(body)) => agent.put(&url).send_json(body),
-            ("POST", Some(body)) => agent.post(&url).send_json(body),
-            other => panic!("unsupported call {other:?}"),
-        };
-        Self::answer(method, &url, response)
-    }
-
-    fn upload(&self, name: &str, version: &str, bytes: &[u8]) -> (u16, Value) {
-        let url = format!("{}/v1/assignors?name={name}&version={version}", self.base);
-        let response = Self::agent()
-            .post(&url)
-            .header("content-type", "application/wasm")
-            .send(bytes);
-        Self::answer("POST", &url, response)
-    }
-}
 
 fn tasks(value: &Value) -> BTreeSet<(String, u64)> {
     value
@@ -242,7 +143,7 @@ fn names(list: &Value) -> Vec<String> {
 fn an_uploaded_module_serves_a_group_across_a_restart() {
     let data_dir: PathBuf = common::scratch("registry-restart");
     let bytes = assignd::plugins::builtin_component("sticky").expect("sticky is built in");
-    let server = Server::start(&data_dir);
+    let server = Server::start(&data_dir, &[]);
 
     let (status, module) = server.upload("custom", "1.0", bytes);
     assert_eq!(status, 201, "{module}");
@@ -271,7 +172,7 @@ fn an_uploaded_module_serves_a_group_across_a_restart() {
 
     // kill -9 and restart on the same data dir.
     drop(server);
-    let server = Server::start(&data_dir);
+    let server = Server::start(&data_dir, &[]);
     let (status, list) = server.call("GET", "/v1/assignors", None);
     assert_eq!(status, 200, "{list}");
     assert_eq!(
@@ -310,7 +211,7 @@ fn an_uploaded_module_serves_a_group_across_a_restart() {
     assert_eq!(view["config"]["assignor"], "custom@1.0");
     converge(&server, &mut members, 3);
     drop(server);
-    let server = Server::start(&data_dir);
+    let server = Server::start(&data_dir, &[]);
     let (_, view) = server.call("GET", &format!("/v1/groups/{GROUP}"), None);
     let history: Vec<(&str, Option<u64>)> = view["bindings"]
         .as_array()
@@ -348,7 +249,7 @@ fn an_uploaded_module_serves_a_group_across_a_restart() {
     let (status, _) = server.call("DELETE", "/v1/assignors/custom@1.0", None);
     assert_eq!(status, 204);
     drop(server);
-    let server = Server::start(&data_dir);
+    let server = Server::start(&data_dir, &[]);
     let (_, list) = server.call("GET", "/v1/assignors", None);
     assert_eq!(names(&list).len(), 4, "{list}");
 }
@@ -357,7 +258,7 @@ fn an_uploaded_module_serves_a_group_across_a_restart() {
 fn a_module_failing_its_self_test_is_not_stored() {
     let data_dir = common::scratch("registry-self-test");
     let bytes = std::fs::read(common::bad_guest("test-guest-invalid-output")).expect("guest");
-    let server = Server::start(&data_dir);
+    let server = Server::start(&data_dir, &[]);
     let (status, error) = server.upload("broken", "1", &bytes);
     assert_eq!(status, 422, "{error}");
     assert_eq!(error["error"]["code"], "self_test_failed");

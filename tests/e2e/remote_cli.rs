@@ -8,64 +8,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use common::Server;
+
+use std::process::{Command, Output, Stdio};
 
 use common::{assert_one_error_line, scratch, stderr, stdout};
 use serde_json::Value;
 
-/// The real server, killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-const START_DEADLINE: Duration = Duration::from_secs(60);
-
 impl Server {
-    fn start(data_dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cannot start assignd serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (lines, first_line) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = lines.send(line);
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let mut server = Server {
-            child,
-            base: String::new(),
-        };
-        let line = first_line
-            .recv_timeout(START_DEADLINE)
-            .expect("assignd serve printed no line in time");
-        server.base = line
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_owned();
-        server
-    }
-
     /// Runs the CLI against this server, the address given by environment.
     fn cli(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_assignd"))
@@ -108,7 +58,7 @@ fn assignor_names(list: &Value) -> Vec<String> {
 #[test]
 fn groups_and_assignors_from_the_command_line() {
     let dir = scratch("remote-cli");
-    let server = Server::start(&dir.join("data"));
+    let server = Server::start(&dir.join("data"), &[]);
 
     // A group from flags alone.
     let created = server.json(&[

@@ -8,97 +8,13 @@
 
 mod common;
 
+use common::Server;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-
-/// The real server, killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-const START_DEADLINE: Duration = Duration::from_secs(60);
-
-impl Server {
-    fn start(name: &str) -> Server {
-        let data_dir = common::scratch(name);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(&data_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cannot start assignd serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (lines, first_line) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = lines.send(line);
-            // Keep draining, so the server never blocks on a full pipe.
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let mut server = Server {
-            child,
-            base: String::new(),
-        };
-        let line = first_line
-            .recv_timeout(START_DEADLINE)
-            .expect("assignd serve printed no line in time");
-        let address = line
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
-        assert!(address.starts_with("http://127.0.0.1:"), "{address}");
-        assert!(!address.ends_with(":0"), "the real port: {address}");
-        server.base = address.to_owned();
-        server
-    }
-
-    fn agent() -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into()
-    }
-
-    /// Sends `body` (if any) and returns the status and the JSON answer.
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let url = format!("{}{path}", self.base);
-        let agent = Self::agent();
-        let response = match (method, body) {
-            ("GET", None) => agent.get(&url).call(),
-            ("PUT", Some(body)) => agent.put(&url).send_json(body),
-            ("POST", Some(body)) => agent.post(&url).send_json(body),
-            ("POST", None) => agent.post(&url).send_empty(),
-            other => panic!("unsupported call {other:?}"),
-        };
-        let mut response = response.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-        let status = response.status().as_u16();
-        let text = response
-            .body_mut()
-            .read_to_string()
-            .unwrap_or_else(|e| panic!("{method} {url}: reading the body: {e}"));
-        let value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{method} {url}: not JSON ({e}): {text}"));
-        (status, value)
-    }
-}
 
 fn tasks(value: &Value) -> BTreeSet<(String, u64)> {
     value
@@ -262,7 +178,7 @@ fn converge(server: &Server, group: &str, members: &mut [Member], counts: &[usiz
 
 #[test]
 fn three_members_converge_on_twelve_tasks_without_double_ownership() {
-    let server = Server::start("serve-converge");
+    let server = Server::start(&common::scratch("serve-converge"), &[]);
     let group = "orders-app";
 
     let (status, health) = server.call("GET", "/healthz", None);
@@ -315,7 +231,7 @@ fn three_members_converge_on_twelve_tasks_without_double_ownership() {
 #[cfg(unix)]
 #[test]
 fn sigterm_stops_the_server_cleanly() {
-    let mut server = Server::start("serve-sigterm");
+    let mut server = Server::start(&common::scratch("serve-sigterm"), &[]);
     let (status, _) = server.call("GET", "/healthz", None);
     assert_eq!(status, 200);
     let killed = Command::new("kill")

@@ -110,3 +110,123 @@ pub fn assert_one_error_line(output: &Output, code: i32, needle: &str) {
 pub fn example_input() -> PathBuf {
     workspace_root().join("examples/group.json")
 }
+
+/// How long `assignd serve` may take to print its address.
+pub const SERVE_START_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The real `assignd serve` on a free port, killed on drop.
+pub struct Server {
+    pub child: std::process::Child,
+    /// `http://127.0.0.1:PORT`, as the server printed it.
+    pub base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `assignd serve --listen 127.0.0.1:0 --data-dir DATA_DIR`
+    /// with `extra` arguments and waits for its `listening on` line.
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+
+        let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("cannot start assignd serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (lines, first_line) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let _ = lines.send(line);
+            // Keep draining, so the server never blocks on a full pipe.
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        });
+        let mut server = Server {
+            child,
+            base: String::new(),
+        };
+        let line = first_line
+            .recv_timeout(SERVE_START_DEADLINE)
+            .expect("assignd serve printed no line in time");
+        let address = line
+            .trim_end()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
+        assert!(address.starts_with("http://127.0.0.1:"), "{address}");
+        assert!(!address.ends_with(":0"), "the real port: {address}");
+        server.base = address.to_owned();
+        server
+    }
+
+    pub fn agent() -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(std::time::Duration::from_secs(60)))
+            .build()
+            .into()
+    }
+
+    /// The status and JSON answer (`Null` for an empty body) of a response.
+    fn answer(
+        method: &str,
+        url: &str,
+        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> (u16, serde_json::Value) {
+        let mut response = response.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .unwrap_or_else(|e| panic!("{method} {url}: reading the body: {e}"));
+        if text.is_empty() {
+            return (status, serde_json::Value::Null);
+        }
+        let value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{method} {url}: not JSON ({e}): {text}"));
+        (status, value)
+    }
+
+    /// Sends `body` (if any) as JSON and returns the status and the answer.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let url = format!("{}{path}", self.base);
+        let agent = Self::agent();
+        let response = match (method, body) {
+            ("GET", None) => agent.get(&url).call(),
+            ("DELETE", None) => agent.delete(&url).call(),
+            ("PUT", Some(body)) => agent.put(&url).send_json(body),
+            ("POST", Some(body)) => agent.post(&url).send_json(body),
+            ("POST", None) => agent.post(&url).send_empty(),
+            other => panic!("unsupported call {other:?}"),
+        };
+        Self::answer(method, &url, response)
+    }
+
+    /// Uploads a component as `name@version`.
+    pub fn upload(&self, name: &str, version: &str, bytes: &[u8]) -> (u16, serde_json::Value) {
+        let url = format!("{}/v1/assignors?name={name}&version={version}", self.base);
+        let response = Self::agent()
+            .post(&url)
+            .header("content-type", "application/wasm")
+            .send(bytes);
+        Self::answer("POST", &url, response)
+    }
+}
