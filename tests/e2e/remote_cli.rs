@@ -21,7 +21,7 @@ impl Server {
         Command::new(env!("CARGO_BIN_EXE_assignd"))
             .args(args)
             .env("ASSIGND_HOST", &self.base)
-            .env_remove("ASSIGND_TOKEN")
+            .env("ASSIGND_TOKEN", common::ADMIN_TOKEN)
             .stdin(Stdio::null())
             .output()
             .expect("cannot start assignd")

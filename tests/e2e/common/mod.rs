@@ -114,6 +114,11 @@ pub fn example_input() -> PathBuf {
 /// How long `assignd serve` may take to print its address.
 pub const SERVE_START_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The admin token every [`Server`] is started with (through
+/// `ASSIGND_ADMIN_TOKEN`) and that [`Server::call`] and [`Server::upload`]
+/// send; a test that runs the CLI against it passes it as `ASSIGND_TOKEN`.
+pub const ADMIN_TOKEN: &str = "e2e-admin-token-5f1c";
+
 /// The real `assignd serve` on a free port, killed on drop.
 pub struct Server {
     pub child: std::process::Child,
@@ -140,6 +145,7 @@ impl Server {
             .args(extra)
             .arg("--data-dir")
             .arg(data_dir)
+            .env("ASSIGND_ADMIN_TOKEN", ADMIN_TOKEN)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -209,12 +215,22 @@ impl Server {
     ) -> (u16, serde_json::Value) {
         let url = format!("{}{path}", self.base);
         let agent = Self::agent();
+        let bearer = format!("Bearer {ADMIN_TOKEN}");
         let response = match (method, body) {
-            ("GET", None) => agent.get(&url).call(),
-            ("DELETE", None) => agent.delete(&url).call(),
-            ("PUT", Some(body)) => agent.put(&url).send_json(body),
-            ("POST", Some(body)) => agent.post(&url).send_json(body),
-            ("POST", None) => agent.post(&url).send_empty(),
+            ("GET", None) => agent.get(&url).header("authorization", &bearer).call(),
+            ("DELETE", None) => agent.delete(&url).header("authorization", &bearer).call(),
+            ("PUT", Some(body)) => agent
+                .put(&url)
+                .header("authorization", &bearer)
+                .send_json(body),
+            ("POST", Some(body)) => agent
+                .post(&url)
+                .header("authorization", &bearer)
+                .send_json(body),
+            ("POST", None) => agent
+                .post(&url)
+                .header("authorization", &bearer)
+                .send_empty(),
             other => panic!("unsupported call {other:?}"),
         };
         Self::answer(method, &url, response)
@@ -226,6 +242,7 @@ impl Server {
         let response = Self::agent()
             .post(&url)
             .header("content-type", "application/wasm")
+            .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
             .send(bytes);
         Self::answer("POST", &url, response)
     }
