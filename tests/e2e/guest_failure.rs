@@ -1,9 +1,17 @@
-//! A guest that goes wrong once live, with the real `assignd serve`: the
-//! `spin-when-told` test guest passes its self-test and is uploaded, one
-//! group binds it with `spin=yes` (so every call loops until the 200 ms
-//! time limit), another group runs `sticky`. The failing group keeps its
-//! target and shows the failure in its view (module, code, counts); the
-//! healthy group's heartbeats are answered as fast as before meanwhile.
+//! Guests that go wrong once live, with the real `assignd serve`: the
+//! `spin-when-told` test guest passes its self-test and is uploaded; a
+//! healthy group runs `sticky` and its heartbeat latency is measured at
+//! rest, then again while another group's guest fails.
+//!
+//! - A group bound with `spin=yes` from the start (every call loops until
+//!   the 200 ms time limit) never gets a target and shows the failure in its
+//!   view (module, code, counts).
+//! - A group served by the guest's round-robin is swapped to `trap=yes` (the
+//!   guest panics), then to `spin=yes`: it keeps its last good target and its
+//!   members their tasks throughout, and its view shows each failure (module,
+//!   code, the panic message, a growing count).
+//!
+//! Meanwhile the healthy group's heartbeats are answered as fast as before.
 
 mod common;
 
@@ -12,6 +20,14 @@ use common::Server;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+/// The uploaded guest, as groups refer to it.
+const MODULE: &str = "spinner@0.1.0";
+/// The guest's panic message with `trap=yes` (its `TRAP_MESSAGE`; the
+/// guest crate is built for wasm, not linked into this test).
+const TRAP_MESSAGE: &str = "spin-when-told: told to trap";
+/// How many good-group heartbeats are timed at rest and while failing.
+const SAMPLES: usize = 30;
 
 impl Server {
     fn join(&self, group: &str, name: &str) -> Value {
@@ -48,6 +64,40 @@ impl Server {
         assert_eq!(status, 200, "{view}");
         view
     }
+
+    fn bind(&self, group: &str, params: Value) {
+        let (status, view) = self.call(
+            "PUT",
+            &format!("/v1/groups/{group}/assignor"),
+            Some(&json!({"module": MODULE, "params": params})),
+        );
+        assert_eq!(status, 200, "{view}");
+        assert_eq!(view["config"]["params"], params, "{view}");
+    }
+
+    /// Heartbeats `members` until the group is stable with `per_member`
+    /// active tasks on each.
+    fn converge(&self, group: &str, members: &mut [Value], per_member: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            for member in members.iter_mut() {
+                *member = self.beat(group, member).0;
+            }
+            let view = self.view(group);
+            let settled = members.iter().all(|m| {
+                m["revoking"].as_array().is_some_and(Vec::is_empty)
+                    && m["active"]
+                        .as_array()
+                        .is_some_and(|a| a.len() == per_member)
+                    && m["member_epoch"] == view["target_epoch"]
+            });
+            if view["state"] == "stable" && settled {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{group} never settled: {view}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 fn config(assignor: &str, spin: bool) -> Value {
@@ -70,61 +120,102 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// A server with the guest uploaded, and the healthy group `good`: its
+/// one member holding all 8 tasks, and its heartbeat latency at rest.
+struct Scene {
+    server: Server,
+    good: Value,
+    at_rest: Vec<Duration>,
+    /// The good group's heartbeat latencies while a guest fails.
+    failing: Vec<Duration>,
+}
+
+impl Scene {
+    fn start(name: &str) -> Scene {
+        let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+        let server = Server::start(&common::scratch(name), &["--time-limit-ms", "200"]);
+        let (status, module) = server.upload("spinner", "0.1.0", &bytes);
+        assert_eq!(status, 201, "the guest passes its self-test: {module}");
+
+        let (status, answer) =
+            server.call("PUT", "/v1/groups/good", Some(&config("sticky", false)));
+        assert_eq!(status, 201, "{answer}");
+        let mut good = [server.join("good", "g1")];
+        server.converge("good", &mut good, 8);
+        let [mut good] = good;
+        let mut at_rest = Vec::new();
+        for _ in 0..SAMPLES {
+            let (answer, elapsed) = server.beat("good", &good);
+            good = answer;
+            at_rest.push(elapsed);
+        }
+        Scene {
+            server,
+            good,
+            at_rest,
+            failing: Vec::new(),
+        }
+    }
+
+    /// Serves the good group (timed) and the `bad` members in turn until
+    /// `failed` holds for the bad group's view and enough good heartbeats
+    /// were timed in this phase; returns that view.
+    fn serve_until(&mut self, bad: &mut [Value], failed: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut timed = 0;
+        loop {
+            let (answer, elapsed) = self.server.beat("good", &self.good);
+            self.good = answer;
+            self.failing.push(elapsed);
+            timed += 1;
+            for member in bad.iter_mut() {
+                *member = self.server.beat("bad", member).0;
+            }
+            let view = self.server.view("bad");
+            if failed(&view) && timed >= SAMPLES {
+                return view;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no failure shown in time: {view}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The good group kept its tasks and its pace.
+    fn assert_good_served_as_fast(self) {
+        assert_eq!(
+            self.good["active"].as_array().unwrap().len(),
+            8,
+            "{}",
+            self.good
+        );
+        let (rest, busy) = (median(self.at_rest), median(self.failing));
+        assert!(
+            busy <= rest * 5 + Duration::from_millis(50),
+            "heartbeat median {busy:?} while the guest fails, {rest:?} at rest"
+        );
+    }
+}
+
+fn total(view: &Value) -> u64 {
+    view["assignor_failures"]["total"].as_u64().unwrap_or(0)
+}
+
 #[test]
 fn a_spinning_guest_fails_visibly_and_another_group_is_served_as_fast() {
-    let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
-    let dir = common::scratch("guest-failure");
-    let server = Server::start(&dir, &["--time-limit-ms", "200"]);
-    let (status, module) = server.upload("spinner", "0.1.0", &bytes);
-    assert_eq!(status, 201, "the guest passes its self-test: {module}");
-
-    // The healthy group, converged, and its heartbeat latency at rest.
-    let (status, answer) = server.call("PUT", "/v1/groups/good", Some(&config("sticky", false)));
-    assert_eq!(status, 201, "{answer}");
-    let mut good = server.join("good", "g1");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while good["active"].as_array().is_none_or(|a| a.len() != 8) {
-        assert!(
-            Instant::now() < deadline,
-            "the good group never assigned: {good}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-        good = server.beat("good", &good).0;
-    }
-    let mut at_rest = Vec::new();
-    for _ in 0..30 {
-        let (answer, elapsed) = server.beat("good", &good);
-        good = answer;
-        at_rest.push(elapsed);
-    }
+    let mut scene = Scene::start("guest-failure-spin");
 
     // The bad group: every call spins until the time limit.
-    let (status, answer) = server.call(
-        "PUT",
-        "/v1/groups/bad",
-        Some(&config("spinner@0.1.0", true)),
-    );
+    let (status, answer) = scene
+        .server
+        .call("PUT", "/v1/groups/bad", Some(&config(MODULE, true)));
     assert_eq!(status, 201, "{answer}");
-    let mut bad = server.join("bad", "b1");
-    let mut failing = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let failures = loop {
-        let (answer, elapsed) = server.beat("good", &good);
-        good = answer;
-        failing.push(elapsed);
-        bad = server.beat("bad", &bad).0;
-        let view = server.view("bad");
-        let failures = view["assignor_failures"].clone();
-        if failures["total"].as_u64().unwrap_or(0) >= 2 && failing.len() >= 30 {
-            break failures;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no failure shown in time: {view}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert_eq!(failures["module"], "spinner@0.1.0", "{failures}");
+    let mut bad = [scene.server.join("bad", "b1")];
+    let view = scene.serve_until(&mut bad, |view| total(view) >= 2);
+    let failures = &view["assignor_failures"];
+    assert_eq!(failures["module"], MODULE, "{failures}");
     assert!(
         failures["code"] == "timeout" || failures["code"] == "out_of_fuel",
         "{failures}"
@@ -133,13 +224,62 @@ fn a_spinning_guest_fails_visibly_and_another_group_is_served_as_fast() {
     assert!(failures["at_ms"].as_u64().is_some(), "{failures}");
     // The bad group has no target; its member holds nothing, and is still
     // answered.
-    assert_eq!(server.view("bad")["target_epoch"], 0);
-    assert!(bad["active"].as_array().unwrap().is_empty(), "{bad}");
-    // The good group kept its tasks and its pace.
-    assert_eq!(good["active"].as_array().unwrap().len(), 8, "{good}");
-    let (rest, busy) = (median(at_rest), median(failing));
+    assert_eq!(scene.server.view("bad")["target_epoch"], 0);
     assert!(
-        busy <= rest * 5 + Duration::from_millis(50),
-        "heartbeat median {busy:?} while the guest spins, {rest:?} at rest"
+        bad[0]["active"].as_array().unwrap().is_empty(),
+        "{}",
+        bad[0]
     );
+    scene.assert_good_served_as_fast();
+}
+
+#[test]
+fn a_trapping_then_looping_guest_keeps_the_last_good_target_and_another_group_is_served_as_fast() {
+    let mut scene = Scene::start("guest-failure-trap");
+
+    // The bad group starts healthy: the guest's round-robin, 4 tasks each.
+    let (status, answer) = scene
+        .server
+        .call("PUT", "/v1/groups/bad", Some(&config(MODULE, false)));
+    assert_eq!(status, 201, "{answer}");
+    let mut bad = [
+        scene.server.join("bad", "b1"),
+        scene.server.join("bad", "b2"),
+    ];
+    scene.server.converge("bad", &mut bad, 4);
+    let good_target = scene.server.view("bad")["target_epoch"].clone();
+    let held: Vec<Value> = bad.iter().map(|m| m["active"].clone()).collect();
+    let kept = |view: &Value, bad: &[Value]| {
+        assert_eq!(view["target_epoch"], good_target, "target kept: {view}");
+        for (member, held) in bad.iter().zip(&held) {
+            assert_eq!(&member["active"], held, "tasks kept: {member}");
+            assert!(
+                member["revoking"].as_array().unwrap().is_empty(),
+                "{member}"
+            );
+        }
+    };
+
+    // Swapped to `trap=yes`: every call panics.
+    scene.server.bind("bad", json!({"trap": "yes"}));
+    let view = scene.serve_until(&mut bad, |view| total(view) >= 2);
+    let failures = &view["assignor_failures"];
+    assert_eq!(failures["module"], MODULE, "{failures}");
+    assert_eq!(failures["code"], "panicked", "{failures}");
+    let message = failures["message"].as_str().unwrap_or_default();
+    assert!(message.contains(TRAP_MESSAGE), "{failures}");
+    assert!(failures["consecutive"].as_u64().unwrap() >= 2, "{failures}");
+    assert_eq!(failures["last_success_ms"], Value::Null, "{failures}");
+    kept(&view, &bad);
+    let trapped = total(&view);
+
+    // Swapped again, to `spin=yes`: every call loops until the time limit.
+    scene.server.bind("bad", json!({"spin": "yes"}));
+    let view = scene.serve_until(&mut bad, |view| {
+        let code = &view["assignor_failures"]["code"];
+        (code == "timeout" || code == "out_of_fuel") && total(view) >= trapped + 2
+    });
+    assert_eq!(view["assignor_failures"]["module"], MODULE, "{view}");
+    kept(&view, &bad);
+    scene.assert_good_served_as_fast();
 }

@@ -1,13 +1,22 @@
-//! A test guest that answers a plain round-robin assignment (so that it
-//! passes the registry's self-test and can be uploaded) unless the group
-//! binds it with the param `spin=yes`: then `assign` loops forever, logging
-//! a line first, until the host's fuel or time limit stops it.
+//! A test guest that answers a plain round-robin assignment (each topic's
+//! partition `p` on the `p mod n`-th of its `n` subscribers, in input order;
+//! so that it passes the registry's self-test and can be uploaded) unless
+//! the group binds it with a param that tells it to go wrong:
+//!
+//! - `spin=yes`: `assign` loops forever, logging a line first, until the
+//!   host's fuel or time limit stops it;
+//! - `trap=yes`: `assign` panics with [`TRAP_MESSAGE`] (the SDK's panic hook
+//!   logs the message, then the guest traps).
 //!
 //! It exists so the host's end-to-end tests can bind a group to a guest
 //! that goes wrong only once live, and check that the failure is visible on
-//! the group while another group keeps being served.
+//! the group while another group keeps being served; its round-robin answer
+//! also serves as an uploaded assignor distinct from the built-ins.
 
 use assignd_guest_sdk::{AssignError, Assignment, Assignor, GroupInput, Info, NO_MEMBER};
+
+/// The panic message of `trap=yes`, for tests that look for it.
+pub const TRAP_MESSAGE: &str = "spin-when-told: told to trap";
 
 pub struct SpinWhenTold;
 
@@ -16,11 +25,14 @@ impl Assignor for SpinWhenTold {
         Info::new(
             "spin-when-told",
             "0.1.0",
-            "test guest: round-robin, or an endless loop with the param spin=yes",
+            "test guest: round-robin, an endless loop with spin=yes, a panic with trap=yes",
         )
     }
 
     fn assign(input: &GroupInput) -> Result<Assignment, AssignError> {
+        if input.param("trap", "no") == "yes" {
+            panic!("{TRAP_MESSAGE}");
+        }
         if input.param("spin", "no") == "yes" {
             assignd_guest_sdk::log::warn("told to spin");
             let mut counter = 0u64;
