@@ -11,7 +11,7 @@ use super::error::{ApiError, ApiJson, ApiPath};
 use super::views::{group_summary, group_view};
 use super::wire::{BindRequest, ErrorBody, GroupConfigDoc, GroupList, GroupView};
 use crate::protocol::core::ProtocolError;
-use crate::protocol::group::GroupConfig;
+use crate::protocol::group::{BindingSpec, GroupConfig};
 use crate::runtime::Runtime;
 
 /// Reads the view of `group` (404 if it does not exist).
@@ -187,9 +187,13 @@ pub async fn bind_assignor(
     ApiJson(request): ApiJson<BindRequest>,
 ) -> Result<Json<GroupView>, ApiError> {
     tracing::Span::current().record("group", group.as_str());
-    runtime
-        .bind(&group, &request.module, request.params)
-        .await?;
+    let spec = BindingSpec {
+        assignor: request.module,
+        params: request.params,
+        limits: request.limits,
+        fallback: request.fallback,
+    };
+    runtime.bind(&group, spec).await?;
     Ok(Json(view(&runtime, &group).await?))
 }
 

@@ -121,6 +121,8 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
                 seq: b.seq,
                 module: b.assignor.clone(),
                 params: b.params.clone(),
+                limits: b.limits,
+                fallback: b.fallback.clone(),
                 epoch: b.epoch,
                 at_ms: b.at_ms,
                 rollback_to: b.rollback_to,
@@ -135,6 +137,10 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
                 consecutive: f.consecutive,
                 total: f.total,
                 last_success_ms: f.last_success_ms,
+                fallback: f.fallback.clone(),
+                served_by_fallback: f.served_by_fallback,
+                fallback_answers: f.fallback_answers,
+                fallback_error: f.fallback_error.clone(),
             }
         }),
     })

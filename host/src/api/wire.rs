@@ -11,7 +11,7 @@ use utoipa::openapi::schema::{ArrayBuilder, ArrayItems, ObjectBuilder, Schema, T
 use utoipa::openapi::{KnownFormat, RefOr, SchemaFormat};
 use utoipa::{PartialSchema, ToSchema};
 
-use crate::protocol::group::{GroupConfig, TaskRef};
+use crate::protocol::group::{CallLimits, GroupConfig, TaskRef};
 
 // `TaskRef` lives in the protocol core, which knows nothing of OpenAPI; its
 // schema is written here.
@@ -272,6 +272,14 @@ pub struct AssignorFailuresView {
     pub total: u64,
     /// The last success after the first failure, if any (host ms).
     pub last_success_ms: Option<u64>,
+    /// The binding's fallback when the last failure happened.
+    pub fallback: Option<String>,
+    /// Whether the installed target is the fallback's answer.
+    pub served_by_fallback: bool,
+    /// Targets the fallback answered in all.
+    pub fallback_answers: u64,
+    /// The fallback's own failure on the last call, if it failed too.
+    pub fallback_error: Option<String>,
 }
 
 /// The body of `PUT /v1/groups/{group}/assignor`.
@@ -284,6 +292,31 @@ pub struct BindRequest {
     /// The assignor's params (none if absent).
     #[serde(default)]
     pub params: BTreeMap<String, String>,
+    /// Limits on this binding's calls; each is capped by the host's
+    /// ceiling (the limits `assignd serve` was started with).
+    #[serde(default)]
+    #[schema(value_type = CallLimitsDoc)]
+    pub limits: CallLimits,
+    /// An assignor (built-in or uploaded) that answers when this one fails;
+    /// the failure still shows on the group.
+    #[serde(default)]
+    pub fallback: Option<String>,
+}
+
+/// Limits one binding puts on its assignor calls, under the host's
+/// ceilings; an absent limit is the ceiling.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct CallLimitsDoc {
+    /// Fuel one call may burn (about one unit per wasm instruction).
+    #[schema(minimum = 1)]
+    fuel_max: Option<u64>,
+    /// Wall-clock time one call may take.
+    #[schema(minimum = 1)]
+    time_limit_ms: Option<u64>,
+    /// Memory the guest may grow to.
+    #[schema(minimum = 1, maximum = 4096)]
+    memory_max_mib: Option<u64>,
 }
 
 /// One assignor binding of a group.
@@ -294,6 +327,9 @@ pub struct BindingView {
     /// The module reference as bound.
     pub module: String,
     pub params: BTreeMap<String, String>,
+    #[schema(value_type = CallLimitsDoc)]
+    pub limits: CallLimits,
+    pub fallback: Option<String>,
     /// The group epoch the binding took effect at.
     pub epoch: u64,
     /// The host's clock when bound: milliseconds since that host process
@@ -391,6 +427,10 @@ pub struct GroupConfigDoc {
     /// caught up.
     #[schema(default = 300_000, minimum = 1)]
     scale_down_timeout_ms: Option<u64>,
+    /// Limits on the group's assignor calls, under the host's ceilings.
+    assignor_limits: Option<CallLimitsDoc>,
+    /// An assignor that answers when the bound one fails.
+    fallback_assignor: Option<String>,
 }
 
 /// An assignor this host can run: an uploaded module or a built-in.

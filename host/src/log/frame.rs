@@ -18,9 +18,12 @@ use crate::protocol::group::Record;
 
 /// The format version written into every frame. Version 2 added
 /// `Group::bindings` (so a `GroupSnapshot` payload changed) and the
-/// `AssignorBound` record; version 1 frames are still read (see
-/// [`decode_v1_snapshot`]).
-pub const FORMAT_VERSION: u8 = 2;
+/// `AssignorBound` record; version 3 added the assignor limits, fallback
+/// and member token to `GroupConfig` and `Binding`. Frames of versions 1
+/// and 2 are still read (see [`super::legacy`]).
+pub const FORMAT_VERSION: u8 = 3;
+/// The oldest format version still read.
+pub const FORMAT_VERSION_MIN: u8 = 1;
 /// Bytes before the payload.
 pub const FRAME_HEADER_BYTES: usize = 10;
 /// The largest payload accepted (a snapshot of a group at the core's limits
@@ -151,10 +154,10 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             frame_bytes,
         };
     }
-    if body[0] != FORMAT_VERSION && body[0] != 1 {
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&body[0]) {
         return Decoded::Corrupt {
             reason: format!(
-                "format version {} is not {FORMAT_VERSION} or 1 (written by another assignd version?)",
+                "format version {} is not between {FORMAT_VERSION_MIN} and {FORMAT_VERSION} (written by another assignd version?)",
                 body[0]
             ),
             frame_bytes,
@@ -166,10 +169,10 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             frame_bytes,
         };
     };
-    let decoded = if body[0] == 1 && kind == RecordType::GroupSnapshot {
-        decode_v1_snapshot(&body[2..])
-    } else {
+    let decoded = if body[0] == FORMAT_VERSION {
         postcard::take_from_bytes::<Record>(&body[2..])
+    } else {
+        super::legacy::decode(body[0], kind, &body[2..])
     };
     match decoded {
         Ok((_, rest)) if !rest.is_empty() => Decoded::Corrupt {
@@ -193,73 +196,4 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             frame_bytes,
         },
     }
-}
-
-/// A version 1 `GroupSnapshot` payload: its `Group` had no `bindings`.
-/// Postcard writes the variant index as a varint, as it writes a `u32`.
-#[derive(serde::Deserialize)]
-struct SnapshotV1 {
-    variant: u32,
-    group: String,
-    state: GroupV1,
-}
-
-/// `Group` as format version 1 wrote it.
-#[derive(serde::Deserialize)]
-struct GroupV1 {
-    name: String,
-    config: crate::protocol::group::GroupConfig,
-    group_epoch: u64,
-    target_epoch: u64,
-    members: std::collections::BTreeMap<String, crate::protocol::group::Member>,
-    target: std::collections::BTreeMap<String, crate::protocol::group::SlotTarget>,
-    #[serde(with = "crate::protocol::group::holdings_by_slot")]
-    holdings: crate::protocol::reconcile::Holdings<crate::protocol::group::TaskRef>,
-    fenced_member_ids: std::collections::VecDeque<String>,
-    member_ids_issued: u64,
-    dynamic_only: bool,
-    snapshot_epoch: u64,
-}
-
-/// Reads a version 1 `GroupSnapshot` payload as today's record, with an
-/// empty binding history (the next bind records the current binding first).
-fn decode_v1_snapshot(payload: &[u8]) -> postcard::Result<(Record, &[u8])> {
-    let (v1, rest) = postcard::take_from_bytes::<SnapshotV1>(payload)?;
-    if v1.variant != 9 {
-        return Err(postcard::Error::DeserializeBadEnum);
-    }
-    let GroupV1 {
-        name,
-        config,
-        group_epoch,
-        target_epoch,
-        members,
-        target,
-        holdings,
-        fenced_member_ids,
-        member_ids_issued,
-        dynamic_only,
-        snapshot_epoch,
-    } = v1.state;
-    let state = crate::protocol::group::Group {
-        name,
-        config,
-        group_epoch,
-        target_epoch,
-        members,
-        target,
-        holdings,
-        fenced_member_ids,
-        member_ids_issued,
-        dynamic_only,
-        snapshot_epoch,
-        bindings: std::collections::VecDeque::new(),
-    };
-    Ok((
-        Record::GroupSnapshot {
-            group: v1.group,
-            state: Box::new(state),
-        },
-        rest,
-    ))
 }

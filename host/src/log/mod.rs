@@ -1,11 +1,13 @@
 //! The record log: every record the protocol core emits, on disk, in
 //! append-only segment files of CRC-framed, versioned records (the layout
 //! is in docs/log-format.md). It owns the file format ([`frame`]), reading
-//! a data dir back with torn-tail recovery ([`segment`]), and appending
+//! a data dir back with torn-tail recovery ([`segment`]), reading frames
+//! of older format versions ([`legacy`]), and appending
 //! with group commit and compaction ([`writer`]). It knows nothing of what
 //! records mean: replaying them is the core's `apply`.
 
 pub mod frame;
+mod legacy;
 pub mod segment;
 pub mod writer;
 

@@ -15,7 +15,8 @@ use super::segment::{LogError, ScanMode, scan};
 use super::writer::{FsyncPolicy, LogSink};
 use crate::protocol::core::{Coordinator, Heartbeat, Output};
 use crate::protocol::group::{
-    Binding, GroupConfig, Member, Record, RemovalReason, SlotTarget, TaskRef, TopicConfig,
+    Binding, CallLimits, GroupConfig, Member, Record, RemovalReason, SlotTarget, TaskRef,
+    TopicConfig,
 };
 use crate::protocol::reconcile::MemberAssignment;
 
@@ -47,6 +48,8 @@ fn every_record_type() -> Vec<Record> {
         seq: 1,
         assignor: "sticky".into(),
         params: BTreeMap::new(),
+        limits: CallLimits::default(),
+        fallback: None,
         epoch: 1,
         at_ms: 0,
         rollback_to: None,
@@ -54,7 +57,16 @@ fn every_record_type() -> Vec<Record> {
     vec![
         Record::GroupConfigured {
             group: group.clone(),
-            config: config(),
+            config: GroupConfig {
+                assignor_limits: CallLimits {
+                    fuel_max: Some(1_000_000),
+                    time_limit_ms: None,
+                    memory_max_mib: Some(64),
+                },
+                fallback_assignor: Some("sticky".into()),
+                member_token_sha256: Some("ab".repeat(32)),
+                ..config()
+            },
         },
         Record::MemberJoined {
             group: group.clone(),
@@ -113,6 +125,12 @@ fn every_record_type() -> Vec<Record> {
                 seq: 3,
                 assignor: "mine@1.0".into(),
                 params: [("k".to_owned(), "v".to_owned())].into(),
+                limits: CallLimits {
+                    fuel_max: None,
+                    time_limit_ms: Some(250),
+                    memory_max_mib: None,
+                },
+                fallback: Some("range".into()),
                 epoch: 9,
                 at_ms: 12_345,
                 rollback_to: Some(1),
@@ -397,8 +415,8 @@ fn the_documented_example_frame_is_what_encode_writes() {
     };
     let mut bytes = Vec::new();
     encode(&record, &mut bytes);
-    // version 2, type 5; payload: variant 4, "g" (length 1), 300 as a varint.
-    let body = [0x02, 0x05, 0x04, 0x01, b'g', 0xac, 0x02];
+    // version 3, type 5; payload: variant 4, "g" (length 1), 300 as a varint.
+    let body = [0x03, 0x05, 0x04, 0x01, b'g', 0xac, 0x02];
     let mut expected = (body.len() as u32).to_le_bytes().to_vec();
     expected.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
     expected.extend_from_slice(&body);
@@ -406,7 +424,7 @@ fn the_documented_example_frame_is_what_encode_writes() {
     assert_eq!(
         bytes,
         [
-            0x07, 0, 0, 0, 0x57, 0xaf, 0xc1, 0xef, 0x02, 0x05, 0x04, 0x01, b'g', 0xac, 0x02
+            0x07, 0, 0, 0, 0x9f, 0x83, 0xc2, 0x87, 0x03, 0x05, 0x04, 0x01, b'g', 0xac, 0x02
         ]
     );
 }
@@ -605,36 +623,183 @@ fn tempdir() -> TempDir {
     TempDir(dir)
 }
 
-/// A format version 1 `GroupSnapshot` (its `Group` had no `bindings`) is
-/// still read, with an empty history; other version 1 frames decode as
-/// they always did.
+/// Frames `payload` as format `version` holding a record of type `kind`.
+fn old_frame(version: u8, kind: super::frame::RecordType, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = vec![0; 8];
+    bytes.push(version);
+    bytes.push(kind as u8);
+    bytes.extend_from_slice(payload);
+    let length = (bytes.len() - 8) as u32;
+    bytes[0..4].copy_from_slice(&length.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[8..]);
+    bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+fn decoded(bytes: &[u8]) -> Record {
+    match decode(bytes) {
+        Decoded::Record { record, .. } => record,
+        other => panic!("an old frame did not decode: {other:?}"),
+    }
+}
+
+/// Frames of format versions 1 and 2, written in the shapes those versions
+/// gave their records (spelled out here field by field), still read:
+/// configs and bindings with no limits, fallback or member token; version
+/// 1 snapshots with an empty binding history; every other record as it
+/// always was.
 #[test]
-fn version_1_frames_are_still_read() {
+fn frames_of_older_versions_are_still_read() {
+    use super::frame::RecordType;
+    use super::legacy::{
+        BindingV2, BoundV2, ConfiguredV2, GroupConfigV2, GroupV1, GroupV2, SnapshotV1, SnapshotV2,
+    };
+    let today = config();
+    let old_config = GroupConfigV2 {
+        topics: today.topics.clone(),
+        assignor: today.assignor.clone(),
+        params: today.params.clone(),
+        session_timeout_ms: today.session_timeout_ms,
+        registration_timeout_ms: today.registration_timeout_ms,
+        expansion_timeout_ms: today.expansion_timeout_ms,
+        heartbeat_interval_ms: today.heartbeat_interval_ms,
+        learners: today.learners,
+        acceptable_recovery_lag: today.acceptable_recovery_lag,
+        max_learners: today.max_learners,
+        probing_interval_ms: today.probing_interval_ms,
+        scale_down_timeout_ms: today.scale_down_timeout_ms,
+    };
+    for version in [1, 2] {
+        let configured = ConfiguredV2 {
+            variant: 0,
+            group: "g".into(),
+            config: old_config.clone(),
+        };
+        let bytes = old_frame(
+            version,
+            RecordType::GroupConfigured,
+            &postcard::to_allocvec(&configured).unwrap(),
+        );
+        assert_eq!(
+            decoded(&bytes),
+            Record::GroupConfigured {
+                group: "g".into(),
+                config: today.clone(),
+            }
+        );
+        let bumped = every_record_type().remove(4);
+        let bytes = old_frame(
+            version,
+            RecordType::GroupEpochBumped,
+            &postcard::to_allocvec(&bumped).unwrap(),
+        );
+        assert_eq!(decoded(&bytes), bumped);
+    }
+
     let Record::GroupSnapshot { state, .. } = every_record_type().remove(9) else {
         unreachable!()
     };
-    let mut state = *state;
-    state.bindings.clear();
-    let record = Record::GroupSnapshot {
-        group: "g".into(),
-        state: Box::new(state),
+    let state = *state;
+    assert_eq!(state.config, today);
+    let old_binding = |b: &Binding| BindingV2 {
+        seq: b.seq,
+        assignor: b.assignor.clone(),
+        params: b.params.clone(),
+        epoch: b.epoch,
+        at_ms: b.at_ms,
+        rollback_to: b.rollback_to,
     };
-    for record in [record, every_record_type().remove(4)] {
-        let mut bytes = Vec::new();
-        encode(&record, &mut bytes);
-        if matches!(record, Record::GroupSnapshot { .. }) {
-            // Version 1 had no history: drop its empty list (one 0 byte at
-            // the end of the payload).
-            assert_eq!(bytes.pop(), Some(0));
+    let v2 = SnapshotV2 {
+        variant: 9,
+        group: "g".into(),
+        state: GroupV2 {
+            name: state.name.clone(),
+            config: old_config.clone(),
+            group_epoch: state.group_epoch,
+            target_epoch: state.target_epoch,
+            members: state.members.clone(),
+            target: state.target.clone(),
+            holdings: state.holdings.clone(),
+            fenced_member_ids: state.fenced_member_ids.clone(),
+            member_ids_issued: state.member_ids_issued,
+            dynamic_only: state.dynamic_only,
+            snapshot_epoch: state.snapshot_epoch,
+            bindings: state.bindings.iter().map(old_binding).collect(),
+        },
+    };
+    let bytes = old_frame(
+        2,
+        RecordType::GroupSnapshot,
+        &postcard::to_allocvec(&v2).unwrap(),
+    );
+    assert_eq!(
+        decoded(&bytes),
+        Record::GroupSnapshot {
+            group: "g".into(),
+            state: Box::new(state.clone()),
         }
-        bytes[8] = 1;
-        let length = (bytes.len() - 8) as u32;
-        bytes[0..4].copy_from_slice(&length.to_le_bytes());
-        let crc = crc32c::crc32c(&bytes[8..]);
-        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
-        match decode(&bytes) {
-            Decoded::Record { record: back, .. } => assert_eq!(back, record),
-            other => panic!("a version 1 frame of {record:?} did not decode: {other:?}"),
+    );
+    let v1 = SnapshotV1 {
+        variant: 9,
+        group: "g".into(),
+        state: GroupV1 {
+            name: state.name.clone(),
+            config: old_config,
+            group_epoch: state.group_epoch,
+            target_epoch: state.target_epoch,
+            members: state.members.clone(),
+            target: state.target.clone(),
+            holdings: state.holdings.clone(),
+            fenced_member_ids: state.fenced_member_ids.clone(),
+            member_ids_issued: state.member_ids_issued,
+            dynamic_only: state.dynamic_only,
+            snapshot_epoch: state.snapshot_epoch,
+        },
+    };
+    let bytes = old_frame(
+        1,
+        RecordType::GroupSnapshot,
+        &postcard::to_allocvec(&v1).unwrap(),
+    );
+    let mut no_history = state;
+    no_history.bindings.clear();
+    assert_eq!(
+        decoded(&bytes),
+        Record::GroupSnapshot {
+            group: "g".into(),
+            state: Box::new(no_history),
         }
-    }
+    );
+
+    let Record::AssignorBound { binding, .. } = every_record_type().remove(10) else {
+        unreachable!()
+    };
+    let bound = BoundV2 {
+        variant: 10,
+        group: "g".into(),
+        binding: old_binding(&binding),
+    };
+    let bytes = old_frame(
+        2,
+        RecordType::AssignorBound,
+        &postcard::to_allocvec(&bound).unwrap(),
+    );
+    assert_eq!(
+        decoded(&bytes),
+        Record::AssignorBound {
+            group: "g".into(),
+            binding: Binding {
+                limits: CallLimits::default(),
+                fallback: None,
+                ..binding
+            },
+        }
+    );
+    // A version this build does not know is corruption, not a guess.
+    let bytes = old_frame(
+        super::frame::FORMAT_VERSION + 1,
+        RecordType::GroupEpochBumped,
+        &postcard::to_allocvec(&every_record_type().remove(4)).unwrap(),
+    );
+    assert!(matches!(decode(&bytes), Decoded::Corrupt { .. }));
 }

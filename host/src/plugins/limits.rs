@@ -12,6 +12,8 @@ pub struct Limits {
     pub fuel_base: u64,
     /// Additional fuel per task and per member of the input.
     pub fuel_per_item: u64,
+    /// The most fuel a call may burn, however large its input.
+    pub fuel_max: u64,
     /// Wall-clock limit of one call, enforced by epoch interruption.
     pub time_limit_ms: u64,
     /// Largest linear memory a guest may grow to.
@@ -29,6 +31,7 @@ impl Default for Limits {
         Limits {
             fuel_base: 1_000_000_000,
             fuel_per_item: 20_000,
+            fuel_max: u64::MAX,
             time_limit_ms: 10_000,
             memory_max_bytes: 512 << 20,
             output_rows_max: 16_000_000,
@@ -44,6 +47,24 @@ impl Limits {
     pub fn fuel_for(&self, tasks: usize, members: usize) -> u64 {
         self.fuel_base
             .saturating_add(self.fuel_per_item.saturating_mul((tasks + members) as u64))
+            .min(self.fuel_max)
+    }
+
+    /// These limits lowered by a group binding's own (never raised: each
+    /// of `self` is a ceiling).
+    pub fn lowered_by(
+        &self,
+        fuel_max: Option<u64>,
+        time_limit_ms: Option<u64>,
+        memory_max_bytes: Option<u64>,
+    ) -> Limits {
+        Limits {
+            fuel_max: fuel_max.map_or(self.fuel_max, |f| f.min(self.fuel_max)),
+            time_limit_ms: time_limit_ms.map_or(self.time_limit_ms, |t| t.min(self.time_limit_ms)),
+            memory_max_bytes: memory_max_bytes
+                .map_or(self.memory_max_bytes, |m| m.min(self.memory_max_bytes)),
+            ..*self
+        }
     }
 }
 

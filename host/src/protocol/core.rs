@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use assignd_guest_sdk::{Assignment, GroupInput, Member as InputMember, NO_MEMBER, Topic};
 
 use super::group::{
-    AssignorFailure, AssignorFailures, Binding, Group, GroupConfig, LearnerMode, Liveness, Member,
-    Millis, Record, RemovalReason, SlotTarget, TaskRef, assignor_retry_ms,
+    AssignorFailure, AssignorFailures, Binding, BindingSpec, CallLimits, Group, GroupConfig,
+    LearnerMode, Liveness, Member, Millis, Record, RemovalReason, SlotTarget, TaskRef,
+    assignor_retry_ms,
 };
 use super::reconcile::MemberState;
 
@@ -26,6 +27,8 @@ pub const TIMEOUT_MS_MAX: u64 = 24 * 3600 * 1000;
 pub const PARAMS_MAX: usize = 64;
 pub const PARAM_LEN_MAX: usize = 4096;
 pub const LEARNERS_PER_GROUP_MAX: u32 = 100_000;
+/// The largest memory limit a binding may name (a guest is 32-bit).
+pub const MEMORY_MAX_MIB_MAX: u64 = 4096;
 
 /// A refused input; nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -152,6 +155,11 @@ pub struct AssignorCall {
     pub group: String,
     pub epoch: u64,
     pub assignor: String,
+    /// The binding's limits on the call, under the host's ceilings.
+    pub limits: CallLimits,
+    /// The assignor to ask when `assignor` fails; its answer goes back
+    /// through [`Coordinator::fallback_computed`].
+    pub fallback: Option<String>,
     pub input: GroupInput,
 }
 
@@ -186,6 +194,49 @@ fn invalid<T>(message: String) -> Result<T, ProtocolError> {
 }
 
 /// Checks a group config against the limits.
+/// Counts one failure of a group's bound assignor in its transient
+/// liveness, for the group's view and the retry backoff.
+fn record_failure<'a>(
+    liveness: &'a mut Liveness,
+    group: &str,
+    epoch: u64,
+    config: &GroupConfig,
+    failure: AssignorFailure,
+    now: Millis,
+) -> &'a mut AssignorFailures {
+    let failures = liveness.failures.get_or_insert(AssignorFailures {
+        module: String::new(),
+        code: String::new(),
+        message: String::new(),
+        at_ms: now,
+        consecutive: 0,
+        total: 0,
+        last_success_ms: None,
+        fallback: None,
+        served_by_fallback: false,
+        fallback_answers: 0,
+        fallback_error: None,
+    });
+    failures.module = config.assignor.clone();
+    failures.code = failure.code;
+    failures.message = failure.message;
+    failures.at_ms = now;
+    failures.consecutive += 1;
+    failures.total += 1;
+    failures.fallback = config.fallback_assignor.clone();
+    tracing::warn!(
+        group,
+        epoch,
+        module = failures.module,
+        code = failures.code,
+        message = failures.message,
+        consecutive = failures.consecutive,
+        fallback = failures.fallback,
+        "assignor failed"
+    );
+    failures
+}
+
 pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     if config.topics.len() > TOPICS_PER_GROUP_MAX {
         return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
@@ -260,6 +311,33 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
             "max_learners must be at most {LEARNERS_PER_GROUP_MAX}, got {}",
             config.max_learners
         ));
+    }
+    if let Some(fallback) = &config.fallback_assignor
+        && (fallback.is_empty() || fallback.len() > MEMBER_NAME_LEN_MAX)
+    {
+        return invalid("fallback_assignor must name a built-in or uploaded assignor".into());
+    }
+    let limits = &config.assignor_limits;
+    for (name, value, max) in [
+        ("fuel_max", limits.fuel_max, u64::MAX),
+        ("time_limit_ms", limits.time_limit_ms, TIMEOUT_MS_MAX),
+        ("memory_max_mib", limits.memory_max_mib, MEMORY_MAX_MIB_MAX),
+    ] {
+        if let Some(value) = value
+            && (value == 0 || value > max)
+        {
+            return invalid(format!(
+                "assignor limit {name} must be between 1 and {max}, got {value}"
+            ));
+        }
+    }
+    if let Some(digest) = &config.member_token_sha256
+        && (digest.len() != 64
+            || !digest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    {
+        return invalid("member_token_sha256 must be 64 lowercase hex digits".into());
     }
     Ok(())
 }
@@ -379,10 +457,11 @@ impl Coordinator {
         if self.groups.get(name).is_some_and(|g| g.config == config) {
             return Ok(out);
         }
-        let rebind = self.groups.get(name).is_none_or(|g| {
-            g.config.assignor != config.assignor || g.config.params != config.params
-        });
-        let binding = rebind.then(|| (config.assignor.clone(), config.params.clone()));
+        let rebind = self
+            .groups
+            .get(name)
+            .is_none_or(|g| g.config.binding_spec() != config.binding_spec());
+        let binding = rebind.then(|| config.binding_spec());
         self.emit(
             &mut out,
             Record::GroupConfigured {
@@ -390,8 +469,8 @@ impl Coordinator {
                 config,
             },
         );
-        if let Some((assignor, params)) = binding {
-            self.emit_binding(name, assignor, params, None, now, &mut out);
+        if let Some(spec) = binding {
+            self.emit_binding(name, spec, None, now, &mut out);
         }
         if retarget {
             self.bump(name, now, &mut out);
@@ -404,8 +483,7 @@ impl Coordinator {
     fn emit_binding(
         &mut self,
         group: &str,
-        assignor: String,
-        params: BTreeMap<String, String>,
+        spec: BindingSpec,
         rollback_to: Option<u64>,
         now: Millis,
         out: &mut Output,
@@ -413,8 +491,10 @@ impl Coordinator {
         let current = &self.groups[group];
         let binding = Binding {
             seq: current.bindings.back().map_or(1, |b| b.seq + 1),
-            assignor,
-            params,
+            assignor: spec.assignor,
+            params: spec.params,
+            limits: spec.limits,
+            fallback: spec.fallback,
             epoch: current.group_epoch + 1,
             at_ms: now,
             rollback_to,
@@ -436,8 +516,7 @@ impl Coordinator {
     pub fn bind(
         &mut self,
         name: &str,
-        assignor: &str,
-        params: BTreeMap<String, String>,
+        spec: BindingSpec,
         now: Millis,
     ) -> Result<Output, ProtocolError> {
         let group = self
@@ -445,14 +524,13 @@ impl Coordinator {
             .get(name)
             .ok_or_else(|| ProtocolError::UnknownGroup(name.to_owned()))?;
         let mut config = group.config.clone();
-        config.assignor = assignor.to_owned();
-        config.params = params;
+        config.set_binding(spec.clone());
         check_config(&config)?;
         let mut out = Output::default();
-        if group.config.assignor == config.assignor && group.config.params == config.params {
+        if group.config.binding_spec() == spec {
             return Ok(out);
         }
-        self.swap(name, config.assignor, config.params, None, now, &mut out);
+        self.swap(name, spec, None, now, &mut out);
         Ok(out)
     }
 
@@ -468,22 +546,14 @@ impl Coordinator {
             .ok_or_else(|| ProtocolError::NoPreviousBinding(name.to_owned()))?
             .clone();
         let mut out = Output::default();
-        self.swap(
-            name,
-            previous.assignor,
-            previous.params,
-            Some(previous.seq),
-            now,
-            &mut out,
-        );
+        self.swap(name, previous.spec(), Some(previous.seq), now, &mut out);
         Ok(out)
     }
 
     fn swap(
         &mut self,
         name: &str,
-        assignor: String,
-        params: BTreeMap<String, String>,
+        spec: BindingSpec,
         rollback_to: Option<u64>,
         now: Millis,
         out: &mut Output,
@@ -492,11 +562,10 @@ impl Coordinator {
         if group.bindings.is_empty() {
             // A group from a log written before bindings were recorded:
             // record the binding it has, so that it can be rolled back to.
-            let (current, current_params) =
-                (group.config.assignor.clone(), group.config.params.clone());
-            self.emit_binding(name, current, current_params, None, now, out);
+            let current = group.config.binding_spec();
+            self.emit_binding(name, current, None, now, out);
         }
-        self.emit_binding(name, assignor, params, rollback_to, now, out);
+        self.emit_binding(name, spec, rollback_to, now, out);
         self.bump(name, now, out);
         self.liveness.get_mut(name).expect("bumped").urgent = true;
         self.maybe_call_assignor(name, now, out);
@@ -1068,7 +1137,8 @@ impl Coordinator {
         let wait_ms = match &liveness.failures {
             _ if liveness.urgent => 0,
             // A failing assignor is retried with backoff.
-            Some(f) if f.consecutive > 0 => {
+            // (Not while its fallback answers for it: the group is served.)
+            Some(f) if f.consecutive > 0 && !f.served_by_fallback => {
                 assignor_retry_ms(group.config.expansion_timeout_ms, f.consecutive)
             }
             _ => group.config.expansion_timeout_ms,
@@ -1087,6 +1157,8 @@ impl Coordinator {
             group: group_name.to_owned(),
             epoch: group.group_epoch,
             assignor: group.config.assignor.clone(),
+            limits: group.config.assignor_limits,
+            fallback: group.config.fallback_assignor.clone(),
             input,
         });
     }
@@ -1099,6 +1171,38 @@ impl Coordinator {
         group_name: &str,
         epoch: u64,
         result: Result<Assignment, impl Into<AssignorFailure>>,
+        now: Millis,
+    ) -> Output {
+        self.answer(group_name, epoch, None, result.map_err(Into::into), now)
+    }
+
+    /// The runtime's answer to an [`AssignorCall`] whose assignor failed
+    /// with `failure`, after it asked the binding's fallback: the failure
+    /// shows on the group as any other, and the fallback's answer, if it
+    /// has one, is installed as the bound assignor's would have been.
+    pub fn fallback_computed(
+        &mut self,
+        group_name: &str,
+        epoch: u64,
+        failure: AssignorFailure,
+        fallback: Result<Assignment, impl Into<AssignorFailure>>,
+        now: Millis,
+    ) -> Output {
+        self.answer(
+            group_name,
+            epoch,
+            Some(failure),
+            fallback.map_err(Into::into),
+            now,
+        )
+    }
+
+    fn answer(
+        &mut self,
+        group_name: &str,
+        epoch: u64,
+        bound_failure: Option<AssignorFailure>,
+        result: Result<Assignment, AssignorFailure>,
         now: Millis,
     ) -> Output {
         let mut out = Output::default();
@@ -1115,45 +1219,38 @@ impl Coordinator {
             self.maybe_call_assignor(group_name, now, &mut out);
             return out;
         }
-        let assignment = match result {
-            Ok(assignment) => assignment,
-            Err(error) => {
+        let config = &group.config;
+        let assignment = match (bound_failure, result) {
+            (None, Ok(assignment)) => {
+                if let Some(failures) = &mut liveness.failures {
+                    failures.consecutive = 0;
+                    failures.served_by_fallback = false;
+                    failures.last_success_ms = Some(now);
+                }
+                assignment
+            }
+            (Some(failure), Ok(assignment)) => {
+                let failures = record_failure(liveness, group_name, epoch, config, failure, now);
+                failures.served_by_fallback = true;
+                failures.fallback_answers += 1;
+                failures.fallback_error = None;
+                assignment
+            }
+            (bound_failure, Err(error)) => {
                 // Keep the last good target, record the failure for the
                 // group's view, and try again with backoff.
-                let error: AssignorFailure = error.into();
-                let module = group.config.assignor.clone();
-                let failures = liveness.failures.get_or_insert(AssignorFailures {
-                    module: String::new(),
-                    code: String::new(),
-                    message: String::new(),
-                    at_ms: now,
-                    consecutive: 0,
-                    total: 0,
-                    last_success_ms: None,
-                });
-                failures.module = module;
-                failures.code = error.code;
-                failures.message = error.message;
-                failures.at_ms = now;
-                failures.consecutive += 1;
-                failures.total += 1;
-                tracing::warn!(
-                    group = group_name,
-                    epoch,
-                    module = failures.module,
-                    code = failures.code,
-                    message = failures.message,
-                    consecutive = failures.consecutive,
-                    "assignor failed; keeping the last target"
-                );
+                let (failure, fallback_error) = match bound_failure {
+                    Some(failure) => (failure, Some(error)),
+                    None => (error, None),
+                };
+                let failures = record_failure(liveness, group_name, epoch, config, failure, now);
+                failures.served_by_fallback = false;
+                failures.fallback_error =
+                    fallback_error.map(|e| format!("{}: {}", e.code, e.message));
                 liveness.pending_since_ms = Some(now);
                 return out;
             }
         };
-        if let Some(failures) = &mut liveness.failures {
-            failures.consecutive = 0;
-            failures.last_success_ms = Some(now);
-        }
         let empty = Liveness::default();
         let liveness = self.liveness.get(group_name).unwrap_or(&empty);
         let target = safe_target(group, liveness, &slots, &tasks, &assignment);

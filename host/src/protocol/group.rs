@@ -108,6 +108,59 @@ pub struct GroupConfig {
     /// not caught up; then they move anyway and the member is fenced.
     #[serde(default = "defaults::scale_down_timeout_ms")]
     pub scale_down_timeout_ms: u64,
+    /// Limits on this group's assignor calls, each under the host's
+    /// ceiling.
+    #[serde(default)]
+    pub assignor_limits: CallLimits,
+    /// The assignor that answers when the bound one fails (a trap, a
+    /// limit, an invalid answer): the failure still shows on the group,
+    /// and the group still gets a target.
+    #[serde(default)]
+    pub fallback_assignor: Option<String>,
+    /// The sha256 (lowercase hex) of the token members must send as a
+    /// bearer token, if the group has one. The API sets it from a
+    /// plaintext `member_token` and never shows it.
+    #[serde(default)]
+    pub member_token_sha256: Option<String>,
+}
+
+/// Limits one binding puts on its assignor calls. Each lowers the host's
+/// ceiling (the limits `assignd serve` was started with), never raises it;
+/// an unset limit is the ceiling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallLimits {
+    /// Fuel one call may burn (about one unit per wasm instruction).
+    #[serde(default)]
+    pub fuel_max: Option<u64>,
+    /// Wall-clock time one call may take.
+    #[serde(default)]
+    pub time_limit_ms: Option<u64>,
+    /// Memory the guest may grow to.
+    #[serde(default)]
+    pub memory_max_mib: Option<u64>,
+}
+
+/// What a group's assignor binding sets: the part of [`GroupConfig`] that
+/// `PUT .../assignor` and a rollback change, and that a [`Binding`] keeps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingSpec {
+    pub assignor: String,
+    pub params: BTreeMap<String, String>,
+    pub limits: CallLimits,
+    pub fallback: Option<String>,
+}
+
+impl BindingSpec {
+    /// A binding to `assignor` with no params, limits or fallback.
+    pub fn assignor(assignor: &str) -> Self {
+        BindingSpec {
+            assignor: assignor.to_owned(),
+            params: BTreeMap::new(),
+            limits: CallLimits::default(),
+            fallback: None,
+        }
+    }
 }
 
 /// The defaults of [`GroupConfig`], close to Kafka's where Kafka has one.
@@ -160,7 +213,28 @@ impl GroupConfig {
             max_learners: defaults::max_learners(),
             probing_interval_ms: defaults::probing_interval_ms(),
             scale_down_timeout_ms: defaults::scale_down_timeout_ms(),
+            assignor_limits: CallLimits::default(),
+            fallback_assignor: None,
+            member_token_sha256: None,
         }
+    }
+
+    /// The binding this config sets.
+    pub fn binding_spec(&self) -> BindingSpec {
+        BindingSpec {
+            assignor: self.assignor.clone(),
+            params: self.params.clone(),
+            limits: self.assignor_limits,
+            fallback: self.fallback_assignor.clone(),
+        }
+    }
+
+    /// Sets the binding part of this config.
+    pub fn set_binding(&mut self, spec: BindingSpec) {
+        self.assignor = spec.assignor;
+        self.params = spec.params;
+        self.assignor_limits = spec.limits;
+        self.fallback_assignor = spec.fallback;
     }
 }
 
@@ -274,6 +348,10 @@ pub struct Binding {
     /// `name@version`).
     pub assignor: String,
     pub params: BTreeMap<String, String>,
+    /// Limits on the binding's calls, under the host's ceilings.
+    pub limits: CallLimits,
+    /// The assignor that answers when this one fails.
+    pub fallback: Option<String>,
     /// The group epoch the binding took effect at.
     pub epoch: u64,
     /// The runtime's clock when it was bound (milliseconds since that
@@ -282,6 +360,18 @@ pub struct Binding {
     /// The `seq` of the binding this one rolled back to, if it is a
     /// rollback.
     pub rollback_to: Option<u64>,
+}
+
+impl Binding {
+    /// What this binding set.
+    pub fn spec(&self) -> BindingSpec {
+        BindingSpec {
+            assignor: self.assignor.clone(),
+            params: self.params.clone(),
+            limits: self.limits,
+            fallback: self.fallback.clone(),
+        }
+    }
 }
 
 /// Bindings kept per group; the oldest are forgotten past this.
@@ -473,8 +563,7 @@ impl Group {
                 *self = (**state).clone();
             }
             Record::AssignorBound { binding, .. } => {
-                self.config.assignor = binding.assignor.clone();
-                self.config.params = binding.params.clone();
+                self.config.set_binding(binding.spec());
                 if self.bindings.len() == BINDINGS_MAX {
                     self.bindings.pop_front();
                 }
@@ -592,6 +681,15 @@ pub struct AssignorFailures {
     pub consecutive: u64,
     pub total: u64,
     pub last_success_ms: Option<Millis>,
+    /// The binding's fallback when the last failure happened.
+    pub fallback: Option<String>,
+    /// Whether the installed target is the fallback's answer (the bound
+    /// assignor failed on the last call).
+    pub served_by_fallback: bool,
+    /// Targets the fallback answered in all.
+    pub fallback_answers: u64,
+    /// The fallback's own failure on the last call, if it failed too.
+    pub fallback_error: Option<String>,
 }
 
 /// The retry delay after `consecutive` failures in a row: the expansion

@@ -13,7 +13,8 @@ use super::core::{
     Coordinator, Heartbeat, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH, Output, ProtocolError,
 };
 use super::group::{
-    AssignorFailure, GroupConfig, LearnerMode, Millis, Record, RemovalReason, TaskRef, TopicConfig,
+    AssignorFailure, BindingSpec, CallLimits, GroupConfig, LearnerMode, Millis, Record,
+    RemovalReason, TaskRef, TopicConfig,
 };
 
 const GROUP: &str = "orders-app";
@@ -981,7 +982,7 @@ fn a_bind_computes_the_new_target_at_once_and_members_reach_it_cooperatively() {
     // No time passes: the swap does not wait for the expansion timeout.
     let out = h
         .core
-        .bind(GROUP, "range", Default::default(), h.now)
+        .bind(GROUP, BindingSpec::assignor("range"), h.now)
         .unwrap();
     assert_eq!(
         out.assignor_calls.len(),
@@ -1030,6 +1031,20 @@ fn a_bind_computes_the_new_target_at_once_and_members_reach_it_cooperatively() {
     assert!(h.core.group(GROUP).unwrap().is_stable());
 }
 
+/// A binding with params, limits and a fallback.
+fn round_robin_with_limits() -> BindingSpec {
+    BindingSpec {
+        params: [("k".to_owned(), "v".to_owned())].into(),
+        limits: CallLimits {
+            fuel_max: Some(5_000_000),
+            time_limit_ms: Some(200),
+            memory_max_mib: None,
+        },
+        fallback: Some("range".into()),
+        ..BindingSpec::assignor("round-robin")
+    }
+}
+
 #[test]
 fn rollback_returns_to_the_previous_binding_and_twice_toggles() {
     let mut h = Harness::new(6);
@@ -1043,39 +1058,29 @@ fn rollback_returns_to_the_previous_binding_and_twice_toggles() {
     );
     let out = h
         .core
-        .bind(
-            GROUP,
-            "round-robin",
-            [("k".to_owned(), "v".to_owned())].into(),
-            h.now,
-        )
+        .bind(GROUP, round_robin_with_limits(), h.now)
         .unwrap();
     h.absorb(out);
     h.settle(&mut members);
     // The same binding again changes nothing.
     let same = h
         .core
-        .bind(
-            GROUP,
-            "round-robin",
-            [("k".to_owned(), "v".to_owned())].into(),
-            h.now,
-        )
+        .bind(GROUP, round_robin_with_limits(), h.now)
         .unwrap();
     assert_eq!(same, Output::default());
     let out = h.core.rollback(GROUP, h.now).unwrap();
     assert_eq!(out.assignor_calls.len(), 1);
     h.absorb(out);
     let group = h.core.group(GROUP).unwrap();
-    assert_eq!(group.config.assignor, "sticky");
-    assert!(group.config.params.is_empty());
+    assert_eq!(group.config.binding_spec(), BindingSpec::assignor("sticky"));
     h.settle(&mut members);
     let out = h.core.rollback(GROUP, h.now).unwrap();
     h.absorb(out);
     assert_eq!(h.core.group(GROUP).unwrap().config.assignor, "round-robin");
     assert_eq!(
-        h.core.group(GROUP).unwrap().config.params,
-        [("k".to_owned(), "v".to_owned())].into()
+        h.core.group(GROUP).unwrap().config.binding_spec(),
+        round_robin_with_limits(),
+        "params, limits and fallback come back too"
     );
     assert_eq!(
         bindings(&h),
@@ -1092,16 +1097,46 @@ fn rollback_returns_to_the_previous_binding_and_twice_toggles() {
     let log = h.log.len();
     let group = h.core.group(GROUP).unwrap().clone();
     assert!(matches!(
-        h.core.bind("nope", "range", Default::default(), h.now),
+        h.core.bind("nope", BindingSpec::assignor("range"), h.now),
         Err(ProtocolError::UnknownGroup(_))
     ));
     assert!(matches!(
-        h.core.bind(GROUP, "", Default::default(), h.now),
+        h.core.bind(GROUP, BindingSpec::assignor(""), h.now),
         Err(ProtocolError::Invalid(_))
     ));
-    let too_many = (0..100).map(|i| (format!("k{i}"), String::new())).collect();
+    let too_many = BindingSpec {
+        params: (0..100).map(|i| (format!("k{i}"), String::new())).collect(),
+        ..BindingSpec::assignor("range")
+    };
     assert!(matches!(
-        h.core.bind(GROUP, "range", too_many, h.now),
+        h.core.bind(GROUP, too_many, h.now),
+        Err(ProtocolError::Invalid(_))
+    ));
+    for limits in [
+        CallLimits {
+            fuel_max: Some(0),
+            ..CallLimits::default()
+        },
+        CallLimits {
+            memory_max_mib: Some(5_000),
+            ..CallLimits::default()
+        },
+    ] {
+        let spec = BindingSpec {
+            limits,
+            ..BindingSpec::assignor("range")
+        };
+        assert!(matches!(
+            h.core.bind(GROUP, spec, h.now),
+            Err(ProtocolError::Invalid(_))
+        ));
+    }
+    let empty_fallback = BindingSpec {
+        fallback: Some(String::new()),
+        ..BindingSpec::assignor("range")
+    };
+    assert!(matches!(
+        h.core.bind(GROUP, empty_fallback, h.now),
         Err(ProtocolError::Invalid(_))
     ));
     assert!(matches!(
@@ -1122,7 +1157,7 @@ fn the_binding_history_is_bounded_and_kept_by_snapshots() {
         let assignor = if i % 2 == 0 { "range" } else { "sticky" };
         let out = h
             .core
-            .bind(GROUP, assignor, Default::default(), h.now)
+            .bind(GROUP, BindingSpec::assignor(assignor), h.now)
             .unwrap();
         h.absorb(out);
         h.settle(&mut members);

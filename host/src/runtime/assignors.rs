@@ -11,9 +11,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
-use crate::plugins::{BUILTIN_NAMES, GuestLogLine};
+use assignd_guest_sdk::{Assignment, GroupInput};
+
+use crate::plugins::{BUILTIN_NAMES, GuestLogLine, Limits, PluginError};
 use crate::protocol::core::AssignorCall;
 use crate::protocol::group::AssignorFailure;
+use crate::registry::Registry;
 
 use super::Runtime;
 
@@ -37,57 +40,64 @@ impl Runtime {
                 group,
                 epoch,
                 assignor,
+                limits: binding,
+                fallback,
                 input,
             } = call;
+            let limits = self.limits.lowered_by(
+                binding.fuel_max,
+                binding.time_limit_ms,
+                binding
+                    .memory_max_mib
+                    .map(|mib| mib.saturating_mul(1 << 20)),
+            );
             let registry = self.registry.clone();
-            let limits = self.limits;
-            let name = assignor.clone();
-            let started = Instant::now();
-            let result = tokio::task::spawn_blocking(move || {
-                let module = match registry.load(&name) {
-                    Ok(module) => module,
-                    Err(error) => return (Err(error), Vec::new(), 0),
+            let (bound, fallback) = (assignor.clone(), fallback.clone());
+            let answered = tokio::task::spawn_blocking(move || {
+                let first = call_module(&registry, &bound, &input, &limits);
+                let second = match (&first.result, &fallback) {
+                    (Err(_), Some(fallback)) => Some((
+                        fallback.clone(),
+                        call_module(&registry, fallback, &input, &limits),
+                    )),
+                    _ => None,
                 };
-                registry
-                    .engine()
-                    .assign_keeping_logs(&module, &input, &limits)
+                (first, second)
             })
             .await;
-            // The guest's log lines, whether the call succeeded or failed.
-            let result = result.map(|(result, logs, dropped)| {
-                forward_guest_logs(&group, &assignor, &logs, dropped);
-                result
-            });
-            let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
-            let result = match result {
-                Ok(Ok(outcome)) => {
-                    tracing::debug!(
-                        group,
-                        epoch,
-                        assignor,
-                        elapsed_ms,
-                        call_ms = outcome.stats.call_ms,
-                        fuel = outcome.stats.fuel,
-                        "assignor answered"
-                    );
-                    Ok(outcome.assignment)
-                }
-                Ok(Err(error)) => {
-                    tracing::warn!(group, epoch, assignor, code = error.code(), %error, "assignor call failed");
-                    Err(AssignorFailure::new(error.code(), error.to_string()))
+            let output = match answered {
+                Ok((first, second)) => {
+                    let bound = first.report(&group, epoch, &assignor);
+                    let second = second.map(|(name, call)| call.report(&group, epoch, &name));
+                    self.execute(|core, now| {
+                        Ok((
+                            (),
+                            match (bound, second) {
+                                (Err(failure), Some(fallback)) => {
+                                    core.fallback_computed(&group, epoch, failure, fallback, now)
+                                }
+                                (bound, _) => core.assignment_computed(&group, epoch, bound, now),
+                            },
+                        ))
+                    })
+                    .await
                 }
                 Err(join_error) => {
                     tracing::error!(group, epoch, assignor, %join_error, "assignor call panicked");
-                    Err(AssignorFailure::new(
+                    let failure = AssignorFailure::new(
                         "host_panic",
                         format!("the assignor call panicked: {join_error}"),
-                    ))
+                    );
+                    self.execute(|core, now| {
+                        Ok((
+                            (),
+                            core.assignment_computed(&group, epoch, Err(failure), now),
+                        ))
+                    })
+                    .await
                 }
             };
-            let answered = self
-                .execute(|core, now| Ok(((), core.assignment_computed(&group, epoch, result, now))))
-                .await;
-            if let Err(error) = answered {
+            if let Err(error) = output {
                 tracing::error!(group, epoch, %error, "recording an assignor's answer failed");
             }
             self.calls_finished.fetch_add(1, Ordering::SeqCst);
@@ -116,6 +126,70 @@ impl Runtime {
                 }
             }
         })
+    }
+}
+
+/// One module's run on a call's input: its answer, its log lines, and how
+/// long it took.
+struct ModuleCall {
+    result: Result<crate::plugins::CallOutcome, PluginError>,
+    logs: Vec<GuestLogLine>,
+    logs_dropped: u64,
+    elapsed: std::time::Duration,
+}
+
+/// Loads `name` from the registry and runs it on `input` within `limits`.
+fn call_module(registry: &Registry, name: &str, input: &GroupInput, limits: &Limits) -> ModuleCall {
+    let started = Instant::now();
+    let (result, logs, logs_dropped) = match registry.load(name) {
+        Ok(module) => registry
+            .engine()
+            .assign_keeping_logs(&module, input, limits),
+        Err(error) => (Err(error), Vec::new(), 0),
+    };
+    ModuleCall {
+        result,
+        logs,
+        logs_dropped,
+        elapsed: started.elapsed(),
+    }
+}
+
+impl ModuleCall {
+    /// Forwards the guest's log lines and counts the call in the metrics;
+    /// the answer, or the failure as the core records it. (The core logs
+    /// a failure, with the group's failure counts.)
+    fn report(self, group: &str, epoch: u64, module: &str) -> Result<Assignment, AssignorFailure> {
+        forward_guest_logs(group, module, &self.logs, self.logs_dropped);
+        let seconds = self.elapsed.as_secs_f64();
+        let labels = [("group", group.to_owned()), ("module", module.to_owned())];
+        metrics::histogram!("assignd_assignor_call_seconds", &labels).record(seconds);
+        match self.result {
+            Ok(outcome) => {
+                metrics::counter!("assignd_assignor_calls_total", &labels).increment(1);
+                tracing::debug!(
+                    group,
+                    epoch,
+                    module,
+                    elapsed_ms = seconds * 1e3,
+                    call_ms = outcome.stats.call_ms,
+                    fuel = outcome.stats.fuel,
+                    "assignor answered"
+                );
+                Ok(outcome.assignment)
+            }
+            Err(error) => {
+                metrics::counter!("assignd_assignor_calls_total", &labels).increment(1);
+                metrics::counter!(
+                    "assignd_assignor_failures_total",
+                    "group" => group.to_owned(),
+                    "module" => module.to_owned(),
+                    "code" => error.code(),
+                )
+                .increment(1);
+                Err(AssignorFailure::new(error.code(), error.to_string()))
+            }
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use crate::plugins::{BUILTIN_NAMES, Limits, PluginEngine};
 use crate::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, Output, ProtocolError};
-use crate::protocol::group::{GroupConfig, Millis};
+use crate::protocol::group::{BindingSpec, GroupConfig, Millis};
 use crate::registry::{Entry, Registry, RegistryError, Resolved};
 
 pub use clock::Clock;
@@ -203,11 +203,7 @@ impl Runtime {
     ) -> Result<bool, RuntimeError> {
         crate::protocol::core::check_config(&config)?;
         self.execute(|core, now| {
-            if self.registry.resolve(&config.assignor).is_none() {
-                return Err(RuntimeError::UnknownAssignor {
-                    name: config.assignor,
-                });
-            }
+            self.check_resolves(&config.binding_spec())?;
             let created = core.group(group).is_none();
             let output = core.configure(group, config, now)?;
             Ok((created, output))
@@ -222,22 +218,27 @@ impl Runtime {
     pub async fn bind(
         self: &Arc<Self>,
         group: &str,
-        assignor: &str,
-        params: std::collections::BTreeMap<String, String>,
+        spec: BindingSpec,
     ) -> Result<bool, RuntimeError> {
         self.execute(|core, now| {
             if core.group(group).is_none() {
                 return Err(ProtocolError::UnknownGroup(group.to_owned()).into());
             }
-            if self.registry.resolve(assignor).is_none() {
-                return Err(RuntimeError::UnknownAssignor {
-                    name: assignor.to_owned(),
-                });
-            }
-            let output = core.bind(group, assignor, params, now)?;
+            self.check_resolves(&spec)?;
+            let output = core.bind(group, spec, now)?;
             Ok((!output.records.is_empty(), output))
         })
         .await
+    }
+
+    /// Whether this host can run a binding's assignor and its fallback.
+    fn check_resolves(&self, spec: &BindingSpec) -> Result<(), RuntimeError> {
+        for name in std::iter::once(&spec.assignor).chain(&spec.fallback) {
+            if self.registry.resolve(name).is_none() {
+                return Err(RuntimeError::UnknownAssignor { name: name.clone() });
+            }
+        }
+        Ok(())
     }
 
     /// Binds a group back to its previous binding. A module deleted since
@@ -249,11 +250,7 @@ impl Runtime {
                 .ok_or_else(|| ProtocolError::UnknownGroup(group.to_owned()))?
                 .previous_binding()
                 .ok_or_else(|| ProtocolError::NoPreviousBinding(group.to_owned()))?;
-            if self.registry.resolve(&previous.assignor).is_none() {
-                return Err(RuntimeError::UnknownAssignor {
-                    name: previous.assignor.clone(),
-                });
-            }
+            self.check_resolves(&previous.spec())?;
             Ok(((), core.rollback(group, now)?))
         })
         .await
@@ -279,7 +276,11 @@ impl Runtime {
                 let bound: Vec<&str> = core
                     .groups()
                     .filter(|g| {
-                        registry.resolve(&g.config.assignor) == Some(Resolved::Uploaded(id.clone()))
+                        std::iter::once(&g.config.assignor)
+                            .chain(&g.config.fallback_assignor)
+                            .any(|name| {
+                                registry.resolve(name) == Some(Resolved::Uploaded(id.clone()))
+                            })
                     })
                     .map(|g| g.name.as_str())
                     .collect();

@@ -107,6 +107,7 @@ fn draw(rng: &mut Rng) -> (GroupConfig, Scenario) {
         max_learners: rng.range(1, 4) as u32,
         probing_interval_ms: rng.range(1_000, 3_000),
         scale_down_timeout_ms: rng.range(1_500, 5_000),
+        ..GroupConfig::with_topics(Vec::new())
     };
     let scenario = Scenario {
         membership: *rng.pick(&[
