@@ -17,6 +17,7 @@ mod common;
 
 use common::Server;
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -120,6 +121,10 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// The tests of this file take turns: one's failing guest must not load
+/// the machine while another measures its healthy group's latency.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// A server with the guest uploaded, and the healthy group `good`: its
 /// one member holding all 8 tasks, and its heartbeat latency at rest.
 struct Scene {
@@ -128,10 +133,13 @@ struct Scene {
     at_rest: Vec<Duration>,
     /// The good group's heartbeat latencies while a guest fails.
     failing: Vec<Duration>,
+    /// Held until the scene (its server first) is dropped.
+    _turn: MutexGuard<'static, ()>,
 }
 
 impl Scene {
     fn start(name: &str) -> Scene {
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
         let server = Server::start(&common::scratch(name), &["--time-limit-ms", "200"]);
         let (status, module) = server.upload("spinner", "0.1.0", &bytes);
@@ -154,6 +162,7 @@ impl Scene {
             good,
             at_rest,
             failing: Vec::new(),
+            _turn: turn,
         }
     }
 
