@@ -4,15 +4,18 @@
 //! - [`plugins`]: the wasm runtime (compile, cache, sandboxed calls,
 //!   validation of answers) and the built-in assignors.
 //! - [`cli`]: the `assignd` command line.
-//! - [`protocol`]: the sans-IO coordinator core (in progress: reconciliation).
+//! - [`protocol`]: the sans-IO coordinator core: groups, members, epochs,
+//!   timers, learners, reconciliation; records out, one `apply` path.
+//! - [`log`]: the binary record log (CRC-framed segments, group commit,
+//!   compaction, recovery).
 //! - [`runtime`]: the core at run time: clock, timers, persistence order,
 //!   assignor calls off the request path.
 //! - [`sim`]: the deterministic simulator of the core (`assignd sim`).
 //! - [`registry`]: uploaded assignor modules, stored by content hash.
 //! - [`api`]: the HTTP routes of `assignd serve` and their OpenAPI document.
+//! - [`telemetry`]: the Prometheus recorder behind the `metrics` facade.
 //!
-//! The membership protocol, record log and HTTP API arrive with the
-//! coordinator and durability issues; see docs/architecture.md.
+//! docs/architecture.md describes how they fit together.
 
 pub mod api;
 pub mod cli;
@@ -22,3 +25,4 @@ pub mod protocol;
 pub mod registry;
 pub mod runtime;
 pub mod sim;
+pub mod telemetry;

@@ -636,6 +636,89 @@ fn a_member_one_epoch_behind_is_accepted_and_a_failed_assignor_is_retried() {
 }
 
 #[test]
+fn a_fallback_answers_for_a_failing_assignor_and_the_failure_still_shows() {
+    let mut h = Harness::with_config(GroupConfig {
+        fallback_assignor: Some("range".into()),
+        ..config(6)
+    });
+    let mut members = vec![h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let mut more = vec![h.join(None)];
+    let out = h.core.tick(h.now + EXPANSION_MS);
+    h.now += EXPANSION_MS;
+    let [call] = &out.assignor_calls[..] else {
+        panic!("one call: {:?}", out.assignor_calls)
+    };
+    assert_eq!(
+        (call.assignor.as_str(), call.fallback.as_deref()),
+        ("sticky", Some("range")),
+        "the call names the fallback"
+    );
+    h.log.extend(out.records.clone());
+    let answer = assignd_guest_sdk::harness::run::<assignor_range::Range>(&call.input)
+        .map_err(|e| e.to_string());
+    let installed = h.core.fallback_computed(
+        GROUP,
+        call.epoch,
+        AssignorFailure::new("out_of_fuel", "ran out of fuel"),
+        answer,
+        h.now,
+    );
+    assert!(matches!(
+        &installed.records[..],
+        [Record::TargetInstalled { epoch, .. }] if *epoch == call.epoch
+    ));
+    h.absorb(installed);
+    let failures = h.core.liveness(GROUP).unwrap().failures.clone().unwrap();
+    assert_eq!(
+        (
+            failures.module.as_str(),
+            failures.code.as_str(),
+            failures.consecutive,
+            failures.fallback.as_deref(),
+            failures.served_by_fallback,
+            failures.fallback_answers,
+        ),
+        ("sticky", "out_of_fuel", 1, Some("range"), true, 1)
+    );
+    members.append(&mut more);
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..6));
+
+    // The fallback failing too keeps the last target and shows both.
+    let mut third = vec![h.join(None)];
+    let out = h.core.tick(h.now + EXPANSION_MS);
+    h.now += EXPANSION_MS;
+    h.log.extend(out.records.clone());
+    let target_before = h.core.group(GROUP).unwrap().target.clone();
+    let failed = h.core.fallback_computed(
+        GROUP,
+        out.assignor_calls[0].epoch,
+        AssignorFailure::new("trap", "guest trapped"),
+        Err(AssignorFailure::new("invalid_assignment", "task twice")),
+        h.now,
+    );
+    assert!(failed.records.is_empty());
+    assert_eq!(h.core.group(GROUP).unwrap().target, target_before);
+    let failures = h.core.liveness(GROUP).unwrap().failures.clone().unwrap();
+    assert_eq!((failures.consecutive, failures.total), (2, 2));
+    assert!(!failures.served_by_fallback);
+    assert_eq!(
+        failures.fallback_error.as_deref(),
+        Some("invalid_assignment: task twice")
+    );
+    // The bound assignor answering again clears the run of failures.
+    members.append(&mut third);
+    h.advance(h.now + 4 * EXPANSION_MS, &mut members);
+    h.settle(&mut members);
+    let failures = h.core.liveness(GROUP).unwrap().failures.clone().unwrap();
+    assert_eq!((failures.consecutive, failures.total), (0, 2));
+    assert!(!failures.served_by_fallback);
+    assert_eq!(all_active(&members), tasks(0..6));
+}
+
+#[test]
 fn a_failing_assignor_is_retried_with_backoff_capped() {
     use crate::protocol::group::{ASSIGNOR_RETRY_MAX_MS, assignor_retry_ms};
     assert_eq!(assignor_retry_ms(100, 1), 100);

@@ -116,6 +116,8 @@ impl Runtime {
         sink: Arc<dyn RecordSink>,
         registry: Arc<Registry>,
     ) -> Arc<Self> {
+        // Metrics recorded from here on reach `GET /metrics`.
+        crate::telemetry::handle();
         Arc::new(Runtime {
             core: Mutex::new(core),
             clock,
