@@ -154,9 +154,18 @@ fn groups_and_assignors_from_the_command_line() {
         "my-sticky@1.0.0",
         "--param",
         "note=swapped",
+        "--fallback",
+        "range",
+        "--time-limit-ms",
+        "500",
     ]);
     assert_eq!(bound["config"]["assignor"], "my-sticky@1.0.0");
     assert_eq!(bound["config"]["params"]["note"], "swapped");
+    assert_eq!(bound["config"]["fallback_assignor"], "range");
+    assert_eq!(
+        bound["config"]["assignor_limits"],
+        serde_json::json!({"fuel_max": null, "time_limit_ms": 500, "memory_max_mib": null})
+    );
     let rolled = server.json(&["group", "rollback", "billing"]);
     assert_eq!(rolled["config"]["assignor"], before);
     assert_one_error_line(

@@ -131,6 +131,19 @@ enum GroupCommand {
         /// An assignor param; repeatable.
         #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
         params: Vec<(String, String)>,
+        /// An assignor that answers when this one fails (the failure still
+        /// shows on the group).
+        #[arg(long, value_name = "REF")]
+        fallback: Option<String>,
+        /// Fuel one call may burn, under the host's ceiling.
+        #[arg(long, value_name = "UNITS")]
+        fuel_max: Option<u64>,
+        /// Wall-clock limit of one call, under the host's ceiling.
+        #[arg(long, value_name = "MS")]
+        time_limit_ms: Option<u64>,
+        /// Memory the guest may grow to, under the host's ceiling.
+        #[arg(long, value_name = "MIB")]
+        memory_max_mib: Option<u64>,
     },
     /// Return to the group's previous binding (twice toggles back).
     Rollback { name: String },
@@ -398,14 +411,29 @@ pub fn group(args: GroupArgs) -> Result<(), Failure> {
             name,
             module,
             params,
+            fallback,
+            fuel_max,
+            time_limit_ms,
+            memory_max_mib,
         } => {
             let params: serde_json::Map<String, Value> = params
                 .into_iter()
                 .map(|(k, v)| (k, Value::String(v)))
                 .collect();
+            // Only the limits given: an absent one is the host's ceiling.
+            let limits: serde_json::Map<String, Value> = [
+                ("fuel_max", fuel_max),
+                ("time_limit_ms", time_limit_ms),
+                ("memory_max_mib", memory_max_mib),
+            ]
+            .into_iter()
+            .filter_map(|(key, value)| Some((key.to_owned(), Value::from(value?))))
+            .collect();
             remote.put_json(
                 &format!("/v1/groups/{}/assignor", segment(&name)),
-                &serde_json::json!({"module": module, "params": params}),
+                &serde_json::json!({
+                    "module": module, "params": params, "limits": limits, "fallback": fallback,
+                }),
             )?
         }
         GroupCommand::Rollback { name } => remote.post(
