@@ -269,6 +269,26 @@ fn a_module_failing_its_self_test_is_not_stored() {
     let (status, error) = server.upload("other", "1", &other_world);
     assert_eq!(status, 400, "{error}");
     assert_eq!(error["error"]["code"], "wrong_world");
+    // An assignor of an older interface version: named in the refusal.
+    let older = wat::parse_str(
+        r#"(component
+             (instance $i)
+             (export "assignd:assignor/assignor@0.0.9" (instance $i)))"#,
+    )
+    .expect("wat");
+    let (status, error) = server.upload("older", "1", &older);
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"]["code"], "wrong_world");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("assignd:assignor/assignor@0.0.9") && message.contains("@0.1.0"),
+        "{message}"
+    );
+    // A real component cut in half.
+    let sticky = assignd::plugins::builtin_component("sticky").expect("sticky is built in");
+    let (status, error) = server.upload("truncated", "1", &sticky[..sticky.len() / 2]);
+    assert_eq!(status, 400, "{error}");
+    assert!(!error["error"]["message"].as_str().unwrap().is_empty());
     let (_, list) = server.call("GET", "/v1/assignors", None);
     assert_eq!(names(&list).len(), 4, "{list}");
     let stored = std::fs::read_dir(data_dir.join("modules"))
