@@ -60,6 +60,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(&data_dir)
+            .env("ASSIGND_ADMIN_TOKEN", common::ADMIN_TOKEN)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -102,6 +103,7 @@ impl Admin {
         let answer = self
             .http
             .put(format!("{}/v1/groups/{GROUP}", self.base))
+            .bearer_auth(common::ADMIN_TOKEN)
             .json(&config)
             .send()
             .await
@@ -118,6 +120,7 @@ impl Admin {
         let answer = self
             .http
             .get(format!("{}/v1/groups/{GROUP}", self.base))
+            .bearer_auth(common::ADMIN_TOKEN)
             .send()
             .await
             .expect("GET the group");

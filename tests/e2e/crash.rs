@@ -106,6 +106,7 @@ fn start(data_dir: &Path) -> Started {
     let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
+        .env("ASSIGND_ADMIN_TOKEN", common::ADMIN_TOKEN)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -189,10 +190,19 @@ impl Server {
         body: Option<&Value>,
     ) -> Result<(u16, Value), Lost> {
         let url = format!("{}{path}", self.base);
+        let bearer = format!("Bearer {}", common::ADMIN_TOKEN);
         let response = match (method, body) {
-            ("GET", None) => self.agent.get(&url).call(),
-            ("PUT", Some(body)) => self.agent.put(&url).send_json(body),
-            ("POST", Some(body)) => self.agent.post(&url).send_json(body),
+            ("GET", None) => self.agent.get(&url).header("authorization", &bearer).call(),
+            ("PUT", Some(body)) => self
+                .agent
+                .put(&url)
+                .header("authorization", &bearer)
+                .send_json(body),
+            ("POST", Some(body)) => self
+                .agent
+                .post(&url)
+                .header("authorization", &bearer)
+                .send_json(body),
             other => panic!("unsupported call {other:?}"),
         };
         let mut response = response.map_err(|e| Lost(format!("{method} {url}: {e}")))?;

@@ -249,3 +249,195 @@ fn sigterm_stops_the_server_cleanly() {
     };
     assert!(status.success(), "exit status after SIGTERM: {status}");
 }
+
+/// `assignd serve` without an admin token in its environment or flags,
+/// on `data_dir`: the child (killed on drop, as a [`Server`]), its base
+/// URL, and every stderr line it wrote before its `listening on` line.
+fn serve_without_token(data_dir: &std::path::Path) -> (Server, Vec<String>) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .env_remove("ASSIGND_ADMIN_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start assignd serve");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (lines, line) = std::sync::mpsc::channel();
+    let stderr_lines = lines.clone();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut text = String::new();
+        let _ = reader.read_line(&mut text);
+        let _ = lines.send((true, text));
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    std::thread::spawn(move || {
+        for text in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = stderr_lines.send((false, text));
+        }
+    });
+    // The token is found before the listener is bound, so its line comes
+    // before the address.
+    let mut before = Vec::new();
+    let address = loop {
+        let (is_stdout, text) = line
+            .recv_timeout(common::SERVE_START_DEADLINE)
+            .expect("assignd serve printed no line in time");
+        if !is_stdout {
+            before.push(text);
+            continue;
+        }
+        break text
+            .trim_end()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {text:?}; stderr: {before:?}"))
+            .to_owned();
+    };
+    (
+        Server {
+            child,
+            base: address,
+        },
+        before,
+    )
+}
+
+/// `GET path` with `authorization` (if any): the status, the error code
+/// (if any) and the `WWW-Authenticate` header (if any).
+fn get_as(
+    server: &Server,
+    path: &str,
+    authorization: Option<&str>,
+) -> (u16, Option<String>, Option<String>) {
+    let mut request = Server::agent().get(format!("{}{path}", server.base));
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    let mut response = request.call().expect("an answer");
+    let status = response.status().as_u16();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let text = response.body_mut().read_to_string().unwrap();
+    let code = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["error"]["code"].as_str().map(str::to_owned));
+    (status, code, challenge)
+}
+
+#[test]
+fn without_a_token_serve_generates_one_into_the_data_dir_and_keeps_it() {
+    let dir = common::scratch("serve-token");
+    let data_dir = dir.join("data");
+    let (server, stderr) = serve_without_token(&data_dir);
+    let file = data_dir.join("admin-token");
+    assert!(
+        stderr.contains(&format!("admin token in {}", file.display())),
+        "stderr names the token file: {stderr:?}"
+    );
+    let token = std::fs::read_to_string(&file).expect("the token file");
+    let token = token.trim_end().to_owned();
+    assert_eq!(token.len(), 64, "{token:?}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "mode {mode:o}");
+    }
+
+    let bearer = format!("Bearer {token}");
+    assert_eq!(
+        get_as(&server, "/v1/groups", None),
+        (401, Some("unauthorized".into()), Some("Bearer".into()))
+    );
+    assert_eq!(
+        get_as(&server, "/v1/groups", Some("Bearer wrong-token-0123456789")),
+        (403, Some("forbidden".into()), None)
+    );
+    assert_eq!(get_as(&server, "/v1/groups", Some(&bearer)).0, 200);
+    assert_eq!(get_as(&server, "/healthz", None).0, 200);
+    assert_eq!(get_as(&server, "/v1/openapi.json", None).0, 200);
+
+    // The CLI: a wrong token and no token are one error line each, the
+    // right one lists the groups.
+    let cli = |token: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_assignd"));
+        command
+            .args(["group", "list", "--host", &server.base])
+            .env_remove("ASSIGND_TOKEN");
+        if let Some(token) = token {
+            command.env("ASSIGND_TOKEN", token);
+        }
+        command.output().expect("cannot start assignd")
+    };
+    common::assert_one_error_line(
+        &cli(Some("wrong-token-0123456789")),
+        1,
+        "error: forbidden: ",
+    );
+    let missing = cli(None);
+    common::assert_one_error_line(&missing, 1, "error: unauthorized: ");
+    assert!(
+        common::stderr(&missing).contains("ASSIGND_TOKEN"),
+        "a hint: {}",
+        common::stderr(&missing)
+    );
+    let listed = cli(Some(&token));
+    assert!(listed.status.success(), "{}", common::stderr(&listed));
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed, json!({"groups": []}));
+    drop(server);
+
+    // A restart on the same data dir keeps the token.
+    let (server, stderr) = serve_without_token(&data_dir);
+    assert!(
+        stderr.contains(&format!("admin token in {}", file.display())),
+        "{stderr:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap().trim_end(),
+        token,
+        "the same token"
+    );
+    assert_eq!(get_as(&server, "/v1/groups", Some(&bearer)).0, 200);
+}
+
+#[test]
+fn a_bad_admin_token_is_refused_at_start() {
+    let dir = common::scratch("serve-bad-token");
+    let run = |flag: Option<&str>, env: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_assignd"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.join("data"))
+            .env_remove("ASSIGND_ADMIN_TOKEN");
+        if let Some(token) = flag {
+            command.args(["--admin-token", token]);
+        }
+        if let Some(token) = env {
+            command.env("ASSIGND_ADMIN_TOKEN", token);
+        }
+        command.output().expect("cannot start assignd")
+    };
+    common::assert_one_error_line(&run(Some("short"), None), 1, "at least 16 bytes");
+    common::assert_one_error_line(&run(Some(""), None), 1, "at least 16 bytes");
+    common::assert_one_error_line(&run(None, Some("short")), 1, "at least 16 bytes");
+    common::assert_one_error_line(&run(None, Some("")), 1, "at least 16 bytes");
+    common::assert_one_error_line(
+        &run(Some("with spaces in it, long enough"), None),
+        1,
+        "visible ASCII",
+    );
+    assert!(
+        !dir.join("data/admin-token").exists(),
+        "no file written for a given token"
+    );
+}

@@ -7,8 +7,8 @@
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
@@ -47,6 +47,13 @@ pub enum ApiError {
     NotFound { method: String, path: String },
     #[error("{path} does not accept {method}")]
     MethodNotAllowed { method: String, path: String },
+    /// No credential where one is required: no `Authorization: Bearer`
+    /// header (answered with `WWW-Authenticate: Bearer`).
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// A bearer token that is not the one required.
+    #[error("{0}")]
+    Forbidden(&'static str),
     /// A handler panicked (a bug).
     #[error("internal error")]
     Panicked,
@@ -103,6 +110,8 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => {
                 (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
             }
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
         }
     }
 }
@@ -146,7 +155,13 @@ impl IntoResponse for ApiError {
                 message,
             },
         };
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
     }
 }
 

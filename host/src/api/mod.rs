@@ -5,9 +5,12 @@
 //! protocol core except through the runtime.
 //!
 //! [`app`] builds the router that `assignd serve` runs and that the tests
-//! drive in process with `tower::ServiceExt::oneshot`.
+//! drive in process with `tower::ServiceExt::oneshot`. Every route but the
+//! member heartbeat, `/healthz` and `/v1/openapi.json` requires the admin
+//! token ([`auth`]).
 
 mod assignors;
+pub mod auth;
 mod error;
 mod groups;
 mod members;
@@ -31,6 +34,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use auth::AdminToken;
 pub use error::{ApiError, BODY_LEN_MAX_BYTES, protocol_status};
 
 use crate::runtime::Runtime;
@@ -42,7 +46,10 @@ use wire::{ErrorBody, Health};
         title = "assignd",
         description = "A group coordinator with WebAssembly assignor plugins. Every error answers \
                        `{\"error\": {\"code\": \"...\", \"message\": \"...\"}}`; an unknown route is \
-                       404 `not_found`, a wrong method 405 `method_not_allowed`."
+                       404 `not_found`, a wrong method 405 `method_not_allowed`. Every route but the \
+                       member heartbeat, `/healthz` and `/v1/openapi.json` requires the admin token \
+                       as `Authorization: Bearer TOKEN`: 401 `unauthorized` without it, 403 \
+                       `forbidden` with another token."
     ),
     components(schemas(ErrorBody)),
     tags(
@@ -54,10 +61,11 @@ use wire::{ErrorBody, Health};
 )]
 struct ApiDoc;
 
-/// Every route, registered once for the router and the document alike.
-fn routes() -> OpenApiRouter<Arc<Runtime>> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(members::heartbeat))
+/// The admin routes: every route that reads or changes the coordinator's
+/// state other than the member protocol. [`app`] puts the admin token in
+/// front of each; a route added here cannot be forgotten.
+fn admin_routes() -> OpenApiRouter<Arc<Runtime>> {
+    OpenApiRouter::new()
         .routes(routes!(groups::list_groups))
         .routes(routes!(groups::put_group, groups::get_group))
         .routes(routes!(groups::assignor_input))
@@ -70,21 +78,47 @@ fn routes() -> OpenApiRouter<Arc<Runtime>> {
             assignors::list_assignors
         ))
         .routes(routes!(assignors::get_assignor, assignors::delete_assignor))
+}
+
+/// The routes without the admin token: the member protocol (which checks
+/// a group's member token itself, if the group has one), the document and
+/// the health check.
+fn open_routes() -> OpenApiRouter<Arc<Runtime>> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(members::heartbeat))
         .routes(routes!(openapi_json))
         .routes(routes!(healthz))
+}
+
+/// Every route, registered once for the router and the document alike:
+/// the open routes, and the admin routes behind `admin` (the document only
+/// needs their description).
+fn routes(admin: Option<Arc<AdminToken>>) -> OpenApiRouter<Arc<Runtime>> {
+    let mut admin_routes = admin_routes();
+    auth::document_admin_routes(admin_routes.get_openapi_mut());
+    if let Some(admin) = admin {
+        admin_routes = admin_routes.route_layer(axum::middleware::from_fn_with_state(
+            admin,
+            auth::require_admin,
+        ));
+    }
+    let mut routes = open_routes().merge(admin_routes);
+    auth::document_schemes(routes.get_openapi_mut());
+    routes
 }
 
 /// The OpenAPI document of every route.
 pub fn openapi() -> &'static utoipa::openapi::OpenApi {
     static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
-    DOC.get_or_init(|| routes().into_openapi())
+    DOC.get_or_init(|| routes(None).into_openapi())
 }
 
-/// The application: every route, JSON fallbacks for unknown routes and
-/// wrong methods, the body limit, panics answered as 500, and one tracing
-/// span per request (with `group` and `member` fields the handlers fill).
-pub fn app(runtime: Arc<Runtime>) -> axum::Router {
-    let (router, _) = routes().split_for_parts();
+/// The application: every route (the admin routes behind `admin`, the
+/// admin token), JSON fallbacks for unknown routes and wrong methods, the
+/// body limit, panics answered as 500, and one tracing span per request
+/// (with `group` and `member` fields the handlers fill).
+pub fn app(runtime: Arc<Runtime>, admin: AdminToken) -> axum::Router {
+    let (router, _) = routes(Some(Arc::new(admin))).split_for_parts();
     router
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)

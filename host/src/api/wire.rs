@@ -352,7 +352,7 @@ pub struct ErrorDetail {
     /// not_owned, group_full, no_previous_binding, invalid_request, unknown_assignor,
     /// invalid_json, invalid_path, payload_too_large,
     /// unsupported_media_type, not_found, method_not_allowed,
-    /// storage_failed, internal.
+    /// unauthorized, forbidden, storage_failed, internal.
     pub code: String,
     /// What went wrong, for a person.
     pub message: String,

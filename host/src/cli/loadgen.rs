@@ -53,6 +53,15 @@ pub struct LoadgenArgs {
     /// Write the figures as JSON here.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
+    /// The host's admin token, to create the groups (sent as
+    /// `Authorization: Bearer TOKEN`); the heartbeats need none.
+    #[arg(
+        long,
+        env = "ASSIGND_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    token: Option<String>,
 }
 
 fn failure(message: String) -> Failure {
@@ -104,9 +113,11 @@ async fn run(args: LoadgenArgs) -> Result<(), Failure> {
             "learners": "off",
         });
         let url = format!("{host}/v1/groups/{}-{g}", args.prefix);
-        let answer = client
-            .put(&url)
-            .json(&config)
+        let mut request = client.put(&url).json(&config);
+        if let Some(token) = &args.token {
+            request = request.bearer_auth(token);
+        }
+        let answer = request
             .send()
             .await
             .map_err(|e| failure(format!("PUT {url}: {e}")))?;

@@ -1,6 +1,7 @@
 //! The `assignd` command line: argument parsing, logging set-up, and the
 //! one place where errors become an `error: …` line and an exit code.
 
+mod admin_token;
 mod limits;
 mod loadgen;
 mod log;

@@ -298,7 +298,11 @@ impl Remote {
             .read_to_string()
             .map_err(|e| self.transport_failure(e))?;
         if !status.is_success() {
-            return Err(failure(error_line(status.as_u16(), &text)));
+            let mut line = error_line(status.as_u16(), &text);
+            if let Some(hint) = token_hint(status.as_u16(), self.token.is_some()) {
+                line = format!("{line}; {hint}");
+            }
+            return Err(failure(line));
         }
         if text.trim().is_empty() {
             return Ok(None);
@@ -335,6 +339,22 @@ fn error_line(status: u16, text: &str) -> String {
         (Some(code), None) => format!("{code} (HTTP {status})"),
         _ if text.trim().is_empty() => format!("HTTP {status} with an empty body"),
         _ => format!("HTTP {status}: {}", quote(text)),
+    }
+}
+
+/// What to do about a refused token: 401 (none sent) or 403 (another).
+fn token_hint(status: u16, sent: bool) -> Option<&'static str> {
+    match (status, sent) {
+        (401, false) => Some(
+            "pass --token or set ASSIGND_TOKEN to the host's admin token \
+             (`assignd serve` printed where its token file is: DATA_DIR/admin-token)",
+        ),
+        (401, true) => Some("the token sent is empty; check --token / ASSIGND_TOKEN"),
+        (403, _) => Some(
+            "--token / ASSIGND_TOKEN is not this host's admin token \
+             (see --admin-token, ASSIGND_ADMIN_TOKEN or DATA_DIR/admin-token on the host)",
+        ),
+        _ => None,
     }
 }
 
@@ -551,6 +571,9 @@ mod tests {
             r#"unknown_group: no group "x""#
         );
         assert_eq!(error_line(502, ""), "HTTP 502 with an empty body");
+        assert!(token_hint(401, false).unwrap().contains("ASSIGND_TOKEN"));
+        assert!(token_hint(403, true).unwrap().contains("admin token"));
+        assert_eq!(token_hint(404, true), None);
         assert_eq!(error_line(502, "Bad Gateway\n"), "HTTP 502: Bad Gateway");
     }
 

@@ -1,19 +1,22 @@
 //! `assignd serve`: the coordinator over HTTP. Recovers the record log in
 //! DIR/log (replaying it into the core), starts the plugin engine
 //! (compiled assignors cached in DIR/cache), the module registry (uploaded
-//! assignors in DIR/modules), the runtime and its ticker,
+//! assignors in DIR/modules), the runtime and its ticker, finds the admin
+//! token (flag, environment, or DIR/admin-token, generated at first start),
 //! binds the listener, prints `listening on http://ADDR` (the real address,
 //! so `--listen 127.0.0.1:0` works) and serves until SIGTERM or ctrl-c.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 
+use super::admin_token;
 use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
+use crate::api::AdminToken;
 use crate::log::{FsyncPolicy, LogSink, ScanMode, lock, log_dir, scan};
 use crate::plugins::{EngineConfig, PluginEngine};
 use crate::protocol::core::Coordinator;
@@ -40,9 +43,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = EngineConfig::default().concurrent_calls_max,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     concurrent_calls_max: u32,
+    /// The admin token every route but the member heartbeat, /healthz and
+    /// /v1/openapi.json requires (`Authorization: Bearer TOKEN`); 16 to
+    /// 1024 visible ASCII characters. Neither this nor the variable given:
+    /// DIR/admin-token, generated (mode 0600) at first start.
+    #[arg(
+        long,
+        env = ADMIN_TOKEN_ENV,
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    admin_token: Option<String>,
     #[command(flatten)]
     limits: LimitArgs,
 }
+
+/// The environment variable `--admin-token` falls back to.
+const ADMIN_TOKEN_ENV: &str = "ASSIGND_ADMIN_TOKEN";
 
 fn failure(message: String) -> Failure {
     Failure {
@@ -54,7 +71,7 @@ fn failure(message: String) -> Failure {
 /// How long shutdown waits for assignor calls still running.
 const SHUTDOWN_GRACE_MS: u64 = 2_000;
 
-pub fn serve(args: ServeArgs) -> Result<(), Failure> {
+pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
     std::fs::create_dir_all(&args.data_dir).map_err(|e| {
         failure(format!(
             "cannot create data directory {}: {e}",
@@ -64,6 +81,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     let log = log_dir(&args.data_dir);
     // Held until the process exits: no second host on this data dir.
     let _lock = lock(&log).map_err(|e| failure(e.to_string()))?;
+    let admin = admin_token(args.admin_token.take(), &args.data_dir)?;
     let started = std::time::Instant::now();
     let recovered = scan(&log, ScanMode::Open).map_err(|e| failure(e.to_string()))?;
     // Member ids derive from the seed and each group's issued-id count
@@ -125,7 +143,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         );
         let ticker = runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
         runtime.preload_builtins();
-        let app = crate::api::app(runtime);
+        let app = crate::api::app(runtime, admin);
         {
             let mut stdout = std::io::stdout().lock();
             // The one line on stdout: scripts and tests read the address.
@@ -142,6 +160,23 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     });
     tokio.shutdown_timeout(Duration::from_millis(SHUTDOWN_GRACE_MS));
     result
+}
+
+/// The admin token (see [`admin_token::resolve`]); when it is the data
+/// dir's file, its location goes to stderr for the operator and scripts:
+/// `admin token in PATH`.
+fn admin_token(given: Option<String>, data_dir: &Path) -> Result<AdminToken, Failure> {
+    let (token, source) = admin_token::resolve(given, data_dir).map_err(failure)?;
+    match source {
+        admin_token::Source::Given => {
+            tracing::info!("admin token from --admin-token or {ADMIN_TOKEN_ENV}");
+        }
+        admin_token::Source::File { path, generated } => {
+            tracing::info!(path = %path.display(), generated, "admin token file");
+            eprintln!("admin token in {}", path.display());
+        }
+    }
+    AdminToken::new(&token).map_err(failure)
 }
 
 /// Resolves on ctrl-c or SIGTERM.

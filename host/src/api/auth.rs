@@ -1,0 +1,288 @@
+//! Bearer tokens: the admin token every admin route requires, the checks
+//! that tell a missing credential (401) from a wrong one (403), and the
+//! security schemes of the OpenAPI document. It owns no I/O: where the
+//! admin token comes from (a flag, the environment, a file in the data
+//! dir) is `assignd serve`'s business; a group's member token lives in its
+//! config as a sha256 and is checked by the runtime under the core's lock.
+//!
+//! Tokens are compared as sha256 digests, byte by byte without an early
+//! exit, so the time a comparison takes says nothing about the token.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::HeaderMap;
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::Response;
+use sha2::{Digest, Sha256};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, OpenApi, Ref, ResponseBuilder};
+
+use super::error::ApiError;
+
+/// The shortest token accepted (admin or member).
+pub const TOKEN_LEN_MIN_BYTES: usize = 16;
+/// The longest token accepted.
+pub const TOKEN_LEN_MAX_BYTES: usize = 1024;
+
+/// The OpenAPI name of the admin token's security scheme.
+pub const ADMIN_SCHEME: &str = "admin_token";
+/// The OpenAPI name of the member token's security scheme.
+pub const MEMBER_SCHEME: &str = "member_token";
+
+/// Checks a token's shape: 16 to 1024 visible ASCII characters (no
+/// spaces), so it travels unchanged in an `Authorization` header and in a
+/// shell variable.
+pub fn check_token(token: &str) -> Result<(), String> {
+    if token.len() < TOKEN_LEN_MIN_BYTES {
+        return Err(format!(
+            "a token must be at least {TOKEN_LEN_MIN_BYTES} bytes long, got {}",
+            token.len()
+        ));
+    }
+    if token.len() > TOKEN_LEN_MAX_BYTES {
+        return Err(format!(
+            "a token must be at most {TOKEN_LEN_MAX_BYTES} bytes long, got {}",
+            token.len()
+        ));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(
+            "a token must be visible ASCII characters only (no spaces or control characters)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The sha256 of `token`.
+pub fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// The sha256 of `token`, lowercase hex: how a group's member token is
+/// kept in its config.
+pub fn digest_hex(token: &str) -> String {
+    digest(token).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether two digests are equal, looking at every byte whatever the
+/// first difference.
+pub fn digests_equal(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+/// What the `Authorization` header carries.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Credential<'a> {
+    /// No header, another scheme, an empty token or bytes that are not
+    /// text: no credential at all.
+    Missing,
+    /// `Bearer TOKEN`.
+    Bearer(&'a str),
+}
+
+/// Reads `Authorization: Bearer TOKEN` (the scheme in any case).
+pub fn credential(headers: &HeaderMap) -> Credential<'_> {
+    let Some(value) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
+        return Credential::Missing;
+    };
+    let Some((scheme, token)) = value.trim().split_once(' ') else {
+        return Credential::Missing;
+    };
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+        return Credential::Missing;
+    }
+    Credential::Bearer(token)
+}
+
+/// The admin token, kept as its digest.
+#[derive(Clone)]
+pub struct AdminToken {
+    digest: [u8; 32],
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(..)")
+    }
+}
+
+impl AdminToken {
+    /// The admin token `token`, if its shape is acceptable
+    /// ([`check_token`]).
+    pub fn new(token: &str) -> Result<AdminToken, String> {
+        check_token(token)?;
+        Ok(AdminToken {
+            digest: digest(token),
+        })
+    }
+
+    /// Checks a request's credential: 401 without one, 403 with another
+    /// token.
+    pub fn check(&self, credential: Credential<'_>) -> Result<(), ApiError> {
+        match credential {
+            Credential::Missing => Err(ApiError::Unauthorized(
+                "this route needs the admin token: send `Authorization: Bearer TOKEN`",
+            )),
+            Credential::Bearer(token) if digests_equal(&digest(token), &self.digest) => Ok(()),
+            Credential::Bearer(_) => Err(ApiError::Forbidden("the token is not the admin token")),
+        }
+    }
+}
+
+/// The middleware in front of every admin route: the request goes on only
+/// with the admin token. It runs before the handler reads the path or the
+/// body, so a refused request changes nothing and costs nothing.
+pub async fn require_admin(
+    State(admin): State<Arc<AdminToken>>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    admin.check(credential(request.headers()))?;
+    Ok(next.run(request).await)
+}
+
+/// Marks every operation of `doc` (the admin routes) as requiring the
+/// admin token, with its 401 and 403 answers.
+pub fn document_admin_routes(doc: &mut OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        for operation in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            operation.security = Some(vec![SecurityRequirement::new(
+                ADMIN_SCHEME,
+                Vec::<String>::new(),
+            )]);
+            let responses = &mut operation.responses.responses;
+            responses.insert(
+                "401".into(),
+                error_response("`unauthorized`: no admin token (`Authorization: Bearer TOKEN`)")
+                    .into(),
+            );
+            responses.insert(
+                "403".into(),
+                error_response("`forbidden`: the token is not the admin token").into(),
+            );
+        }
+    }
+}
+
+/// A response whose body is the error body.
+pub fn error_response(description: &str) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build()
+}
+
+/// Adds the two bearer schemes to the document's components.
+pub fn document_schemes(doc: &mut OpenApi) {
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        ADMIN_SCHEME,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "The host's admin token: `assignd serve --admin-token`, \
+                     `ASSIGND_ADMIN_TOKEN`, or the one generated into DATA_DIR/admin-token \
+                     at first start. Every route but the heartbeat, `/healthz` and \
+                     `/v1/openapi.json` requires it.",
+                ))
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        MEMBER_SCHEME,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "A group's member token (`member_token` in its config), required by its \
+                     heartbeat route when the group has one.",
+                ))
+                .build(),
+        ),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(value: &[u8]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, HeaderValue::from_bytes(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        assert_eq!(credential(&HeaderMap::new()), Credential::Missing);
+        assert_eq!(
+            credential(&headers(b"Bearer abc")),
+            Credential::Bearer("abc")
+        );
+        assert_eq!(
+            credential(&headers(b"bearer  abc ")),
+            Credential::Bearer("abc")
+        );
+        assert_eq!(credential(&headers(b"Basic abc")), Credential::Missing);
+        assert_eq!(credential(&headers(b"Bearer ")), Credential::Missing);
+        assert_eq!(credential(&headers(b"Bearer")), Credential::Missing);
+        assert_eq!(credential(&headers(b"abc")), Credential::Missing);
+        assert_eq!(credential(&headers(b"Bearer \xff")), Credential::Missing);
+    }
+
+    #[test]
+    fn tokens_are_checked_for_shape() {
+        assert!(check_token("0123456789abcdef").is_ok());
+        assert!(check_token("0123456789abcde").is_err());
+        assert!(check_token("").is_err());
+        assert!(check_token("0123456789 abcdef").is_err());
+        assert!(check_token("0123456789abcdef\n").is_err());
+        assert!(check_token(&"x".repeat(TOKEN_LEN_MAX_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn missing_is_401_and_wrong_is_403() {
+        let admin = AdminToken::new("0123456789abcdef").unwrap();
+        assert!(admin.check(Credential::Bearer("0123456789abcdef")).is_ok());
+        let code = |result: Result<(), ApiError>| result.unwrap_err().status_and_code();
+        assert_eq!(
+            code(admin.check(Credential::Missing)),
+            (axum::http::StatusCode::UNAUTHORIZED, "unauthorized")
+        );
+        assert_eq!(
+            code(admin.check(Credential::Bearer("0123456789abcdeF"))),
+            (axum::http::StatusCode::FORBIDDEN, "forbidden")
+        );
+        assert_eq!(format!("{admin:?}"), "AdminToken(..)", "never printed");
+    }
+
+    #[test]
+    fn digests_are_lowercase_hex_sha256() {
+        assert_eq!(
+            digest_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(digests_equal(&digest("a"), &digest("a")));
+        assert!(!digests_equal(&digest("a"), &digest("b")));
+    }
+}

@@ -1,0 +1,210 @@
+//! Where `assignd serve` gets its admin token: `--admin-token` or
+//! `ASSIGND_ADMIN_TOKEN` if given; otherwise DATA_DIR/admin-token, which
+//! the first start generates (32 random bytes from the OS, hex) and writes
+//! with mode 0600 (temporary file, fsync, rename, fsync of the folder), so
+//! a restart on the same data dir keeps the token.
+//!
+//! It owns that file only; the checks a token passes are the API's
+//! ([`crate::api::auth::check_token`]).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::api::auth::check_token;
+
+/// The token file's name in the data dir.
+pub const FILE_NAME: &str = "admin-token";
+
+/// Random bytes in a generated token (64 hex characters).
+const GENERATED_LEN_BYTES: usize = 32;
+
+/// Where the admin token came from.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `--admin-token` or `ASSIGND_ADMIN_TOKEN`.
+    Given,
+    /// DATA_DIR/admin-token, written now or by an earlier start.
+    File { path: PathBuf, generated: bool },
+}
+
+/// The admin token and where it came from: `given` if any (checked, never
+/// written anywhere), else the data dir's token file, created if missing.
+/// A given token or a token file that fails the checks is an error, as is
+/// a file that cannot be read or written.
+pub fn resolve(given: Option<String>, data_dir: &Path) -> Result<(String, Source), String> {
+    if let Some(token) = given {
+        check_token(&token).map_err(|e| format!("--admin-token (or ASSIGND_ADMIN_TOKEN): {e}"))?;
+        return Ok((token, Source::Given));
+    }
+    let path = data_dir.join(FILE_NAME);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            // A trailing newline (an editor's, or `echo`'s) is not part of
+            // the token.
+            let token = text.trim_end_matches(['\n', '\r']).to_owned();
+            check_token(&token).map_err(|e| format!("{}: {e}", path.display()))?;
+            warn_if_readable_by_others(&path);
+            Ok((
+                token,
+                Source::File {
+                    path,
+                    generated: false,
+                },
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let token = generate()?;
+            write_private(&path, &token)
+                .map_err(|e| format!("cannot write the admin token to {}: {e}", path.display()))?;
+            Ok((
+                token,
+                Source::File {
+                    path,
+                    generated: true,
+                },
+            ))
+        }
+        Err(e) => Err(format!(
+            "cannot read the admin token from {}: {e}",
+            path.display()
+        )),
+    }
+}
+
+/// A new token: 32 bytes from the OS's random source, as lowercase hex.
+fn generate() -> Result<String, String> {
+    let mut bytes = [0u8; GENERATED_LEN_BYTES];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| format!("cannot read random bytes for the admin token: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Writes `token` and a newline to `path` readable by its owner only, all
+/// or nothing: a crash leaves either no file or the whole token.
+fn write_private(path: &Path, token: &str) -> std::io::Result<()> {
+    let temporary = path.with_extension("tmp");
+    // A leftover from a crash during an earlier first start.
+    match std::fs::remove_file(&temporary) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(&temporary)?;
+    file.write_all(format!("{token}\n").as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&temporary, path)?;
+    if let Some(folder) = path.parent() {
+        std::fs::File::open(folder)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Warns when the token file may be read by other users.
+fn warn_if_readable_by_others(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(metadata) = std::fs::metadata(path) {
+            let mode = metadata.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    path = %path.display(),
+                    mode = format!("{mode:o}"),
+                    "the admin token file is readable by other users; chmod 600 it"
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("assignd-token-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_token_is_generated_once_private_and_then_reused() {
+        let dir = scratch("generate");
+        let (token, source) = resolve(None, &dir).unwrap();
+        let path = dir.join(FILE_NAME);
+        assert_eq!(
+            source,
+            Source::File {
+                path: path.clone(),
+                generated: true
+            }
+        );
+        assert_eq!(token.len(), 2 * GENERATED_LEN_BYTES);
+        assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{token}\n")
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(!path.with_extension("tmp").exists());
+        let (again, source) = resolve(None, &dir).unwrap();
+        assert_eq!(again, token);
+        assert_eq!(
+            source,
+            Source::File {
+                path,
+                generated: false
+            }
+        );
+        let (other, _) = resolve(None, &scratch("generate-other")).unwrap();
+        assert_ne!(other, token, "random");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_given_token_wins_and_is_checked() {
+        let dir = scratch("given");
+        let (token, source) = resolve(Some("0123456789abcdef".into()), &dir).unwrap();
+        assert_eq!(
+            (token.as_str(), source),
+            ("0123456789abcdef", Source::Given)
+        );
+        assert!(!dir.join(FILE_NAME).exists(), "nothing written");
+        let short = resolve(Some("short".into()), &dir).unwrap_err();
+        assert!(short.contains("at least 16 bytes"), "{short}");
+        assert!(resolve(Some(String::new()), &dir).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_hand_written_file_is_read_and_a_bad_one_refused() {
+        let dir = scratch("file");
+        let path = dir.join(FILE_NAME);
+        std::fs::write(&path, "operator-chosen-token-1\n").unwrap();
+        assert_eq!(resolve(None, &dir).unwrap().0, "operator-chosen-token-1");
+        std::fs::write(&path, "\n").unwrap();
+        let refused = resolve(None, &dir).unwrap_err();
+        assert!(refused.contains(FILE_NAME), "{refused}");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "\n",
+            "not replaced"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
