@@ -296,3 +296,49 @@ fn a_module_failing_its_self_test_is_not_stored() {
         .count();
     assert_eq!(stored, 0, "nothing written");
 }
+
+#[test]
+fn params_the_module_refuses_are_refused_at_bind_and_change_nothing() {
+    let server = Server::start(&common::scratch("registry-params"), &[]);
+    let (status, created) = server.call(
+        "PUT",
+        "/v1/groups/g",
+        Some(&json!({"topics": [{"name": "orders", "partitions": 4}], "assignor": "range"})),
+    );
+    assert_eq!(status, 201, "{created}");
+    let (_, before) = server.call("GET", "/v1/groups/g", None);
+    // learner-aware refuses a non-numeric num_standby, by bind or by config.
+    let (status, error) = server.call(
+        "PUT",
+        "/v1/groups/g/assignor",
+        Some(&json!({"module": "learner-aware", "params": {"num_standby": "two"}})),
+    );
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"]["code"], "params_rejected", "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("learner-aware") && message.contains("num_standby"),
+        "{message}"
+    );
+    let (status, error) = server.call(
+        "PUT",
+        "/v1/groups/g",
+        Some(&json!({
+            "topics": [{"name": "orders", "partitions": 4}],
+            "assignor": "learner-aware",
+            "params": {"num_standby": "-1"},
+        })),
+    );
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"]["code"], "params_rejected", "{error}");
+    let (_, after) = server.call("GET", "/v1/groups/g", None);
+    assert_eq!(after, before, "nothing changed");
+    // The same module with good params binds.
+    let (status, view) = server.call(
+        "PUT",
+        "/v1/groups/g/assignor",
+        Some(&json!({"module": "learner-aware", "params": {"num_standby": "1"}})),
+    );
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["config"]["assignor"], "learner-aware");
+}

@@ -124,6 +124,7 @@ fn registry_status_and_code(error: &RegistryError) -> (StatusCode, &'static str)
         RegistryError::InvalidName(_) => (StatusCode::BAD_REQUEST, "invalid_module_name"),
         RegistryError::Invalid(plugin) => (StatusCode::BAD_REQUEST, plugin.code()),
         RegistryError::SelfTest { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "self_test_failed"),
+        RegistryError::ParamsRejected { .. } => (StatusCode::BAD_REQUEST, "params_rejected"),
         RegistryError::NameTaken { .. } => (StatusCode::CONFLICT, "module_name_taken"),
         RegistryError::Unknown(_) => (StatusCode::NOT_FOUND, "unknown_module"),
         RegistryError::Builtin(_) => (StatusCode::CONFLICT, "builtin_assignor"),

@@ -69,6 +69,9 @@ pub enum RegistryError {
         tasks: usize,
         error: PluginError,
     },
+    /// The module refused the params of a binding.
+    #[error("{module} refuses these params: {message}")]
+    ParamsRejected { module: String, message: String },
     /// Another module already has this name and version.
     #[error("{name}@{version} is already module {id}")]
     NameTaken {
@@ -178,6 +181,30 @@ impl Registry {
             .values()
             .find(|e| e.name == name && e.version == version)
             .map(|e| Resolved::Uploaded(e.module.id.clone()))
+    }
+
+    /// Whether the assignor `reference` accepts `params`: one assignment of
+    /// the self-test group with them, under small limits, before a binding
+    /// is recorded. Only the module's own refusal counts: a module that
+    /// fails otherwise (a trap, a limit: `spin=yes` of a test guest) is
+    /// bound, and its failure shows on the group as any failure would.
+    pub fn check_params(
+        &self,
+        reference: &str,
+        params: &BTreeMap<String, String>,
+    ) -> Result<(), RegistryError> {
+        let module = self
+            .load(reference)
+            .map_err(|_| RegistryError::Unknown(reference.to_owned()))?;
+        let mut input = self_test_input();
+        input.params = params.clone();
+        match self.engine.assign(&module, &input, &PARAMS_CHECK_LIMITS) {
+            Err(PluginError::Refused(refusal)) => Err(RegistryError::ParamsRejected {
+                module: reference.to_owned(),
+                message: refusal.to_string(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The compiled module `reference` names. A call started before its
@@ -321,6 +348,29 @@ fn check_name(what: &str, value: &str) -> Result<(), RegistryError> {
     Ok(())
 }
 
+/// The limits of a params check: a well-behaved assignor answers the small
+/// self-test group in well under a million fuel units.
+const PARAMS_CHECK_LIMITS: Limits = Limits {
+    fuel_base: 50_000_000,
+    fuel_per_item: 0,
+    fuel_max: 50_000_000,
+    time_limit_ms: 200,
+    memory_max_bytes: 64 << 20,
+    output_rows_max: 1_000,
+    log_lines_max: 0,
+    // The refusal's message is cut to this, as a log line would be.
+    log_line_len_max: 4096,
+};
+
+fn self_test_input() -> assignd_guest_sdk::GroupInput {
+    group(&GroupSpec::grid(
+        SELF_TEST_MEMBERS,
+        SELF_TEST_TASKS_PER_MEMBER,
+        SELF_TEST_TOPICS,
+        Subscriptions::Homogeneous,
+    ))
+}
+
 /// The group of the self-test: a few members over a few dozen tasks.
 const SELF_TEST_MEMBERS: u32 = 4;
 const SELF_TEST_TASKS_PER_MEMBER: u32 = 12;
@@ -329,12 +379,7 @@ const SELF_TEST_TOPICS: u32 = 3;
 /// One assignment on a small generated group, within the default limits;
 /// the engine checks the answer is a valid assignment of that input.
 fn self_test(engine: &PluginEngine, module: &LoadedModule) -> Result<(), RegistryError> {
-    let input = group(&GroupSpec::grid(
-        SELF_TEST_MEMBERS,
-        SELF_TEST_TASKS_PER_MEMBER,
-        SELF_TEST_TOPICS,
-        Subscriptions::Homogeneous,
-    ));
+    let input = self_test_input();
     engine
         .assign(module, &input, &Limits::default())
         .map(|_| ())

@@ -204,6 +204,7 @@ impl Runtime {
         config: GroupConfig,
     ) -> Result<bool, RuntimeError> {
         crate::protocol::core::check_config(&config)?;
+        self.check_params(&config.binding_spec()).await?;
         self.execute(|core, now| {
             self.check_resolves(&config.binding_spec())?;
             let created = core.group(group).is_none();
@@ -222,6 +223,7 @@ impl Runtime {
         group: &str,
         spec: BindingSpec,
     ) -> Result<bool, RuntimeError> {
+        self.check_params(&spec).await?;
         self.execute(|core, now| {
             if core.group(group).is_none() {
                 return Err(ProtocolError::UnknownGroup(group.to_owned()).into());
@@ -231,6 +233,28 @@ impl Runtime {
             Ok((!output.records.is_empty(), output))
         })
         .await
+    }
+
+    /// Whether a binding's assignor and fallback accept its params (see
+    /// `Registry::check_params`), off the async workers. A reference that
+    /// does not resolve is left to `check_resolves`, under the core's lock.
+    async fn check_params(&self, spec: &BindingSpec) -> Result<(), RuntimeError> {
+        let registry = self.registry.clone();
+        let module = spec.assignor.clone();
+        let spec = spec.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), RuntimeError> {
+            for name in std::iter::once(&spec.assignor).chain(&spec.fallback) {
+                if registry.resolve(name).is_some() {
+                    registry.check_params(name, &spec.params)?;
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|join_error| RuntimeError::AssignorFailed {
+            module,
+            message: format!("checking the params panicked: {join_error}"),
+        })?
     }
 
     /// Whether this host can run a binding's assignor and its fallback.
