@@ -17,11 +17,11 @@
 //! It prints one line per event. Ctrl-C or SIGTERM leaves the group (a
 //! static worker's leave is temporary: its tasks wait for it).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use assignd_client::simulated::{Rates, Role, StateStore, TaskStates};
 use assignd_client::{Assignment, Event, Member, MemberConfig, Task};
 use clap::Parser;
 
@@ -59,23 +59,12 @@ struct Args {
 /// How often the simulation advances.
 const TICK: Duration = Duration::from_millis(100);
 
-/// What a task's local state is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Role {
-    Active,
-    Warming,
-}
-
-/// The simulated state of one worker: its tasks and their checkpoints.
-struct Sim {
+/// Changelogs and checkpoints in files: changelogs shared by every worker
+/// under `state_dir/changelog`, checkpoints under `state_dir/<name>`.
+struct DirStore {
     changelogs: PathBuf,
     checkpoints: PathBuf,
     changelog_len: u64,
-    replay_rate: u64,
-    process_rate: u64,
-    tasks: BTreeMap<Task, Role>,
-    /// Fractions of records carried between ticks.
-    credit: BTreeMap<Task, f64>,
 }
 
 fn file_name(task: &Task) -> String {
@@ -94,64 +83,18 @@ fn write_u64(path: &Path, value: u64) {
     }
 }
 
-impl Sim {
+impl StateStore for DirStore {
     fn end(&self, task: &Task) -> u64 {
         read_u64(&self.changelogs.join(file_name(task))).unwrap_or(self.changelog_len)
     }
-
+    fn set_end(&mut self, task: &Task, end: u64) {
+        write_u64(&self.changelogs.join(file_name(task)), end);
+    }
     fn checkpoint(&self, task: &Task) -> u64 {
         read_u64(&self.checkpoints.join(file_name(task))).unwrap_or(0)
     }
-
-    fn lag(&self, task: &Task) -> u64 {
-        self.end(task).saturating_sub(self.checkpoint(task))
-    }
-
-    /// Advances every task by `elapsed`: an active task first restores what
-    /// it lacks, then processes; a warming one replays.
-    fn tick(&mut self, elapsed: Duration) {
-        let tasks: Vec<(Task, Role)> = self.tasks.iter().map(|(t, r)| (t.clone(), *r)).collect();
-        for (task, role) in tasks {
-            let end = self.end(&task);
-            let checkpoint = self.checkpoint(&task);
-            if checkpoint < end {
-                let budget = self.replay_rate as f64 * elapsed.as_secs_f64();
-                let n = self.take_credit(&task, budget);
-                write_u64(
-                    &self.checkpoints.join(file_name(&task)),
-                    (checkpoint + n).min(end),
-                );
-            } else if role == Role::Active {
-                let budget = self.process_rate as f64 * elapsed.as_secs_f64();
-                let n = self.take_credit(&task, budget);
-                if n > 0 {
-                    write_u64(&self.changelogs.join(file_name(&task)), end + n);
-                    write_u64(&self.checkpoints.join(file_name(&task)), end + n);
-                }
-            }
-        }
-    }
-
-    fn take_credit(&mut self, task: &Task, budget: f64) -> u64 {
-        let credit = self.credit.entry(task.clone()).or_default();
-        *credit += budget;
-        let whole = credit.floor();
-        *credit -= whole;
-        whole as u64
-    }
-
-    fn set(&mut self, tasks: &[Task], role: Option<Role>) {
-        for task in tasks {
-            match role {
-                Some(role) => {
-                    self.tasks.insert(task.clone(), role);
-                }
-                None => {
-                    self.tasks.remove(task);
-                    self.credit.remove(task);
-                }
-            }
-        }
+    fn set_checkpoint(&mut self, task: &Task, offset: u64) {
+        write_u64(&self.checkpoints.join(file_name(task)), offset);
     }
 }
 
@@ -174,30 +117,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let checkpoints = args.state_dir.join(&local);
     std::fs::create_dir_all(&changelogs)?;
     std::fs::create_dir_all(&checkpoints)?;
-    let sim = Arc::new(Mutex::new(Sim {
+    let store = DirStore {
         changelogs,
         checkpoints,
         changelog_len: args.changelog_len,
-        replay_rate: args.replay_rate,
-        process_rate: args.process_rate,
-        tasks: BTreeMap::new(),
-        credit: BTreeMap::new(),
-    }));
+    };
+    let rates = Rates {
+        replay_per_s: args.replay_rate,
+        process_per_s: args.process_rate,
+    };
+    let sim = Arc::new(Mutex::new(TaskStates::new(store, rates)));
 
     let mut config = MemberConfig::new(&args.url, &args.group, args.topics.clone());
     if let Some(name) = &args.name {
         config = config.with_name(name);
     }
     let lag_sim = sim.clone();
-    let lags = move |assignment: &Assignment| {
-        let sim = lag_sim.lock().unwrap();
-        assignment
-            .learner
-            .iter()
-            .chain(&assignment.standby)
-            .map(|task| (task.clone(), sim.lag(task)))
-            .collect()
-    };
+    let lags = move |assignment: &Assignment| lag_sim.lock().unwrap().lags(assignment);
     let (member, mut events) = Member::start(config, lags)?;
     println!("started as {local}");
 
@@ -268,7 +204,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             _ = ticker.tick() => {
                 let now = tokio::time::Instant::now();
-                sim.lock().unwrap().tick(now - last);
+                let _ = sim.lock().unwrap().tick(now - last);
                 last = now;
             }
             () = &mut drain, if !drain_asked => {

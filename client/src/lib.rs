@@ -35,16 +35,21 @@
 //! - `wire`: the JSON bodies; `transport`: one request over HTTP/1.1.
 //! - `tracker`: what the application has been told (sans-IO).
 //! - `member`: the heartbeat loop, its handle, events and error policy.
+//! - [`simulated`]: members with simulated stateful tasks (changelogs,
+//!   replay, lag reports), for examples, load generators and demos.
 
 mod config;
 mod error;
 mod member;
+pub mod simulated;
 mod tracker;
 mod transport;
 pub mod wire;
 
 pub use config::{EVENT_BUFFER_DEFAULT, MemberConfig, REQUEST_TIMEOUT_DEFAULT};
 pub use error::{ClientError, codes};
-pub use member::{Event, LagSource, Member, MemberHandle, NoLags, RevokeAck, Status};
+pub use member::{
+    Event, HeartbeatObserver, LagSource, Member, MemberHandle, NoLags, RevokeAck, Status,
+};
 pub use tracker::Assignment;
 pub use wire::Task;

@@ -4,6 +4,7 @@
 //! the policy for every error code; what to tell the application about
 //! tasks is the tracker's business, and HTTP the transport's.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
@@ -46,6 +47,13 @@ where
     fn lags(&mut self, assignment: &Assignment) -> Vec<(Task, u64)> {
         self(assignment)
     }
+}
+
+/// Sees every heartbeat's round trip: how long it took and whether the
+/// host answered 200. For load generators and metrics; called on the
+/// heartbeat loop, so it must be quick.
+pub trait HeartbeatObserver: Send + Sync + 'static {
+    fn heartbeat(&self, latency: Duration, result: Result<(), &ClientError>);
 }
 
 /// A member that keeps no state: it reports no lags.
@@ -236,6 +244,24 @@ impl Member {
         config: MemberConfig,
         lag_source: impl LagSource,
     ) -> Result<(MemberHandle, mpsc::Receiver<Event>), ClientError> {
+        Self::start_inner(config, Box::new(lag_source), None)
+    }
+
+    /// [`start`](Member::start), with `observer` told of every heartbeat's
+    /// latency and outcome (leaves included).
+    pub fn start_observed(
+        config: MemberConfig,
+        lag_source: impl LagSource,
+        observer: Arc<dyn HeartbeatObserver>,
+    ) -> Result<(MemberHandle, mpsc::Receiver<Event>), ClientError> {
+        Self::start_inner(config, Box::new(lag_source), Some(observer))
+    }
+
+    fn start_inner(
+        config: MemberConfig,
+        lag_source: Box<dyn LagSource>,
+        observer: Option<Arc<dyn HeartbeatObserver>>,
+    ) -> Result<(MemberHandle, mpsc::Receiver<Event>), ClientError> {
         config.check()?;
         let transport = Transport::new(&config)?;
         let (events, receiver) = mpsc::channel(config.event_buffer);
@@ -244,7 +270,8 @@ impl Member {
         let runner = Runner {
             config,
             transport,
-            lag_source: Box::new(lag_source),
+            lag_source,
+            observer,
             tracker: Tracker::new(),
             member_id: String::new(),
             epoch: JOIN_EPOCH,
@@ -273,6 +300,7 @@ struct Runner {
     config: MemberConfig,
     transport: Transport,
     lag_source: Box<dyn LagSource>,
+    observer: Option<Arc<dyn HeartbeatObserver>>,
     tracker: Tracker,
     /// Empty until joined (and again before a rejoin).
     member_id: String,
@@ -367,7 +395,7 @@ impl Runner {
 
     async fn beat(&mut self) -> Next {
         let request = self.request();
-        match self.transport.heartbeat(&request).await {
+        match self.send(&request).await {
             Ok(response) => self.on_response(response).await,
             Err(error) => self.on_error(error).await,
         }
@@ -509,7 +537,7 @@ impl Runner {
             if attempt > 0 {
                 sleep(RETRY_BACKOFF_MIN * 2u32.pow(attempt)).await;
             }
-            result = match self.transport.heartbeat(&request).await {
+            result = match self.send(&request).await {
                 Ok(_) => Ok(()),
                 // Already out of the group: nothing to leave.
                 Err(error)
@@ -529,6 +557,16 @@ impl Runner {
         self.member_id.clear();
         self.epoch = JOIN_EPOCH;
         self.publish();
+        result
+    }
+
+    /// One request, shown to the observer.
+    async fn send(&mut self, request: &HeartbeatRequest) -> Result<HeartbeatResponse, ClientError> {
+        let sent = Instant::now();
+        let result = self.transport.heartbeat(request).await;
+        if let Some(observer) = &self.observer {
+            observer.heartbeat(sent.elapsed(), result.as_ref().map(|_| ()));
+        }
         result
     }
 

@@ -1,27 +1,31 @@
-//! `assignd loadgen`: many simulated members against a running host, to
-//! measure what a fleet sees. Each member is a tokio task that joins a
-//! group, heartbeats at the group's interval (or `--interval-ms`, or back
-//! to back with `--interval-ms 0` for peak throughput), reports what it
-//! holds, releases revoked tasks by its next heartbeat, and reports learner
-//! lags that fall as it "replays". It reports heartbeats per second, their
-//! latency (p50, p99, p99.9), errors, and how many times two members were
-//! told they own the same task at once (must be 0).
-//!
-//! Members speak the wire format of `assignd_client::wire` directly rather
-//! than through `Member`: the load generator needs each request's latency
-//! and a back-to-back mode the library rightly does not offer.
+//! `assignd loadgen`: many simulated stateful members against a running
+//! host, to measure what a fleet sees. Members are the client library's
+//! simulated workers (`assignd_client::simulated`, through `fleet`), many
+//! per process on one Tokio runtime: they heartbeat at the group's
+//! interval, release revoked tasks at once, restore state before
+//! processing, and warm learners at `--replay-rate`, reporting their lags.
+//! After every group settled, it measures for `--duration` seconds while
+//! `--churn` scales, kills or stops members on a schedule, and reports
+//! heartbeats per second, their latency (p50, p99, p99.9), errors, double
+//! ownership (must be 0), and per churn event: the time until every group
+//! was stable and settled again, tasks moved, and task-seconds without an
+//! active owner and with a restoring one. It owns the command's flags, the
+//! group config it creates and the report; the fleet does the rest.
 
-use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use assignd_client::wire::{HeartbeatRequest, HeartbeatResponse, Task};
+use assignd_client::simulated::Rates;
 use clap::Args;
 use serde_json::json;
 
+use super::fleet::{self, Admin, ChurnEvent, ChurnKind, Fleet, MemberSpec, Settled, Window};
 use super::{EXIT_BAD_INPUT, Failure};
+
+/// The exit code of a bad command line (clap's).
+const EXIT_USAGE: u8 = 2;
+/// How long every group may take to settle before measuring starts.
+const SETTLE_FIRST_S: u64 = 120;
 
 #[derive(Debug, Args)]
 pub struct LoadgenArgs {
@@ -31,29 +35,62 @@ pub struct LoadgenArgs {
     /// Groups to create (named `{prefix}-0` …).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     groups: u32,
-    /// Members per group.
+    /// Members per group at the start.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     members: u32,
     /// Tasks (partitions of one topic) per group.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     tasks: u32,
-    /// How long to measure, after every member joined.
+    /// How long to measure, in seconds, after every group settled.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
-    /// Heartbeat interval of the created groups, in ms; 0 makes every
-    /// member heartbeat back to back (peak throughput).
-    #[arg(long, default_value_t = 3_000)]
+    /// Churn during the measurement, the same for every group:
+    /// EVENT[,EVENT]..., EVENT = scale:FROM->TO@TIME (members join cold /
+    /// the newest drain), kill:N@TIME (the newest N vanish without
+    /// leaving), leave:N@TIME (they stop and leave); TIME = 10s, 2.5s,
+    /// 500ms after measuring starts. E.g. scale:10->20@10s,scale:20->15@40s.
+    #[arg(long, value_name = "SPEC")]
+    churn: Option<String>,
+    /// Heartbeat interval of the created groups, in ms (the library beats
+    /// at most every 10 ms: 1 saturates the host).
+    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(1..))]
     interval_ms: u64,
+    /// The groups' session timeout in ms (how long a killed member keeps
+    /// its tasks); default: 10 heartbeat intervals, at least 10 s.
+    #[arg(long)]
+    session_timeout_ms: Option<u64>,
+    /// The groups' expansion timeout in ms.
+    #[arg(long, default_value_t = 500)]
+    expansion_timeout_ms: u64,
     /// The group config's assignor.
     #[arg(long, default_value = "sticky")]
     assignor: String,
+    /// Who places learners: host, assignor or off.
+    #[arg(long, default_value = "host", value_parser = ["host", "assignor", "off"])]
+    learners: String,
+    /// A learner at or under this lag (records) is caught up.
+    #[arg(long, default_value_t = 1_000)]
+    acceptable_recovery_lag: u64,
+    /// The most learners in a group at once (default: the task count).
+    #[arg(long)]
+    max_learners: Option<u32>,
+    /// Records per second a member replays (learners, restoring owners).
+    #[arg(long, default_value_t = 20_000)]
+    replay_rate: u64,
+    /// Records per second an active task appends to its changelog.
+    #[arg(long, default_value_t = 20)]
+    process_rate: u64,
+    /// Records in each changelog at the start: a cold member needs
+    /// changelog-len / replay-rate seconds to catch up.
+    #[arg(long, default_value_t = 40_000)]
+    changelog_len: u64,
     /// Group name prefix.
     #[arg(long, default_value = "loadgen")]
     prefix: String,
     /// Write the figures as JSON here.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
-    /// The host's admin token, to create the groups (sent as
+    /// The host's admin token, to create and read the groups (sent as
     /// `Authorization: Bearer TOKEN`); the heartbeats need none.
     #[arg(
         long,
@@ -71,119 +108,201 @@ fn failure(message: String) -> Failure {
     }
 }
 
-/// Figures shared by every member task.
-struct Shared {
-    client: reqwest::Client,
-    host: String,
-    /// Latencies of heartbeats completed while measuring, in µs.
-    latencies: Mutex<hdrhistogram::Histogram<u64>>,
-    measuring: AtomicBool,
-    stop: AtomicBool,
-    heartbeats: AtomicU64,
-    errors: AtomicU64,
-    /// Who was last told each task is theirs: (group, task) → member.
-    owners: Mutex<HashMap<(u32, Task), u64>>,
-    double_ownership: AtomicU64,
-    joined: AtomicU64,
-}
-
 pub fn loadgen(args: LoadgenArgs) -> Result<(), Failure> {
+    let churn = match &args.churn {
+        Some(spec) => fleet::parse_churn(spec)
+            .and_then(|churn| fleet::check_churn(&churn, args.members).map(|()| churn))
+            .map_err(|e| Failure {
+                message: format!("--churn {e}"),
+                exit_code: EXIT_USAGE,
+            })?,
+        None => Vec::new(),
+    };
+    if !(args.duration.is_finite() && args.duration > 0.0 && args.duration <= 86_400.0) {
+        return Err(Failure {
+            message: "--duration must be above 0 and at most 86400 seconds".into(),
+            exit_code: EXIT_USAGE,
+        });
+    }
+    if let Some(last) = churn.last()
+        && last.at.as_secs_f64() >= args.duration
+    {
+        return Err(Failure {
+            message: format!(
+                "--churn {:?} comes at or after the end of --duration {}",
+                last.spec, args.duration
+            ),
+            exit_code: EXIT_USAGE,
+        });
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| failure(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(run(args))
+    runtime.block_on(run(args, churn))
 }
 
-async fn run(args: LoadgenArgs) -> Result<(), Failure> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .pool_max_idle_per_host(4096)
-        .build()
-        .map_err(|e| failure(format!("HTTP client: {e}")))?;
-    let host = args.host.trim_end_matches('/').to_owned();
-    let interval_ms = args.interval_ms.max(1);
-    for g in 0..args.groups {
-        let config = json!({
-            "topics": [{"name": "orders", "partitions": args.tasks}],
-            "assignor": args.assignor,
-            "heartbeat_interval_ms": interval_ms,
-            "session_timeout_ms": (interval_ms * 10).max(10_000),
-            "expansion_timeout_ms": 500,
-            "learners": "off",
-        });
-        let url = format!("{host}/v1/groups/{}-{g}", args.prefix);
-        let mut request = client.put(&url).json(&config);
-        if let Some(token) = &args.token {
-            request = request.bearer_auth(token);
-        }
-        let answer = request
-            .send()
-            .await
-            .map_err(|e| failure(format!("PUT {url}: {e}")))?;
-        if !answer.status().is_success() {
-            let status = answer.status();
-            let body = answer.text().await.unwrap_or_default();
-            return Err(failure(format!("PUT {url}: {status}: {body}")));
-        }
+/// The group config loadgen creates.
+fn group_config(args: &LoadgenArgs) -> serde_json::Value {
+    json!({
+        "topics": [{"name": fleet::TOPIC, "partitions": args.tasks}],
+        "assignor": args.assignor,
+        "heartbeat_interval_ms": args.interval_ms,
+        "session_timeout_ms": args.session_timeout_ms.unwrap_or((args.interval_ms * 10).max(10_000)),
+        "expansion_timeout_ms": args.expansion_timeout_ms,
+        "learners": args.learners,
+        "acceptable_recovery_lag": args.acceptable_recovery_lag,
+        "max_learners": args.max_learners.unwrap_or(args.tasks),
+    })
+}
+
+/// The figures of one churn event over every group.
+struct EventFigures {
+    event: Option<ChurnEvent>,
+    members_after: u32,
+    settled: Vec<Settled>,
+    windows: Vec<Window>,
+}
+
+async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
+    let admin = Admin::new(&args.host, args.token.clone()).map_err(failure)?;
+    let config = group_config(&args);
+    let names: Vec<String> = (0..args.groups)
+        .map(|g| format!("{}-{g}", args.prefix))
+        .collect();
+    for name in &names {
+        admin.create_group(name, &config).await.map_err(failure)?;
     }
-    let shared = Arc::new(Shared {
-        client,
-        host,
-        latencies: Mutex::new(
-            hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds"),
-        ),
-        measuring: AtomicBool::new(false),
-        stop: AtomicBool::new(false),
-        heartbeats: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-        owners: Mutex::new(HashMap::new()),
-        double_ownership: AtomicU64::new(0),
-        joined: AtomicU64::new(0),
-    });
-    let back_to_back = args.interval_ms == 0;
-    let mut tasks = Vec::new();
-    for g in 0..args.groups {
-        for m in 0..args.members {
-            let id = u64::from(g) * u64::from(args.members) + u64::from(m);
-            tasks.push(tokio::spawn(member(
-                shared.clone(),
-                format!("{}-{g}", args.prefix),
-                g,
-                id,
-                back_to_back,
-            )));
-        }
+    let spec = MemberSpec {
+        host: admin.host.clone(),
+        rates: Rates {
+            replay_per_s: args.replay_rate,
+            process_per_s: args.process_rate,
+        },
+        changelog_len: args.changelog_len,
+    };
+    let mut fleet = Fleet::new(spec, names.clone());
+    for g in 0..names.len() {
+        fleet
+            .add(g, args.members)
+            .map_err(|e| failure(format!("cannot start a member: {e}")))?;
     }
-    let total = u64::from(args.groups) * u64::from(args.members);
-    let joined_by = Instant::now() + Duration::from_secs(120);
-    while shared.joined.load(Ordering::Relaxed) < total {
-        if Instant::now() > joined_by {
+    let tasks = u64::from(args.tasks);
+    // Every group settled first: the first assignment is not measured.
+    let deadline = Instant::now() + Duration::from_secs(SETTLE_FIRST_S);
+    for name in &names {
+        let started = Instant::now();
+        let settled = fleet::probe(
+            admin.clone(),
+            name.clone(),
+            args.members as usize,
+            tasks,
+            started,
+            deadline,
+        )
+        .await;
+        if settled.settled_s.is_none() {
+            // Name the reason if the host refuses to show the group.
+            admin.group(name).await.map_err(failure)?;
             return Err(failure(format!(
-                "only {} of {total} members joined in 120 s",
-                shared.joined.load(Ordering::Relaxed)
+                "group {name} did not settle within {SETTLE_FIRST_S} s of the start"
             )));
+        }
+    }
+
+    // And every first owner restored its state: the baseline is steady.
+    let restore_deadline = Instant::now()
+        + Duration::from_secs(SETTLE_FIRST_S)
+        + Duration::from_secs_f64(args.changelog_len as f64 / args.replay_rate.max(1) as f64);
+    while (0..names.len()).any(|g| fleet.ledger.holding(g).restoring > 0) {
+        if Instant::now() > restore_deadline {
+            return Err(failure(
+                "the first owners did not restore their state in time (is --replay-rate too low?)"
+                    .into(),
+            ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Let the first targets settle before measuring a steady state.
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+
     let started = Instant::now();
-    let before = shared.heartbeats.load(Ordering::Relaxed);
-    let errors_before = shared.errors.load(Ordering::Relaxed);
-    shared.measuring.store(true, Ordering::Relaxed);
-    tokio::time::sleep(Duration::from_secs_f64(args.duration)).await;
-    shared.measuring.store(false, Ordering::Relaxed);
-    let elapsed = started.elapsed().as_secs_f64();
-    let heartbeats = shared.heartbeats.load(Ordering::Relaxed) - before;
-    let errors = shared.errors.load(Ordering::Relaxed) - errors_before;
-    shared.stop.store(true, Ordering::Relaxed);
-    for task in tasks {
-        let _ = task.await;
+    let end = started + Duration::from_secs_f64(args.duration);
+    let mut figures = vec![EventFigures {
+        event: None,
+        members_after: args.members,
+        settled: Vec::new(),
+        windows: Vec::new(),
+    }];
+    let mut windows = vec![fleet.ledger.open_window()];
+    fleet
+        .beats
+        .measuring
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut members = args.members;
+    let mut probes: Vec<tokio::task::JoinHandle<Vec<Settled>>> = Vec::new();
+    for (i, event) in churn.iter().enumerate() {
+        let at = started + event.at;
+        tokio::time::sleep_until(at.into()).await;
+        fleet.reap();
+        windows.push(fleet.ledger.open_window());
+        members = event.members_after(members);
+        for g in 0..names.len() {
+            fleet
+                .apply(g, event.kind)
+                .await
+                .map_err(|e| failure(format!("cannot start a member: {e}")))?;
+        }
+        let until = churn.get(i + 1).map_or(end, |next| started + next.at);
+        probes.push(tokio::spawn(probe_all(
+            admin.clone(),
+            names.clone(),
+            members as usize,
+            tasks,
+            at,
+            until,
+        )));
+        figures.push(EventFigures {
+            event: Some(event.clone()),
+            members_after: members,
+            settled: Vec::new(),
+            windows: Vec::new(),
+        });
     }
-    let latencies = shared.latencies.lock().expect("no panics").clone();
+    tokio::time::sleep_until(end.into()).await;
+    fleet
+        .beats
+        .measuring
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let elapsed = started.elapsed().as_secs_f64();
+    for (figure, window) in figures.iter_mut().zip(&windows) {
+        figure.windows = (0..names.len())
+            .map(|g| fleet.ledger.window(g, *window))
+            .collect();
+    }
+    for (figure, probe) in figures.iter_mut().skip(1).zip(probes) {
+        figure.settled = probe.await.unwrap_or_default();
+    }
+    let double_ownership = fleet.ledger.double_ownership();
+    fleet.leave_all().await;
+
+    let beats = &fleet.beats;
+    let heartbeats = beats.ok.load(std::sync::atomic::Ordering::Relaxed);
+    let errors = beats.errors.load(std::sync::atomic::Ordering::Relaxed);
+    let latencies = beats.latencies();
     let ms = |q: f64| latencies.value_at_quantile(q) as f64 / 1e3;
+    let total = u64::from(args.groups) * u64::from(args.members);
     let report = json!({
+        "config": {
+            "host": admin.host,
+            "groups": args.groups,
+            "members_per_group": args.members,
+            "tasks_per_group": args.tasks,
+            "churn": churn.iter().map(|e| e.spec.clone()).collect::<Vec<_>>(),
+            "duration_s": args.duration,
+            "replay_rate": args.replay_rate,
+            "process_rate": args.process_rate,
+            "changelog_len": args.changelog_len,
+            "group": config,
+        },
         "groups": args.groups,
         "members": total,
         "tasks_per_group": args.tasks,
@@ -193,17 +312,21 @@ async fn run(args: LoadgenArgs) -> Result<(), Failure> {
         "heartbeats_per_s": heartbeats as f64 / elapsed,
         "latency_ms": {"p50": ms(0.5), "p99": ms(0.99), "p999": ms(0.999), "max": latencies.max() as f64 / 1e3},
         "errors": errors,
-        "double_ownership": shared.double_ownership.load(Ordering::Relaxed),
+        "double_ownership": double_ownership,
+        "baseline": window_json(&figures[0].windows),
+        "events": figures.iter().skip(1).map(|f| event_json(f, &names)).collect::<Vec<_>>(),
     });
     println!(
-        "members={total} groups={} heartbeats_per_s={:.0} p50_ms={:.2} p99_ms={:.2} p999_ms={:.2} errors={errors} double_ownership={}",
+        "members={total} groups={} heartbeats_per_s={:.0} p50_ms={:.2} p99_ms={:.2} p999_ms={:.2} errors={errors} double_ownership={double_ownership}",
         args.groups,
         heartbeats as f64 / elapsed,
         ms(0.5),
         ms(0.99),
         ms(0.999),
-        shared.double_ownership.load(Ordering::Relaxed)
     );
+    for figure in figures.iter().skip(1) {
+        println!("{}", event_line(figure));
+    }
     if let Some(path) = &args.report {
         let text = serde_json::to_string_pretty(&report).expect("JSON");
         std::fs::write(path, text)
@@ -212,112 +335,125 @@ async fn run(args: LoadgenArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// One simulated member until `stop`: join, then heartbeat.
-async fn member(shared: Arc<Shared>, group: String, group_index: u32, id: u64, back_to_back: bool) {
-    let url = format!("{}/v1/groups/{group}/heartbeat", shared.host);
-    let mut request = HeartbeatRequest {
-        member_id: String::new(),
-        member_name: None,
-        member_epoch: 0,
-        topics: Some(vec!["orders".into()]),
-        rack: None,
-        capacity: 1,
-        owned: Vec::new(),
-        lags: Vec::new(),
-        drain: false,
-    };
-    let mut active: BTreeSet<Task> = BTreeSet::new();
-    let mut joined = false;
-    // Spread the first beats over the interval, as a real fleet would.
-    let mut next = Instant::now() + Duration::from_millis(id % 1_000);
-    while !shared.stop.load(Ordering::Relaxed) {
-        tokio::time::sleep_until(next.into()).await;
-        let sent = Instant::now();
-        let answer = shared.client.post(&url).json(&request).send().await;
-        let response = match answer {
-            Ok(answer) if answer.status().is_success() => answer.json::<HeartbeatResponse>().await,
-            Ok(answer) => {
-                shared.errors.fetch_add(1, Ordering::Relaxed);
-                let text = answer.text().await.unwrap_or_default();
-                tracing::debug!(%group, id, %text, "heartbeat refused");
-                // Start over as a new member.
-                release(&shared, group_index, id, &mut active);
-                request.member_id.clear();
-                request.member_epoch = 0;
-                request.topics = Some(vec!["orders".into()]);
-                next = Instant::now() + Duration::from_millis(100);
-                continue;
-            }
-            Err(e) => Err(e),
-        };
-        let latency = sent.elapsed();
-        let response = match response {
-            Ok(response) => response,
-            Err(e) => {
-                shared.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%group, id, error = %e, "heartbeat failed");
-                next = Instant::now() + Duration::from_millis(100);
-                continue;
-            }
-        };
-        if shared.measuring.load(Ordering::Relaxed) {
-            shared.heartbeats.fetch_add(1, Ordering::Relaxed);
-            let _ = shared
-                .latencies
-                .lock()
-                .expect("no panics")
-                .record(latency.as_micros().max(1) as u64);
-        }
-        if !joined {
-            joined = true;
-            shared.joined.fetch_add(1, Ordering::Relaxed);
-        }
-        // Revoked tasks stop now and are reported released next beat;
-        // granted ones start now.
-        {
-            let mut owners = shared.owners.lock().expect("no panics");
-            for task in active.difference(&response.active) {
-                if owners.get(&(group_index, task.clone())) == Some(&id) {
-                    owners.remove(&(group_index, task.clone()));
-                }
-            }
-            for task in response.active.difference(&active) {
-                if let Some(other) = owners.insert((group_index, task.clone()), id)
-                    && other != id
-                {
-                    shared.double_ownership.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        active = response.active.clone();
-        request.member_id = response.member_id;
-        request.member_epoch = response.member_epoch;
-        request.topics = None;
-        request.owned = active.iter().cloned().collect();
-        request.lags = response
-            .learner
-            .iter()
-            .map(|t| (t.topic.clone(), t.partition, 0))
-            .collect();
-        next = if back_to_back {
-            Instant::now()
-        } else {
-            sent + Duration::from_millis(response.heartbeat_interval_ms)
-        };
+/// Probes every group after an event; one [`Settled`] per group.
+async fn probe_all(
+    admin: Admin,
+    names: Vec<String>,
+    members: usize,
+    tasks: u64,
+    since: Instant,
+    until: Instant,
+) -> Vec<Settled> {
+    let mut probes = tokio::task::JoinSet::new();
+    for (g, name) in names.into_iter().enumerate() {
+        let admin = admin.clone();
+        probes.spawn(async move {
+            (
+                g,
+                fleet::probe(admin, name, members, tasks, since, until).await,
+            )
+        });
     }
-    // Leave, so the host's state ends clean.
-    if !request.member_id.is_empty() {
-        request.member_epoch = -1;
-        let _ = shared.client.post(&url).json(&request).send().await;
+    let mut settled = Vec::new();
+    while let Some(result) = probes.join_next().await {
+        if let Ok(result) = result {
+            settled.push(result);
+        }
     }
-    release(&shared, group_index, id, &mut active);
+    settled.sort_by_key(|(g, _)| *g);
+    settled.into_iter().map(|(_, s)| s).collect()
 }
 
-fn release(shared: &Shared, group_index: u32, id: u64, active: &mut BTreeSet<Task>) {
-    let mut owners = shared.owners.lock().expect("no panics");
-    for task in std::mem::take(active) {
-        if owners.get(&(group_index, task.clone())) == Some(&id) {
-            owners.remove(&(group_index, task));
-        }
+/// The sums of a window over every group.
+fn sums(windows: &[Window]) -> Window {
+    let mut sum = Window::default();
+    for w in windows {
+        sum.moved += w.moved;
+        sum.ownerless_task_s += w.ownerless_task_s;
+        sum.restoring_task_s += w.restoring_task_s;
+        sum.double_ownership += w.double_ownership;
+        sum.ownerless_max = sum.ownerless_max.max(w.ownerless_max);
     }
+    sum
+}
+
+fn window_json(windows: &[Window]) -> serde_json::Value {
+    let sum = sums(windows);
+    json!({
+        "tasks_moved": sum.moved,
+        "ownerless_task_s": sum.ownerless_task_s,
+        "ownerless_max": sum.ownerless_max,
+        "restoring_task_s": sum.restoring_task_s,
+        "double_ownership": sum.double_ownership,
+    })
+}
+
+/// The largest and the mean of some times, if any.
+fn spread(times: impl Iterator<Item = Option<f64>>) -> (usize, Option<f64>, Option<f64>) {
+    let times: Vec<f64> = times.flatten().collect();
+    let max = times.iter().copied().reduce(f64::max);
+    let mean = (!times.is_empty()).then(|| times.iter().sum::<f64>() / times.len() as f64);
+    (times.len(), max, mean)
+}
+
+fn event_json(figure: &EventFigures, names: &[String]) -> serde_json::Value {
+    let event = figure.event.as_ref().expect("events have one");
+    let (settled, settled_max, settled_mean) = spread(figure.settled.iter().map(|s| s.settled_s));
+    let (stable, stable_max, stable_mean) = spread(figure.settled.iter().map(|s| s.stable_s));
+    let (kind, from, to) = match event.kind {
+        ChurnKind::Scale { from, to } => ("scale", from, to),
+        ChurnKind::Kill(n) => ("kill", figure.members_after + n, figure.members_after),
+        ChurnKind::Leave(n) => ("leave", figure.members_after + n, figure.members_after),
+    };
+    let mut value = window_json(&figure.windows);
+    let object = value.as_object_mut().expect("an object");
+    let extra = json!({
+        "spec": event.spec,
+        "kind": kind,
+        "at_s": event.at.as_secs_f64(),
+        "members_before": from,
+        "members_after": to,
+        "groups": names.len(),
+        "groups_stable": stable,
+        "groups_settled": settled,
+        "all_settled": settled == names.len(),
+        "stable_s": {"max": stable_max, "mean": stable_mean},
+        "settled_s": {"max": settled_max, "mean": settled_mean},
+        "per_group": names.iter().enumerate().map(|(g, name)| {
+            let s = figure.settled.get(g).copied().unwrap_or_default();
+            let w = figure.windows.get(g).cloned().unwrap_or_default();
+            json!({
+                "group": name,
+                "stable_s": s.stable_s,
+                "settled_s": s.settled_s,
+                "tasks_moved": w.moved,
+                "ownerless_task_s": w.ownerless_task_s,
+                "restoring_task_s": w.restoring_task_s,
+                "double_ownership": w.double_ownership,
+            })
+        }).collect::<Vec<_>>(),
+    });
+    let serde_json::Value::Object(extra) = extra else {
+        unreachable!("an object")
+    };
+    let mut merged = extra;
+    merged.extend(std::mem::take(object));
+    serde_json::Value::Object(merged)
+}
+
+fn event_line(figure: &EventFigures) -> String {
+    let event = figure.event.as_ref().expect("events have one");
+    let groups = figure.windows.len();
+    let (settled, settled_max, _) = spread(figure.settled.iter().map(|s| s.settled_s));
+    let sum = sums(&figure.windows);
+    let seconds = |t: Option<f64>| t.map_or_else(|| "-".to_owned(), |t| format!("{t:.2}"));
+    format!(
+        "event={} settled={settled}/{groups} settled_s_max={} tasks_moved={} ownerless_task_s={:.2} restoring_task_s={:.2} double_ownership={}",
+        event.spec,
+        seconds(settled_max),
+        sum.moved,
+        sum.ownerless_task_s,
+        sum.restoring_task_s,
+        sum.double_ownership,
+    )
 }

@@ -2,6 +2,7 @@
 //! one place where errors become an `error: …` line and an exit code.
 
 mod admin_token;
+mod fleet;
 mod limits;
 mod loadgen;
 mod log;

@@ -1,0 +1,698 @@
+//! A fleet of simulated stateful members in groups of a running host,
+//! shared by `assignd loadgen` and `assignd demo`. It owns the churn
+//! grammar (`scale:A->B@T`, `kill:N@T`, `leave:N@T`), the members
+//! (`assignd_client::simulated` workers, many per process on one Tokio
+//! runtime), the ownership ledger that turns the members' own view of what
+//! they hold into figures (tasks moved, task-seconds without an active
+//! owner or with a restoring one, double ownership), and the probe that
+//! asks the host's admin API whether a group is settled. It knows nothing
+//! of how the figures are printed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use assignd_client::simulated::{Changelogs, Listener, MemoryStore, Rates, SimulatedWorker};
+use assignd_client::{ClientError, MemberConfig, Task};
+
+use crate::api::wire::{GroupState, GroupView};
+
+/// The most members a churn event may bring a group to.
+pub const CHURN_MEMBERS_MAX: u32 = 10_000;
+/// The one topic every simulated group has.
+pub const TOPIC: &str = "orders";
+/// How often a settling group is probed.
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+/// How often simulated state advances.
+pub const SIM_TICK: Duration = Duration::from_millis(50);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+// ---------------------------------------------------------------------
+// Churn
+
+/// What a churn event does to every group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChurnKind {
+    /// Members are added (they join cold) or the newest drain (their
+    /// tasks move as the new owners warm up, then they leave).
+    Scale { from: u32, to: u32 },
+    /// The newest N members vanish without leaving (as kill -9); the host
+    /// notices at the session timeout.
+    Kill(u32),
+    /// The newest N members stop and leave at once (their tasks are free
+    /// at once, to cold owners).
+    Leave(u32),
+}
+
+/// One churn event, `at` after measuring starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChurnEvent {
+    /// The event as written.
+    pub spec: String,
+    pub at: Duration,
+    pub kind: ChurnKind,
+}
+
+impl ChurnEvent {
+    /// The member count per group after this event, given the count before.
+    pub fn members_after(&self, before: u32) -> u32 {
+        match self.kind {
+            ChurnKind::Scale { to, .. } => to,
+            ChurnKind::Kill(n) | ChurnKind::Leave(n) => before - n,
+        }
+    }
+}
+
+/// The grammar, for error messages and `--help`.
+pub const CHURN_GRAMMAR: &str = "EVENT[,EVENT]... where EVENT is scale:FROM->TO@TIME, kill:N@TIME or leave:N@TIME, and TIME is seconds or milliseconds after measuring starts (10s, 2.5s, 500ms), increasing";
+
+/// Parses a churn spec: comma-separated events in increasing time order.
+pub fn parse_churn(spec: &str) -> Result<Vec<ChurnEvent>, String> {
+    let mut events: Vec<ChurnEvent> = Vec::new();
+    for part in spec.split(',') {
+        let part = part.trim();
+        let event =
+            parse_event(part).map_err(|e| format!("{part:?}: {e} (expected {CHURN_GRAMMAR})"))?;
+        if let Some(last) = events.last()
+            && event.at <= last.at
+        {
+            return Err(format!(
+                "{part:?}: comes at or before {:?}; events must be in increasing time order",
+                last.spec
+            ));
+        }
+        events.push(event);
+    }
+    Ok(events)
+}
+
+fn parse_event(part: &str) -> Result<ChurnEvent, String> {
+    let (what, at) = part.rsplit_once('@').ok_or_else(|| "no @TIME".to_owned())?;
+    let at = parse_time(at.trim())?;
+    let (verb, arg) = what
+        .split_once(':')
+        .ok_or_else(|| "no KIND: (scale:, kill: or leave:)".to_owned())?;
+    let count = |text: &str| -> Result<u32, String> {
+        let n: u32 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("{text:?} is not a member count"))?;
+        if n > CHURN_MEMBERS_MAX {
+            return Err(format!("{n} members is over {CHURN_MEMBERS_MAX}"));
+        }
+        Ok(n)
+    };
+    let kind = match verb.trim() {
+        "scale" => {
+            let (from, to) = arg
+                .split_once("->")
+                .ok_or_else(|| "scale needs FROM->TO".to_owned())?;
+            let (from, to) = (count(from)?, count(to)?);
+            if from == to {
+                return Err("scale needs FROM and TO to differ".to_owned());
+            }
+            if to == 0 {
+                return Err("scale needs TO of at least 1".to_owned());
+            }
+            ChurnKind::Scale { from, to }
+        }
+        "kill" | "leave" => {
+            let n = count(arg)?;
+            if n == 0 {
+                return Err(format!("{} needs N of at least 1", verb.trim()));
+            }
+            if verb.trim() == "kill" {
+                ChurnKind::Kill(n)
+            } else {
+                ChurnKind::Leave(n)
+            }
+        }
+        other => return Err(format!("unknown kind {other:?}")),
+    };
+    Ok(ChurnEvent {
+        spec: part.to_owned(),
+        at,
+        kind,
+    })
+}
+
+fn parse_time(text: &str) -> Result<Duration, String> {
+    let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(s) = text.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        return Err(format!("time {text:?} needs a unit (s or ms)"));
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("time {text:?} is not a number"))?;
+    if !value.is_finite() || value < 0.0 || value * scale > 86_400.0 {
+        return Err(format!("time {text:?} must be between 0 and 1 day"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+/// Checks that the events fit `members` per group at the start: a scale
+/// starts from the count in force, kills and leaves keep one member.
+pub fn check_churn(events: &[ChurnEvent], members: u32) -> Result<(), String> {
+    let mut count = members;
+    for event in events {
+        match event.kind {
+            ChurnKind::Scale { from, .. } if from != count => {
+                return Err(format!(
+                    "{:?}: the groups have {count} members then, not {from}",
+                    event.spec
+                ));
+            }
+            ChurnKind::Kill(n) | ChurnKind::Leave(n) if n >= count => {
+                return Err(format!(
+                    "{:?}: the groups have {count} members then; at least one must stay",
+                    event.spec
+                ));
+            }
+            _ => {}
+        }
+        count = event.members_after(count);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------
+// Ledger
+
+/// Figures of one group over one window (between two churn events).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Window {
+    /// Times a task became active on a member other than its last owner.
+    pub moved: u64,
+    /// Task-seconds a task that had had an owner had none.
+    pub ownerless_task_s: f64,
+    /// Task-seconds a task's active owner was restoring its state.
+    pub restoring_task_s: f64,
+    /// Times a task became active on a second member (must be 0).
+    pub double_ownership: u64,
+    /// The most tasks without an owner at once.
+    pub ownerless_max: u64,
+}
+
+/// Who holds what in one group, as the members themselves know it.
+struct GroupLedger {
+    owners: HashMap<Task, Vec<u64>>,
+    last_owner: HashMap<Task, u64>,
+    restoring: HashSet<(Task, u64)>,
+    /// Tasks that have had an owner and have none now.
+    ownerless: u64,
+    doubled: u64,
+    since: Instant,
+    windows: Vec<Window>,
+}
+
+impl GroupLedger {
+    fn integrate(&mut self, now: Instant) {
+        let dt = now.saturating_duration_since(self.since).as_secs_f64();
+        let window = self.windows.last_mut().expect("one window at least");
+        window.ownerless_task_s += self.ownerless as f64 * dt;
+        window.restoring_task_s += self.restoring.len() as f64 * dt;
+        self.since = now;
+    }
+}
+
+/// The ledgers of every group, and the double ownerships in all.
+pub struct Ledger {
+    groups: Vec<Mutex<GroupLedger>>,
+    double_ownership: AtomicU64,
+}
+
+/// A group's ledger now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Holding {
+    pub ownerless: u64,
+    pub restoring: u64,
+    /// Tasks active on two members now.
+    pub doubled: u64,
+}
+
+impl Ledger {
+    pub fn new(groups: usize) -> Self {
+        let now = Instant::now();
+        Ledger {
+            groups: (0..groups)
+                .map(|_| {
+                    Mutex::new(GroupLedger {
+                        owners: HashMap::new(),
+                        last_owner: HashMap::new(),
+                        restoring: HashSet::new(),
+                        ownerless: 0,
+                        doubled: 0,
+                        since: now,
+                        windows: vec![Window::default()],
+                    })
+                })
+                .collect(),
+            double_ownership: AtomicU64::new(0),
+        }
+    }
+
+    /// Starts a new window in every group; returns its index.
+    pub fn open_window(&self) -> usize {
+        let now = Instant::now();
+        let mut index = 0;
+        for group in &self.groups {
+            let mut group = lock(group);
+            group.integrate(now);
+            group.windows.push(Window::default());
+            index = group.windows.len() - 1;
+        }
+        index
+    }
+
+    /// The figures of `group` in window `index` so far.
+    pub fn window(&self, group: usize, index: usize) -> Window {
+        let mut group = lock(&self.groups[group]);
+        group.integrate(Instant::now());
+        group.windows.get(index).cloned().unwrap_or_default()
+    }
+
+    pub fn holding(&self, group: usize) -> Holding {
+        let group = lock(&self.groups[group]);
+        Holding {
+            ownerless: group.ownerless,
+            restoring: group.restoring.len() as u64,
+            doubled: group.doubled,
+        }
+    }
+
+    pub fn double_ownership(&self) -> u64 {
+        self.double_ownership.load(Ordering::Relaxed)
+    }
+
+    fn active(&self, group: usize, member: u64, task: &Task, restoring: bool) {
+        let mut ledger = lock(&self.groups[group]);
+        ledger.integrate(Instant::now());
+        let owners = ledger.owners.entry(task.clone()).or_default();
+        let had_owner = !owners.is_empty();
+        owners.push(member);
+        let doubled = owners.len() == 2;
+        let previous = ledger.last_owner.insert(task.clone(), member);
+        let window = ledger.windows.last_mut().expect("one window at least");
+        if had_owner {
+            window.double_ownership += 1;
+            self.double_ownership.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(group, member, %task, "a task is active on two members");
+        }
+        if previous.is_some_and(|p| p != member) {
+            window.moved += 1;
+        }
+        if doubled {
+            ledger.doubled += 1;
+        }
+        if !had_owner && previous.is_some() {
+            ledger.ownerless -= 1;
+        }
+        if restoring {
+            ledger.restoring.insert((task.clone(), member));
+        }
+    }
+
+    fn restored(&self, group: usize, member: u64, task: &Task) {
+        let mut ledger = lock(&self.groups[group]);
+        ledger.integrate(Instant::now());
+        ledger.restoring.remove(&(task.clone(), member));
+    }
+
+    fn released(&self, group: usize, member: u64, tasks: &[Task]) {
+        let mut ledger = lock(&self.groups[group]);
+        ledger.integrate(Instant::now());
+        for task in tasks {
+            ledger.restoring.remove(&(task.clone(), member));
+            let Some(owners) = ledger.owners.get_mut(task) else {
+                continue;
+            };
+            let before = owners.len();
+            owners.retain(|m| *m != member);
+            let after = owners.len();
+            if before == 2 && after == 1 {
+                ledger.doubled -= 1;
+            }
+            if before > 0 && after == 0 {
+                ledger.ownerless += 1;
+                let ownerless = ledger.ownerless;
+                let window = ledger.windows.last_mut().expect("one window at least");
+                window.ownerless_max = window.ownerless_max.max(ownerless);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------
+// Heartbeat figures
+
+/// Heartbeats seen while measuring.
+pub struct Beats {
+    pub measuring: AtomicBool,
+    pub ok: AtomicU64,
+    pub errors: AtomicU64,
+    /// Latencies of successful heartbeats, in µs.
+    pub latencies: Mutex<hdrhistogram::Histogram<u64>>,
+}
+
+impl Default for Beats {
+    fn default() -> Self {
+        Beats {
+            measuring: AtomicBool::new(false),
+            ok: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            latencies: Mutex::new(
+                hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds"),
+            ),
+        }
+    }
+}
+
+impl Beats {
+    pub fn latencies(&self) -> hdrhistogram::Histogram<u64> {
+        lock(&self.latencies).clone()
+    }
+}
+
+/// One worker's listener: its group and number in the ledger.
+struct Entry {
+    ledger: Arc<Ledger>,
+    beats: Arc<Beats>,
+    group: usize,
+    member: u64,
+}
+
+impl Listener for Entry {
+    fn active(&self, task: &Task, restoring: bool) {
+        self.ledger.active(self.group, self.member, task, restoring);
+    }
+    fn restored(&self, task: &Task) {
+        self.ledger.restored(self.group, self.member, task);
+    }
+    fn released(&self, tasks: &[Task]) {
+        self.ledger.released(self.group, self.member, tasks);
+    }
+    fn heartbeat(&self, latency: Duration, result: Result<(), &ClientError>) {
+        if !self.beats.measuring.load(Ordering::Relaxed) {
+            return;
+        }
+        match result {
+            Ok(()) => {
+                self.beats.ok.fetch_add(1, Ordering::Relaxed);
+                let _ = lock(&self.beats.latencies).record(latency.as_micros().max(1) as u64);
+            }
+            Err(_) => {
+                self.beats.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------
+// Fleet
+
+/// How the simulated members behave.
+#[derive(Clone, Debug)]
+pub struct MemberSpec {
+    pub host: String,
+    pub rates: Rates,
+    pub changelog_len: u64,
+}
+
+/// A worker with its number in the group.
+pub struct Worker {
+    pub number: u64,
+    pub worker: SimulatedWorker<MemoryStore>,
+}
+
+/// The simulated members of one group.
+pub struct GroupFleet {
+    pub name: String,
+    index: usize,
+    changelogs: Changelogs,
+    /// Live members, oldest first.
+    pub live: Vec<Worker>,
+    /// Members asked to drain, until they left.
+    pub draining: Vec<Worker>,
+    next_number: u64,
+}
+
+/// Every group's members, the ledger and the heartbeat figures.
+pub struct Fleet {
+    pub spec: MemberSpec,
+    pub groups: Vec<GroupFleet>,
+    pub ledger: Arc<Ledger>,
+    pub beats: Arc<Beats>,
+}
+
+impl Fleet {
+    pub fn new(spec: MemberSpec, names: Vec<String>) -> Self {
+        let ledger = Arc::new(Ledger::new(names.len()));
+        let groups = names
+            .into_iter()
+            .enumerate()
+            .map(|(index, name)| GroupFleet {
+                name,
+                index,
+                changelogs: Changelogs::new(spec.changelog_len),
+                live: Vec::new(),
+                draining: Vec::new(),
+                next_number: 1,
+            })
+            .collect();
+        Fleet {
+            spec,
+            groups,
+            ledger,
+            beats: Arc::new(Beats::default()),
+        }
+    }
+
+    /// Starts `n` more members in group `g` (on the current runtime).
+    pub fn add(&mut self, g: usize, n: u32) -> Result<(), ClientError> {
+        let group = &mut self.groups[g];
+        for _ in 0..n {
+            let number = group.next_number;
+            group.next_number += 1;
+            let config = MemberConfig::new(&self.spec.host, &group.name, [TOPIC]);
+            let listener = Arc::new(Entry {
+                ledger: self.ledger.clone(),
+                beats: self.beats.clone(),
+                group: group.index,
+                member: number,
+            });
+            let worker = SimulatedWorker::start(
+                config,
+                MemoryStore::new(group.changelogs.clone()),
+                self.spec.rates,
+                SIM_TICK,
+                listener,
+            )?;
+            group.live.push(Worker { number, worker });
+        }
+        Ok(())
+    }
+
+    /// Applies a churn event to group `g`.
+    pub async fn apply(&mut self, g: usize, kind: ChurnKind) -> Result<(), ClientError> {
+        match kind {
+            ChurnKind::Scale { to, .. } => {
+                let live = self.groups[g].live.len() as u32;
+                if to > live {
+                    self.add(g, to - live)?;
+                } else {
+                    let group = &mut self.groups[g];
+                    for worker in group.live.split_off(to as usize) {
+                        worker.worker.drain();
+                        group.draining.push(worker);
+                    }
+                }
+            }
+            ChurnKind::Kill(n) => {
+                let group = &mut self.groups[g];
+                let keep = group.live.len().saturating_sub(n as usize);
+                for worker in group.live.split_off(keep) {
+                    tracing::debug!(group = %group.name, member = worker.number, "kill");
+                    worker.worker.kill();
+                }
+            }
+            ChurnKind::Leave(n) => {
+                let group = &mut self.groups[g];
+                let keep = group.live.len().saturating_sub(n as usize);
+                for worker in group.live.split_off(keep) {
+                    tracing::debug!(group = %group.name, member = worker.number, "leave");
+                    let _ = worker.worker.leave().await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets drained members that left.
+    pub fn reap(&mut self) {
+        for group in &mut self.groups {
+            group.draining.retain(|w| !w.worker.is_finished());
+        }
+    }
+
+    /// Every member leaves (concurrently).
+    pub async fn leave_all(&mut self) {
+        let mut leaves = tokio::task::JoinSet::new();
+        for group in &mut self.groups {
+            for worker in group.live.drain(..).chain(group.draining.drain(..)) {
+                leaves.spawn(async move {
+                    let _ = worker.worker.leave().await;
+                });
+            }
+        }
+        while leaves.join_next().await.is_some() {}
+    }
+}
+
+// ---------------------------------------------------------------------
+// Probe
+
+/// Reads groups over the admin API.
+#[derive(Clone)]
+pub struct Admin {
+    pub client: reqwest::Client,
+    pub host: String,
+    pub token: Option<String>,
+}
+
+/// Where a group is, as the host shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settling {
+    /// The host says stable at the current epoch with the expected members.
+    pub stable: bool,
+    /// Stable, no learner warming, no member draining, every task active
+    /// on exactly one member: nothing is left to move.
+    pub settled: bool,
+}
+
+impl Admin {
+    pub fn new(host: &str, token: Option<String>) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(4096)
+            .build()
+            .map_err(|e| format!("HTTP client: {e}"))?;
+        Ok(Admin {
+            client,
+            host: host.trim_end_matches('/').to_owned(),
+            token,
+        })
+    }
+
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// `PUT /v1/groups/{name}` with `config`.
+    pub async fn create_group(&self, name: &str, config: &serde_json::Value) -> Result<(), String> {
+        let url = format!("{}/v1/groups/{name}", self.host);
+        let answer = self
+            .authorized(self.client.put(&url).json(config))
+            .send()
+            .await
+            .map_err(|e| format!("PUT {url}: {e}"))?;
+        check(answer, "PUT", &url).await.map(drop)
+    }
+
+    /// `GET /v1/groups/{name}`.
+    pub async fn group(&self, name: &str) -> Result<GroupView, String> {
+        let url = format!("{}/v1/groups/{name}", self.host);
+        let answer = self
+            .authorized(self.client.get(&url))
+            .send()
+            .await
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let answer = check(answer, "GET", &url).await?;
+        answer
+            .json()
+            .await
+            .map_err(|e| format!("GET {url}: unreadable answer: {e}"))
+    }
+}
+
+async fn check(
+    answer: reqwest::Response,
+    method: &str,
+    url: &str,
+) -> Result<reqwest::Response, String> {
+    let status = answer.status();
+    if status.is_success() {
+        return Ok(answer);
+    }
+    let body = answer.text().await.unwrap_or_default();
+    let hint = if matches!(status.as_u16(), 401 | 403) {
+        " (pass the host's admin token with --token or ASSIGND_TOKEN)"
+    } else {
+        ""
+    };
+    Err(format!("{method} {url}: {status}: {body}{hint}"))
+}
+
+/// Whether `view` is stable and settled with `members` members and
+/// `tasks` tasks.
+pub fn settling(view: &GroupView, members: usize, tasks: u64) -> Settling {
+    let stable = view.state == GroupState::Stable
+        && view.group_epoch == view.target_epoch
+        && view.members.len() == members;
+    let active: usize = view.members.iter().map(|m| m.active.len()).sum();
+    let settled = stable
+        && view.learner_count == 0
+        && view
+            .members
+            .iter()
+            .all(|m| !m.draining && !m.away && m.revoking.is_empty())
+        && active as u64 == tasks;
+    Settling { stable, settled }
+}
+
+/// When a group became stable and settled after an event.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Settled {
+    pub stable_s: Option<f64>,
+    pub settled_s: Option<f64>,
+}
+
+/// Probes group `name` every 100 ms from `since` until it is settled with
+/// `members` members, or `until` (the next event). Errors are retried.
+pub async fn probe(
+    admin: Admin,
+    name: String,
+    members: usize,
+    tasks: u64,
+    since: Instant,
+    until: Instant,
+) -> Settled {
+    let mut result = Settled::default();
+    while Instant::now() < until {
+        let polled = Instant::now();
+        if let Ok(view) = admin.group(&name).await {
+            let state = settling(&view, members, tasks);
+            let at = polled.saturating_duration_since(since).as_secs_f64();
+            if state.stable && result.stable_s.is_none() {
+                result.stable_s = Some(at);
+            }
+            if state.settled {
+                result.settled_s = Some(at);
+                result.stable_s.get_or_insert(at);
+                return result;
+            }
+        }
+        tokio::time::sleep_until((polled + PROBE_INTERVAL).into()).await;
+    }
+    result
+}

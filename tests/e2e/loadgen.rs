@@ -1,0 +1,110 @@
+//! `assignd loadgen` against the real `assignd serve`: simulated stateful
+//! members, one scale event, and the report's sanity (no task ever active
+//! on two members, heartbeats flowing, the scale event settled with tasks
+//! moved).
+
+mod common;
+
+use common::{ADMIN_TOKEN, Server, assert_one_error_line, assignd, scratch, stderr, stdout};
+
+#[test]
+fn loadgen_reports_a_scale_event_that_settles_with_no_double_ownership() {
+    let dir = scratch("loadgen");
+    let server = Server::start(&dir.join("data"), &["--fsync", "never"]);
+    let report = dir.join("report.json");
+    let output = assignd(&[
+        "loadgen",
+        "--host",
+        &server.base,
+        "--token",
+        ADMIN_TOKEN,
+        "--groups",
+        "2",
+        "--members",
+        "3",
+        "--tasks",
+        "24",
+        "--interval-ms",
+        "200",
+        "--expansion-timeout-ms",
+        "300",
+        "--assignor",
+        "learner-aware",
+        "--changelog-len",
+        "2000",
+        "--replay-rate",
+        "5000",
+        "--duration",
+        "7",
+        "--churn",
+        "scale:3->6@1s",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(
+        output.status.success(),
+        "loadgen failed: {}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let text = std::fs::read_to_string(&report).expect("the report was written");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("the report is JSON");
+    assert_eq!(report["double_ownership"], 0, "{report:#}");
+    assert!(
+        report["heartbeats_per_s"].as_f64().unwrap() > 0.0,
+        "{report:#}"
+    );
+    assert!(
+        report["latency_ms"]["p99"].as_f64().unwrap() > 0.0,
+        "{report:#}"
+    );
+    assert_eq!(report["config"]["churn"][0], "scale:3->6@1s");
+    let events = report["events"].as_array().expect("events");
+    assert_eq!(events.len(), 1, "{report:#}");
+    let event = &events[0];
+    assert_eq!(event["kind"], "scale");
+    assert_eq!(event["members_before"], 3);
+    assert_eq!(event["members_after"], 6);
+    assert_eq!(event["groups_settled"], 2, "both groups settled: {event:#}");
+    assert_eq!(event["all_settled"], true);
+    let settled = event["settled_s"]["max"].as_f64().unwrap();
+    assert!(settled > 0.0 && settled < 6.0, "{event:#}");
+    // Each group of 24 tasks on 3 → 6 members moves 12 tasks, each once
+    // when it moves warm.
+    assert!(
+        event["tasks_moved"].as_u64().unwrap() >= 2 * 12,
+        "{event:#}"
+    );
+    assert_eq!(event["double_ownership"], 0);
+    for group in event["per_group"].as_array().unwrap() {
+        assert!(group["settled_s"].as_f64().is_some(), "{group:#}");
+        assert!(group["tasks_moved"].as_u64().unwrap() >= 12, "{group:#}");
+    }
+    // The line on stdout says the same.
+    let out = stdout(&output);
+    assert!(out.contains("double_ownership=0"), "{out}");
+    assert!(out.contains("event=scale:3->6@1s settled=2/2"), "{out}");
+}
+
+#[test]
+fn loadgen_refuses_a_bad_churn_spec_as_a_usage_error() {
+    for (spec, needle) in [
+        ("scale:3->6", "no @TIME"),
+        ("grow:3@1s", "unknown kind"),
+        ("scale:3->6@1", "needs a unit"),
+        ("scale:4->6@1s", "have 3 members then, not 4"),
+        ("scale:3->6@2s,scale:6->4@1s", "increasing time order"),
+        ("kill:3@1s", "at least one must stay"),
+    ] {
+        let output = assignd(&[
+            "loadgen",
+            "--host",
+            "http://127.0.0.1:9",
+            "--members",
+            "3",
+            "--churn",
+            spec,
+        ]);
+        assert_one_error_line(&output, 2, needle);
+    }
+}
