@@ -12,6 +12,11 @@
 //!   code, the panic message, a growing count).
 //!
 //! Meanwhile the healthy group's heartbeats are answered as fast as before.
+//!
+//! - A binding's own limits tighten the host's (a fuel cap, then a time
+//!   limit far below the host's), and its fallback (`range`) answers for
+//!   the spinning guest: the group gets a target, the failure still shows
+//!   (with the fallback's answers counted) and reaches `GET /metrics`.
 
 mod common;
 
@@ -291,4 +296,180 @@ fn a_trapping_then_looping_guest_keeps_the_last_good_target_and_another_group_is
     assert_eq!(view["assignor_failures"]["module"], MODULE, "{view}");
     kept(&view, &bad);
     scene.assert_good_served_as_fast();
+}
+
+/// Binds `group` to the guest with `params`, `limits` and `fallback`.
+fn bind_with(server: &Server, group: &str, params: Value, limits: Value, fallback: &str) -> Value {
+    let (status, view) = server.call(
+        "PUT",
+        &format!("/v1/groups/{group}/assignor"),
+        Some(&json!({"module": MODULE, "params": params, "limits": limits, "fallback": fallback})),
+    );
+    assert_eq!(status, 200, "{view}");
+    view
+}
+
+#[test]
+fn a_bindings_limits_tighten_the_hosts_and_its_fallback_serves_the_group() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    // The host's ceilings: 5 s and 10^12 fuel units per call (the guest's
+    // loop burns the default 10^9 in well under 100 ms).
+    let server = Server::start(
+        &common::scratch("guest-failure-limits"),
+        &["--time-limit-ms", "5000", "--fuel-base", "1000000000000"],
+    );
+    let (status, module) = server.upload("spinner", "0.1.0", &bytes);
+    assert_eq!(status, 201, "{module}");
+    let (status, answer) = server.call("PUT", "/v1/groups/fb", Some(&config(MODULE, false)));
+    assert_eq!(status, 201, "{answer}");
+    let mut members = [server.join("fb", "a"), server.join("fb", "b")];
+    server.converge("fb", &mut members, 4);
+
+    // Bad limits are refused and change nothing.
+    let before = server.view("fb");
+    for limits in [
+        json!({"time_limit_ms": 0}),
+        json!({"memory_max_mib": 5000}),
+        json!({"fuel": 1}),
+    ] {
+        let (status, error) = server.call(
+            "PUT",
+            "/v1/groups/fb/assignor",
+            Some(&json!({"module": MODULE, "limits": limits})),
+        );
+        assert_eq!(status, 400, "{limits}: {error}");
+    }
+    let (status, error) = server.call(
+        "PUT",
+        "/v1/groups/fb/assignor",
+        Some(&json!({"module": MODULE, "fallback": "nope@1"})),
+    );
+    assert_eq!(
+        (status, &error["error"]["code"]),
+        (400, &json!("unknown_assignor")),
+        "{error}"
+    );
+    assert_eq!(server.view("fb")["bindings"], before["bindings"]);
+
+    // Spinning under a fuel cap of 2,000,000 units: out of fuel at once,
+    // and `range` answers instead.
+    let view = bind_with(
+        &server,
+        "fb",
+        json!({"spin": "yes"}),
+        json!({"fuel_max": 2_000_000}),
+        "range",
+    );
+    let binding = view["bindings"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(binding["limits"]["fuel_max"], 2_000_000, "{binding}");
+    assert_eq!(binding["fallback"], "range", "{binding}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let view = loop {
+        for member in members.iter_mut() {
+            *member = server.beat("fb", member).0;
+        }
+        let view = server.view("fb");
+        if view["state"] == "stable" && view["target_epoch"] == view["group_epoch"] {
+            break view;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never served by the fallback: {view}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let failures = &view["assignor_failures"];
+    assert_eq!(failures["module"], MODULE, "{failures}");
+    assert_eq!(failures["code"], "out_of_fuel", "{failures}");
+    assert!(
+        failures["message"]
+            .as_str()
+            .unwrap()
+            .contains("after 2000000 units"),
+        "the binding's cap, not the host's: {failures}"
+    );
+    assert_eq!(failures["served_by_fallback"], true, "{failures}");
+    assert_eq!(failures["fallback"], "range", "{failures}");
+    assert!(
+        failures["fallback_answers"].as_u64().unwrap() >= 1,
+        "{failures}"
+    );
+    // Range's layout: a (by name first) gets partitions 0-3, b 4-7.
+    server.converge("fb", &mut members, 4);
+    let partitions = |member: &Value| -> Vec<u64> {
+        member["active"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t[1].as_u64().unwrap())
+            .collect()
+    };
+    let mut held: Vec<Vec<u64>> = members.iter().map(partitions).collect();
+    held.iter_mut().for_each(|p| p.sort());
+    assert_eq!(held, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+
+    // A time limit of 100 ms, far under the host's 5 s: the spin stops there.
+    bind_with(
+        &server,
+        "fb",
+        json!({"spin": "yes"}),
+        json!({"time_limit_ms": 100}),
+        "range",
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let failures = loop {
+        for member in members.iter_mut() {
+            *member = server.beat("fb", member).0;
+        }
+        let view = server.view("fb");
+        if view["assignor_failures"]["code"] == "timeout"
+            && view["target_epoch"] == view["group_epoch"]
+        {
+            break view["assignor_failures"].clone();
+        }
+        assert!(Instant::now() < deadline, "no timeout shown: {view}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        failures["message"]
+            .as_str()
+            .unwrap()
+            .contains("time limit of 100 ms"),
+        "{failures}"
+    );
+    assert!(
+        failures["fallback_answers"].as_u64().unwrap() >= 2,
+        "{failures}"
+    );
+
+    // A module named as a fallback is in use.
+    let (status, error) = server.call("DELETE", &format!("/v1/assignors/{MODULE}"), None);
+    assert_eq!(status, 409, "{error}");
+
+    // The failures reach the metrics.
+    let metrics = Server::agent()
+        .get(format!("{}/metrics", server.base))
+        .call()
+        .expect("GET /metrics")
+        .body_mut()
+        .read_to_string()
+        .expect("metrics text");
+    let failed = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("assignd_assignor_failures_total{")
+                && l.contains("group=\"fb\"")
+                && l.contains("code=\"out_of_fuel\"")
+        })
+        .unwrap_or_else(|| panic!("no failure counter for fb: {metrics}"));
+    let count: f64 = failed.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(count >= 1.0, "{failed}");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("assignd_assignor_calls_total{")
+                && l.contains("module=\"range\"")),
+        "the fallback's calls are counted: {metrics}"
+    );
 }

@@ -201,7 +201,7 @@ pub fn document_schemes(doc: &mut OpenApi) {
                 .description(Some(
                     "The host's admin token: `assignd serve --admin-token`, \
                      `ASSIGND_ADMIN_TOKEN`, or the one generated into DATA_DIR/admin-token \
-                     at first start. Every route but the heartbeat, `/healthz` and \
+                     at first start. Every route but the heartbeat, `/healthz`, `/metrics` and \
                      `/v1/openapi.json` requires it.",
                 ))
                 .build(),

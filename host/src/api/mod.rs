@@ -6,7 +6,7 @@
 //!
 //! [`app`] builds the router that `assignd serve` runs and that the tests
 //! drive in process with `tower::ServiceExt::oneshot`. Every route but the
-//! member heartbeat, `/healthz` and `/v1/openapi.json` requires the admin
+//! member heartbeat, `/healthz`, `/metrics` and `/v1/openapi.json` requires the admin
 //! token ([`auth`]).
 
 mod assignors;
@@ -14,6 +14,7 @@ pub mod auth;
 mod error;
 mod groups;
 mod members;
+mod metrics;
 mod preview;
 mod views;
 pub mod wire;
@@ -47,7 +48,7 @@ use wire::{ErrorBody, Health};
         description = "A group coordinator with WebAssembly assignor plugins. Every error answers \
                        `{\"error\": {\"code\": \"...\", \"message\": \"...\"}}`; an unknown route is \
                        404 `not_found`, a wrong method 405 `method_not_allowed`. Every route but the \
-                       member heartbeat, `/healthz` and `/v1/openapi.json` requires the admin token \
+                       member heartbeat, `/healthz`, `/metrics` and `/v1/openapi.json` requires the admin token \
                        as `Authorization: Bearer TOKEN`: 401 `unauthorized` without it, 403 \
                        `forbidden` with another token."
     ),
@@ -88,6 +89,7 @@ fn open_routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(members::heartbeat))
         .routes(routes!(openapi_json))
         .routes(routes!(healthz))
+        .routes(routes!(metrics::metrics))
 }
 
 /// Every route, registered once for the router and the document alike:

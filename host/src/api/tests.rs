@@ -918,6 +918,7 @@ fn the_openapi_document_names_every_route() {
         ("/v1/assignors/{assignor}", "delete"),
         ("/v1/openapi.json", "get"),
         ("/healthz", "get"),
+        ("/metrics", "get"),
     ] {
         let operation = &paths[path][method];
         assert!(operation.is_object(), "{method} {path} missing: {paths:?}");
@@ -926,7 +927,7 @@ fn the_openapi_document_names_every_route() {
             "{method} {path}"
         );
     }
-    assert_eq!(paths.len(), 12, "no route left out or added unnoticed");
+    assert_eq!(paths.len(), 13, "no route left out or added unnoticed");
     let schemas = doc["components"]["schemas"].as_object().unwrap();
     for name in [
         "HeartbeatRequest",
@@ -1665,6 +1666,7 @@ const OPEN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/groups/{group}/heartbeat"),
     ("GET", "/v1/openapi.json"),
     ("GET", "/healthz"),
+    ("GET", "/metrics"),
 ];
 
 fn is_open(method: &str, path: &str) -> bool {
