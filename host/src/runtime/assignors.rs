@@ -1,8 +1,11 @@
 //! Running the core's assignor calls: each on `spawn_blocking`, never on a
 //! request path and never under the core's lock, so that one group's slow
-//! assignor delays no other group's heartbeats. The answer (or the failure,
-//! as one line) goes back through `Coordinator::assignment_computed`, whose
-//! output is handled like any other.
+//! assignor delays no other group's heartbeats. A call runs under the host's
+//! limits lowered by the binding's; if it fails and the binding names a
+//! fallback, the fallback runs next, in the same blocking task. The answer
+//! (or the failure, as one line) goes back through
+//! `Coordinator::assignment_computed` (or `fallback_computed`), whose output
+//! is handled like any other.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -51,6 +54,9 @@ impl Runtime {
                     .memory_max_mib
                     .map(|mib| mib.saturating_mul(1 << 20)),
             );
+            // The fallback is the group's safety net: it runs under the
+            // host's ceilings, not the limits that distrust the bound module.
+            let fallback_limits = self.limits;
             let registry = self.registry.clone();
             let (bound, fallback) = (assignor.clone(), fallback.clone());
             let answered = tokio::task::spawn_blocking(move || {
@@ -58,7 +64,7 @@ impl Runtime {
                 let second = match (&first.result, &fallback) {
                     (Err(_), Some(fallback)) => Some((
                         fallback.clone(),
-                        call_module(&registry, fallback, &input, &limits),
+                        call_module(&registry, fallback, &input, &fallback_limits),
                     )),
                     _ => None,
                 };
