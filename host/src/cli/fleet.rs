@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use assignd_client::simulated::{Changelogs, Listener, MemoryStore, Rates, SimulatedWorker};
+use assignd_client::simulated::{
+    Changelogs, Listener, MemoryStore, Rates, SimulatedWorker, WorkerView,
+};
 use assignd_client::{ClientError, MemberConfig, Task};
 
 use crate::api::wire::{GroupState, GroupView};
@@ -540,6 +542,17 @@ impl Fleet {
         for group in &mut self.groups {
             group.draining.retain(|w| !w.worker.is_finished());
         }
+    }
+
+    /// The views of group `g`'s members (by number), live then draining.
+    pub fn views(&self, g: usize) -> Vec<(u64, WorkerView)> {
+        let group = &self.groups[g];
+        group
+            .live
+            .iter()
+            .chain(&group.draining)
+            .map(|w| (w.number, w.worker.view()))
+            .collect()
     }
 
     /// Every member leaves (concurrently).

@@ -2,6 +2,7 @@
 //! one place where errors become an `error: …` line and an exit code.
 
 mod admin_token;
+mod demo;
 mod fleet;
 mod limits;
 mod loadgen;
@@ -26,6 +27,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Watch the protocol work: a coordinator in process, a group of
+    /// simulated stateful workers scaled up and down on a schedule, and a
+    /// live summary every second.
+    Demo(demo::DemoArgs),
     /// Run an assignor offline on a GroupInput JSON file and print the
     /// Assignment JSON (the offline contract of DESIGN.md).
     Run(run::RunArgs),
@@ -73,6 +78,7 @@ pub fn main() -> ExitCode {
         )
         .init();
     let result = match cli.command {
+        Command::Demo(args) => demo::demo(args),
         Command::Run(args) => run::run(args),
         Command::Info(args) => run::info(args),
         Command::Sim(args) => sim::sim(args),
