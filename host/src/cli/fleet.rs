@@ -709,3 +709,85 @@ pub async fn probe(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_churn_spec_parses_into_timed_events_and_is_checked_against_the_counts() {
+        let events =
+            parse_churn("scale:10->20@10s, kill:2@12.5s,leave:3@13000ms,scale:15->4@20s").unwrap();
+        let kinds: Vec<(ChurnKind, Duration)> = events.iter().map(|e| (e.kind, e.at)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (
+                    ChurnKind::Scale { from: 10, to: 20 },
+                    Duration::from_secs(10)
+                ),
+                (ChurnKind::Kill(2), Duration::from_millis(12_500)),
+                (ChurnKind::Leave(3), Duration::from_secs(13)),
+                (
+                    ChurnKind::Scale { from: 15, to: 4 },
+                    Duration::from_secs(20)
+                ),
+            ]
+        );
+        assert_eq!(events[1].spec, "kill:2@12.5s");
+        assert_eq!(check_churn(&events, 10), Ok(()));
+        assert!(check_churn(&events, 9).unwrap_err().contains("not 10"));
+        for bad in [
+            "",
+            "scale:1->1@1s",
+            "scale:1->0@1s",
+            "scale:1-2@1s",
+            "kill:0@1s",
+            "kill:x@1s",
+            "scale:1->2@-1s",
+            "scale:1->2@1h",
+            "scale:1->20000@1s",
+        ] {
+            assert!(parse_churn(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_ledger_counts_moves_ownerless_and_restoring_time_and_double_ownership() {
+        let ledger = Ledger::new(1);
+        let (a, b) = (Task::new(TOPIC, 0), Task::new(TOPIC, 1));
+        // The first assignment: no move, nothing ownerless before it.
+        ledger.active(0, 1, &a, false);
+        ledger.active(0, 1, &b, true);
+        assert_eq!(ledger.holding(0).restoring, 1);
+        ledger.restored(0, 1, &b);
+        let window = ledger.open_window();
+        // a moves from member 1 to member 2 through a gap.
+        ledger.released(0, 1, std::slice::from_ref(&a));
+        assert_eq!(ledger.holding(0).ownerless, 1);
+        std::thread::sleep(Duration::from_millis(20));
+        ledger.active(0, 2, &a, true);
+        // b comes back to its owner: not a move.
+        ledger.released(0, 1, std::slice::from_ref(&b));
+        ledger.active(0, 1, &b, false);
+        let figures = ledger.window(0, window);
+        assert_eq!(figures.moved, 1);
+        assert_eq!(figures.double_ownership, 0);
+        assert_eq!(figures.ownerless_max, 1);
+        assert!(figures.ownerless_task_s >= 0.02, "{figures:?}");
+        assert_eq!(
+            ledger.holding(0),
+            Holding {
+                ownerless: 0,
+                restoring: 1,
+                doubled: 0
+            }
+        );
+        // A second owner is counted at once.
+        ledger.active(0, 3, &a, false);
+        assert_eq!(ledger.double_ownership(), 1);
+        assert_eq!(ledger.holding(0).doubled, 1);
+        ledger.released(0, 3, std::slice::from_ref(&a));
+        assert_eq!(ledger.holding(0).doubled, 0);
+    }
+}
