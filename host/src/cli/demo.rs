@@ -50,7 +50,8 @@ pub struct DemoArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
     listen: String,
     /// How long the schedule runs, in seconds, once the group first
-    /// settled (ctrl-c ends the demo earlier).
+    /// settled and its workers restored their state (ctrl-c ends the demo
+    /// earlier).
     #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u64).range(5..=86_400))]
     duration: u64,
     /// Tasks in the demo group.
@@ -282,9 +283,11 @@ async fn run(args: DemoArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         }
         let view = admin.group(GROUP).await.ok();
         show(&fleet, view.as_ref(), begun);
-        if view.is_some_and(|v| fleet::settling(&v, WORKERS_START as usize, tasks).settled) {
+        if view.is_some_and(|v| fleet::settling(&v, WORKERS_START as usize, tasks).settled)
+            && fleet.ledger.holding(0).restoring == 0
+        {
             say(&format!(
-                "--- {:>5.1}s the group is stable: every task active on one worker ---",
+                "--- {:>5.1}s the group is stable: every task active on one worker, its state restored ---",
                 begun.elapsed().as_secs_f64()
             ));
             break;
