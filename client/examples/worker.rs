@@ -54,6 +54,14 @@ struct Args {
     /// Drain (leave gracefully once the tasks moved) after this many seconds.
     #[arg(long)]
     drain_after: Option<u64>,
+    /// The group's member token, if its config has one.
+    #[arg(
+        long,
+        env = "ASSIGND_MEMBER_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    token: Option<String>,
 }
 
 /// How often the simulation advances.
@@ -131,6 +139,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = MemberConfig::new(&args.url, &args.group, args.topics.clone());
     if let Some(name) = &args.name {
         config = config.with_name(name);
+    }
+    if let Some(token) = &args.token {
+        config = config.with_member_token(token);
     }
     let lag_sim = sim.clone();
     let lags = move |assignment: &Assignment| lag_sim.lock().unwrap().lags(assignment);

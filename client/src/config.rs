@@ -11,7 +11,7 @@ pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 pub const EVENT_BUFFER_DEFAULT: usize = 1024;
 
 /// A member's identity and subscription.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct MemberConfig {
     /// The host's base URL, e.g. `http://127.0.0.1:7070`.
     pub url: String,
@@ -29,6 +29,26 @@ pub struct MemberConfig {
     pub request_timeout: Duration,
     /// How many events may wait for the application.
     pub event_buffer: usize,
+    /// The group's member token, sent as `Authorization: Bearer TOKEN` on
+    /// every heartbeat; needed when the group's config has one.
+    pub member_token: Option<String>,
+}
+
+impl std::fmt::Debug for MemberConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemberConfig")
+            .field("url", &self.url)
+            .field("group", &self.group)
+            .field("member_name", &self.member_name)
+            .field("topics", &self.topics)
+            .field("rack", &self.rack)
+            .field("capacity", &self.capacity)
+            .field("request_timeout", &self.request_timeout)
+            .field("event_buffer", &self.event_buffer)
+            // Never printed.
+            .field("member_token", &self.member_token.as_ref().map(|_| ".."))
+            .finish()
+    }
 }
 
 impl MemberConfig {
@@ -48,6 +68,7 @@ impl MemberConfig {
             capacity: 1,
             request_timeout: REQUEST_TIMEOUT_DEFAULT,
             event_buffer: EVENT_BUFFER_DEFAULT,
+            member_token: None,
         }
     }
 
@@ -72,6 +93,12 @@ impl MemberConfig {
         self
     }
 
+    /// Sends `token` as the group's member token.
+    pub fn with_member_token(mut self, token: impl Into<String>) -> Self {
+        self.member_token = Some(token.into());
+        self
+    }
+
     /// Checks what can be checked without asking the host.
     pub fn check(&self) -> Result<(), ClientError> {
         let fail = |m: &str| Err(ClientError::Config(m.to_owned()));
@@ -92,6 +119,11 @@ impl MemberConfig {
         }
         if self.event_buffer == 0 {
             return fail("the event buffer must hold at least one event");
+        }
+        if let Some(token) = &self.member_token
+            && (token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return fail("a member token must be visible ASCII characters, at least one");
         }
         Ok(())
     }

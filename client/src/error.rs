@@ -11,6 +11,10 @@ pub mod codes {
     pub const INVALID_REQUEST: &str = "invalid_request";
     pub const INVALID_JSON: &str = "invalid_json";
     pub const GROUP_FULL: &str = "group_full";
+    /// The group has a member token and the heartbeat carried none.
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    /// The heartbeat's token is not the group's member token.
+    pub const FORBIDDEN: &str = "forbidden";
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

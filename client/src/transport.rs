@@ -2,6 +2,8 @@
 //! answer. It owns the URL layout and the mapping of HTTP outcomes to
 //! [`ClientError`]; it never retries and holds no member state.
 
+use reqwest::header::{AUTHORIZATION, HeaderValue};
+
 use crate::ClientError;
 use crate::config::MemberConfig;
 use crate::wire::{ErrorBody, HeartbeatRequest, HeartbeatResponse};
@@ -12,6 +14,8 @@ const ERROR_BODY_LEN_MAX: usize = 512;
 pub struct Transport {
     client: reqwest::Client,
     heartbeat_url: reqwest::Url,
+    /// `Bearer TOKEN` of the member token, if any (marked sensitive).
+    authorization: Option<HeaderValue>,
 }
 
 impl Transport {
@@ -33,9 +37,15 @@ impl Transport {
             .connect_timeout(config.request_timeout)
             .build()
             .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?;
+        let authorization = config
+            .member_token
+            .as_ref()
+            .map(|token| bearer(token))
+            .transpose()?;
         Ok(Transport {
             client,
             heartbeat_url: url,
+            authorization,
         })
     }
 
@@ -43,10 +53,11 @@ impl Transport {
         &self,
         request: &HeartbeatRequest,
     ) -> Result<HeartbeatResponse, ClientError> {
-        let answer = self
-            .client
-            .post(self.heartbeat_url.clone())
-            .json(request)
+        let mut post = self.client.post(self.heartbeat_url.clone()).json(request);
+        if let Some(authorization) = &self.authorization {
+            post = post.header(AUTHORIZATION, authorization.clone());
+        }
+        let answer = post
             .send()
             .await
             .map_err(|e| ClientError::Transport(describe(&e)))?;
@@ -86,6 +97,14 @@ impl Transport {
             ))),
         }
     }
+}
+
+/// `Bearer TOKEN`, marked sensitive (kept out of debug output).
+fn bearer(token: &str) -> Result<HeaderValue, ClientError> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+        .map_err(|_| ClientError::Config("the member token is not a valid header value".into()))?;
+    value.set_sensitive(true);
+    Ok(value)
 }
 
 /// A reqwest error with its causes (reqwest's own text is often only "error

@@ -32,6 +32,8 @@ type Script = Box<dyn FnMut(usize, &HeartbeatRequest) -> Reply + Send>;
 struct Inner {
     script: Mutex<Script>,
     requests: Mutex<Vec<(String, Value)>>,
+    /// The `Authorization` header of each request, in order.
+    authorizations: Mutex<Vec<Option<String>>>,
     arrived: Notify,
 }
 
@@ -43,8 +45,13 @@ struct FakeHost {
 async fn heartbeat(
     State(inner): State<Arc<Inner>>,
     Path(group): Path<String>,
+    headers: axum::http::HeaderMap,
     body: String,
 ) -> Response {
+    let authorization = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap().to_owned());
+    inner.authorizations.lock().unwrap().push(authorization);
     let raw: Value = serde_json::from_str(&body).expect("the client sends JSON");
     let request: HeartbeatRequest =
         serde_json::from_value(raw.clone()).expect("the client sends a heartbeat");
@@ -74,6 +81,7 @@ impl FakeHost {
         let inner = Arc::new(Inner {
             script: Mutex::new(Box::new(script)),
             requests: Mutex::new(Vec::new()),
+            authorizations: Mutex::new(Vec::new()),
             arrived: Notify::new(),
         });
         let app = Router::new()
@@ -658,4 +666,57 @@ async fn dropping_the_event_receiver_leaves() {
     })
     .await
     .expect("the loop ended");
+}
+
+#[tokio::test]
+async fn a_member_token_is_sent_as_a_bearer_token_and_never_printed() {
+    let host = FakeHost::start(|index, _| match index {
+        0 => Reply::Error(401, "unauthorized"),
+        _ => Reply::Ok(answer("m-1", 1, &[0])),
+    })
+    .await;
+    let config = host.config().with_member_token("member-token-0123456789");
+    assert!(
+        !format!("{config:?}").contains("member-token-0123456789"),
+        "{config:?}"
+    );
+    let (_member, mut events) = Member::start(config, NoLags).unwrap();
+    // A refusal is an error event and the member retries.
+    match next_event(&mut events).await {
+        Event::Error(ClientError::Api { status, code, .. }) => {
+            assert_eq!(
+                (status, code.as_str()),
+                (401, assignd_client::codes::UNAUTHORIZED)
+            );
+        }
+        event => panic!("expected the 401, got {event:?}"),
+    }
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    host.request(1).await;
+    let authorizations = host.inner.authorizations.lock().unwrap().clone();
+    assert_eq!(
+        authorizations[..2],
+        [
+            Some("Bearer member-token-0123456789".to_owned()),
+            Some("Bearer member-token-0123456789".to_owned())
+        ]
+    );
+
+    // Without a token, no header.
+    let host = FakeHost::start(|_, _| Reply::Ok(answer("m-1", 1, &[0]))).await;
+    let (_member, _events) = Member::start(host.config(), NoLags).unwrap();
+    host.request(0).await;
+    assert_eq!(host.inner.authorizations.lock().unwrap()[0], None);
+
+    // A token that cannot be a header is refused before anything is sent.
+    for bad in ["", "two words", "line\nbreak"] {
+        let config = host.config().with_member_token(bad);
+        assert!(
+            matches!(Member::start(config, NoLags), Err(ClientError::Config(_))),
+            "{bad:?}"
+        );
+    }
 }

@@ -14,7 +14,8 @@
 //! two members), and a ledger fed by the members' own events (a task is
 //! entered on `Assigned`/`Promoted` and left on `Revoked` — before the
 //! acknowledgement — or `Lost`; entering a task another member has is a
-//! violation). Every wait polls with a deadline.
+//! violation). Every wait polls with a deadline. The group has a member
+//! token, which every member sends.
 
 mod common;
 
@@ -40,6 +41,9 @@ const POLL: Duration = Duration::from_millis(20);
 /// A learner's fake lag when it starts, and how fast it replays.
 const LEARNER_LAG_START: u64 = 2_000;
 const REPLAY_PER_SEC: f64 = 4_000.0;
+
+/// The group's member token: every worker heartbeats with it.
+const MEMBER_TOKEN: &str = "cluster-member-token-7d2e";
 
 /// The real server, killed on drop.
 struct Server {
@@ -279,6 +283,7 @@ impl Worker {
     fn start(base: &str, name: &str, ledger: &Arc<Mutex<Ledger>>) -> Worker {
         let config = MemberConfig::new(base, GROUP, ["orders"])
             .with_name(name)
+            .with_member_token(MEMBER_TOKEN)
             .with_request_timeout(Duration::from_secs(2));
         let (handle, mut events) = Member::start(config, lag_source()).expect("a valid config");
         let ledger = ledger.clone();
@@ -429,7 +434,8 @@ async fn members_scale_out_with_learners_restart_statically_and_drain_without_ov
             "heartbeat_interval_ms": 100,
             "session_timeout_ms": 3000,
             "registration_timeout_ms": 5000,
-            "acceptable_recovery_lag": 100
+            "acceptable_recovery_lag": 100,
+            "member_token": MEMBER_TOKEN
         }))
         .await;
     let ledger = Arc::new(Mutex::new(Ledger::default()));

@@ -20,6 +20,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, ResponseBuilder};
 
 use super::error::ApiError;
+use crate::protocol::core::ProtocolError;
+use crate::protocol::group::GroupConfig;
+use crate::runtime::MemberTokenChange;
 
 /// The shortest token accepted (admin or member).
 pub const TOKEN_LEN_MIN_BYTES: usize = 16;
@@ -64,7 +67,57 @@ pub fn digest(token: &str) -> [u8; 32] {
 /// The sha256 of `token`, lowercase hex: how a group's member token is
 /// kept in its config.
 pub fn digest_hex(token: &str) -> String {
-    digest(token).iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(64);
+    for byte in digest(token) {
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    hex
+}
+
+/// The sha256 (lowercase hex) of a heartbeat's bearer token, if it sent
+/// one; the runtime compares it with the group's member token.
+pub fn member_credential(headers: &HeaderMap) -> Option<String> {
+    match credential(headers) {
+        Credential::Missing => None,
+        Credential::Bearer(token) => Some(digest_hex(token)),
+    }
+}
+
+/// Splits the body of `PUT /v1/groups/{group}` into the core's config and
+/// what it does to the member token: `member_token` absent keeps the
+/// group's, `null` removes it, a string (checked by [`check_token`], else
+/// 400 `invalid_request`) becomes it, kept as its sha256. The rest is
+/// parsed as the core's `GroupConfig`, with the same messages as any JSON
+/// body; `member_token_sha256` is internal and refused.
+pub fn split_config(
+    mut body: serde_json::Map<String, serde_json::Value>,
+) -> Result<(GroupConfig, MemberTokenChange), ApiError> {
+    if body.contains_key("member_token_sha256") {
+        return Err(ApiError::InvalidJson(
+            "unknown field `member_token_sha256`: send the plaintext as `member_token`; the host \
+             keeps only its sha256"
+                .into(),
+        ));
+    }
+    let change = match body.remove("member_token") {
+        None => MemberTokenChange::Keep,
+        Some(serde_json::Value::Null) => MemberTokenChange::Set(None),
+        Some(serde_json::Value::String(token)) => {
+            check_token(&token)
+                .map_err(|e| ProtocolError::Invalid(format!("member_token: {e}")))?;
+            MemberTokenChange::Set(Some(digest_hex(&token)))
+        }
+        Some(other) => {
+            return Err(ApiError::InvalidJson(format!(
+                "member_token: expected a string or null, got {other}"
+            )));
+        }
+    };
+    let rest = serde_json::to_vec(&body).expect("a JSON map always serializes");
+    let axum::Json(config) = axum::Json::<GroupConfig>::from_bytes(&rest)?;
+    Ok((config, change))
 }
 
 /// Whether two digests are equal, looking at every byte whatever the

@@ -87,6 +87,12 @@ impl ApiError {
                 (StatusCode::BAD_REQUEST, "unknown_assignor")
             }
             ApiError::Runtime(RuntimeError::EmptyGroup(_)) => (StatusCode::CONFLICT, "empty_group"),
+            ApiError::Runtime(RuntimeError::MemberTokenMissing(_)) => {
+                (StatusCode::UNAUTHORIZED, "unauthorized")
+            }
+            ApiError::Runtime(RuntimeError::MemberTokenWrong(_)) => {
+                (StatusCode::FORBIDDEN, "forbidden")
+            }
             ApiError::Runtime(RuntimeError::AssignorFailed { .. }) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "assignor_failed")
             }

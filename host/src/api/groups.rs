@@ -11,7 +11,7 @@ use super::error::{ApiError, ApiJson, ApiPath};
 use super::views::{group_summary, group_view};
 use super::wire::{BindRequest, ErrorBody, GroupConfigDoc, GroupList, GroupView};
 use crate::protocol::core::ProtocolError;
-use crate::protocol::group::{BindingSpec, GroupConfig};
+use crate::protocol::group::BindingSpec;
 use crate::runtime::Runtime;
 
 /// Reads the view of `group` (404 if it does not exist).
@@ -27,7 +27,9 @@ async fn view(runtime: &Arc<Runtime>, group: &str) -> Result<GroupView, ApiError
 /// Only `topics` is required; every other field has a default. A change to
 /// the topics, the assignor, its params or the learner settings asks for a
 /// new target. The assignor is a built-in name, an uploaded module's id, or
-/// `name@version` of an uploaded module.
+/// `name@version` of an uploaded module. `member_token` (write-only) sets
+/// the token the group's heartbeats must carry, `null` removes it, and a
+/// body without it keeps the group's.
 #[utoipa::path(
     put,
     path = "/v1/groups/{group}",
@@ -46,10 +48,11 @@ async fn view(runtime: &Arc<Runtime>, group: &str) -> Result<GroupView, ApiError
 pub async fn put_group(
     State(runtime): State<Arc<Runtime>>,
     ApiPath(group): ApiPath<String>,
-    ApiJson(config): ApiJson<GroupConfig>,
+    ApiJson(body): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> Result<(StatusCode, Json<GroupView>), ApiError> {
     tracing::Span::current().record("group", group.as_str());
-    let created = runtime.configure(&group, config).await?;
+    let (config, member_token) = super::auth::split_config(body)?;
+    let created = runtime.configure(&group, config, member_token).await?;
     let status = if created {
         StatusCode::CREATED
     } else {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::HeaderMap;
 
+use super::auth;
 use super::error::{ApiError, ApiJson, ApiPath};
 use super::views::heartbeat_response;
 use super::wire::{ErrorBody, HeartbeatRequest, HeartbeatResponseBody, LagRow};
@@ -21,15 +23,22 @@ use crate::runtime::Runtime;
 /// response). The answer is the member's reconciled assignment: it may
 /// process `active`, must release `revoking` and report `owned` without
 /// them, and warms up `learner` and `standby` tasks.
+///
+/// A group with a member token (`member_token` in its config) needs it as
+/// `Authorization: Bearer TOKEN`; the admin token is not accepted in its
+/// place. A group without one takes any heartbeat.
 #[utoipa::path(
     post,
     path = "/v1/groups/{group}/heartbeat",
     tag = "members",
+    security((), ("member_token" = [])),
     params(("group" = String, Path, description = "The group's name")),
     request_body = HeartbeatRequest,
     responses(
         (status = 200, description = "The member's assignment", body = HeartbeatResponseBody),
         (status = 400, description = "`invalid_json`, `invalid_request`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the group has a member token and none was sent", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the token is not the group's member token", body = ErrorBody),
         (status = 404, description = "`unknown_group`, `unknown_member`", body = ErrorBody),
         (status = 409, description = "`fenced` (rejoin with epoch 0), `stale_epoch`, `not_owned`, `group_full`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
@@ -40,6 +49,7 @@ use crate::runtime::Runtime;
 pub async fn heartbeat(
     State(runtime): State<Arc<Runtime>>,
     ApiPath(group): ApiPath<String>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponseBody>, ApiError> {
     let span = tracing::Span::current();
@@ -67,7 +77,8 @@ pub async fn heartbeat(
         }),
         drain: body.drain,
     };
-    let response = runtime.heartbeat(&request).await?;
+    let token = auth::member_credential(&headers);
+    let response = runtime.heartbeat(&request, token.as_deref()).await?;
     if nameless_join {
         // A nameless join: the span gets the id the host just issued.
         span.record("member", response.member_id.as_str());

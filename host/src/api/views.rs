@@ -2,7 +2,7 @@
 //! the runtime's lock, so they only copy.
 
 use crate::protocol::core::{Coordinator, HeartbeatResponse};
-use crate::protocol::group::{Group, TaskRef};
+use crate::protocol::group::{Group, GroupConfig, TaskRef};
 use crate::protocol::reconcile::MemberState;
 
 use super::wire::{
@@ -107,7 +107,11 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
         .collect();
     Some(GroupView {
         name: group.name.clone(),
-        config: group.config.clone(),
+        config: GroupConfig {
+            member_token_sha256: None,
+            ..group.config.clone()
+        },
+        member_token: group.config.member_token_sha256.is_some(),
         group_epoch: group.group_epoch,
         target_epoch: group.target_epoch,
         state: group_state(group),

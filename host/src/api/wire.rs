@@ -236,8 +236,14 @@ pub struct LearnerView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct GroupView {
     pub name: String,
+    /// The config, without its member token (see `member_token`).
     #[schema(value_type = GroupConfigDoc)]
+    #[serde(serialize_with = "config_without_member_token")]
     pub config: GroupConfig,
+    /// Whether the group's heartbeats need a member token (the token
+    /// itself, or its hash, is never shown).
+    #[serde(default)]
+    pub member_token: bool,
     pub group_epoch: u64,
     pub target_epoch: u64,
     pub state: GroupState,
@@ -252,6 +258,18 @@ pub struct GroupView {
     /// kept across a restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignor_failures: Option<AssignorFailuresView>,
+}
+
+/// Serializes a config without `member_token_sha256`, whatever it holds.
+fn config_without_member_token<S: serde::Serializer>(
+    config: &GroupConfig,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let mut value = serde_json::to_value(config).map_err(serde::ser::Error::custom)?;
+    if let Some(map) = value.as_object_mut() {
+        map.remove("member_token_sha256");
+    }
+    value.serialize(serializer)
 }
 
 /// A group's assignor failures: the last one, and how many.
@@ -431,6 +449,12 @@ pub struct GroupConfigDoc {
     assignor_limits: Option<CallLimitsDoc>,
     /// An assignor that answers when the bound one fails.
     fallback_assignor: Option<String>,
+    /// Write-only: the token the group's members must send as
+    /// `Authorization: Bearer TOKEN` (16 to 1024 visible ASCII
+    /// characters). The host keeps only its sha256 and never shows it;
+    /// absent keeps the group's token, `null` removes it.
+    #[schema(min_length = 16, max_length = 1024, write_only)]
+    member_token: Option<String>,
 }
 
 /// An assignor this host can run: an uploaded module or a built-in.

@@ -16,6 +16,7 @@
 
 mod assignors;
 mod clock;
+mod member_token;
 mod preview;
 mod sink;
 
@@ -29,6 +30,7 @@ use crate::protocol::group::{BindingSpec, GroupConfig, Millis};
 use crate::registry::{Entry, Registry, RegistryError, Resolved};
 
 pub use clock::Clock;
+pub use member_token::MemberTokenChange;
 pub use preview::Preview;
 pub use sink::{CountingSink, PersistError, RecordQueue, RecordSink};
 
@@ -64,6 +66,14 @@ pub enum RuntimeError {
     /// every request is refused.
     #[error(transparent)]
     Storage(#[from] PersistError),
+    /// A heartbeat without a bearer token to a group with a member
+    /// token; nothing changed.
+    #[error("group {0:?} needs its member token: send `Authorization: Bearer TOKEN`")]
+    MemberTokenMissing(String),
+    /// A heartbeat whose bearer token is not its group's member token;
+    /// nothing changed.
+    #[error("the token is not group {0:?}'s member token")]
+    MemberTokenWrong(String),
     /// A bug: the core panicked while holding its lock.
     #[error("internal error: {0}")]
     Internal(&'static str),
@@ -198,16 +208,20 @@ impl Runtime {
     /// an uploaded module by id or `name@version`. It is resolved under the
     /// core's lock, which a delete also takes to check that no group names
     /// the module, so a module cannot vanish from under a binding.
+    /// `member_token` sets, removes or keeps the group's member token (in
+    /// place of `config.member_token_sha256`), under the same lock.
     pub async fn configure(
         self: &Arc<Self>,
         group: &str,
-        config: GroupConfig,
+        mut config: GroupConfig,
+        member_token: MemberTokenChange,
     ) -> Result<bool, RuntimeError> {
         crate::protocol::core::check_config(&config)?;
         self.check_params(&config.binding_spec()).await?;
         self.execute(|core, now| {
             self.check_resolves(&config.binding_spec())?;
             let created = core.group(group).is_none();
+            config.member_token_sha256 = member_token.apply(core.group(group));
             let output = core.configure(group, config, now)?;
             Ok((created, output))
         })
@@ -325,13 +339,20 @@ impl Runtime {
         Ok(entry)
     }
 
-    /// One member heartbeat (join, heartbeat, leave).
+    /// One member heartbeat (join, heartbeat, leave). `member_token_sha256`
+    /// is the sha256 (lowercase hex) of the bearer token the member sent,
+    /// if any: a group with a member token refuses a heartbeat without it
+    /// (`MemberTokenMissing`) or with another (`MemberTokenWrong`).
     pub async fn heartbeat(
         self: &Arc<Self>,
         request: &Heartbeat,
+        member_token_sha256: Option<&str>,
     ) -> Result<HeartbeatResponse, RuntimeError> {
-        self.execute(|core, now| Ok(core.heartbeat(request, now)?))
-            .await
+        self.execute(|core, now| {
+            member_token::check(core.group(&request.group), member_token_sha256)?;
+            Ok(core.heartbeat(request, now)?)
+        })
+        .await
     }
 
     /// An admin drain of a member (by member id or static name); returns
