@@ -117,8 +117,9 @@ pub fn openapi() -> &'static utoipa::openapi::OpenApi {
 
 /// The application: every route (the admin routes behind `admin`, the
 /// admin token), JSON fallbacks for unknown routes and wrong methods, the
-/// body limit, panics answered as 500, and one tracing span per request
-/// (with `group` and `member` fields the handlers fill).
+/// body limit, panics answered as 500, one tracing span per request
+/// (with `group` and `member` fields the handlers fill), and every
+/// request timed by route template and status.
 pub fn app(runtime: Arc<Runtime>, admin: AdminToken) -> axum::Router {
     let (router, _) = routes(Some(Arc::new(admin))).split_for_parts();
     router
@@ -129,6 +130,7 @@ pub fn app(runtime: Arc<Runtime>, admin: AdminToken) -> axum::Router {
             |_panic: Box<dyn std::any::Any + Send>| ApiError::Panicked.into_response(),
         ))
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(axum::middleware::from_fn(metrics::observe_request))
         .with_state(runtime)
 }
 

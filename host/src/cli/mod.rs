@@ -21,8 +21,26 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "assignd", version, about)]
 pub struct Cli {
+    /// How log lines are written on stderr: `text` for people, `json` (one
+    /// object per line, with the fields of every enclosing span) for log
+    /// collectors. Levels come from RUST_LOG (default `warn`).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = LogFormat::Text,
+        env = "ASSIGND_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The format of the log lines on stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,13 +88,7 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    init_logs(cli.log_format);
     let result = match cli.command {
         Command::Demo(args) => demo::demo(args),
         Command::Run(args) => run::run(args),
@@ -97,6 +109,21 @@ pub fn main() -> ExitCode {
             eprintln!("error: {}", one_line.join("; "));
             ExitCode::from(failure.exit_code)
         }
+    }
+}
+
+/// Logs go to stderr (stdout is each command's output), filtered by
+/// RUST_LOG (default `warn`).
+fn init_logs(format: LogFormat) {
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        );
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().with_current_span(false).init(),
     }
 }
 

@@ -11,6 +11,9 @@
 //! as a new segment (temporary file, fsync, rename, fsync of the folder)
 //! and deletes every older segment, whose records those snapshots replace.
 //! So the log's size tracks the live state, not the history.
+//!
+//! Metrics: each append's write and fsync durations, its size in records,
+//! and the records appended (`assignd_log_*`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -154,18 +157,24 @@ impl LogSink {
             encode(record, &mut inner.buffer);
             inner.shadow.apply(record);
         }
+        let started = Instant::now();
         inner
             .file
             .write_all(&inner.buffer)
             .map_err(io_error("writing the record log"))?;
+        metrics::histogram!("assignd_log_write_seconds").record(started.elapsed().as_secs_f64());
+        metrics::histogram!("assignd_log_batch_records").record(records.len() as f64);
+        metrics::counter!("assignd_log_records_total").increment(records.len() as u64);
         if inner.fsync == FsyncPolicy::Always {
             let started = Instant::now();
             inner
                 .file
                 .sync_data()
                 .map_err(io_error("fsync of the record log"))?;
+            let elapsed = started.elapsed();
+            metrics::histogram!("assignd_log_fsync_seconds").record(elapsed.as_secs_f64());
             self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-            let micros = started.elapsed().as_micros() as u64;
+            let micros = elapsed.as_micros() as u64;
             self.stats
                 .last_fsync_micros
                 .store(micros, Ordering::Relaxed);

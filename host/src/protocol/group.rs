@@ -503,7 +503,10 @@ impl Group {
                 self.holdings.member(slot).is_some_and(|a| {
                     a.epoch == self.target_epoch
                         && a.revoking.is_empty()
-                        && a.active == self.target_of(slot).active
+                        && self
+                            .target
+                            .get(slot)
+                            .map_or(a.active.is_empty(), |t| a.active == t.active)
                 })
             })
     }

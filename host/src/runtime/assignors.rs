@@ -5,7 +5,10 @@
 //! fallback, the fallback runs next, in the same blocking task. The answer
 //! (or the failure, as one line) goes back through
 //! `Coordinator::assignment_computed` (or `fallback_computed`), whose output
-//! is handled like any other.
+//! is handled like any other. Each call runs in a tracing span
+//! `assignor_call` with its group, epoch and module (the fallback's run in
+//! a nested `fallback_call` naming the fallback), so every line it logs,
+//! the guest's included, carries them.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,6 +18,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
 use assignd_guest_sdk::{Assignment, GroupInput};
+use tracing::Instrument;
 
 use crate::plugins::{BUILTIN_NAMES, GuestLogLine, Limits, PluginError};
 use crate::protocol::core::AssignorCall;
@@ -38,6 +42,13 @@ impl Runtime {
         self: Arc<Self>,
         call: AssignorCall,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        let span = tracing::info_span!(
+            "assignor_call",
+            group = call.group.as_str(),
+            epoch = call.epoch,
+            module = call.assignor.as_str(),
+        );
+        let blocking_span = span.clone();
         Box::pin(async move {
             let AssignorCall {
                 group,
@@ -60,12 +71,18 @@ impl Runtime {
             let registry = self.registry.clone();
             let (bound, fallback) = (assignor.clone(), fallback.clone());
             let answered = tokio::task::spawn_blocking(move || {
+                let _span = blocking_span.enter();
                 let first = call_module(&registry, &bound, &input, &limits);
                 let second = match (&first.result, &fallback) {
-                    (Err(_), Some(fallback)) => Some((
-                        fallback.clone(),
-                        call_module(&registry, fallback, &input, &fallback_limits),
-                    )),
+                    (Err(_), Some(fallback)) => {
+                        let _fallback =
+                            tracing::info_span!("fallback_call", module = fallback.as_str())
+                                .entered();
+                        Some((
+                            fallback.clone(),
+                            call_module(&registry, fallback, &input, &fallback_limits),
+                        ))
+                    }
                     _ => None,
                 };
                 (first, second)
@@ -108,7 +125,8 @@ impl Runtime {
             }
             self.calls_finished.fetch_add(1, Ordering::SeqCst);
             self.calls_in_flight.fetch_sub(1, Ordering::SeqCst);
-        })
+        }
+        .instrument(span))
     }
 
     /// Compiles every built-in assignor in the background, so that a
@@ -173,6 +191,8 @@ impl ModuleCall {
         match self.result {
             Ok(outcome) => {
                 metrics::counter!("assignd_assignor_calls_total", &labels).increment(1);
+                metrics::histogram!("assignd_assignor_fuel", &labels)
+                    .record(outcome.stats.fuel as f64);
                 tracing::debug!(
                     group,
                     epoch,

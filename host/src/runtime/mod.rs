@@ -17,12 +17,13 @@
 mod assignors;
 mod clock;
 mod member_token;
+mod observe;
 mod preview;
 mod sink;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::plugins::{BUILTIN_NAMES, Limits, PluginEngine};
 use crate::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, Output, ProtocolError};
@@ -97,6 +98,8 @@ pub struct Runtime {
     limits: Limits,
     calls_in_flight: AtomicU64,
     calls_finished: AtomicU64,
+    /// Rebalances in progress, fed every record under the core's lock.
+    rebalances: Mutex<observe::Rebalances>,
 }
 
 impl Runtime {
@@ -136,6 +139,7 @@ impl Runtime {
             limits: config.limits,
             calls_in_flight: AtomicU64::new(0),
             calls_finished: AtomicU64::new(0),
+            rebalances: Mutex::default(),
         })
     }
 
@@ -183,6 +187,10 @@ impl Runtime {
                 .map_err(|_| RuntimeError::Internal("the coordinator core panicked earlier"))?;
             let now = self.clock.now();
             let (value, output) = step(&mut core, now)?;
+            if !output.records.is_empty() {
+                let mut rebalances = self.rebalances.lock().unwrap_or_else(|e| e.into_inner());
+                rebalances.observe(&output.records, now, observe::record);
+            }
             let durable = self.queue.submit(output.records);
             (value, durable, output.assignor_calls)
         };
@@ -370,14 +378,26 @@ impl Runtime {
         self.execute(|core, now| Ok(((), core.tick(now)))).await
     }
 
+    /// Scans the core once (under its lock) and sets the group and member
+    /// gauges (after it).
+    pub fn refresh_gauges(&self) {
+        let figures = match self.core.lock() {
+            Ok(core) => observe::scan(&core),
+            Err(_) => return,
+        };
+        observe::publish(&figures);
+    }
+
     /// Ticks every `period` until the runtime is dropped (the task holds no
-    /// strong reference) or the task is aborted.
+    /// strong reference) or the task is aborted; refreshes the gauges at
+    /// most once a second, after a tick.
     pub fn spawn_ticker(self: &Arc<Self>, period: Duration) -> tokio::task::JoinHandle<()> {
         let weak: Weak<Runtime> = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut interval = tokio::time::interval(period);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut failing = false;
+            let mut scanned: Option<Instant> = None;
             loop {
                 interval.tick().await;
                 let Some(runtime) = weak.upgrade() else {
@@ -391,6 +411,12 @@ impl Runtime {
                         failing = true;
                     }
                     Err(_) => {}
+                }
+                if scanned.is_none_or(|at| {
+                    at.elapsed() >= Duration::from_millis(observe::SCAN_INTERVAL_MS)
+                }) {
+                    runtime.refresh_gauges();
+                    scanned = Some(Instant::now());
                 }
             }
         })

@@ -1,0 +1,365 @@
+//! Operability end to end, on the real binary:
+//!
+//! - `GET /metrics` (no token) describes every metric with HELP and TYPE
+//!   lines, and its figures move as a group forms: installed targets and
+//!   rebalance durations, members and groups by state, epochs, HTTP latency
+//!   of the heartbeat route (by its template), log appends and fsyncs,
+//!   assignor calls and their fuel;
+//! - `assignd serve --log-format json` writes one JSON object per line on
+//!   stderr (an assignor call's lines carry its span's group, epoch and
+//!   module), while stdout keeps its single `listening on` line.
+//!
+//! Every wait polls with a deadline; servers are killed by drop guards.
+
+mod common;
+
+use common::{ADMIN_TOKEN, Server};
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Every metric the host describes, with its Prometheus type.
+const METRICS: &[(&str, &str)] = &[
+    ("assignd_groups", "gauge"),
+    ("assignd_members", "gauge"),
+    ("assignd_group_epoch", "gauge"),
+    ("assignd_group_target_epoch", "gauge"),
+    ("assignd_tasks_revoking", "gauge"),
+    ("assignd_learners_pending", "gauge"),
+    ("assignd_rebalances_total", "counter"),
+    ("assignd_rebalance_seconds", "histogram"),
+    ("assignd_assignor_calls_total", "counter"),
+    ("assignd_assignor_call_seconds", "histogram"),
+    ("assignd_assignor_fuel", "histogram"),
+    ("assignd_http_request_seconds", "histogram"),
+    ("assignd_log_write_seconds", "histogram"),
+    ("assignd_log_fsync_seconds", "histogram"),
+    ("assignd_log_batch_records", "histogram"),
+    ("assignd_log_records_total", "counter"),
+];
+
+fn scrape(server: &Server) -> String {
+    let mut response = Server::agent()
+        .get(format!("{}/metrics", server.base))
+        .call()
+        .expect("GET /metrics");
+    assert_eq!(response.status().as_u16(), 200, "no token needed");
+    response
+        .body_mut()
+        .read_to_string()
+        .expect("the metrics text")
+}
+
+/// The sum of every sample of `name` whose labels include all of
+/// `labels` (0 if there is none).
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (series_name, series_labels) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.strip_suffix('}')?),
+                None => (series, ""),
+            };
+            if series_name != name {
+                return None;
+            }
+            let present: BTreeSet<&str> = series_labels.split(',').collect();
+            labels
+                .iter()
+                .all(|(k, v)| present.contains(format!("{k}=\"{v}\"").as_str()))
+                .then(|| value.parse::<f64>().expect("a number"))
+        })
+        .sum()
+}
+
+/// Polls `check` on fresh scrapes until it holds.
+fn eventually(server: &Server, what: &str, check: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let text = scrape(server);
+        if check(&text) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{what}: not in time:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A dynamic member over raw HTTP: what it was told last.
+struct Member {
+    id: String,
+    epoch: u64,
+    active: Vec<Value>,
+}
+
+fn heartbeat(server: &Server, group: &str, body: &Value) -> Value {
+    let (status, answer) =
+        server.call("POST", &format!("/v1/groups/{group}/heartbeat"), Some(body));
+    assert_eq!(status, 200, "heartbeat: {answer}");
+    answer
+}
+
+impl Member {
+    fn join(server: &Server, group: &str) -> Member {
+        let answer = heartbeat(
+            server,
+            group,
+            &json!({"member_id": "", "member_epoch": 0, "topics": ["orders"]}),
+        );
+        let mut member = Member {
+            id: String::new(),
+            epoch: 0,
+            active: Vec::new(),
+        };
+        member.absorb(&answer);
+        member
+    }
+
+    /// Reports holding its active tasks (revoked ones released).
+    fn beat(&mut self, server: &Server, group: &str) {
+        let answer = heartbeat(
+            server,
+            group,
+            &json!({"member_id": self.id, "member_epoch": self.epoch, "owned": self.active}),
+        );
+        self.absorb(&answer);
+    }
+
+    fn absorb(&mut self, answer: &Value) {
+        self.id = answer["member_id"].as_str().expect("member_id").to_owned();
+        self.epoch = answer["member_epoch"].as_u64().expect("member_epoch");
+        self.active = answer["active"].as_array().expect("active").clone();
+    }
+}
+
+/// Creates `group` (6 tasks, no learners, short batching) and joins
+/// `count` members; heartbeats them until the group is stable with every
+/// task active. Returns the group's view.
+fn stable_group(server: &Server, group: &str, count: usize) -> Value {
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 6}],
+        "assignor": "range",
+        "learners": "off",
+        "expansion_timeout_ms": 100,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let mut members: Vec<Member> = (0..count).map(|_| Member::join(server, group)).collect();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        for member in &mut members {
+            member.beat(server, group);
+        }
+        let (status, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+        assert_eq!(status, 200, "{view}");
+        let held: usize = members.iter().map(|m| m.active.len()).sum();
+        if view["state"] == "stable" && held == 6 {
+            return view;
+        }
+        assert!(Instant::now() < deadline, "not stable in time: {view}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn metrics_are_described_and_move_as_a_group_forms() {
+    let server = Server::start(&common::scratch("metrics"), &[]);
+    let group = "metrics-app";
+    let heartbeat_route = [
+        ("method", "POST"),
+        ("route", "/v1/groups/{group}/heartbeat"),
+        ("status", "200"),
+    ];
+
+    let before = scrape(&server);
+    let heartbeats_before = sample(
+        &before,
+        "assignd_http_request_seconds_count",
+        &heartbeat_route,
+    );
+    let fsyncs_before = sample(&before, "assignd_log_fsync_seconds_count", &[]);
+    let records_before = sample(&before, "assignd_log_records_total", &[]);
+    assert_eq!(
+        sample(&before, "assignd_rebalances_total", &[("group", group)]),
+        0.0
+    );
+
+    let view = stable_group(&server, group, 3);
+    let epoch = view["group_epoch"].as_u64().unwrap() as f64;
+    let g = [("group", group)];
+
+    // The gauges follow within the ticker's second.
+    let text = eventually(&server, "the group's gauges", |text| {
+        sample(
+            text,
+            "assignd_members",
+            &[("group", group), ("state", "stable")],
+        ) == 3.0
+            && sample(text, "assignd_members", &g) == 3.0
+            && sample(text, "assignd_group_epoch", &g) == epoch
+            && sample(text, "assignd_group_target_epoch", &g) == epoch
+            && sample(text, "assignd_groups", &[("state", "stable")]) >= 1.0
+    });
+    assert_eq!(sample(&text, "assignd_tasks_revoking", &g), 0.0);
+    assert_eq!(sample(&text, "assignd_learners_pending", &g), 0.0);
+    assert_eq!(
+        sample(&text, "assignd_groups", &[("state", "assigning")]),
+        0.0
+    );
+
+    // Counters and histograms moved.
+    assert!(
+        sample(&text, "assignd_rebalances_total", &g) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        sample(&text, "assignd_rebalance_seconds_count", &[]) >= 1.0,
+        "{text}"
+    );
+    let module = [("group", group), ("module", "range")];
+    assert!(sample(&text, "assignd_assignor_calls_total", &module) >= 1.0);
+    assert!(sample(&text, "assignd_assignor_call_seconds_count", &module) >= 1.0);
+    assert!(sample(&text, "assignd_assignor_fuel_count", &module) >= 1.0);
+    assert!(sample(&text, "assignd_assignor_fuel_sum", &module) > 0.0);
+    let heartbeats = sample(
+        &text,
+        "assignd_http_request_seconds_count",
+        &heartbeat_route,
+    );
+    assert!(
+        heartbeats >= heartbeats_before + 6.0,
+        "{heartbeats_before} -> {heartbeats}"
+    );
+    assert!(sample(&text, "assignd_log_fsync_seconds_count", &[]) > fsyncs_before);
+    assert!(sample(&text, "assignd_log_write_seconds_count", &[]) >= 1.0);
+    assert!(sample(&text, "assignd_log_batch_records_count", &[]) >= 1.0);
+    assert!(sample(&text, "assignd_log_records_total", &[]) > records_before);
+
+    // Routes are templates, never raw paths: no series names the group
+    // in its route.
+    assert!(
+        !text.contains(&format!("route=\"/v1/groups/{group}")),
+        "a raw path as a label"
+    );
+    // An unknown path is one bounded series.
+    let (status, _) = server.call("GET", "/no/such/path", None);
+    assert_eq!(status, 404);
+    eventually(&server, "the unmatched route", |text| {
+        sample(
+            text,
+            "assignd_http_request_seconds_count",
+            &[("route", "unmatched"), ("status", "404")],
+        ) >= 1.0
+    });
+
+    // Every metric has its help and type.
+    for (name, kind) in METRICS {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("# HELP {name} "))),
+            "no HELP line for {name}:\n{text}"
+        );
+        assert!(
+            text.lines().any(|l| l == format!("# TYPE {name} {kind}")),
+            "no TYPE line for {name} ({kind}):\n{text}"
+        );
+    }
+}
+
+/// Sends every line of `stream` to the returned channel.
+fn lines(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
+/// The next line, within the deadline.
+fn next_line(receiver: &mpsc::Receiver<String>, deadline: Instant, what: &str) -> String {
+    let left = deadline.saturating_duration_since(Instant::now());
+    receiver
+        .recv_timeout(left)
+        .unwrap_or_else(|e| panic!("{what}: no line in time ({e})"))
+}
+
+#[test]
+fn serve_writes_json_logs_on_stderr_and_only_its_address_on_stdout() {
+    let dir = common::scratch("json-logs");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
+        .args(["serve", "--log-format", "json", "--listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(&dir)
+        .env("ASSIGND_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("RUST_LOG", "info,assignd::runtime::assignors=debug")
+        .env_remove("ASSIGND_LOG_FORMAT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start assignd serve");
+    let stdout = lines(child.stdout.take().unwrap());
+    let stderr = lines(child.stderr.take().unwrap());
+    // Killed on drop from here on.
+    let mut server = Server {
+        child,
+        base: String::new(),
+    };
+    let deadline = Instant::now() + common::SERVE_START_DEADLINE;
+    let first = next_line(&stdout, deadline, "stdout");
+    server.base = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
+        .to_owned();
+
+    // Every stderr line is a JSON object; the first says it is serving.
+    let deadline = Instant::now() + DEADLINE;
+    let parse = |line: &str| -> Value {
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"))
+    };
+    let serving = loop {
+        let line = parse(&next_line(&stderr, deadline, "stderr"));
+        assert!(line["level"].is_string(), "{line}");
+        assert!(line["timestamp"].is_string(), "{line}");
+        if line["fields"]["message"] == "serving" {
+            break line;
+        }
+    };
+    assert_eq!(serving["level"], "INFO");
+    assert!(serving["fields"]["address"].is_string(), "{serving}");
+
+    // An assignor call's lines carry its span: group, epoch, module.
+    stable_group(&server, "json-app", 1);
+    let answered = loop {
+        let line = parse(&next_line(&stderr, deadline, "stderr"));
+        if line["fields"]["message"] == "assignor answered" {
+            break line;
+        }
+    };
+    let span = answered["spans"]
+        .as_array()
+        .and_then(|spans| spans.iter().find(|s| s["name"] == "assignor_call"))
+        .unwrap_or_else(|| panic!("no assignor_call span: {answered}"));
+    assert_eq!(span["group"], "json-app", "{answered}");
+    assert_eq!(span["module"], "range", "{answered}");
+    assert!(span["epoch"].as_u64().is_some_and(|e| e >= 1), "{answered}");
+
+    // Nothing more on stdout.
+    assert!(
+        stdout.try_recv().is_err(),
+        "stdout has only the listening line"
+    );
+}
