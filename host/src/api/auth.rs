@@ -10,9 +10,10 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::Response;
 use sha2::{Digest, Sha256};
@@ -77,11 +78,18 @@ pub fn digest_hex(token: &str) -> String {
 }
 
 /// The sha256 (lowercase hex) of a heartbeat's bearer token, if it sent
-/// one; the runtime compares it with the group's member token.
-pub fn member_credential(headers: &HeaderMap) -> Option<String> {
-    match credential(headers) {
-        Credential::Missing => None,
-        Credential::Bearer(token) => Some(digest_hex(token)),
+/// one; the runtime compares it with the group's member token. Extracting
+/// it reads the one header (no copy of the others).
+pub struct MemberCredential(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for MemberCredential {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(MemberCredential(match credential(&parts.headers) {
+            Credential::Missing => None,
+            Credential::Bearer(token) => Some(digest_hex(token)),
+        }))
     }
 }
 

@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::HeaderMap;
 
-use super::auth;
+use super::auth::MemberCredential;
 use super::error::{ApiError, ApiJson, ApiPath};
 use super::views::heartbeat_response;
 use super::wire::{ErrorBody, HeartbeatRequest, HeartbeatResponseBody, LagRow};
@@ -49,7 +48,7 @@ use crate::runtime::Runtime;
 pub async fn heartbeat(
     State(runtime): State<Arc<Runtime>>,
     ApiPath(group): ApiPath<String>,
-    headers: HeaderMap,
+    MemberCredential(token): MemberCredential,
     ApiJson(body): ApiJson<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponseBody>, ApiError> {
     let span = tracing::Span::current();
@@ -77,7 +76,6 @@ pub async fn heartbeat(
         }),
         drain: body.drain,
     };
-    let token = auth::member_credential(&headers);
     let response = runtime.heartbeat(&request, token.as_deref()).await?;
     if nameless_join {
         // A nameless join: the span gets the id the host just issued.
