@@ -42,7 +42,10 @@ impl Runtime {
         self: Arc<Self>,
         call: AssignorCall,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
-        let span = tracing::info_span!(
+        // At warn level, so that under the default filter (`warn`) the
+        // lines that show (a failure, a guest's warnings) still carry the
+        // call's group, epoch and module.
+        let span = tracing::warn_span!(
             "assignor_call",
             group = call.group.as_str(),
             epoch = call.epoch,
@@ -76,7 +79,7 @@ impl Runtime {
                 let second = match (&first.result, &fallback) {
                     (Err(_), Some(fallback)) => {
                         let _fallback =
-                            tracing::info_span!("fallback_call", module = fallback.as_str())
+                            tracing::warn_span!("fallback_call", module = fallback.as_str())
                                 .entered();
                         Some((
                             fallback.clone(),
