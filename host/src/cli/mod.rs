@@ -4,6 +4,7 @@
 mod admin_token;
 mod demo;
 mod fleet;
+mod component;
 mod limits;
 mod loadgen;
 mod log;
@@ -70,6 +71,8 @@ enum Command {
     Assignor(remote::AssignorArgs),
     /// The groups of a running host: create, show, list, drain.
     Group(remote::GroupArgs),
+    /// Make an uploadable component of a guest crate's core module.
+    Component(component::ComponentArgs),
 }
 
 /// Exit code of a run that failed on bad input or an unusable module.
@@ -99,6 +102,7 @@ pub fn main() -> ExitCode {
         Command::Loadgen(args) => loadgen::loadgen(args),
         Command::Assignor(args) => remote::assignor(args),
         Command::Group(args) => remote::group(args),
+        Command::Component(args) => component::component(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
