@@ -172,6 +172,15 @@ fn tick(c: &mut Criterion) {
     c.bench_function(&format!("tick/groups/{GROUPS}"), |b| {
         b.iter(|| black_box(core.tick(black_box(now))))
     });
+    // The runtime's once-a-second scan for the group and member gauges,
+    // under the core's lock, and setting the gauges after it.
+    c.bench_function(&format!("metrics_scan/groups/{GROUPS}"), |b| {
+        b.iter(|| black_box(assignd::runtime::observe::scan(black_box(&core))))
+    });
+    let figures = assignd::runtime::observe::scan(&core);
+    c.bench_function(&format!("metrics_publish/groups/{GROUPS}"), |b| {
+        b.iter(|| assignd::runtime::observe::publish(black_box(&figures)))
+    });
 }
 
 criterion_group!(benches, steady_and_join, tick);

@@ -17,7 +17,7 @@
 mod assignors;
 mod clock;
 mod member_token;
-mod observe;
+pub mod observe;
 mod preview;
 mod sink;
 

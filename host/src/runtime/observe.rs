@@ -203,7 +203,6 @@ pub fn record(event: RebalanceEvent<'_>) {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::time::Instant;
 
     use assignor_sticky::Sticky;
 
@@ -385,37 +384,20 @@ mod tests {
     /// members it takes about 1 ms optimised (opt-level 2), 8 ms in a debug
     /// build; the bound is loose, for a loaded machine's debug build.
     #[test]
-    fn a_scan_of_a_thousand_groups_is_cheap() {
+    fn a_scan_counts_a_thousand_stable_groups() {
+        // Its cost is measured by `cargo bench --bench heartbeat`
+        // (`metrics_scan/groups/1000`), not here.
         let mut core = Coordinator::new(7);
         let mut log = Vec::new();
         for g in 0..1_000 {
             stable_group(&mut core, &format!("group-{g}"), 4, &mut log);
         }
-        let mut scans = Vec::new();
-        let mut publishes = Vec::new();
-        let mut figures = Vec::new();
-        for _ in 0..20 {
-            let started = Instant::now();
-            figures = scan(&core);
-            scans.push(started.elapsed());
-            let started = Instant::now();
-            publish(&figures);
-            publishes.push(started.elapsed());
-        }
-        scans.sort();
-        publishes.sort();
-        let (scan_median, publish_median) = (scans[10], publishes[10]);
-        eprintln!(
-            "scan of 1,000 groups: median {scan_median:?}; publish: median {publish_median:?}"
-        );
+        let figures = scan(&core);
+        publish(&figures);
         let states: BTreeMap<&str, usize> = figures.iter().fold(BTreeMap::new(), |mut m, f| {
             *m.entry(f.state.label()).or_default() += 1;
             m
         });
         assert_eq!(states, BTreeMap::from([("stable", 1_000)]));
-        assert!(
-            scan_median.as_millis() < 50,
-            "a scan of 1,000 groups took {scan_median:?}"
-        );
     }
 }
