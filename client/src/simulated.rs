@@ -35,6 +35,12 @@ pub trait StateStore: Send + 'static {
     /// This member's checkpoint of `task` (0 if it has none).
     fn checkpoint(&self, task: &Task) -> u64;
     fn set_checkpoint(&mut self, task: &Task, offset: u64);
+    /// Every task this member keeps a checkpoint of, if the store can
+    /// tell: their lags are reported too, so the host can give a task
+    /// whose owner is gone to a member that is still warm on it.
+    fn kept(&self) -> Vec<Task> {
+        Vec::new()
+    }
 }
 
 /// The changelogs of one group, shared by the members of a process: end
@@ -95,6 +101,9 @@ impl StateStore for MemoryStore {
     }
     fn set_checkpoint(&mut self, task: &Task, offset: u64) {
         self.checkpoints.insert(task.clone(), offset);
+    }
+    fn kept(&self) -> Vec<Task> {
+        self.checkpoints.keys().cloned().collect()
     }
 }
 
@@ -179,13 +188,29 @@ impl<S: StateStore> TaskStates<S> {
         }
     }
 
-    /// The lag rows to report for `assignment`: its learners and standbys.
+    /// The lag rows to report for `assignment`: its learners and
+    /// standbys, and every other task whose state the store keeps but
+    /// that is not active here (as Kafka Streams reports the offsets of
+    /// every local state directory).
     pub fn lags(&self, assignment: &Assignment) -> Vec<(Task, u64)> {
-        assignment
+        let mut tasks: BTreeSet<Task> = assignment
             .learner
             .iter()
             .chain(&assignment.standby)
-            .map(|task| (task.clone(), self.lag(task)))
+            .cloned()
+            .collect();
+        tasks.extend(
+            self.store
+                .kept()
+                .into_iter()
+                .filter(|t| !assignment.active.contains(t) && !assignment.revoking.contains(t)),
+        );
+        tasks
+            .into_iter()
+            .map(|task| {
+                let lag = self.lag(&task);
+                (task, lag)
+            })
             .collect()
     }
 
@@ -548,9 +573,16 @@ mod tests {
         }
         assert_eq!(changelogs.end(&task(0)), 1_011);
 
-        // A role taken away keeps the state, as on disk.
+        // A role taken away keeps the state, as on disk, and its lag is
+        // still reported; an active task's is not.
         learner.set(&[task(0)], None);
         assert_eq!(learner.role(&task(0)), None);
         assert_eq!(learner.lag(&task(0)), 1);
+        assert_eq!(learner.lags(&Assignment::default()), vec![(task(0), 1)]);
+        let owning = Assignment {
+            active: [task(0)].into(),
+            ..Assignment::default()
+        };
+        assert_eq!(owner.lags(&owning), vec![]);
     }
 }
