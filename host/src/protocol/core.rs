@@ -1424,18 +1424,27 @@ fn safe_target(
             })
             .map(|(task, to)| ((*task).clone(), to.clone()))
             .collect();
+        // Who is caught up on what, from the reported lags (a member reports
+        // only the tasks whose state it keeps): the searches below look at
+        // those, not at every member or every task a holder has.
+        let mut caught_up_on: BTreeMap<&TaskRef, Vec<&String>> = BTreeMap::new();
+        for (slot, lags) in &liveness.lags {
+            if group.members.get(slot).is_none_or(|m| m.draining) {
+                continue;
+            }
+            for (task, _) in lags.iter().filter(|&(_, &lag)| lag <= acceptable) {
+                caught_up_on.entry(task).or_default().push(slot);
+            }
+        }
         for (task, to) in free_cold {
-            let warm = group
-                .members
-                .iter()
-                .filter(|(slot, m)| {
-                    **slot != to
-                        && !m.draining
-                        && m.topics.contains(&task.topic)
-                        && liveness.caught_up(slot, &task, acceptable)
-                })
-                .min_by_key(|(slot, _)| target[*slot].active.len())
-                .map(|(slot, _)| slot.clone());
+            // Slots in order, the first of the least loaded.
+            let warm = caught_up_on
+                .get(&task)
+                .into_iter()
+                .flatten()
+                .filter(|slot| ***slot != to && group.members[**slot].topics.contains(&task.topic))
+                .min_by_key(|slot| target[**slot].active.len())
+                .map(|slot| (*slot).clone());
             if let Some(warm) = warm {
                 // The answer's owner warms up, so that balance returns once
                 // it caught up.
@@ -1460,15 +1469,20 @@ fn safe_target(
             // to its topic, or it drains) must see it warm up elsewhere: a
             // swap would leave it there with no learner, for good.
             let may_keep = may_keep(&task, &from);
-            let swap = target[&from]
-                .active
-                .iter()
+            // The first (in task order) of the holder's tasks that the new
+            // owner is caught up on.
+            let swap = liveness
+                .lags
+                .get(&to)
+                .into_iter()
+                .flatten()
+                .filter(|&(_, &lag)| may_keep && lag <= acceptable)
+                .map(|(other, _)| other)
                 .find(|other| {
-                    may_keep
-                        && **other != task
+                    **other != task
+                        && target[&from].active.contains(*other)
                         && to_topics.contains(&other.topic)
                         && group.holdings.holder(other) == Some(from.as_str())
-                        && liveness.caught_up(&to, other, acceptable)
                 })
                 .cloned();
             match swap {
