@@ -168,6 +168,15 @@ impl<S: StateStore> TaskStates<S> {
             .map(|(t, _)| t)
     }
 
+    /// Whether any task is warming or restoring (their progress is what
+    /// the host and the ledger watch).
+    pub fn busy(&self) -> bool {
+        self.roles.iter().any(|(task, role)| match role {
+            Role::Warming => true,
+            Role::Active => self.lag(task) > 0,
+        })
+    }
+
     /// Whether `task` is active here and still restoring.
     pub fn restoring(&self, task: &Task) -> bool {
         self.role(task) == Some(Role::Active) && self.lag(task) > 0
@@ -270,6 +279,10 @@ pub trait Listener: Send + Sync + 'static {
     }
 }
 
+/// How many ticks a worker waits between steps while no task warms up or
+/// restores.
+const IDLE_TICK_FACTOR: u32 = 10;
+
 /// A listener that ignores everything.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Quiet;
@@ -341,7 +354,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl<S: StateStore> SimulatedWorker<S> {
     /// Joins as `config` says, simulating the tasks' state in `store` at
-    /// `rates`, advancing every `tick`.
+    /// `rates`, advancing every `tick` while a task warms up or restores
+    /// (every ten ticks while its tasks only process).
     pub fn start(
         config: MemberConfig,
         store: S,
@@ -442,9 +456,9 @@ async fn drive<S: StateStore>(
     listener: Arc<dyn Listener>,
     tick: Duration,
 ) {
-    let mut ticker = tokio::time::interval(tick);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let idle_tick = tick * IDLE_TICK_FACTOR;
     let mut last = tokio::time::Instant::now();
+    let mut next_tick = last + tick;
     loop {
         tokio::select! {
             event = events.recv() => {
@@ -455,8 +469,10 @@ async fn drive<S: StateStore>(
                     continue;
                 }
                 on_event(&mut inner, &*listener, event);
+                // Something may have started warming or restoring.
+                next_tick = next_tick.min(tokio::time::Instant::now() + tick);
             }
-            _ = ticker.tick() => {
+            () = tokio::time::sleep_until(next_tick) => {
                 let now = tokio::time::Instant::now();
                 let mut inner = lock(&inner);
                 let restored = inner.states.tick(now - last);
@@ -466,6 +482,9 @@ async fn drive<S: StateStore>(
                         listener.restored(task);
                     }
                 }
+                // Only processing: the changelogs grow as well in bigger
+                // steps, and a process of many members stays light.
+                next_tick = now + if inner.states.busy() { tick } else { idle_tick };
             }
         }
     }
