@@ -223,12 +223,54 @@ impl GroupLedger {
         window.restoring_task_s += self.restoring.len() as f64 * dt;
         self.since = now;
     }
+
+    /// Tasks without an owner and tasks restoring now.
+    fn counts(&self) -> (u64, u64) {
+        (self.ownerless, self.restoring.len() as u64)
+    }
 }
 
 /// The ledgers of every group, and the double ownerships in all.
 pub struct Ledger {
     groups: Vec<Mutex<GroupLedger>>,
     double_ownership: AtomicU64,
+    totals: Mutex<Totals>,
+}
+
+/// Tasks without an active owner and tasks restoring, over every group,
+/// and their history once [`Ledger::record_timeline`] started it.
+#[derive(Default)]
+struct Totals {
+    ownerless: u64,
+    restoring: u64,
+    timeline: Option<(Instant, Timeline)>,
+}
+
+/// The totals over every group at each change (exact, not sampled):
+/// `t_s[i]` seconds after recording started, the counts from then on.
+/// Changes within the same millisecond keep the last counts.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Timeline {
+    pub t_s: Vec<f64>,
+    /// Tasks that have had an owner and have none.
+    pub ownerless: Vec<u64>,
+    /// Tasks whose active owner restores their state.
+    pub restoring: Vec<u64>,
+}
+
+impl Timeline {
+    fn push(&mut self, t_s: f64, ownerless: u64, restoring: u64) {
+        if let Some(&last) = self.t_s.last()
+            && t_s - last < 1e-3
+        {
+            *self.ownerless.last_mut().expect("same length") = ownerless;
+            *self.restoring.last_mut().expect("same length") = restoring;
+            return;
+        }
+        self.t_s.push(t_s);
+        self.ownerless.push(ownerless);
+        self.restoring.push(restoring);
+    }
 }
 
 /// A group's ledger now.
@@ -258,6 +300,45 @@ impl Ledger {
                 })
                 .collect(),
             double_ownership: AtomicU64::new(0),
+            totals: Mutex::new(Totals::default()),
+        }
+    }
+
+    /// Starts recording the totals' timeline (from the counts now).
+    pub fn record_timeline(&self) {
+        let mut totals = lock(&self.totals);
+        let mut timeline = Timeline::default();
+        timeline.push(0.0, totals.ownerless, totals.restoring);
+        totals.timeline = Some((Instant::now(), timeline));
+    }
+
+    /// The timeline so far, closed with the counts now (empty if not
+    /// recording).
+    pub fn timeline(&self) -> Timeline {
+        let totals = lock(&self.totals);
+        let Some((start, timeline)) = &totals.timeline else {
+            return Timeline::default();
+        };
+        let mut timeline = timeline.clone();
+        let now = start.elapsed().as_secs_f64();
+        if timeline.t_s.last().is_some_and(|&t| now - t >= 1e-3) {
+            timeline.push(now, totals.ownerless, totals.restoring);
+        }
+        timeline
+    }
+
+    /// Adds a group's change of counts to the totals (called with the
+    /// group's lock held, so the totals change in the group's order).
+    fn change(&self, before: (u64, u64), after: (u64, u64)) {
+        if before == after {
+            return;
+        }
+        let mut totals = lock(&self.totals);
+        totals.ownerless = totals.ownerless + after.0 - before.0;
+        totals.restoring = totals.restoring + after.1 - before.1;
+        let (ownerless, restoring) = (totals.ownerless, totals.restoring);
+        if let Some((start, timeline)) = &mut totals.timeline {
+            timeline.push(start.elapsed().as_secs_f64(), ownerless, restoring);
         }
     }
 
@@ -297,6 +378,7 @@ impl Ledger {
     fn active(&self, group: usize, member: u64, task: &Task, restoring: bool) {
         let mut ledger = lock(&self.groups[group]);
         ledger.integrate(Instant::now());
+        let before = ledger.counts();
         let owners = ledger.owners.entry(task.clone()).or_default();
         let had_owner = !owners.is_empty();
         owners.push(member);
@@ -320,17 +402,21 @@ impl Ledger {
         if restoring {
             ledger.restoring.insert((task.clone(), member));
         }
+        self.change(before, ledger.counts());
     }
 
     fn restored(&self, group: usize, member: u64, task: &Task) {
         let mut ledger = lock(&self.groups[group]);
         ledger.integrate(Instant::now());
+        let before = ledger.counts();
         ledger.restoring.remove(&(task.clone(), member));
+        self.change(before, ledger.counts());
     }
 
     fn released(&self, group: usize, member: u64, tasks: &[Task]) {
         let mut ledger = lock(&self.groups[group]);
         ledger.integrate(Instant::now());
+        let before = ledger.counts();
         for task in tasks {
             ledger.restoring.remove(&(task.clone(), member));
             let Some(owners) = ledger.owners.get_mut(task) else {
@@ -349,6 +435,7 @@ impl Ledger {
                 window.ownerless_max = window.ownerless_max.max(ownerless);
             }
         }
+        self.change(before, ledger.counts());
     }
 }
 
@@ -789,5 +876,41 @@ mod tests {
         assert_eq!(ledger.holding(0).doubled, 1);
         ledger.released(0, 3, std::slice::from_ref(&a));
         assert_eq!(ledger.holding(0).doubled, 0);
+    }
+
+    #[test]
+    fn the_timeline_records_the_totals_over_every_group_at_each_change() {
+        let ledger = Ledger::new(2);
+        let (a, b) = (Task::new(TOPIC, 0), Task::new(TOPIC, 1));
+        ledger.active(0, 1, &a, false);
+        ledger.active(1, 1, &b, true);
+        assert_eq!(ledger.timeline(), Timeline::default(), "not recording yet");
+        ledger.record_timeline();
+        std::thread::sleep(Duration::from_millis(5));
+        ledger.restored(1, 1, &b);
+        std::thread::sleep(Duration::from_millis(5));
+        ledger.released(0, 1, std::slice::from_ref(&a));
+        ledger.released(1, 1, std::slice::from_ref(&b));
+        std::thread::sleep(Duration::from_millis(5));
+        ledger.active(0, 2, &a, true);
+        ledger.active(1, 2, &b, false);
+        let timeline = ledger.timeline();
+        let points: Vec<(u64, u64)> = timeline
+            .ownerless
+            .iter()
+            .copied()
+            .zip(timeline.restoring.iter().copied())
+            .collect();
+        // Starts from the counts in force, then every change (changes
+        // within one ms keep the last counts), ends with the counts now.
+        assert_eq!(points.first(), Some(&(0, 1)));
+        assert!(
+            points.contains(&(0, 0)) && points.contains(&(2, 0)),
+            "{points:?}"
+        );
+        assert_eq!(points.last(), Some(&(0, 1)));
+        assert_eq!(timeline.t_s[0], 0.0);
+        assert_eq!(timeline.t_s.len(), points.len());
+        assert!(timeline.t_s.windows(2).all(|w| w[1] - w[0] >= 1e-3));
     }
 }

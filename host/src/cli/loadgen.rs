@@ -9,8 +9,10 @@
 //! heartbeats per second, their latency (p50, p99, p99.9), errors, double
 //! ownership (must be 0), and per churn event: the time until every group
 //! was stable and settled again, tasks moved, and task-seconds without an
-//! active owner and with a restoring one. It owns the command's flags, the
-//! group config it creates and the report; the fleet does the rest.
+//! active owner and with a restoring one; the report adds the timeline of
+//! those two counts over every group (what `assignd plot` draws). It owns
+//! the command's flags, the group config it creates and the report; the
+//! fleet does the rest.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -234,6 +236,7 @@ async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         windows: Vec::new(),
     }];
     let mut windows = vec![fleet.ledger.open_window()];
+    fleet.ledger.record_timeline();
     fleet
         .beats
         .measuring
@@ -283,6 +286,7 @@ async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         figure.settled = probe.await.unwrap_or_default();
     }
     let double_ownership = fleet.ledger.double_ownership();
+    let timeline = fleet.ledger.timeline();
     fleet.leave_all().await;
 
     let beats = &fleet.beats;
@@ -316,6 +320,7 @@ async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         "double_ownership": double_ownership,
         "baseline": window_json(&figures[0].windows),
         "events": figures.iter().skip(1).map(|f| event_json(f, &names)).collect::<Vec<_>>(),
+        "timeline": timeline,
     });
     println!(
         "members={total} groups={} heartbeats_per_s={:.0} p50_ms={:.2} p99_ms={:.2} p999_ms={:.2} errors={errors} double_ownership={double_ownership}",

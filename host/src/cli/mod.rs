@@ -8,6 +8,7 @@ mod component;
 mod limits;
 mod loadgen;
 mod log;
+mod plot;
 mod remote;
 mod run;
 mod serve;
@@ -67,6 +68,9 @@ enum Command {
     /// Run many simulated members against a running host and report
     /// heartbeat throughput, latency and double ownership.
     Loadgen(loadgen::LoadgenArgs),
+    /// Draw the timelines of loadgen reports (tasks without an active
+    /// owner, tasks restoring) on one SVG chart.
+    Plot(plot::PlotArgs),
     /// The assignor registry of a running host: upload, list, show, delete.
     Assignor(remote::AssignorArgs),
     /// The groups of a running host: create, show, list, drain.
@@ -100,6 +104,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(args),
         Command::Log(command) => log::log(command),
         Command::Loadgen(args) => loadgen::loadgen(args),
+        Command::Plot(args) => plot::plot(args),
         Command::Assignor(args) => remote::assignor(args),
         Command::Group(args) => remote::group(args),
         Command::Component(args) => component::component(args),
