@@ -2,9 +2,9 @@
 //! one place where errors become an `error: …` line and an exit code.
 
 mod admin_token;
+mod component;
 mod demo;
 mod fleet;
-mod component;
 mod limits;
 mod loadgen;
 mod log;
