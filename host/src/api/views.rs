@@ -24,13 +24,14 @@ pub fn heartbeat_response(response: HeartbeatResponse) -> HeartbeatResponseBody 
     }
 }
 
+/// The group's state on the wire; the rule is the runtime's (the metrics
+/// count groups by the same one).
 pub fn group_state(group: &Group) -> GroupState {
-    if group.is_stable() {
-        GroupState::Stable
-    } else if group.group_epoch != group.target_epoch {
-        GroupState::Assigning
-    } else {
-        GroupState::Reconciling
+    use crate::runtime::observe::GroupState as Observed;
+    match Observed::of(group) {
+        Observed::Stable => GroupState::Stable,
+        Observed::Assigning => GroupState::Assigning,
+        Observed::Reconciling => GroupState::Reconciling,
     }
 }
 
