@@ -42,6 +42,8 @@
 
 mod common;
 
+use common::tasks;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -221,20 +223,6 @@ impl Server {
         self.try_call(method, path, body)
             .unwrap_or_else(|Lost(e)| panic!("no answer: {e}"))
     }
-}
-
-fn tasks(value: &Value) -> BTreeSet<Task> {
-    value
-        .as_array()
-        .unwrap_or_else(|| panic!("a task list: {value}"))
-        .iter()
-        .map(|task| {
-            (
-                task[0].as_str().expect("topic").to_owned(),
-                task[1].as_u64().expect("partition"),
-            )
-        })
-        .collect()
 }
 
 /// One member as the test knows it: what the host last acknowledged to

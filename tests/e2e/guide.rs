@@ -16,7 +16,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{Server, scratch, stderr, stdout, workspace_root};
+use common::{Server, scratch, stderr, stdout, tasks, workspace_root};
 use serde_json::{Value, json};
 
 const GUIDE: &str = "docs/writing-an-assignor.md";
@@ -161,20 +161,6 @@ fn cli(server: &Server, args: &[&str]) -> Value {
 }
 
 type Task = (String, u64);
-
-fn tasks(value: &Value) -> BTreeSet<Task> {
-    value
-        .as_array()
-        .unwrap_or_else(|| panic!("a task list: {value}"))
-        .iter()
-        .map(|task| {
-            (
-                task[0].as_str().expect("topic").to_owned(),
-                task[1].as_u64().expect("partition"),
-            )
-        })
-        .collect()
-}
 
 fn payments() -> BTreeSet<Task> {
     (0..PAYMENTS).map(|p| ("payments".to_owned(), p)).collect()

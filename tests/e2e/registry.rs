@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::Server;
+use common::{Server, tasks};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -20,20 +20,6 @@ use serde_json::{Value, json};
 
 const GROUP: &str = "orders-app";
 const TASKS: u64 = 12;
-
-fn tasks(value: &Value) -> BTreeSet<(String, u64)> {
-    value
-        .as_array()
-        .unwrap_or_else(|| panic!("a task list: {value}"))
-        .iter()
-        .map(|task| {
-            (
-                task[0].as_str().expect("topic").to_owned(),
-                task[1].as_u64().expect("partition"),
-            )
-        })
-        .collect()
-}
 
 /// One simulated member, as in serve.rs: reports what it holds, releases
 /// revoked tasks by the next beat, and warms up learners instantly.

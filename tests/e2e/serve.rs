@@ -8,27 +8,13 @@
 
 mod common;
 
-use common::Server;
+use common::{Server, tasks};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-
-fn tasks(value: &Value) -> BTreeSet<(String, u64)> {
-    value
-        .as_array()
-        .unwrap_or_else(|| panic!("a task list: {value}"))
-        .iter()
-        .map(|task| {
-            (
-                task[0].as_str().expect("topic").to_owned(),
-                task[1].as_u64().expect("partition"),
-            )
-        })
-        .collect()
-}
 
 /// One simulated member: what it was last told, and what it holds.
 struct Member {

@@ -247,3 +247,18 @@ impl Server {
         Self::answer("POST", &url, response)
     }
 }
+
+/// A JSON task list (`[["orders", 0], ...]`) as a set of (topic, partition).
+pub fn tasks(value: &serde_json::Value) -> std::collections::BTreeSet<(String, u64)> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("a task list: {value}"))
+        .iter()
+        .map(|task| {
+            (
+                task[0].as_str().expect("topic").to_owned(),
+                task[1].as_u64().expect("partition"),
+            )
+        })
+        .collect()
+}
