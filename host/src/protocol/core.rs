@@ -27,6 +27,10 @@ pub const TIMEOUT_MS_MAX: u64 = 24 * 3600 * 1000;
 pub const PARAMS_MAX: usize = 64;
 pub const PARAM_LEN_MAX: usize = 4096;
 pub const LEARNERS_PER_GROUP_MAX: u32 = 100_000;
+/// The heartbeat interval of a member in a handoff: one with tasks to
+/// release, or with tasks waiting for their old owner's release. Only for
+/// the handoff's few round trips; the group's interval otherwise.
+pub const HANDOFF_HEARTBEAT_INTERVAL_MS: u64 = 100;
 /// The largest memory limit a binding may name (a guest is 32-bit).
 pub const MEMORY_MAX_MIB_MAX: u64 = 4096;
 
@@ -764,10 +768,23 @@ impl Coordinator {
             .chain(target.active.difference(&held.active))
             .cloned()
             .collect();
+        // A member in a handoff (tasks to release, or tasks waiting for
+        // their old owner's release) beats faster, so that the handoff
+        // costs round trips rather than heartbeat intervals.
+        let in_handoff =
+            !held.revoking.is_empty() || target.active.difference(&held.active).next().is_some();
+        let heartbeat_interval_ms = if in_handoff {
+            group
+                .config
+                .heartbeat_interval_ms
+                .min(HANDOFF_HEARTBEAT_INTERVAL_MS)
+        } else {
+            group.config.heartbeat_interval_ms
+        };
         HeartbeatResponse {
             member_id: member.member_id.clone(),
             member_epoch: held.epoch,
-            heartbeat_interval_ms: group.config.heartbeat_interval_ms,
+            heartbeat_interval_ms,
             active: held.active,
             revoking: held.revoking,
             // Warm-up copies need no handover: a learner or standby may start

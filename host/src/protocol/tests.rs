@@ -719,6 +719,51 @@ fn a_fallback_answers_for_a_failing_assignor_and_the_failure_still_shows() {
 }
 
 #[test]
+fn members_in_a_handoff_are_asked_to_beat_faster_until_it_is_done() {
+    use super::core::HANDOFF_HEARTBEAT_INTERVAL_MS;
+    let mut h = Harness::with_config(GroupConfig {
+        learners: LearnerMode::Off,
+        ..config(6)
+    });
+    let interval = h.core.group(GROUP).unwrap().config.heartbeat_interval_ms;
+    assert!(interval > HANDOFF_HEARTBEAT_INTERVAL_MS);
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    assert!(members.iter().all(|m| m.heartbeat_interval_ms == interval));
+    // A third member: tasks move to it from the other two.
+    members.push(h.join(None));
+    h.at(2 * EXPANSION_MS);
+    // It waits for releases; the others have tasks to release.
+    members[2] = h.beat(&members[2]);
+    assert!(members[2].active.is_empty() && !members[2].learner.is_empty());
+    assert_eq!(
+        members[2].heartbeat_interval_ms,
+        HANDOFF_HEARTBEAT_INTERVAL_MS
+    );
+    for i in 0..2 {
+        members[i] = h.beat(&members[i]);
+        assert!(!members[i].revoking.is_empty());
+        assert_eq!(
+            members[i].heartbeat_interval_ms,
+            HANDOFF_HEARTBEAT_INTERVAL_MS
+        );
+    }
+    // Once every task is where the target puts it, back to the group's.
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..6));
+    assert!(members.iter().all(|m| m.active.len() == 2));
+    assert!(
+        members.iter().all(|m| m.heartbeat_interval_ms == interval),
+        "{:?}",
+        members
+            .iter()
+            .map(|m| m.heartbeat_interval_ms)
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn a_failing_assignor_is_retried_with_backoff_capped() {
     use crate::protocol::group::{ASSIGNOR_RETRY_MAX_MS, assignor_retry_ms};
     assert_eq!(assignor_retry_ms(100, 1), 100);
