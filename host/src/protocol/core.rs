@@ -28,8 +28,9 @@ pub const PARAMS_MAX: usize = 64;
 pub const PARAM_LEN_MAX: usize = 4096;
 pub const LEARNERS_PER_GROUP_MAX: u32 = 100_000;
 /// The heartbeat interval of a member in a handoff: one with tasks to
-/// release, or with tasks waiting for their old owner's release. Only for
-/// the handoff's few round trips; the group's interval otherwise.
+/// release, with tasks waiting for their old owner's release, or with
+/// learners (which take tasks over once caught up). Only while the handoff
+/// lasts; the group's interval otherwise.
 pub const HANDOFF_HEARTBEAT_INTERVAL_MS: u64 = 100;
 /// The largest memory limit a binding may name (a guest is 32-bit).
 pub const MEMORY_MAX_MIB_MAX: u64 = 4096;
@@ -768,11 +769,13 @@ impl Coordinator {
             .chain(target.active.difference(&held.active))
             .cloned()
             .collect();
-        // A member in a handoff (tasks to release, or tasks waiting for
-        // their old owner's release) beats faster, so that the handoff
-        // costs round trips rather than heartbeat intervals.
-        let in_handoff =
-            !held.revoking.is_empty() || target.active.difference(&held.active).next().is_some();
+        // A member in a handoff (tasks to release, tasks waiting for their
+        // old owner's release, or learners about to take tasks over) beats
+        // faster, so that it learns of its grant a round trip after the
+        // release rather than up to a heartbeat interval later.
+        let in_handoff = !held.revoking.is_empty()
+            || !target.learner.is_empty()
+            || target.active.difference(&held.active).next().is_some();
         let heartbeat_interval_ms = if in_handoff {
             group
                 .config
