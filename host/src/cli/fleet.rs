@@ -383,12 +383,13 @@ impl Ledger {
         let had_owner = !owners.is_empty();
         owners.push(member);
         let doubled = owners.len() == 2;
+        let holders = format!("{owners:?}");
         let previous = ledger.last_owner.insert(task.clone(), member);
         let window = ledger.windows.last_mut().expect("one window at least");
         if had_owner {
             window.double_ownership += 1;
             self.double_ownership.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(group, member, %task, "a task is active on two members");
+            tracing::error!(group, member, %task, holders, "a task is active on two members");
         }
         if previous.is_some_and(|p| p != member) {
             window.moved += 1;
