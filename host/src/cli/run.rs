@@ -128,21 +128,14 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
 
 pub fn info(args: InfoArgs) -> Result<(), Failure> {
     let (_engine, module) = load(&args.module, Limits::default().memory_max_bytes)?;
-    let info = &module.info;
-    let doc = json!({
-        "id": module.id,
-        "name": info.name,
-        "version": info.version,
-        "description": info.description,
-        "capabilities": {
-            "learners": info.capabilities.learners,
-            "standbys": info.capabilities.standbys,
-            "racks": info.capabilities.racks,
-        },
-        "params": info.params.iter().map(|p| json!({
-            "name": p.name, "default": p.default_value, "description": p.description,
-        })).collect::<Vec<_>>(),
-    });
+    // The id first, then what the registry shows of `info()`.
+    let mut doc = json!({ "id": module.id });
+    if let (Some(doc), serde_json::Value::Object(info)) = (
+        doc.as_object_mut(),
+        crate::registry::info_json(&module.info),
+    ) {
+        doc.extend(info);
+    }
     println!(
         "{}",
         serde_json::to_string_pretty(&doc).expect("a JSON value always serializes")
