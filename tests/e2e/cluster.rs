@@ -19,9 +19,9 @@
 
 mod common;
 
+use common::Server;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,8 +34,6 @@ const GROUP: &str = "orders-app";
 const TASKS: u32 = 12;
 /// The longest any phase may take.
 const PHASE_DEADLINE: Duration = Duration::from_secs(60);
-/// How long `assignd serve` may take to print its address.
-const START_DEADLINE: Duration = Duration::from_secs(60);
 /// How often waits and the sampler look.
 const POLL: Duration = Duration::from_millis(20);
 /// A learner's fake lag when it starts, and how fast it replays.
@@ -44,56 +42,6 @@ const REPLAY_PER_SEC: f64 = 4_000.0;
 
 /// The group's member token: every worker heartbeats with it.
 const MEMBER_TOKEN: &str = "cluster-member-token-7d2e";
-
-/// The real server, killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start() -> Server {
-        let data_dir = common::scratch("cluster");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(&data_dir)
-            .env("ASSIGND_ADMIN_TOKEN", common::ADMIN_TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cannot start assignd serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (lines, first_line) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = lines.send(line);
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let mut server = Server {
-            child,
-            base: String::new(),
-        };
-        let line = first_line
-            .recv_timeout(START_DEADLINE)
-            .expect("assignd serve printed no line in time");
-        server.base = line
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_owned();
-        server
-    }
-}
 
 /// The admin side: creating the group and reading its view.
 #[derive(Clone)]
@@ -418,7 +366,7 @@ fn assert_no_violations(ledger: &Arc<Mutex<Ledger>>, sampled: &Arc<Mutex<Vec<Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_scale_out_with_learners_restart_statically_and_drain_without_overlap() {
-    let server = Server::start();
+    let server = Server::start(&common::scratch("cluster"), &[]);
     let admin = Admin {
         http: reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
