@@ -741,13 +741,10 @@ fn members_in_a_handoff_are_asked_to_beat_faster_until_it_is_done() {
         members[2].heartbeat_interval_ms,
         HANDOFF_HEARTBEAT_INTERVAL_MS
     );
-    for i in 0..2 {
-        members[i] = h.beat(&members[i]);
-        assert!(!members[i].revoking.is_empty());
-        assert_eq!(
-            members[i].heartbeat_interval_ms,
-            HANDOFF_HEARTBEAT_INTERVAL_MS
-        );
+    for member in members.iter_mut().take(2) {
+        *member = h.beat(member);
+        assert!(!member.revoking.is_empty());
+        assert_eq!(member.heartbeat_interval_ms, HANDOFF_HEARTBEAT_INTERVAL_MS);
     }
     // Once every task is where the target puts it, back to the group's.
     h.settle(&mut members);
