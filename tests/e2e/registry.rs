@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{Server, tasks};
+use common::{Member, Server};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -21,73 +21,13 @@ use serde_json::{Value, json};
 const GROUP: &str = "orders-app";
 const TASKS: u64 = 12;
 
-/// One simulated member, as in serve.rs: reports what it holds, releases
-/// revoked tasks by the next beat, and warms up learners instantly.
-struct Member {
-    name: &'static str,
-    member_id: String,
-    member_epoch: u64,
-    active: BTreeSet<(String, u64)>,
-    revoking: BTreeSet<(String, u64)>,
-    learner: BTreeSet<(String, u64)>,
-}
-
-impl Member {
-    fn join(server: &Server, name: &'static str) -> Member {
-        let (status, answer) = server.call(
-            "POST",
-            &format!("/v1/groups/{GROUP}/heartbeat"),
-            Some(&json!({
-                "member_id": "", "member_name": name, "member_epoch": 0, "topics": ["orders"],
-            })),
-        );
-        assert_eq!(status, 200, "{name} joins: {answer}");
-        let mut member = Member {
-            name,
-            member_id: String::new(),
-            member_epoch: 0,
-            active: BTreeSet::new(),
-            revoking: BTreeSet::new(),
-            learner: BTreeSet::new(),
-        };
-        member.absorb(&answer);
-        member
-    }
-
-    fn heartbeat(&mut self, server: &Server) {
-        let owned: Vec<Value> = self.active.iter().map(|(t, p)| json!([t, p])).collect();
-        let lags: Vec<Value> = self.learner.iter().map(|(t, p)| json!([t, p, 0])).collect();
-        let body = json!({
-            "member_id": self.member_id,
-            "member_epoch": self.member_epoch,
-            "owned": owned,
-            "lags": lags,
-        });
-        let (status, answer) = server.call(
-            "POST",
-            &format!("/v1/groups/{GROUP}/heartbeat"),
-            Some(&body),
-        );
-        assert_eq!(status, 200, "{} heartbeat: {answer}", self.name);
-        self.absorb(&answer);
-    }
-
-    fn absorb(&mut self, answer: &Value) {
-        self.member_id = answer["member_id"].as_str().expect("member_id").to_owned();
-        self.member_epoch = answer["member_epoch"].as_u64().expect("member_epoch");
-        self.active = tasks(&answer["active"]);
-        self.revoking = tasks(&answer["revoking"]);
-        self.learner = tasks(&answer["learner"]);
-    }
-}
-
 /// Heartbeats until the group is stable with `per_member` active tasks on
 /// every member, no task ever held twice, every task active exactly once.
 fn converge(server: &Server, members: &mut [Member], per_member: usize) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         for i in 0..members.len() {
-            members[i].heartbeat(server);
+            members[i].heartbeat(server, GROUP);
             let mut holder: BTreeMap<(String, u64), &str> = BTreeMap::new();
             for member in members.iter() {
                 for task in member.active.union(&member.revoking) {
@@ -146,9 +86,9 @@ fn an_uploaded_module_serves_a_group_across_a_restart() {
     let (status, view) = server.call("PUT", &format!("/v1/groups/{GROUP}"), Some(&config));
     assert_eq!(status, 201, "{view}");
     let mut members = vec![
-        Member::join(&server, "worker-a"),
-        Member::join(&server, "worker-b"),
-        Member::join(&server, "worker-c"),
+        Member::join(&server, GROUP, "worker-a"),
+        Member::join(&server, GROUP, "worker-b"),
+        Member::join(&server, GROUP, "worker-c"),
     ];
     converge(&server, &mut members, 4);
 
@@ -173,7 +113,7 @@ fn an_uploaded_module_serves_a_group_across_a_restart() {
 
     // The members carry on, a fourth joins: a new target from the module.
     let before = view["target_epoch"].as_u64().expect("target_epoch");
-    members.push(Member::join(&server, "worker-d"));
+    members.push(Member::join(&server, GROUP, "worker-d"));
     converge(&server, &mut members, 3);
     let (_, view) = server.call("GET", &format!("/v1/groups/{GROUP}"), None);
     assert!(

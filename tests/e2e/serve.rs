@@ -8,60 +8,13 @@
 
 mod common;
 
-use common::{Server, tasks};
+use common::{Member, Server, tasks};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-
-/// One simulated member: what it was last told, and what it holds.
-struct Member {
-    name: &'static str,
-    member_id: String,
-    member_epoch: u64,
-    active: BTreeSet<(String, u64)>,
-    revoking: BTreeSet<(String, u64)>,
-    learner: BTreeSet<(String, u64)>,
-}
-
-impl Member {
-    /// What it holds now: every active task, and revoked ones not yet
-    /// released (released by the next heartbeat).
-    fn held(&self) -> BTreeSet<(String, u64)> {
-        self.active.union(&self.revoking).cloned().collect()
-    }
-
-    fn heartbeat(&mut self, server: &Server, group: &str) {
-        // Revoked tasks are released before this beat: report without them.
-        let owned: Vec<Value> = self.active.iter().map(|(t, p)| json!([t, p])).collect();
-        // Warming up is instant here: every learner task reports lag 0,
-        // which lets the host move it.
-        let lags: Vec<Value> = self.learner.iter().map(|(t, p)| json!([t, p, 0])).collect();
-        let body = json!({
-            "member_id": self.member_id,
-            "member_epoch": self.member_epoch,
-            "owned": owned,
-            "lags": lags,
-        });
-        let (status, answer) = server.call(
-            "POST",
-            &format!("/v1/groups/{group}/heartbeat"),
-            Some(&body),
-        );
-        assert_eq!(status, 200, "{} heartbeat: {answer}", self.name);
-        self.absorb(&answer);
-    }
-
-    fn absorb(&mut self, answer: &Value) {
-        self.member_id = answer["member_id"].as_str().expect("member_id").to_owned();
-        self.member_epoch = answer["member_epoch"].as_u64().expect("member_epoch");
-        self.active = tasks(&answer["active"]);
-        self.revoking = tasks(&answer["revoking"]);
-        self.learner = tasks(&answer["learner"]);
-    }
-}
 
 /// No task is held by two members at this point.
 fn assert_no_double_holding(members: &[Member], when: &str) {
@@ -73,33 +26,6 @@ fn assert_no_double_holding(members: &[Member], when: &str) {
             }
         }
     }
-}
-
-fn join(server: &Server, group: &str, name: &'static str) -> Member {
-    let (status, answer) = server.call(
-        "POST",
-        &format!("/v1/groups/{group}/heartbeat"),
-        Some(&json!({
-            "member_id": "",
-            "member_name": name,
-            "member_epoch": 0,
-            "topics": ["orders"],
-            "rack": null,
-            "capacity": 1,
-        })),
-    );
-    assert_eq!(status, 200, "{name} joins: {answer}");
-    let mut member = Member {
-        name,
-        member_id: String::new(),
-        member_epoch: 0,
-        active: BTreeSet::new(),
-        revoking: BTreeSet::new(),
-        learner: BTreeSet::new(),
-    };
-    member.absorb(&answer);
-    assert!(!member.member_id.is_empty());
-    member
 }
 
 /// Heartbeats every member in turn until the group is stable with
@@ -184,11 +110,11 @@ fn three_members_converge_on_twelve_tasks_without_double_ownership() {
     // worker-a alone gets every task; then b and c join, warm up as
     // learners, and a must release two thirds of its tasks before they are
     // granted elsewhere.
-    let mut members = vec![join(&server, group, "worker-a")];
+    let mut members = vec![Member::join(&server, group, "worker-a")];
     let revoked = converge(&server, group, &mut members, &[12]);
     assert_eq!(revoked, 0);
-    members.push(join(&server, group, "worker-b"));
-    members.push(join(&server, group, "worker-c"));
+    members.push(Member::join(&server, group, "worker-b"));
+    members.push(Member::join(&server, group, "worker-c"));
     assert_no_double_holding(&members, "after the joins");
     let revoked = converge(&server, group, &mut members, &[4, 4, 4]);
     assert_eq!(revoked, 8, "a released the tasks b and c took");

@@ -262,3 +262,81 @@ pub fn tasks(value: &serde_json::Value) -> std::collections::BTreeSet<(String, u
         })
         .collect()
 }
+
+/// One member simulated over raw HTTP: what it was last told, and what it
+/// holds. It reports what it holds, releases revoked tasks by its next
+/// beat, and warms learners up instantly (lag 0).
+pub struct Member {
+    pub name: &'static str,
+    pub member_id: String,
+    pub member_epoch: u64,
+    pub active: std::collections::BTreeSet<(String, u64)>,
+    pub revoking: std::collections::BTreeSet<(String, u64)>,
+    pub learner: std::collections::BTreeSet<(String, u64)>,
+}
+
+impl Member {
+    /// Joins `group` as the static member `name`, subscribed to `orders`.
+    pub fn join(server: &Server, group: &str, name: &'static str) -> Member {
+        let (status, answer) = server.call(
+            "POST",
+            &format!("/v1/groups/{group}/heartbeat"),
+            Some(&serde_json::json!({
+                "member_id": "",
+                "member_name": name,
+                "member_epoch": 0,
+                "topics": ["orders"],
+                "rack": null,
+                "capacity": 1,
+            })),
+        );
+        assert_eq!(status, 200, "{name} joins: {answer}");
+        let mut member = Member {
+            name,
+            member_id: String::new(),
+            member_epoch: 0,
+            active: Default::default(),
+            revoking: Default::default(),
+            learner: Default::default(),
+        };
+        member.absorb(&answer);
+        assert!(!member.member_id.is_empty());
+        member
+    }
+
+    /// What it holds now: every active task, and revoked ones not yet
+    /// released (released by the next heartbeat).
+    pub fn held(&self) -> std::collections::BTreeSet<(String, u64)> {
+        self.active.union(&self.revoking).cloned().collect()
+    }
+
+    pub fn heartbeat(&mut self, server: &Server, group: &str) {
+        use serde_json::{Value, json};
+        // Revoked tasks are released before this beat: report without them.
+        let owned: Vec<Value> = self.active.iter().map(|(t, p)| json!([t, p])).collect();
+        // Warming up is instant here: every learner task reports lag 0,
+        // which lets the host move it.
+        let lags: Vec<Value> = self.learner.iter().map(|(t, p)| json!([t, p, 0])).collect();
+        let body = json!({
+            "member_id": self.member_id,
+            "member_epoch": self.member_epoch,
+            "owned": owned,
+            "lags": lags,
+        });
+        let (status, answer) = server.call(
+            "POST",
+            &format!("/v1/groups/{group}/heartbeat"),
+            Some(&body),
+        );
+        assert_eq!(status, 200, "{} heartbeat: {answer}", self.name);
+        self.absorb(&answer);
+    }
+
+    pub fn absorb(&mut self, answer: &serde_json::Value) {
+        self.member_id = answer["member_id"].as_str().expect("member_id").to_owned();
+        self.member_epoch = answer["member_epoch"].as_u64().expect("member_epoch");
+        self.active = tasks(&answer["active"]);
+        self.revoking = tasks(&answer["revoking"]);
+        self.learner = tasks(&answer["learner"]);
+    }
+}
