@@ -21,6 +21,7 @@ pub fn heartbeat_response(response: HeartbeatResponse) -> HeartbeatResponseBody 
         standby: response.standby.into_iter().collect(),
         draining: response.draining,
         drained: response.drained,
+        lease_ms: response.lease_ms,
     }
 }
 

@@ -144,6 +144,13 @@ pub struct HeartbeatResponseBody {
     /// The member was draining and holds nothing more: it may leave and
     /// exit.
     pub drained: bool,
+    /// The member's lease, in ms: if the host hears nothing more from the
+    /// member, it may give the member's tasks to others this long after
+    /// answering (session or registration timeout, an unreleased task's
+    /// fence, a drain's end). A member must stop processing every task
+    /// once this long has passed since it *sent* this heartbeat without a
+    /// newer answer: then it has stopped before anyone else starts.
+    pub lease_ms: u64,
 }
 
 /// Where a group is on its way to its target.

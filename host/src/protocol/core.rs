@@ -142,6 +142,9 @@ pub struct HeartbeatResponse {
     /// The member was draining and holds nothing more: it may leave (epoch
     /// -1) and exit.
     pub drained: bool,
+    /// The member's lease: if the host hears nothing more from it, it may
+    /// give the member's tasks to others this long after answering.
+    pub lease_ms: u64,
 }
 
 /// A group's assignor input for a preview, with the slot of each member
@@ -689,6 +692,7 @@ impl Coordinator {
                         standby: BTreeSet::new(),
                         draining: false,
                         drained: true,
+                        lease_ms: 0,
                     },
                     out,
                 ));
@@ -749,12 +753,12 @@ impl Coordinator {
         self.reconcile_slot(&request.group, &slot, owned.as_ref(), now, &mut out);
         self.maybe_call_assignor(&request.group, now, &mut out);
         self.snapshot_if_stable(&request.group, &mut out);
-        Ok((self.response(&request.group, &slot), out))
+        Ok((self.response(&request.group, &slot, now), out))
     }
 
     /// What a member is told: its reconciled assignment and its target's
     /// learners and standbys.
-    fn response(&self, group_name: &str, slot: &str) -> HeartbeatResponse {
+    fn response(&self, group_name: &str, slot: &str, now: Millis) -> HeartbeatResponse {
         let group = &self.groups[group_name];
         let held = group.holdings.member(slot).cloned().unwrap_or_default();
         let target = group.target_of(slot);
@@ -799,7 +803,45 @@ impl Coordinator {
             standby: target.standby,
             draining: member.draining,
             drained,
+            lease_ms: self.lease_ms(group_name, slot, now),
         }
+    }
+
+    /// How long after `now` the slot keeps its tasks if the host hears
+    /// nothing more from it: the earliest of its session (or registration)
+    /// timeout, the fence for tasks it has not released, the end of its
+    /// drain, and, for a member not draining, a drain an admin could start
+    /// right after this answer. A member that stops processing once this
+    /// long has passed since it *sent* the heartbeat stops before the host
+    /// can give its tasks to anyone else, however long it was stalled.
+    fn lease_ms(&self, group_name: &str, slot: &str, now: Millis) -> u64 {
+        let group = &self.groups[group_name];
+        let config = &group.config;
+        let member = &group.members[slot];
+        let liveness = self.liveness.get(group_name);
+        let session_ms = if member.name.is_some() {
+            config.registration_timeout_ms
+        } else {
+            config.session_timeout_ms
+        };
+        let last_seen = liveness
+            .and_then(|l| l.last_seen_ms.get(slot).copied())
+            .unwrap_or(now);
+        let mut removal = last_seen.saturating_add(session_ms);
+        if let Some(&since) = liveness.and_then(|l| l.revoking_since_ms.get(slot)) {
+            // The grace heartbeat interval of `tick` is left out on purpose:
+            // it stays a margin for the answer's way back.
+            removal = removal.min(since.saturating_add(config.expansion_timeout_ms));
+        }
+        let drain_started = if member.draining {
+            liveness
+                .and_then(|l| l.draining_since_ms.get(slot).copied())
+                .unwrap_or(now)
+        } else {
+            now
+        };
+        removal = removal.min(drain_started.saturating_add(config.scale_down_timeout_ms));
+        removal.saturating_sub(now)
     }
 
     /// A learner that reports it has caught up asks for a new target at

@@ -263,6 +263,18 @@ pub enum RemovalReason {
     DrainTimedOut,
 }
 
+impl RemovalReason {
+    /// The reason as a metric label and log field.
+    pub fn label(self) -> &'static str {
+        match self {
+            RemovalReason::Left => "left",
+            RemovalReason::Expired => "expired",
+            RemovalReason::Fenced => "fenced",
+            RemovalReason::DrainTimedOut => "drain_timed_out",
+        }
+    }
+}
+
 /// A member slot: one worker identity. A dynamic member's slot is its
 /// member id; a static member's slot is its name, and survives restarts
 /// (each restart is a new incarnation with a new member id).

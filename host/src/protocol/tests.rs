@@ -760,6 +760,87 @@ fn members_in_a_handoff_are_asked_to_beat_faster_until_it_is_done() {
     );
 }
 
+/// The lease in an answer at `t` is the time until the earliest moment the
+/// host could remove the member if it heard nothing more: no sooner.
+#[test]
+fn a_lease_ends_no_later_than_the_host_could_give_the_tasks_away() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(None), h.join(None), h.join(Some("w"))];
+    assert_eq!(members[0].lease_ms, SESSION_MS);
+    assert_eq!(members[2].lease_ms, REGISTRATION_MS);
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+
+    // A newcomer: the member with two tasks is told to release one; its
+    // lease is now the expansion timeout from then, and shrinks while it
+    // does not release.
+    let mut others: Vec<HeartbeatResponse> = Vec::new();
+    let mut busy = None;
+    for member in members {
+        if member.active.len() == 2 && busy.is_none() {
+            busy = Some(member);
+        } else {
+            others.push(member);
+        }
+    }
+    let busy = busy.expect("4 tasks over 3 members");
+    others.push(h.join(None));
+    h.at(2 * EXPANSION_MS);
+    h.settle(&mut others);
+    let owned = Some(busy.active.iter().cloned().collect());
+    let told = h
+        .send(Heartbeat {
+            owned: owned.clone(),
+            ..request_from(&busy)
+        })
+        .unwrap();
+    assert_eq!(told.revoking.len(), 1, "{told:?}");
+    assert_eq!(told.lease_ms, EXPANSION_MS);
+    h.at(2 * EXPANSION_MS + 300);
+    let still = h
+        .send(Heartbeat {
+            owned,
+            ..request_from(&told)
+        })
+        .unwrap();
+    assert_eq!(still.lease_ms, EXPANSION_MS - 300);
+    // Silent from here: still a member at the last moment of its lease.
+    let lease_end = 2 * EXPANSION_MS + 300 + still.lease_ms;
+    h.advance(lease_end - 1, &mut others);
+    assert!(
+        h.core
+            .group(GROUP)
+            .unwrap()
+            .slot_of(&told.member_id)
+            .is_some()
+    );
+    h.advance(lease_end + 2 * EXPANSION_MS, &mut others);
+    assert!(
+        h.core
+            .group(GROUP)
+            .unwrap()
+            .slot_of(&told.member_id)
+            .is_none()
+    );
+
+    // A scale-down timeout shorter than the session bounds every lease: an
+    // admin may start a drain right after an answer. A draining member's
+    // lease runs out with its drain.
+    h.configure(GroupConfig {
+        scale_down_timeout_ms: 5_000,
+        ..config(4)
+    });
+    h.settle(&mut others);
+    assert!(others.iter().all(|m| m.lease_ms == 5_000), "{others:?}");
+    let start = h.now;
+    let out = h.core.drain(GROUP, &others[0].member_id, start).unwrap();
+    h.absorb(out);
+    h.at(start + 2_000);
+    others[0] = h.beat(&others[0]);
+    assert!(others[0].draining);
+    assert!(others[0].lease_ms <= 3_000, "{}", others[0].lease_ms);
+}
+
 #[test]
 fn a_failing_assignor_is_retried_with_backoff_capped() {
     use crate::protocol::group::{ASSIGNOR_RETRY_MAX_MS, assignor_retry_ms};

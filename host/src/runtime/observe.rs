@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use crate::protocol::core::Coordinator;
-use crate::protocol::group::{Group, Millis, Record};
+use crate::protocol::group::{Group, Millis, Record, RemovalReason};
 use crate::protocol::reconcile::MemberState;
 
 /// The most often the ticker scans the core.
@@ -148,6 +148,12 @@ pub enum RebalanceEvent<'a> {
     /// `group` is stable again, `seconds` after the epoch bump that
     /// started its rebalance.
     Finished { group: &'a str, seconds: f64 },
+    /// A member was taken out of `group` by the host or by itself.
+    Removed {
+        group: &'a str,
+        slot: &'a str,
+        reason: RemovalReason,
+    },
 }
 
 /// Rebalances in progress: each group's first epoch bump since it was
@@ -174,6 +180,17 @@ impl Rebalances {
                 Record::TargetInstalled { group, .. } => {
                     event(RebalanceEvent::Installed { group });
                 }
+                Record::MemberRemoved {
+                    group,
+                    slot,
+                    reason,
+                } => {
+                    event(RebalanceEvent::Removed {
+                        group,
+                        slot,
+                        reason: *reason,
+                    });
+                }
                 Record::GroupSnapshot { group, .. } => {
                     if let Some(started) = self.started_ms.remove(group) {
                         event(RebalanceEvent::Finished {
@@ -196,6 +213,21 @@ pub fn record(event: RebalanceEvent<'_>) {
         }
         RebalanceEvent::Finished { seconds, .. } => {
             metrics::histogram!("assignd_rebalance_seconds").record(seconds)
+        }
+        RebalanceEvent::Removed {
+            group,
+            slot,
+            reason,
+        } => {
+            let label = reason.label();
+            metrics::counter!("assignd_members_removed_total", "reason" => label).increment(1);
+            // A member removed by the host may still believe it holds its
+            // tasks until its next heartbeat: the operator needs to see it.
+            if reason == RemovalReason::Left {
+                tracing::debug!(group, slot, reason = label, "member removed");
+            } else {
+                tracing::info!(group, slot, reason = label, "member removed");
+            }
         }
     }
 }
@@ -378,6 +410,45 @@ mod tests {
         let mut events = Vec::new();
         rebalances.observe(&snapshot_only, 6_000, |e| events.push(e));
         assert_eq!(events, []);
+    }
+
+    #[test]
+    fn a_member_that_does_not_release_in_time_is_reported_fenced() {
+        let mut core = Coordinator::new(7);
+        let mut log = Vec::new();
+        let answers = stable_group(&mut core, "a", 2, &mut log);
+        // A third member joins; once its target is installed, the first
+        // member is told to release tasks and never answers again.
+        let join = Heartbeat::join("a", None, vec!["orders".into()]);
+        let (mut third, out) = core.heartbeat(&join, EXPANSION_MS).unwrap();
+        absorb(&mut core, out, EXPANSION_MS, &mut log);
+        let installed_at = 2 * EXPANSION_MS;
+        let out = core.tick(installed_at);
+        absorb(&mut core, out, installed_at, &mut log);
+        let told = beat(&mut core, "a", &answers[0], installed_at, &mut log);
+        assert!(!told.revoking.is_empty(), "{told:?}");
+        let fenced_at =
+            installed_at + EXPANSION_MS + config(12, LearnerMode::Off).heartbeat_interval_ms;
+        let mut second = answers[1].clone();
+        let mut now = installed_at;
+        let mut removed = Vec::new();
+        let mut rebalances = Rebalances::default();
+        while removed.is_empty() {
+            now += 50;
+            assert!(now < fenced_at + 1_000, "never fenced");
+            let before = log.len();
+            second = beat(&mut core, "a", &second, now, &mut log);
+            third = beat(&mut core, "a", &third, now, &mut log);
+            let out = core.tick(now);
+            absorb(&mut core, out, now, &mut log);
+            rebalances.observe(&log[before..], now, |e| {
+                if let RebalanceEvent::Removed { slot, reason, .. } = e {
+                    removed.push((slot.to_owned(), reason));
+                }
+            });
+        }
+        assert!(now >= fenced_at, "fenced at {now}, before {fenced_at}");
+        assert_eq!(removed, [(told.member_id, RemovalReason::Fenced)]);
     }
 
     /// The ticker's scan holds the core's lock: over 1,000 groups of 4

@@ -299,6 +299,7 @@ fn a_static_return_that_moves_anything_is_caught() {
         standby: BTreeSet::new(),
         draining: false,
         drained: false,
+        lease_ms: 45_000,
     };
     let after = before.clone();
     check::check_static_return(&before, &after, "static:w1", &back, &[]).unwrap();
