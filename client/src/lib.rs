@@ -32,6 +32,14 @@
 //! host grant it to its next owner. So with every application acknowledging
 //! only after it stopped, no task is ever processed by two members at once.
 //!
+//! A member that is stalled (starved of CPU, paused, cut off) cannot hear
+//! that the host fenced it. Each answer therefore carries a lease: the host
+//! gives nobody else the member's tasks until that long after the heartbeat
+//! was sent. An application that checks [`MemberHandle::may_process`] (or
+//! [`Status::may_process`]) before committing output never writes after its
+//! tasks went elsewhere; the loop also sends [`Event::Lost`] when the lease
+//! runs out.
+//!
 //! - `wire`: the JSON bodies; `transport`: one request over HTTP/1.1.
 //! - `tracker`: what the application has been told (sans-IO).
 //! - `member`: the heartbeat loop, its handle, events and error policy.

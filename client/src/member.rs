@@ -101,7 +101,10 @@ pub enum Event {
     /// group and ends.
     Drained,
     /// These tasks are no longer this member's and may already be active
-    /// elsewhere: stop processing them at once (no acknowledgement).
+    /// elsewhere: stop processing them at once (no acknowledgement). Also
+    /// sent when the member's lease runs out without an answer from the
+    /// host (see [`Status::lease_until`]); if the host still counts the
+    /// member, the next answer assigns them again.
     Lost(Vec<Task>),
     /// The host refused this member id. A static member was replaced by
     /// another incarnation of its name (or removed): `rejoining` is false
@@ -154,6 +157,23 @@ pub struct Status {
     pub member_id: Option<String>,
     pub member_epoch: i64,
     pub assignment: Assignment,
+    /// Until when the member may process its tasks: the send time of the
+    /// heartbeat last answered plus the lease in that answer. The host
+    /// gives nobody else this member's tasks before then, however long the
+    /// member is stalled; after it, they may already be active elsewhere.
+    /// `None` before the first answer, or from a host that sends no lease.
+    pub lease_until: Option<std::time::Instant>,
+}
+
+impl Status {
+    /// Whether the application may still process (and commit the output
+    /// of) its active tasks at `now`: the lease has not run out. Checked
+    /// before each commit, it keeps a stalled process (long GC pause,
+    /// starved CPU, suspended VM) from writing after its tasks went
+    /// elsewhere, even before the loop can tell it [`Event::Lost`].
+    pub fn may_process(&self, now: std::time::Instant) -> bool {
+        self.lease_until.is_none_or(|until| now < until)
+    }
 }
 
 /// Controls a running member. Dropping it stops the loop without leaving,
@@ -182,6 +202,12 @@ impl MemberHandle {
     /// The assignment as the application has been told it.
     pub fn assignment(&self) -> Assignment {
         self.status.borrow().assignment.clone()
+    }
+
+    /// Whether the application may process its active tasks now (see
+    /// [`Status::may_process`]).
+    pub fn may_process(&self) -> bool {
+        self.status.borrow().may_process(std::time::Instant::now())
     }
 
     /// A receiver that sees every status the loop publishes.
@@ -278,6 +304,7 @@ impl Member {
             interval: INTERVAL_BEFORE_JOIN,
             failures: 0,
             drain: false,
+            lease_until: None,
             events,
             commands: command_receiver,
             ack_sender: commands.clone(),
@@ -310,6 +337,8 @@ struct Runner {
     failures: u32,
     /// The application asked to drain.
     drain: bool,
+    /// The lease of the last answer (see [`Status::lease_until`]).
+    lease_until: Option<Instant>,
     events: mpsc::Sender<Event>,
     commands: mpsc::UnboundedReceiver<Command>,
     ack_sender: mpsc::UnboundedSender<Command>,
@@ -360,6 +389,12 @@ impl Runner {
                         }
                     }
                 }
+                () = sleep_until(self.lease_until.unwrap_or(next)), if self.lease_ends_first(next) => {
+                    if !self.lease_ran_out().await {
+                        return;
+                    }
+                    next = Instant::now();
+                }
                 () = sleep_until(next) => {
                     let started = Instant::now();
                     match self.beat().await {
@@ -395,14 +430,39 @@ impl Runner {
 
     async fn beat(&mut self) -> Next {
         let request = self.request();
+        let sent = Instant::now();
         match self.send(&request).await {
-            Ok(response) => self.on_response(response).await,
+            Ok(response) => self.on_response(response, sent).await,
             Err(error) => self.on_error(error).await,
         }
     }
 
-    async fn on_response(&mut self, response: HeartbeatResponse) -> Next {
+    /// Whether the loop must act on the lease: it runs out before the next
+    /// heartbeat while the member holds tasks.
+    fn lease_ends_first(&self, next: Instant) -> bool {
+        self.lease_until.is_some_and(|until| until < next) && self.tracker.holds_any()
+    }
+
+    /// The lease ran out with no newer answer: the host may have given
+    /// every task away (fenced or expired this member while it was
+    /// stalled). Stop them all; keep the id, since the host may still
+    /// count the member, and then its next answer assigns them again.
+    /// Returns whether the application still listens.
+    async fn lease_ran_out(&mut self) -> bool {
+        let held = self.tracker.assignment();
+        tracing::warn!(
+            member_id = %self.member_id,
+            active = held.active.len(),
+            revoking = held.revoking.len(),
+            late_ms = self.lease_until.map_or(0, |until| until.elapsed().as_millis() as u64),
+            "lease ran out without an answer from the host: stopping every task"
+        );
+        self.lose_everything_but_id().await
+    }
+
+    async fn on_response(&mut self, response: HeartbeatResponse, sent: Instant) -> Next {
         self.failures = 0;
+        self.lease_until = response.lease_ms.map(|ms| sent + Duration::from_millis(ms));
         let joined = self.member_id.is_empty();
         self.member_id = response.member_id.clone();
         self.epoch = response.member_epoch;
@@ -581,6 +641,7 @@ impl Runner {
             member_id: (!self.member_id.is_empty()).then(|| self.member_id.clone()),
             member_epoch: self.epoch,
             assignment: self.tracker.assignment(),
+            lease_until: self.lease_until.map(Instant::into_std),
         });
     }
 

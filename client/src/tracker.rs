@@ -287,9 +287,14 @@ impl Tracker {
         (true, changes)
     }
 
-    /// Forgets everything (the member was fenced or removed, or rejoins as
-    /// a new member); returns every task the application held, active or
-    /// still being released.
+    /// Whether any task is active or being released here.
+    pub fn holds_any(&self) -> bool {
+        !self.active.is_empty() || !self.revoking.is_empty()
+    }
+
+    /// Forgets everything (the member was fenced or removed, its lease ran
+    /// out, or it rejoins as a new member); returns every task the
+    /// application held, active or still being released.
     pub fn reset(&mut self) -> Vec<Task> {
         let held: BTreeSet<Task> = self
             .active

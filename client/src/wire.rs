@@ -82,6 +82,10 @@ pub struct HeartbeatResponse {
     pub draining: bool,
     #[serde(default)]
     pub drained: bool,
+    /// How long after answering the host may give this member's tasks to
+    /// others if it hears nothing more (absent from hosts before it).
+    #[serde(default)]
+    pub lease_ms: Option<u64>,
 }
 
 /// The body of every 4xx/5xx answer: `{"error": {"code", "message"}}`.

@@ -720,3 +720,68 @@ async fn a_member_token_is_sent_as_a_bearer_token_and_never_printed() {
         );
     }
 }
+
+/// A host that stops answering: once the lease of its last answer runs out
+/// (counted from when that heartbeat was sent), the member may not process
+/// and loses every task, before the host could have given them away; when
+/// the host answers again, the tasks come back.
+#[tokio::test]
+async fn a_lease_that_runs_out_stops_every_task_until_the_host_answers_again() {
+    const LEASE_MS: u64 = 300;
+    let leased = |active: &[u32]| HeartbeatResponse {
+        lease_ms: Some(LEASE_MS),
+        ..answer("m-1", 1, active)
+    };
+    let unreachable = Arc::new(Mutex::new(false));
+    let down = unreachable.clone();
+    let host = FakeHost::start(move |index, _| {
+        if index == 0 {
+            Reply::Ok(leased(&[0, 1]))
+        } else if *down.lock().unwrap() {
+            Reply::Error(503, "unavailable")
+        } else {
+            Reply::Ok(leased(&[0, 1]))
+        }
+    })
+    .await;
+    let before_join = std::time::Instant::now();
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(t) if t == tasks(&[0, 1])));
+    let status = member.status();
+    let first_lease = status.lease_until.expect("the answer carried a lease");
+    assert!(first_lease >= before_join + Duration::from_millis(LEASE_MS));
+    assert!(status.may_process(first_lease - Duration::from_millis(1)));
+    assert!(!status.may_process(first_lease));
+
+    *unreachable.lock().unwrap() = true;
+    let mark = host.count();
+    // The lease is renewed by the answers before the outage: the last one
+    // sets when it runs out.
+    let lost = loop {
+        match next_event(&mut events).await {
+            Event::Error(_) => continue,
+            Event::Lost(lost) => break lost,
+            event => panic!("expected Lost, got {event:?}"),
+        }
+    };
+    let now = std::time::Instant::now();
+    let status = member.status();
+    let lease = status.lease_until.expect("still the last answer's lease");
+    assert!(now >= lease, "lost only once the lease ran out");
+    assert!(!member.may_process());
+    assert_eq!(lost, tasks(&[0, 1]));
+    assert!(status.assignment.active.is_empty());
+    assert!(host.count() > mark, "the outage was seen");
+
+    // The host answers again: same id and epoch, the tasks come back.
+    *unreachable.lock().unwrap() = false;
+    let (_, body) = host.request_where(mark, |b| b["owned"] == json!([])).await;
+    assert_eq!(body["member_id"], "m-1");
+    assert_eq!(body["member_epoch"], 1);
+    assert!(matches!(next_non_error(&mut events).await, Event::Assigned(t) if t == tasks(&[0, 1])));
+    assert!(member.may_process());
+}
