@@ -215,7 +215,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             _ = ticker.tick() => {
                 let now = tokio::time::Instant::now();
-                let _ = sim.lock().unwrap().tick(now - last);
+                // Process only what the lease allows: a stalled worker
+                // whose tasks went elsewhere must not write after them.
+                let status = member.status();
+                let at = now.into_std();
+                let _ = sim.lock().unwrap().tick(now - last, |task| status.may_process(task, at));
                 last = now;
             }
             () = &mut drain, if !drain_asked => {

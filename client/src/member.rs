@@ -167,12 +167,14 @@ pub struct Status {
 
 impl Status {
     /// Whether the application may still process (and commit the output
-    /// of) its active tasks at `now`: the lease has not run out. Checked
-    /// before each commit, it keeps a stalled process (long GC pause,
-    /// starved CPU, suspended VM) from writing after its tasks went
-    /// elsewhere, even before the loop can tell it [`Event::Lost`].
-    pub fn may_process(&self, now: std::time::Instant) -> bool {
-        self.lease_until.is_none_or(|until| now < until)
+    /// of) `task` at `now`: the task is active here (or being released,
+    /// not yet acknowledged) and the lease has not run out. Checked before
+    /// each commit, it keeps a stalled process (long GC pause, starved CPU,
+    /// suspended VM) from writing after the task went elsewhere, even
+    /// before the loop can tell it [`Event::Lost`].
+    pub fn may_process(&self, task: &Task, now: std::time::Instant) -> bool {
+        let held = self.assignment.active.contains(task) || self.assignment.revoking.contains(task);
+        held && self.lease_until.is_none_or(|until| now < until)
     }
 }
 
@@ -204,10 +206,12 @@ impl MemberHandle {
         self.status.borrow().assignment.clone()
     }
 
-    /// Whether the application may process its active tasks now (see
+    /// Whether the application may process `task` now (see
     /// [`Status::may_process`]).
-    pub fn may_process(&self) -> bool {
-        self.status.borrow().may_process(std::time::Instant::now())
+    pub fn may_process(&self, task: &Task) -> bool {
+        self.status
+            .borrow()
+            .may_process(task, std::time::Instant::now())
     }
 
     /// A receiver that sees every status the loop publishes.

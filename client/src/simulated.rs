@@ -21,10 +21,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::member::{Event, HeartbeatObserver, Member, MemberHandle};
+use crate::member::{Event, HeartbeatObserver, Member, MemberHandle, Status};
 use crate::{Assignment, ClientError, MemberConfig, Task};
 
 /// Where a simulated member's changelog ends and checkpoints live.
@@ -224,9 +224,11 @@ impl<S: StateStore> TaskStates<S> {
     }
 
     /// Advances every task by `elapsed`: an active task first restores what
-    /// it lacks, then processes; a warming one replays. Returns the active
+    /// it lacks, then processes (appends to its changelog) if
+    /// `may_process` allows it (the member's lease, see
+    /// [`Status::may_process`]); a warming one replays. Returns the active
     /// tasks that finished restoring.
-    pub fn tick(&mut self, elapsed: Duration) -> Vec<Task> {
+    pub fn tick(&mut self, elapsed: Duration, may_process: impl Fn(&Task) -> bool) -> Vec<Task> {
         let mut restored = Vec::new();
         let tasks: Vec<(Task, Role)> = self.roles.iter().map(|(t, r)| (t.clone(), *r)).collect();
         for (task, role) in tasks {
@@ -240,7 +242,7 @@ impl<S: StateStore> TaskStates<S> {
                 if role == Role::Active && reached == end {
                     restored.push(task);
                 }
-            } else if role == Role::Active {
+            } else if role == Role::Active && may_process(&task) {
                 let budget = self.rates.process_per_s as f64 * elapsed.as_secs_f64();
                 let n = self.take_credit(&task, budget);
                 if n > 0 {
@@ -276,6 +278,13 @@ pub trait Listener: Send + Sync + 'static {
     /// A heartbeat's round trip (see [`HeartbeatObserver`]).
     fn heartbeat(&self, latency: Duration, result: Result<(), &ClientError>) {
         let _ = (latency, result);
+    }
+    /// Called once, at start, with the member's status: what the worker
+    /// may process now ([`Status::may_process`], its lease). The worker
+    /// processes a task only while it may; a ledger can tell a stalled
+    /// worker whose lease ran out from a second owner with it.
+    fn member_status(&self, status: watch::Receiver<Status>) {
+        let _ = status;
     }
 }
 
@@ -373,7 +382,14 @@ impl<S: StateStore> SimulatedWorker<S> {
         let lags = move |assignment: &Assignment| lock(&lag_inner).states.lags(assignment);
         let (member, events) =
             Member::start_observed(config, lags, Arc::new(Observe(listener.clone())))?;
-        let driver = tokio::spawn(drive(events, inner.clone(), listener.clone(), tick));
+        listener.member_status(member.watch());
+        let driver = tokio::spawn(drive(
+            events,
+            member.watch(),
+            inner.clone(),
+            listener.clone(),
+            tick,
+        ));
         Ok(SimulatedWorker {
             member: Some(member),
             inner,
@@ -452,6 +468,7 @@ impl<S: StateStore> Drop for SimulatedWorker<S> {
 /// Follows the member's events and advances the state every `tick`.
 async fn drive<S: StateStore>(
     mut events: mpsc::Receiver<Event>,
+    status: watch::Receiver<Status>,
     inner: Arc<Mutex<Inner<S>>>,
     listener: Arc<dyn Listener>,
     tick: Duration,
@@ -475,7 +492,12 @@ async fn drive<S: StateStore>(
             () = tokio::time::sleep_until(next_tick) => {
                 let now = tokio::time::Instant::now();
                 let mut inner = lock(&inner);
-                let restored = inner.states.tick(now - last);
+                // The member loop never holds the status while it locks
+                // `inner` (for lags), so this order cannot deadlock.
+                let status = status.borrow();
+                let at = now.into_std();
+                let restored = inner.states.tick(now - last, |task| status.may_process(task, at));
+                drop(status);
                 last = now;
                 if !inner.stopped {
                     for task in &restored {
@@ -570,25 +592,34 @@ mod tests {
         assert_eq!(learner.lag(&task(0)), 1_000);
 
         // 2 s: 800 records replayed by both.
-        assert_eq!(owner.tick(Duration::from_secs(2)), Vec::<Task>::new());
-        assert_eq!(learner.tick(Duration::from_secs(2)), Vec::<Task>::new());
+        assert_eq!(
+            owner.tick(Duration::from_secs(2), |_| true),
+            Vec::<Task>::new()
+        );
+        assert_eq!(
+            learner.tick(Duration::from_secs(2), |_| true),
+            Vec::<Task>::new()
+        );
         assert_eq!(owner.lag(&task(0)), 200);
         assert_eq!(learner.lag(&task(0)), 200);
 
         // The owner finishes restoring, then processes: the changelog grows.
-        assert_eq!(owner.tick(Duration::from_secs(1)), vec![task(0)]);
+        assert_eq!(owner.tick(Duration::from_secs(1), |_| true), vec![task(0)]);
         assert!(!owner.restoring(&task(0)));
-        owner.tick(Duration::from_secs(1));
+        owner.tick(Duration::from_secs(1), |_| true);
         assert_eq!(changelogs.end(&task(0)), 1_010);
         assert_eq!(owner.lag(&task(0)), 0);
         // The learner never reports itself restored, and lags the new end.
         assert_eq!(learner.lag(&task(0)), 210);
-        assert_eq!(learner.tick(Duration::from_secs(1)), Vec::<Task>::new());
+        assert_eq!(
+            learner.tick(Duration::from_secs(1), |_| true),
+            Vec::<Task>::new()
+        );
         assert_eq!(learner.lag(&task(0)), 0);
 
         // Fractions carry over ticks.
         for _ in 0..15 {
-            owner.tick(Duration::from_millis(10));
+            owner.tick(Duration::from_millis(10), |_| true);
         }
         assert_eq!(changelogs.end(&task(0)), 1_011);
 

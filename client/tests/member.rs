@@ -754,8 +754,13 @@ async fn a_lease_that_runs_out_stops_every_task_until_the_host_answers_again() {
     let status = member.status();
     let first_lease = status.lease_until.expect("the answer carried a lease");
     assert!(first_lease >= before_join + Duration::from_millis(LEASE_MS));
-    assert!(status.may_process(first_lease - Duration::from_millis(1)));
-    assert!(!status.may_process(first_lease));
+    let zero = Task::new("orders", 0);
+    assert!(status.may_process(&zero, first_lease - Duration::from_millis(1)));
+    assert!(!status.may_process(&zero, first_lease));
+    assert!(!status.may_process(
+        &Task::new("orders", 2),
+        first_lease - Duration::from_millis(1)
+    ));
 
     *unreachable.lock().unwrap() = true;
     let mark = host.count();
@@ -772,7 +777,11 @@ async fn a_lease_that_runs_out_stops_every_task_until_the_host_answers_again() {
     let status = member.status();
     let lease = status.lease_until.expect("still the last answer's lease");
     assert!(now >= lease, "lost only once the lease ran out");
-    assert!(!member.may_process());
+    assert!(!member.may_process(&zero));
+    assert!(
+        !status.may_process(&zero, lease - Duration::from_millis(1)),
+        "not held"
+    );
     assert_eq!(lost, tasks(&[0, 1]));
     assert!(status.assignment.active.is_empty());
     assert!(host.count() > mark, "the outage was seen");
@@ -783,5 +792,5 @@ async fn a_lease_that_runs_out_stops_every_task_until_the_host_answers_again() {
     assert_eq!(body["member_id"], "m-1");
     assert_eq!(body["member_epoch"], 1);
     assert!(matches!(next_non_error(&mut events).await, Event::Assigned(t) if t == tasks(&[0, 1])));
-    assert!(member.may_process());
+    assert!(member.may_process(&zero));
 }

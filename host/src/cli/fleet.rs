@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use assignd_client::simulated::{
     Changelogs, Listener, MemoryStore, Rates, SimulatedWorker, WorkerView,
 };
-use assignd_client::{ClientError, MemberConfig, Task};
+use assignd_client::{ClientError, MemberConfig, Status, Task};
+use tokio::sync::watch;
 
 use crate::api::wire::{GroupState, GroupView};
 
@@ -199,6 +200,10 @@ pub struct Window {
     pub restoring_task_s: f64,
     /// Times a task became active on a second member (must be 0).
     pub double_ownership: u64,
+    /// Times a task became active on a member while its previous owner
+    /// still listed it, but that owner's lease had run out: stalled, it
+    /// had stopped processing without learning that the host removed it.
+    pub lease_lapses: u64,
     /// The most tasks without an owner at once.
     pub ownerless_max: u64,
 }
@@ -206,6 +211,8 @@ pub struct Window {
 /// Who holds what in one group, as the members themselves know it.
 struct GroupLedger {
     owners: HashMap<Task, Vec<u64>>,
+    /// Each member's status: what it may process now (its lease).
+    statuses: HashMap<u64, watch::Receiver<Status>>,
     last_owner: HashMap<Task, u64>,
     restoring: HashSet<(Task, u64)>,
     /// Tasks that have had an owner and have none now.
@@ -234,6 +241,7 @@ impl GroupLedger {
 pub struct Ledger {
     groups: Vec<Mutex<GroupLedger>>,
     double_ownership: AtomicU64,
+    lease_lapses: AtomicU64,
     totals: Mutex<Totals>,
 }
 
@@ -290,6 +298,7 @@ impl Ledger {
                 .map(|_| {
                     Mutex::new(GroupLedger {
                         owners: HashMap::new(),
+                        statuses: HashMap::new(),
                         last_owner: HashMap::new(),
                         restoring: HashSet::new(),
                         ownerless: 0,
@@ -300,6 +309,7 @@ impl Ledger {
                 })
                 .collect(),
             double_ownership: AtomicU64::new(0),
+            lease_lapses: AtomicU64::new(0),
             totals: Mutex::new(Totals::default()),
         }
     }
@@ -375,10 +385,55 @@ impl Ledger {
         self.double_ownership.load(Ordering::Relaxed)
     }
 
+    pub fn lease_lapses(&self) -> u64 {
+        self.lease_lapses.load(Ordering::Relaxed)
+    }
+
+    /// Follows `member`'s status, to tell a lapsed lease from a second
+    /// owner.
+    fn watch(&self, group: usize, member: u64, status: watch::Receiver<Status>) {
+        lock(&self.groups[group]).statuses.insert(member, status);
+    }
+
     fn active(&self, group: usize, member: u64, task: &Task, restoring: bool) {
         let mut ledger = lock(&self.groups[group]);
-        ledger.integrate(Instant::now());
+        let now = Instant::now();
+        ledger.integrate(now);
         let before = ledger.counts();
+        // An owner that may no longer process the task (its lease ran out
+        // while it was stalled, fenced without knowing it) stopped when
+        // the lease did: the task was without an owner from then to now.
+        let lapsed: Vec<(u64, Instant)> = ledger
+            .owners
+            .get(task)
+            .into_iter()
+            .flatten()
+            .filter(|&&owner| owner != member)
+            .filter_map(|&owner| {
+                let status = ledger.statuses.get(&owner)?.borrow();
+                let until = status.lease_until?;
+                (!status.may_process(task, now)).then_some((owner, until))
+            })
+            .collect();
+        for (owner, until) in lapsed {
+            let owners = ledger.owners.get_mut(task).expect("listed above");
+            let was_doubled = owners.len() == 2;
+            owners.retain(|&o| o != owner);
+            let none_left = owners.is_empty();
+            if was_doubled {
+                ledger.doubled -= 1;
+            }
+            if none_left {
+                // Released now, taken below: as a release then a grant.
+                ledger.ownerless += 1;
+            }
+            ledger.restoring.remove(&(task.clone(), owner));
+            let window = ledger.windows.last_mut().expect("one window at least");
+            window.lease_lapses += 1;
+            window.ownerless_task_s += now.saturating_duration_since(until).as_secs_f64();
+            self.lease_lapses.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(group, member = owner, %task, "the owner's lease ran out before it learned it lost the task");
+        }
         let owners = ledger.owners.entry(task.clone()).or_default();
         let had_owner = !owners.is_empty();
         owners.push(member);
@@ -488,6 +543,9 @@ impl Listener for Entry {
     }
     fn released(&self, tasks: &[Task]) {
         self.ledger.released(self.group, self.member, tasks);
+    }
+    fn member_status(&self, status: watch::Receiver<Status>) {
+        self.ledger.watch(self.group, self.member, status);
     }
     fn heartbeat(&self, latency: Duration, result: Result<(), &ClientError>) {
         if !self.beats.measuring.load(Ordering::Relaxed) {
@@ -877,6 +935,53 @@ mod tests {
         assert_eq!(ledger.holding(0).doubled, 1);
         ledger.released(0, 3, std::slice::from_ref(&a));
         assert_eq!(ledger.holding(0).doubled, 0);
+    }
+
+    /// A status holding `tasks` with a lease until `until`.
+    fn status(tasks: &[&Task], until: Instant) -> watch::Receiver<Status> {
+        let mut status = Status {
+            lease_until: Some(until),
+            ..Status::default()
+        };
+        status.assignment.active = tasks.iter().map(|&t| t.clone()).collect();
+        watch::channel(status).1
+    }
+
+    #[test]
+    fn a_second_owner_counts_as_a_lease_lapse_only_once_the_first_may_not_process() {
+        let ledger = Ledger::new(1);
+        let (a, b) = (Task::new(TOPIC, 0), Task::new(TOPIC, 1));
+        let now = Instant::now();
+        // Member 1 holds a and b; its lease ran out a second ago (stalled,
+        // removed by the host without knowing it). Member 3's lease runs.
+        ledger.watch(0, 1, status(&[&a], now - Duration::from_secs(1)));
+        ledger.watch(0, 3, status(&[&b], now + Duration::from_secs(60)));
+        ledger.active(0, 1, &a, false);
+        ledger.active(0, 3, &b, false);
+        ledger.active(0, 5, &b, false);
+        assert_eq!(ledger.double_ownership(), 1, "b on 3 and 5: 3 may process");
+        // Member 2 takes a over: 1 had stopped when its lease ran out, a
+        // second ago, and a was without an owner since.
+        ledger.active(0, 2, &a, false);
+        assert_eq!(ledger.double_ownership(), 1);
+        assert_eq!(ledger.lease_lapses(), 1);
+        let figures = ledger.window(0, 0);
+        assert_eq!(
+            (figures.lease_lapses, figures.moved),
+            (1, 2),
+            "b to 5, a to 2"
+        );
+        assert!(figures.ownerless_task_s >= 1.0, "{figures:?}");
+        assert_eq!(ledger.holding(0).ownerless, 0);
+        // Member 1 learns it lost a, late: nothing changes.
+        ledger.released(0, 1, std::slice::from_ref(&a));
+        assert_eq!(ledger.holding(0).ownerless, 0);
+        // A member whose lease runs but does not hold the task any more
+        // (its tracker forgot it) is not an owner either.
+        ledger.watch(0, 2, status(&[], now + Duration::from_secs(60)));
+        ledger.active(0, 4, &a, false);
+        assert_eq!(ledger.double_ownership(), 1);
+        assert_eq!(ledger.lease_lapses(), 2);
     }
 
     #[test]

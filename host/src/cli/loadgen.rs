@@ -7,7 +7,9 @@
 //! After every group settled, it measures for `--duration` seconds while
 //! `--churn` scales, kills or stops members on a schedule, and reports
 //! heartbeats per second, their latency (p50, p99, p99.9), errors, double
-//! ownership (must be 0), and per churn event: the time until every group
+//! ownership (must be 0), lease lapses (a task taken over from a stalled
+//! owner whose lease had run out, so that it had stopped: not a double
+//! ownership), and per churn event: the time until every group
 //! was stable and settled again, tasks moved, and task-seconds without an
 //! active owner and with a restoring one; the report adds the timeline of
 //! those two counts over every group (what `assignd plot` draws). It owns
@@ -286,6 +288,7 @@ async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         figure.settled = probe.await.unwrap_or_default();
     }
     let double_ownership = fleet.ledger.double_ownership();
+    let lease_lapses = fleet.ledger.lease_lapses();
     let timeline = fleet.ledger.timeline();
     fleet.leave_all().await;
 
@@ -318,12 +321,13 @@ async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         "latency_ms": {"p50": ms(0.5), "p99": ms(0.99), "p999": ms(0.999), "max": latencies.max() as f64 / 1e3},
         "errors": errors,
         "double_ownership": double_ownership,
+        "lease_lapses": lease_lapses,
         "baseline": window_json(&figures[0].windows),
         "events": figures.iter().skip(1).map(|f| event_json(f, &names)).collect::<Vec<_>>(),
         "timeline": timeline,
     });
     println!(
-        "members={total} groups={} heartbeats_per_s={:.0} p50_ms={:.2} p99_ms={:.2} p999_ms={:.2} errors={errors} double_ownership={double_ownership}",
+        "members={total} groups={} heartbeats_per_s={:.0} p50_ms={:.2} p99_ms={:.2} p999_ms={:.2} errors={errors} double_ownership={double_ownership} lease_lapses={lease_lapses}",
         args.groups,
         heartbeats as f64 / elapsed,
         ms(0.5),
@@ -378,6 +382,7 @@ fn sums(windows: &[Window]) -> Window {
         sum.ownerless_task_s += w.ownerless_task_s;
         sum.restoring_task_s += w.restoring_task_s;
         sum.double_ownership += w.double_ownership;
+        sum.lease_lapses += w.lease_lapses;
         sum.ownerless_max = sum.ownerless_max.max(w.ownerless_max);
     }
     sum
@@ -391,6 +396,7 @@ fn window_json(windows: &[Window]) -> serde_json::Value {
         "ownerless_max": sum.ownerless_max,
         "restoring_task_s": sum.restoring_task_s,
         "double_ownership": sum.double_ownership,
+        "lease_lapses": sum.lease_lapses,
     })
 }
 
@@ -436,6 +442,7 @@ fn event_json(figure: &EventFigures, names: &[String]) -> serde_json::Value {
                 "ownerless_task_s": w.ownerless_task_s,
                 "restoring_task_s": w.restoring_task_s,
                 "double_ownership": w.double_ownership,
+                "lease_lapses": w.lease_lapses,
             })
         }).collect::<Vec<_>>(),
     });
@@ -454,12 +461,13 @@ fn event_line(figure: &EventFigures) -> String {
     let sum = sums(&figure.windows);
     let seconds = |t: Option<f64>| t.map_or_else(|| "-".to_owned(), |t| format!("{t:.2}"));
     format!(
-        "event={} settled={settled}/{groups} settled_s_max={} tasks_moved={} ownerless_task_s={:.2} restoring_task_s={:.2} double_ownership={}",
+        "event={} settled={settled}/{groups} settled_s_max={} tasks_moved={} ownerless_task_s={:.2} restoring_task_s={:.2} double_ownership={} lease_lapses={}",
         event.spec,
         seconds(settled_max),
         sum.moved,
         sum.ownerless_task_s,
         sum.restoring_task_s,
         sum.double_ownership,
+        sum.lease_lapses,
     )
 }
