@@ -485,25 +485,21 @@ async fn drive<S: StateStore>(
                     // Leaving or killed: acknowledge nothing more.
                     continue;
                 }
+                // The time since the last step belongs to the roles before
+                // the event: a task assigned now must not be credited
+                // with replay from before it was assigned.
+                let now = tokio::time::Instant::now();
+                advance(&mut inner, &status, &*listener, now - last, now);
+                last = now;
                 on_event(&mut inner, &*listener, event);
                 // Something may have started warming or restoring.
-                next_tick = next_tick.min(tokio::time::Instant::now() + tick);
+                next_tick = next_tick.min(now + tick);
             }
             () = tokio::time::sleep_until(next_tick) => {
                 let now = tokio::time::Instant::now();
                 let mut inner = lock(&inner);
-                // The member loop never holds the status while it locks
-                // `inner` (for lags), so this order cannot deadlock.
-                let status = status.borrow();
-                let at = now.into_std();
-                let restored = inner.states.tick(now - last, |task| status.may_process(task, at));
-                drop(status);
+                advance(&mut inner, &status, &*listener, now - last, now);
                 last = now;
-                if !inner.stopped {
-                    for task in &restored {
-                        listener.restored(task);
-                    }
-                }
                 // Only processing: the changelogs grow as well in bigger
                 // steps, and a process of many members stays light.
                 next_tick = now + if inner.states.busy() { tick } else { idle_tick };
@@ -511,6 +507,30 @@ async fn drive<S: StateStore>(
         }
     }
     lock(&inner).stop_all(&*listener);
+}
+
+/// Advances the state by `elapsed`, up to `now`, processing only what the
+/// member's lease allows, and reports the tasks that finished restoring.
+fn advance<S: StateStore>(
+    inner: &mut Inner<S>,
+    status: &watch::Receiver<Status>,
+    listener: &dyn Listener,
+    elapsed: Duration,
+    now: tokio::time::Instant,
+) {
+    // The member loop never holds the status while it locks `inner` (for
+    // lags), so taking the status under `inner` cannot deadlock.
+    let status = status.borrow();
+    let at = now.into_std();
+    let restored = inner
+        .states
+        .tick(elapsed, |task| status.may_process(task, at));
+    drop(status);
+    if !inner.stopped {
+        for task in &restored {
+            listener.restored(task);
+        }
+    }
 }
 
 fn on_event<S: StateStore>(inner: &mut Inner<S>, listener: &dyn Listener, event: Event) {

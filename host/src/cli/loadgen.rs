@@ -326,7 +326,7 @@ async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         "events": figures.iter().skip(1).map(|f| event_json(f, &names)).collect::<Vec<_>>(),
         "timeline": timeline,
     });
-    println!(
+    outln!(
         "members={total} groups={} heartbeats_per_s={:.0} p50_ms={:.2} p99_ms={:.2} p999_ms={:.2} errors={errors} double_ownership={double_ownership} lease_lapses={lease_lapses}",
         args.groups,
         heartbeats as f64 / elapsed,
@@ -335,7 +335,7 @@ async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         ms(0.999),
     );
     for figure in figures.iter().skip(1) {
-        println!("{}", event_line(figure));
+        outln!("{}", event_line(figure));
     }
     if let Some(path) = &args.report {
         let text = serde_json::to_string_pretty(&report).expect("JSON");

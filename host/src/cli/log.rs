@@ -58,7 +58,7 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
         exit_code: EXIT_BAD_INPUT,
     })?;
     for segment in &scan.segments {
-        println!(
+        outln!(
             "segment {} records={} valid_bytes={}",
             segment.path.display(),
             segment.records,
@@ -70,14 +70,14 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
         .iter()
         .map(|(kind, n)| format!("{kind}={n}"))
         .collect();
-    println!("records={} {}", scan.records.len(), by_type.join(" "));
+    outln!("records={} {}", scan.records.len(), by_type.join(" "));
     let verb = if mode == ScanMode::Check {
         "would cut"
     } else {
         "cut"
     };
     if let Some(torn) = &scan.torn_tail {
-        println!(
+        outln!(
             "torn tail: {} at offset {}: {} ({verb} {} bytes)",
             torn.file.display(),
             torn.offset,
@@ -97,7 +97,7 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
             exit_code: EXIT_BAD_INPUT,
         }),
         (Some(bad), _) => {
-            println!(
+            outln!(
                 "repaired: cut {} at offset {} ({}), dropping {} bytes and every later segment",
                 bad.file.display(),
                 bad.offset,
@@ -107,7 +107,7 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
             Ok(())
         }
         (None, _) => {
-            println!("ok");
+            outln!("ok");
             Ok(())
         }
     }

@@ -1,6 +1,15 @@
 //! The `assignd` command line: argument parsing, logging set-up, and the
 //! one place where errors become an `error: …` line and an exit code.
 
+/// `println!` for command output that a closed stdout (`assignd … | head`)
+/// ends quietly instead of with a panic: what was asked is done either way.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod admin_token;
 mod component;
 mod demo;

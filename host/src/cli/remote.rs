@@ -368,11 +368,8 @@ fn quote(text: &str) -> String {
 
 fn print(answer: Option<Value>) {
     if let Some(value) = answer {
-        // A closed stdout (`… | head`) is no reason to fail a request that
-        // already succeeded.
-        use std::io::Write;
         let text = serde_json::to_string_pretty(&value).expect("a JSON value always serializes");
-        let _ = writeln!(std::io::stdout().lock(), "{text}");
+        outln!("{text}");
     }
 }
 

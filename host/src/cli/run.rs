@@ -136,7 +136,7 @@ pub fn info(args: InfoArgs) -> Result<(), Failure> {
     ) {
         doc.extend(info);
     }
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(&doc).expect("a JSON value always serializes")
     );
