@@ -214,3 +214,60 @@ fn standbys_prefer_another_rack() {
     out.normalize();
     assert_eq!(out.standbys.iter().collect::<Vec<_>>(), [(0, 1), (0, 2)]);
 }
+
+/// A scale-down, as the host asks it: 20 members of 5 tasks each, the 5
+/// draining ones left out of the input (their 25 tasks look free), each of
+/// those tasks still warm on one remaining member (an earlier owner). Rounds
+/// follow as the host would run them: the answer is installed, learners
+/// catch up at once. Each freed task should move once, and nothing else.
+#[test]
+fn a_scale_down_moves_each_freed_task_once_and_nothing_else() {
+    const MEMBERS: u32 = 15;
+    const TASKS: u32 = 100;
+    let mut input = uniform_group(MEMBERS, 1, TASKS);
+    let kept = (MEMBERS * 5) as usize;
+    input.active_owner = (0..TASKS)
+        .map(|t| {
+            if (t as usize) < kept {
+                t / 5
+            } else {
+                NO_MEMBER
+            }
+        })
+        .collect();
+    for task in kept as u32..TASKS {
+        input.lags.push(task, task % MEMBERS, 0);
+    }
+    let mut input = with_params(input, 10_000, TASKS as u64, 0);
+    let mut moves = vec![0u32; TASKS as usize];
+    for _round in 0..10 {
+        let out = run::<LearnerAware>(&input).unwrap();
+        for (task, (&before, &after)) in
+            input.active_owner.iter().zip(&out.active_owner).enumerate()
+        {
+            if before != after {
+                moves[task] += 1;
+            }
+        }
+        let done = out.learners.is_empty() && out.active_owner == input.active_owner;
+        input.active_owner = out.active_owner.clone();
+        input.learners = out.learners.clone();
+        for (task, member) in out.learners.iter() {
+            input.lags.push(task, member, 0);
+        }
+        if done {
+            let counts = out.active_counts(MEMBERS as usize);
+            assert!(counts.iter().all(|&c| c == 6 || c == 7), "{counts:?}");
+            assert!(
+                moves[..kept].iter().all(|&m| m == 0),
+                "kept tasks moved: {moves:?}"
+            );
+            assert!(
+                moves[kept..].iter().all(|&m| m == 1),
+                "freed tasks: {moves:?}"
+            );
+            return;
+        }
+    }
+    panic!("not settled in 10 rounds: {moves:?}");
+}
