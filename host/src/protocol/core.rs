@@ -810,17 +810,23 @@ impl Coordinator {
     /// How long after `now` the slot keeps its tasks if the host hears
     /// nothing more from it: the earliest of its session (or registration)
     /// timeout, the fence for tasks it has not released, the end of its
-    /// drain, and, for a member not draining, a drain an admin could start
-    /// right after this answer. A member that stops processing once this
-    /// long has passed since it *sent* the heartbeat stops before the host
-    /// can give its tasks to anyone else, however long it was stalled.
+    /// drain, and what could start right after this answer: a drain an
+    /// admin starts, a revocation at its next heartbeat, the name map
+    /// dropped. A member that stops processing once this long has passed
+    /// since it *sent* the heartbeat stops before the host can give its
+    /// tasks to anyone else, however long it was stalled.
     fn lease_ms(&self, group_name: &str, slot: &str, now: Millis) -> u64 {
         let group = &self.groups[group_name];
         let config = &group.config;
         let member = &group.members[slot];
         let liveness = self.liveness.get(group_name);
         let session_ms = if member.name.is_some() {
-            config.registration_timeout_ms
+            // A nameless join into a stable group may drop the name map
+            // right after this answer: the member then expires as a
+            // dynamic one, after the session timeout.
+            config
+                .registration_timeout_ms
+                .min(config.session_timeout_ms)
         } else {
             config.session_timeout_ms
         };
@@ -832,6 +838,16 @@ impl Coordinator {
             // The grace heartbeat interval of `tick` is left out on purpose:
             // it stays a margin for the answer's way back.
             removal = removal.min(since.saturating_add(config.expansion_timeout_ms));
+        } else {
+            // Nothing to release yet, but the next heartbeat may be told to
+            // revoke and its answer be lost: the member, still holding this
+            // lease, cannot know, and `tick` fences it an expansion timeout
+            // and a heartbeat interval after that heartbeat. It comes after
+            // this one: the gap between the two is the margin here.
+            removal = removal.min(
+                now.saturating_add(config.expansion_timeout_ms)
+                    .saturating_add(config.heartbeat_interval_ms),
+            );
         }
         let drain_started = if member.draining {
             liveness

@@ -17,6 +17,9 @@ pub struct Belief<'a> {
     pub process: &'a str,
     /// The member id it sends (empty before its join was answered).
     pub member_id: &'a str,
+    /// When the lease of its last answer ends (`None` before any answer):
+    /// past it, the process no longer acts on `owns`.
+    pub lease_until_ms: Option<Millis>,
     pub owns: Vec<&'a TaskRef>,
 }
 
@@ -108,6 +111,41 @@ pub fn check_beliefs(group: &Group, beliefs: &[Belief<'_>]) -> Result<(), String
                     belief.process, belief.member_id
                 ),
             });
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 1 under leases, as the members see it: no two running
+/// processes whose leases have not passed at `now` believe they own the
+/// same task, whether or not the host still knows them. A process the host
+/// fenced or expired without its knowing is a zombie that `check_beliefs`
+/// skips; this check counts it until its lease ends, so it holds only if
+/// the host never grants a task before its previous owner's lease is over.
+/// A process with no lease (no answer yet) or a passed one owns nothing.
+pub fn check_leased_beliefs(beliefs: &[Belief<'_>], now: Millis) -> Result<(), String> {
+    let mut owner: BTreeMap<&TaskRef, (&Belief<'_>, Millis)> = BTreeMap::new();
+    for belief in beliefs {
+        let Some(until) = belief.lease_until_ms.filter(|&until| now < until) else {
+            continue;
+        };
+        for &task in &belief.owns {
+            if let Some((other, other_until)) = owner.insert(task, (belief, until)) {
+                let id = |b: &Belief<'_>| {
+                    if b.member_id.is_empty() {
+                        "no member id".to_owned()
+                    } else {
+                        b.member_id.to_owned()
+                    }
+                };
+                return Err(format!(
+                    "invariant 1 (leases): processes {} ({}, lease until {other_until}) and {} ({}, lease until {until}) both believe they own {task:?} at t={now}",
+                    other.process,
+                    id(other),
+                    belief.process,
+                    id(belief)
+                ));
+            }
         }
     }
     Ok(())

@@ -5,8 +5,11 @@
 //! tasks (lag 0 while active, catching up while learner or standby, going
 //! stale otherwise) and reports it as `lags`, drains when asked and leaves
 //! once drained, and rejoins after `unknown_member`, `fenced` or
-//! `stale_epoch`. It never calls the coordinator itself: the world sends
-//! what [`SimMember::request`] builds and hands back the answer.
+//! `stale_epoch`. It honours its lease: once `lease_ms` of its last answer
+//! has passed since it sent the heartbeat that got that answer, it stops
+//! processing every task it holds and heartbeats at once. It never calls
+//! the coordinator itself: the world sends what [`SimMember::request`]
+//! builds and hands back the answer.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -74,6 +77,13 @@ pub struct SimMember {
     pub keep_revoked: bool,
     /// Tasks kept under `keep_revoked`.
     pub zombie: BTreeSet<TaskRef>,
+    /// When the request in flight (the last one built) was sent: its
+    /// answer's lease counts from here, not from its arrival.
+    pub sent_at_ms: Millis,
+    /// When the lease of the last answer that arrived ends (`sent_at_ms` of
+    /// its request plus its `lease_ms`); `None` before any answer. A lost
+    /// answer extends nothing.
+    pub lease_until_ms: Option<Millis>,
 }
 
 impl SimMember {
@@ -106,6 +116,8 @@ impl SimMember {
             draining: false,
             keep_revoked: false,
             zombie: BTreeSet::new(),
+            sent_at_ms: now,
+            lease_until_ms: None,
         }
     }
 
@@ -122,6 +134,7 @@ impl SimMember {
         Belief {
             process: &self.label,
             member_id: &self.member_id,
+            lease_until_ms: self.lease_until_ms,
             owns: self
                 .active
                 .iter()
@@ -129,6 +142,31 @@ impl SimMember {
                 .chain(&self.zombie)
                 .collect(),
         }
+    }
+
+    /// Whether it processes anything the host assigned (active, or revoked
+    /// and not released yet).
+    pub fn holds_tasks(&self) -> bool {
+        !self.active.is_empty() || !self.revoking.is_empty()
+    }
+
+    /// Whether its lease has passed at `now` (or it never had one).
+    pub fn lease_passed(&self, now: Millis) -> bool {
+        self.lease_until_ms.is_none_or(|until| now >= until)
+    }
+
+    /// Once the lease has passed without a newer answer, the host may have
+    /// given its tasks away: it stops processing them all, as lost (not
+    /// released). It keeps its member id and epoch: the host may still
+    /// know it, and its next heartbeat (owned = []) says what it holds.
+    /// Returns whether it dropped anything.
+    fn expire_lease(&mut self, now: Millis) -> bool {
+        if !self.lease_passed(now) || !self.holds_tasks() {
+            return false;
+        }
+        self.active.clear();
+        self.revoking.clear();
+        true
     }
 
     /// Brings the local state's lags up to `now`.
@@ -151,9 +189,10 @@ impl SimMember {
     }
 
     /// The next request: a join, a leave, or a heartbeat reporting what it
-    /// owns and its lags. Revoked tasks whose delay has passed are released
-    /// first (and so reported gone). `configured` is the group's topics: a
-    /// real client subscribes only to topics that exist.
+    /// owns and its lags. If its lease has passed it first stops processing
+    /// everything it held; revoked tasks whose delay has passed are released
+    /// (either way they are reported gone). `configured` is the group's
+    /// topics: a real client subscribes only to topics that exist.
     pub fn request(
         &mut self,
         group: &str,
@@ -161,6 +200,7 @@ impl SimMember {
         now: Millis,
     ) -> Heartbeat {
         self.age_store(now);
+        self.expire_lease(now);
         let released: Vec<TaskRef> = self
             .revoking
             .iter()
@@ -173,6 +213,7 @@ impl SimMember {
                 self.zombie.insert(task);
             }
         }
+        self.sent_at_ms = now;
         if self.status == Status::Leaving {
             return Heartbeat {
                 member_epoch: LEAVE_EPOCH,
@@ -236,8 +277,9 @@ impl SimMember {
         }
     }
 
-    /// Takes in an answer that arrived. Returns a note for the trace when
-    /// the host dropped a task without revoking it first.
+    /// Takes in an answer that arrived (to the request built last). Returns
+    /// a note for the trace when the host dropped a task without revoking
+    /// it first, or when the answer's lease had already passed.
     pub fn on_response(
         &mut self,
         response: &HeartbeatResponse,
@@ -247,6 +289,7 @@ impl SimMember {
     ) -> Option<String> {
         self.member_id = response.member_id.clone();
         self.epoch = response.member_epoch as i64;
+        self.lease_until_ms = Some(self.sent_at_ms.saturating_add(response.lease_ms));
         if let Some(topics) = self.pending_topics.take() {
             self.topics = topics;
         }
@@ -265,7 +308,7 @@ impl SimMember {
             .iter()
             .filter(|t| !response.active.contains(*t) && !response.revoking.contains(*t))
             .collect();
-        let note = (!dropped.is_empty())
+        let mut note = (!dropped.is_empty())
             .then(|| format!("host dropped {} without a revoke", tasks_str(dropped)));
         self.active = response.active.clone();
         self.learner = response.learner.clone();
@@ -281,6 +324,17 @@ impl SimMember {
                 self.store.insert(task.clone(), Store { lag, at_ms: now });
             }
         }
+        // An answer whose lease is over on arrival grants nothing to
+        // process. Its tasks are dropped now, and the next heartbeat comes
+        // on the usual schedule: beating at once would only fetch another
+        // such answer.
+        if self.expire_lease(now) {
+            note = Some(format!(
+                "{}lease over on arrival (until {:?}): stops processing",
+                note.map(|n| n + "; ").unwrap_or_default(),
+                self.lease_until_ms
+            ));
+        }
         self.draining = response.draining;
         if response.draining {
             self.want_drain = false;
@@ -295,12 +349,20 @@ impl SimMember {
     }
 
     /// The next heartbeat: one interval (a little early, as jitter), or as
-    /// soon as a revoked task is released.
+    /// soon as a revoked task is released, or at the end of its lease if
+    /// it still holds tasks then (it stops processing them and tells the
+    /// host at once).
     pub fn schedule_beat(&mut self, interval_ms: u64, now: Millis, rng: &mut Rng) {
         self.interval_ms = interval_ms;
         let mut next = now + interval_ms - rng.below(interval_ms / 5 + 1);
         if let Some(&release) = self.revoking.values().min() {
             next = next.min(release.max(now + 1));
+        }
+        if let Some(until) = self.lease_until_ms
+            && until > now
+            && self.holds_tasks()
+        {
+            next = next.min(until);
         }
         self.next_beat_ms = next.max(now + 1);
     }

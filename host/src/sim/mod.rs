@@ -84,6 +84,9 @@ pub struct Stats {
     pub stale_answers: u64,
     pub assignor_failures: u64,
     pub lost_responses: u64,
+    /// Times a process holding tasks found its lease passed (stalled, or
+    /// its answers lost) and stopped processing them.
+    pub leases_lapsed: u64,
     pub configs: u64,
     /// Schedules whose group, without churn, became stable but never
     /// stopped moving tasks through learners (a liveness finding about the
@@ -106,6 +109,7 @@ impl Stats {
         self.stale_answers += other.stale_answers;
         self.assignor_failures += other.assignor_failures;
         self.lost_responses += other.lost_responses;
+        self.leases_lapsed += other.leases_lapsed;
         self.configs += other.configs;
         self.unsettled += other.unsettled;
     }
@@ -204,7 +208,7 @@ pub fn summary_line(reports: &[Report]) -> String {
     }
     let violations = reports.iter().filter(|r| r.violation.is_some()).count();
     format!(
-        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} stale_answers={} assignor_failures={} lost_responses={} configs={} unsettled={}",
+        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} stale_answers={} assignor_failures={} lost_responses={} leases_lapsed={} configs={} unsettled={}",
         stats.schedules,
         stats.steps,
         stats.targets,
@@ -218,6 +222,7 @@ pub fn summary_line(reports: &[Report]) -> String {
         stats.stale_answers,
         stats.assignor_failures,
         stats.lost_responses,
+        stats.leases_lapsed,
         stats.configs,
         stats.unsettled
     )

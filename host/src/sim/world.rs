@@ -458,8 +458,9 @@ impl World {
         Ok(())
     }
 
-    /// Invariant 1 at the processes after every step; invariant 1 in the
-    /// host and replay after every step that emitted records. (A step
+    /// Invariant 1 at the processes after every step (among the ones the
+    /// host knows, and among all whose leases have not passed); invariant 1
+    /// in the host and replay after every step that emitted records. (A step
     /// without records must leave the group as it was; a change made
     /// without a record would show at the next comparison, or in the final
     /// replay of the whole log.)
@@ -476,6 +477,7 @@ impl World {
             .map(SimMember::belief)
             .collect();
         check::check_beliefs(group, &beliefs).map_err(|e| self.violation(e))?;
+        check::check_leased_beliefs(&beliefs, self.now).map_err(|e| self.violation(e))?;
         if !changed {
             return Ok(());
         }
@@ -579,8 +581,21 @@ impl World {
             process.stop(Status::Gone);
             return Ok(());
         }
+        let lease_over = (process.holds_tasks() && process.lease_passed(now)).then(|| {
+            format!(
+                "{}: lease ended at {:?}, stops processing active=[{}] revoking=[{}]",
+                process.label(),
+                process.lease_until_ms,
+                tasks_str(&process.active),
+                tasks_str(process.revoking.keys())
+            )
+        });
         let request = process.request(GROUP, &configured, now);
         let label = process.label().to_owned();
+        if let Some(line) = lease_over {
+            self.stats.leases_lapsed += 1;
+            self.note(|_| line);
+        }
         let leaving = request.member_epoch == LEAVE_EPOCH;
         // Invariant 3 applies to a new incarnation of a static slot that
         // still exists, with the same subscription.
@@ -627,9 +642,10 @@ impl World {
             };
             let outcome = match &result {
                 Ok((r, _)) => format!(
-                    "{} e{} active=[{}] revoking=[{}] learner=[{}] standby=[{}]{}{}{}",
+                    "{} e{} lease={} active=[{}] revoking=[{}] learner=[{}] standby=[{}]{}{}{}",
                     r.member_id,
                     r.member_epoch,
+                    r.lease_ms,
                     tasks_str(&r.active),
                     tasks_str(&r.revoking),
                     tasks_str(&r.learner),
@@ -658,10 +674,15 @@ impl World {
                     self.stats.lost_responses += 1;
                     let interval = process.interval_ms;
                     process.schedule_beat(interval, now, &mut self.rng);
-                } else if let Some(note) =
-                    process.on_response(&response, initial_lag_max, now, &mut self.rng)
-                {
-                    self.note(|_| format!("  {label}: {note}"));
+                } else {
+                    let granted = !response.active.is_empty() || !response.revoking.is_empty();
+                    let note = process.on_response(&response, initial_lag_max, now, &mut self.rng);
+                    if granted && process.lease_passed(now) {
+                        self.stats.leases_lapsed += 1;
+                    }
+                    if let Some(note) = note {
+                        self.note(|_| format!("  {label}: {note}"));
+                    }
                 }
             }
             Err(error) => {
