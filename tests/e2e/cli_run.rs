@@ -338,3 +338,35 @@ fn info_describes_a_builtin() {
     assert!(params.contains(&"acceptable_recovery_lag"), "{params:?}");
     assert_eq!(doc["id"].as_str().unwrap().len(), 64, "sha256 hex id");
 }
+
+/// `assignd info … | head` and the like: a stdout whose reader is gone
+/// ends the output quietly, exit 0, no panic.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    for args in [
+        &["info", "--module", "learner-aware"][..],
+        &[
+            "run",
+            "--module",
+            "sticky",
+            "--input",
+            example_input().to_str().unwrap(),
+        ][..],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_assignd"))
+            .args(args)
+            .env("ASSIGND_CACHE_DIR", scratch("cache"))
+            .stdout(writer)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+    }
+}
