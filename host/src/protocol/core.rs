@@ -753,7 +753,12 @@ impl Coordinator {
         self.reconcile_slot(&request.group, &slot, owned.as_ref(), now, &mut out);
         self.maybe_call_assignor(&request.group, now, &mut out);
         self.snapshot_if_stable(&request.group, &mut out);
-        Ok((self.response(&request.group, &slot, now), out))
+        let response = self.response(&request.group, &slot, now);
+        let lease_end = now.saturating_add(response.lease_ms);
+        let liveness = self.liveness.entry(request.group.clone()).or_default();
+        let promised = liveness.lease_end_ms.entry(slot).or_insert(lease_end);
+        *promised = (*promised).max(lease_end);
+        Ok((response, out))
     }
 
     /// What a member is told: its reconciled assignment and its target's
@@ -1153,6 +1158,7 @@ impl Coordinator {
         liveness.revoking_since_ms.remove(slot);
         liveness.lags.remove(slot);
         liveness.draining_since_ms.remove(slot);
+        liveness.lease_end_ms.remove(slot);
         liveness.caught_up_signalled.retain(|(s, _)| s != slot);
         self.bump(group_name, now, out);
     }
@@ -1365,6 +1371,16 @@ impl Coordinator {
             let liveness = self.liveness.entry(name.clone()).or_default();
             let mut expired = Vec::new();
             for (slot, member) in &group.members {
+                // The member may still process under a lease given before
+                // a config change shortened its timeouts: no timer takes
+                // its tasks before that lease ends.
+                if liveness
+                    .lease_end_ms
+                    .get(slot)
+                    .is_some_and(|&end| now < end)
+                {
+                    continue;
+                }
                 if member.draining {
                     let since = *liveness
                         .draining_since_ms

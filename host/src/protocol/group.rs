@@ -649,6 +649,11 @@ pub struct Liveness {
     /// Since when each draining slot has been draining (restarted from
     /// recovered state after a host restart).
     pub draining_since_ms: BTreeMap<String, Millis>,
+    /// The latest end of a lease each slot was given (the answer's time
+    /// plus its `lease_ms`). No timer removes the slot before it, so a
+    /// config change that shortens a timeout cannot break a lease already
+    /// given. Not kept over a restart: every timer then restarts later.
+    pub lease_end_ms: BTreeMap<String, Millis>,
     /// When the assignor was last asked (for the probing interval).
     pub last_call_ms: Option<Millis>,
     /// The next call skips the expansion wait (a learner caught up, a drain

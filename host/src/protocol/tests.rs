@@ -853,6 +853,37 @@ fn a_lease_ends_no_later_than_the_host_could_give_the_tasks_away() {
     assert!(others[0].lease_ms <= 500, "{}", others[0].lease_ms);
 }
 
+/// A lease once given is kept: shortening the session timeout of a live
+/// group does not remove a silent member before the lease it holds ends.
+#[test]
+fn a_config_change_does_not_cut_a_lease_short() {
+    let long = GroupConfig {
+        expansion_timeout_ms: 5_000,
+        ..config(2)
+    };
+    let mut h = Harness::with_config(long.clone());
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(5_000);
+    h.settle(&mut members);
+    let silent = members.pop().unwrap();
+    let lease = silent.lease_ms;
+    assert_eq!(lease, SESSION_MS.min(5_000 + 1_000));
+    let lease_end = h.now + lease;
+    h.configure(GroupConfig {
+        session_timeout_ms: 2_000,
+        ..long
+    });
+    h.advance(lease_end - 1, &mut members);
+    let group = h.core.group(GROUP).unwrap();
+    assert!(
+        group.slot_of(&silent.member_id).is_some(),
+        "kept until its lease ends"
+    );
+    h.advance(lease_end + 1_000, &mut members);
+    let group = h.core.group(GROUP).unwrap();
+    assert!(group.slot_of(&silent.member_id).is_none(), "then expired");
+}
+
 #[test]
 fn a_failing_assignor_is_retried_with_backoff_capped() {
     use crate::protocol::group::{ASSIGNOR_RETRY_MAX_MS, assignor_retry_ms};
