@@ -372,6 +372,7 @@ async fn run(args: DemoArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         finish(event, &fleet, true).await;
     }
     let double_ownership = fleet.ledger.double_ownership();
+    let lease_lapses = fleet.ledger.lease_lapses();
     fleet.leave_all().await;
     let _ = stop.send(());
 
@@ -386,6 +387,11 @@ async fn run(args: DemoArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
     say(&format!(
         "double ownership: {double_ownership} (times a task was active on two workers at once; must be 0)"
     ));
+    if lease_lapses > 0 {
+        say(&format!(
+            "lease lapses: {lease_lapses} (tasks taken over from a stalled worker after its lease ran out, so after it had stopped)"
+        ));
+    }
     Ok(())
 }
 
