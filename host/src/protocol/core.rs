@@ -1096,12 +1096,20 @@ impl Coordinator {
                 // membership for good.
                 let has_static = group.members.values().any(|m| m.name.is_some());
                 if name.is_none() && has_static && !group.dynamic_only && group.is_stable() {
+                    let moves = group.slots_without_names();
                     self.emit(
                         out,
                         Record::NameMapDropped {
                             group: group_name.clone(),
                         },
                     );
+                    // The slots' timers, lease promises and lags move with
+                    // them: a drain keeps its deadline, and no timer of the
+                    // new slot acts before a lease given under the old one.
+                    let liveness = self.liveness.entry(group_name.clone()).or_default();
+                    for (from, to) in &moves {
+                        liveness.rekey(from, to);
+                    }
                 }
                 true
             }

@@ -591,27 +591,35 @@ impl Group {
             }
             Record::NameMapDropped { .. } => {
                 self.dynamic_only = true;
-                let members = std::mem::take(&mut self.members);
-                for (slot, mut member) in members {
-                    let key = if member.name.take().is_some() {
-                        // The slot is re-keyed by member id; its target and
-                        // holdings move with it.
-                        let key = member.member_id.clone();
-                        if let Some(tasks) = self.target.remove(&slot) {
-                            self.target.insert(key.clone(), tasks);
-                        }
-                        if let Some(held) = self.holdings.remove(&slot) {
-                            self.holdings.set(&key, held);
-                        }
-                        key
-                    } else {
-                        slot
-                    };
+                // Each static slot is re-keyed by member id; its target and
+                // holdings move with it.
+                for (slot, key) in self.slots_without_names() {
+                    let member = self.members.remove(&slot).expect("a member's slot");
+                    self.members.insert(key.clone(), member);
+                    if let Some(tasks) = self.target.remove(&slot) {
+                        self.target.insert(key.clone(), tasks);
+                    }
+                    if let Some(held) = self.holdings.remove(&slot) {
+                        self.holdings.set(&key, held);
+                    }
+                }
+                for member in self.members.values_mut() {
+                    member.name = None;
                     member.away = false;
-                    self.members.insert(key, member);
                 }
             }
         }
+    }
+
+    /// Where each static slot moves when the name map is dropped
+    /// ([`Record::NameMapDropped`]): from `static:{name}` to its member's
+    /// id. The core moves the slot's transient state the same way.
+    pub fn slots_without_names(&self) -> Vec<(String, String)> {
+        self.members
+            .iter()
+            .filter(|(_, member)| member.name.is_some())
+            .map(|(slot, member)| (slot.clone(), member.member_id.clone()))
+            .collect()
     }
 
     fn fence(&mut self, member_id: String) {
@@ -631,7 +639,8 @@ impl Group {
 /// Transient per-group state, rebuilt rather than replayed: when each slot
 /// was last heard from, when the current batch of changes started, which
 /// target computation is in flight, since when each member has been asked
-/// to release tasks.
+/// to release tasks. Every map keyed by slot is moved by
+/// [`Liveness::rekey`] and cleared when the slot is removed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Liveness {
     pub last_seen_ms: BTreeMap<String, Millis>,
@@ -727,6 +736,33 @@ pub fn assignor_retry_ms(expansion_timeout_ms: u64, consecutive: u64) -> u64 {
 pub const ASSIGNOR_RETRY_MAX_MS: u64 = 60_000;
 
 impl Liveness {
+    /// Moves what is kept for slot `from` to slot `to` (a static slot
+    /// re-keyed by member id when the name map is dropped), so that its
+    /// deadlines, its lease promise, its lags and its caught-up signals
+    /// carry on as they were instead of starting over.
+    pub fn rekey(&mut self, from: &str, to: &str) {
+        fn move_entry<V>(map: &mut BTreeMap<String, V>, from: &str, to: &str) {
+            if let Some(value) = map.remove(from) {
+                map.insert(to.to_owned(), value);
+            }
+        }
+        move_entry(&mut self.last_seen_ms, from, to);
+        move_entry(&mut self.revoking_since_ms, from, to);
+        move_entry(&mut self.lags, from, to);
+        move_entry(&mut self.draining_since_ms, from, to);
+        move_entry(&mut self.lease_end_ms, from, to);
+        self.caught_up_signalled = std::mem::take(&mut self.caught_up_signalled)
+            .into_iter()
+            .map(|(slot, task)| {
+                if slot == from {
+                    (to.to_owned(), task)
+                } else {
+                    (slot, task)
+                }
+            })
+            .collect();
+    }
+
     /// Whether `slot` last reported a lag on `task` at or under `acceptable`.
     pub fn caught_up(&self, slot: &str, task: &TaskRef, acceptable: u64) -> bool {
         self.lags
