@@ -289,6 +289,11 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     if config.heartbeat_interval_ms >= config.session_timeout_ms {
         return invalid("heartbeat_interval_ms must be below session_timeout_ms".into());
     }
+    // A static member heard from once per interval would otherwise expire
+    // between any two heartbeats, rejoin, and bump the group for ever.
+    if config.heartbeat_interval_ms >= config.registration_timeout_ms {
+        return invalid("heartbeat_interval_ms must be below registration_timeout_ms".into());
+    }
     if config.assignor.is_empty() || config.assignor.len() > MEMBER_NAME_LEN_MAX {
         return invalid("assignor must name a built-in or uploaded assignor".into());
     }

@@ -979,6 +979,38 @@ fn a_config_change_does_not_cut_a_lease_short() {
     assert!(group.slot_of(&silent.member_id).is_none(), "then expired");
 }
 
+/// Seed 130176 of the simulator (timeouts changed at random): a
+/// registration timeout below the heartbeat interval made every static
+/// member expire between two heartbeats and rejoin, bumping the group for
+/// ever. Such a config is refused, like a session timeout at or below the
+/// interval.
+#[test]
+fn a_heartbeat_interval_must_be_below_both_timeouts_of_a_silent_member() {
+    let mut h = Harness::new(2);
+    let valid = h.core.group(GROUP).unwrap().config.clone();
+    for (session_timeout_ms, registration_timeout_ms) in [(1_000, 30_000), (10_000, 1_000)] {
+        let refused = h.core.configure(
+            GROUP,
+            GroupConfig {
+                session_timeout_ms,
+                registration_timeout_ms,
+                ..valid.clone()
+            },
+            h.now,
+        );
+        assert_eq!(
+            refused.unwrap_err().code(),
+            "invalid_request",
+            "session {session_timeout_ms} registration {registration_timeout_ms}"
+        );
+    }
+    assert_eq!(h.core.group(GROUP).unwrap().config, valid);
+    h.configure(GroupConfig {
+        registration_timeout_ms: 1_001,
+        ..valid
+    });
+}
+
 #[test]
 fn a_failing_assignor_is_retried_with_backoff_capped() {
     use crate::protocol::group::{ASSIGNOR_RETRY_MAX_MS, assignor_retry_ms};

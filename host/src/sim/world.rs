@@ -880,10 +880,10 @@ impl World {
     }
 
     /// A config change: partitions, topics added or removed, another
-    /// assignor, other learner settings.
+    /// assignor, other learner settings, other timeouts.
     fn mutate_config(&mut self) -> GroupConfig {
         let mut config = self.group().config.clone();
-        match self.rng.weighted(&[4, 2, 2, 1, 1]) {
+        match self.rng.weighted(&[4, 2, 2, 1, 1, 3]) {
             0 => {
                 let i = self.rng.below(config.topics.len() as u64) as usize;
                 config.topics[i].partitions = draw_partitions(&mut self.rng);
@@ -903,7 +903,7 @@ impl World {
                 config.topics.remove(i);
             }
             3 => config.assignor = (*self.rng.pick(&ASSIGNORS)).to_owned(),
-            _ => {
+            4 => {
                 config.acceptable_recovery_lag = *self.rng.pick(&[0, 50, 1_000, 10_000]);
                 config.max_learners = self.rng.range(1, 4) as u32;
                 if self.rng.chance(0.3) {
@@ -914,8 +914,49 @@ impl World {
                     ]);
                 }
             }
+            _ => self.mutate_timeouts(&mut config),
         }
         config
+    }
+
+    /// Raises or lowers some of the group's timeouts, each to a value the
+    /// core accepts: wider than the first draw, so that a change can cut a
+    /// lease given under the old values short (a session timeout below the
+    /// expansion timeout, a registration timeout below the session timeout),
+    /// which the core must not act on before the lease ends.
+    fn mutate_timeouts(&mut self, config: &mut GroupConfig) {
+        let rng = &mut self.rng;
+        let mut changed = false;
+        while !changed {
+            if rng.chance(0.4) {
+                config.heartbeat_interval_ms = rng.range(50, 400);
+                changed = true;
+            }
+            if rng.chance(0.4) {
+                config.session_timeout_ms = rng.range(150, 2_500);
+                changed = true;
+            }
+            if rng.chance(0.4) {
+                config.registration_timeout_ms = rng.range(100, 5_000);
+                changed = true;
+            }
+            if rng.chance(0.4) {
+                config.expansion_timeout_ms = rng.range(50, 1_200);
+                changed = true;
+            }
+            if rng.chance(0.4) {
+                config.scale_down_timeout_ms = rng.range(200, 6_000);
+                changed = true;
+            }
+        }
+        // The core refuses a heartbeat interval at or above the session or
+        // the registration timeout.
+        let floor = config
+            .session_timeout_ms
+            .min(config.registration_timeout_ms);
+        if config.heartbeat_interval_ms >= floor {
+            config.heartbeat_interval_ms = floor / 3;
+        }
     }
 
     /// No more churn: every process heartbeats on time and releases at
