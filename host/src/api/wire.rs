@@ -434,7 +434,7 @@ pub struct GroupConfigDoc {
     /// a member may take to release a task.
     #[schema(default = 3_000, minimum = 1)]
     expansion_timeout_ms: Option<u64>,
-    /// How often members should heartbeat (below the session timeout).
+    /// How often members should heartbeat (below the session and registration timeouts).
     #[schema(default = 3_000, minimum = 1)]
     heartbeat_interval_ms: Option<u64>,
     #[schema(default = "host")]

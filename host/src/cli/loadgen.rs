@@ -149,11 +149,17 @@ pub fn loadgen(args: LoadgenArgs) -> Result<(), Failure> {
 
 /// The group config loadgen creates.
 fn group_config(args: &LoadgenArgs) -> serde_json::Value {
+    let session_timeout_ms = args
+        .session_timeout_ms
+        .unwrap_or((args.interval_ms * 10).max(10_000));
     json!({
         "topics": [{"name": fleet::TOPIC, "partitions": args.tasks}],
         "assignor": args.assignor,
         "heartbeat_interval_ms": args.interval_ms.max(1),
-        "session_timeout_ms": args.session_timeout_ms.unwrap_or((args.interval_ms * 10).max(10_000)),
+        "session_timeout_ms": session_timeout_ms,
+        // Its members are dynamic; the host only wants the interval below
+        // this one too.
+        "registration_timeout_ms": session_timeout_ms.max(120_000),
         "expansion_timeout_ms": args.expansion_timeout_ms,
         "learners": args.learners,
         "acceptable_recovery_lag": args.acceptable_recovery_lag,
