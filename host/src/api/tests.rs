@@ -364,10 +364,16 @@ async fn members_join_get_tasks_and_the_views_show_them() {
     let a = f.join("worker-a").await;
     let b = f.join("worker-b").await;
     assert_eq!((a.member_epoch, a.active.len()), (0, 0), "no target yet");
-    assert_eq!(a.heartbeat_interval_ms, 3_000);
+    // The first target is due an expansion timeout after the first join:
+    // beat again then, not a whole heartbeat interval later.
+    assert!(a.heartbeat_interval_ms <= EXPANSION_MS.max(100), "{a:?}");
     f.assign().await;
     let a = f.beat(&a).await;
     let b = f.beat(&b).await;
+    assert_eq!(
+        a.heartbeat_interval_ms, 3_000,
+        "stable: the group's interval"
+    );
     assert_eq!((a.active.len(), b.active.len()), (3, 3), "{a:?} {b:?}");
     assert!(a.active.iter().all(|t| !b.active.contains(t)));
     // Configured (1), two joins (2, 3): one target for the batch.

@@ -790,7 +790,7 @@ impl Coordinator {
         let in_handoff = !held.revoking.is_empty()
             || !target.learner.is_empty()
             || target.active.difference(&held.active).next().is_some();
-        let heartbeat_interval_ms = if in_handoff {
+        let mut heartbeat_interval_ms = if in_handoff {
             group
                 .config
                 .heartbeat_interval_ms
@@ -798,6 +798,13 @@ impl Coordinator {
         } else {
             group.config.heartbeat_interval_ms
         };
+        // A new target is on its way: beat again when it should be there,
+        // so that every member hears of it (revocations, grants, learners)
+        // about when it is installed, not up to an interval later.
+        if let Some(due_ms) = self.target_due_in_ms(group_name, now) {
+            heartbeat_interval_ms =
+                heartbeat_interval_ms.min(due_ms.max(HANDOFF_HEARTBEAT_INTERVAL_MS));
+        }
         HeartbeatResponse {
             member_id: member.member_id.clone(),
             member_epoch: held.epoch,
@@ -815,6 +822,23 @@ impl Coordinator {
             drained,
             lease_ms: self.lease_ms(group_name, slot, now),
         }
+    }
+
+    /// How long until the group's next target should be installed, if one
+    /// is on its way: the batch's wait still to run, or none while the
+    /// assignor computes it.
+    fn target_due_in_ms(&self, group_name: &str, now: Millis) -> Option<u64> {
+        let group = &self.groups[group_name];
+        if group.group_epoch == group.target_epoch {
+            return None;
+        }
+        let liveness = self.liveness.get(group_name)?;
+        if liveness.computing_epoch.is_some() {
+            return Some(0);
+        }
+        let since = liveness.pending_since_ms?;
+        let due = since.saturating_add(batch_wait_ms(&group.config, liveness));
+        Some(due.saturating_sub(now))
     }
 
     /// How long after `now` the slot keeps its tasks if the host hears
@@ -1231,16 +1255,7 @@ impl Coordinator {
         let Some(since) = liveness.pending_since_ms else {
             return;
         };
-        let wait_ms = match &liveness.failures {
-            _ if liveness.urgent => 0,
-            // A failing assignor is retried with backoff.
-            // (Not while its fallback answers for it: the group is served.)
-            Some(f) if f.consecutive > 0 && !f.served_by_fallback => {
-                assignor_retry_ms(group.config.expansion_timeout_ms, f.consecutive)
-            }
-            _ => group.config.expansion_timeout_ms,
-        };
-        if now < since.saturating_add(wait_ms) {
+        if now < since.saturating_add(batch_wait_ms(&group.config, liveness)) {
             return;
         }
         liveness.pending_since_ms = None;
@@ -1448,6 +1463,20 @@ impl Coordinator {
             self.maybe_call_assignor(&name, now, &mut out);
         }
         out
+    }
+}
+
+/// How long a batch of changes waits before the assignor is asked: the
+/// expansion timeout; nothing for an urgent batch (a learner caught up, a
+/// drain began); backoff while the assignor fails (not while its fallback
+/// answers for it: the group is served).
+fn batch_wait_ms(config: &GroupConfig, liveness: &Liveness) -> u64 {
+    match &liveness.failures {
+        _ if liveness.urgent => 0,
+        Some(f) if f.consecutive > 0 && !f.served_by_fallback => {
+            assignor_retry_ms(config.expansion_timeout_ms, f.consecutive)
+        }
+        _ => config.expansion_timeout_ms,
     }
 }
 

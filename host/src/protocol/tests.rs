@@ -1011,6 +1011,48 @@ fn a_heartbeat_interval_must_be_below_both_timeouts_of_a_silent_member() {
     });
 }
 
+/// While a new target is on its way, every member is asked to beat again
+/// when it is due, so that revocations, grants and learners are heard when
+/// the target is installed rather than up to a heartbeat interval later.
+#[test]
+fn members_beat_again_when_a_coming_target_is_due() {
+    use super::core::HANDOFF_HEARTBEAT_INTERVAL_MS;
+    let mut h = Harness::with_config(GroupConfig {
+        heartbeat_interval_ms: 5_000,
+        ..config(6)
+    });
+    let mut members = vec![h.join(None), h.join(None)];
+    assert!(
+        members
+            .iter()
+            .all(|m| m.heartbeat_interval_ms <= EXPANSION_MS)
+    );
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    assert!(members.iter().all(|m| m.heartbeat_interval_ms == 5_000));
+    // A newcomer at 10 s: the batch closes an expansion timeout later.
+    h.at(10_000);
+    let newcomer = h.join(None);
+    assert_eq!(newcomer.heartbeat_interval_ms, EXPANSION_MS);
+    h.at(10_400);
+    let old = h.beat(&members[0]);
+    assert_eq!(old.heartbeat_interval_ms, EXPANSION_MS - 400);
+    assert!(old.revoking.is_empty(), "no target yet");
+    // At the due time, before any tick: this beat starts the assignor
+    // call, and its answer asks for the next beat soon (never sooner than
+    // the handoff interval); the next one hears the revocation.
+    h.now = 10_000 + EXPANSION_MS;
+    let computing = h.beat(&old);
+    assert!(computing.revoking.is_empty(), "{computing:?}");
+    assert_eq!(
+        computing.heartbeat_interval_ms,
+        HANDOFF_HEARTBEAT_INTERVAL_MS
+    );
+    let told = h.beat(&computing);
+    assert!(!told.revoking.is_empty(), "{told:?}");
+    assert_eq!(told.heartbeat_interval_ms, HANDOFF_HEARTBEAT_INTERVAL_MS);
+}
+
 #[test]
 fn a_failing_assignor_is_retried_with_backoff_capped() {
     use crate::protocol::group::{ASSIGNOR_RETRY_MAX_MS, assignor_retry_ms};
