@@ -520,19 +520,25 @@ fn bad_requests_are_refused_and_change_nothing() {
     assert_eq!(h.core.group(GROUP).cloned(), before);
 }
 
+/// A nameless join into a stable static group: it drops the name map.
+fn join_dropping_the_name_map(h: &mut Harness) -> HeartbeatResponse {
+    let mark = h.log.len();
+    let joined = h.join(None);
+    assert!(
+        h.records_since(mark)
+            .iter()
+            .any(|r| matches!(r, Record::NameMapDropped { .. }))
+    );
+    joined
+}
+
 #[test]
 fn a_nameless_join_into_a_stable_static_group_drops_the_name_map() {
     let mut h = Harness::new(6);
     let mut members = vec![h.join(Some("worker-a")), h.join(Some("worker-b"))];
     h.at(1_000);
     h.settle(&mut members);
-    let mark = h.log.len();
-    members.push(h.join(None));
-    assert!(
-        h.records_since(mark)
-            .iter()
-            .any(|r| matches!(r, Record::NameMapDropped { .. }))
-    );
+    members.push(join_dropping_the_name_map(&mut h));
     let group = h.core.group(GROUP).unwrap();
     assert!(group.dynamic_only);
     assert!(group.members.values().all(|m| m.name.is_none()));
@@ -565,13 +571,7 @@ fn drain_then_drop_the_name_map(scale_down_ms: u64) -> (Harness, Vec<HeartbeatRe
     assert!(members[0].draining && !members[0].active.is_empty());
     members[1] = h.beat_with_lags(&members[1].clone(), lags_of(&members[1], 5_000));
     h.advance(3_000, &mut members);
-    let mark = h.log.len();
-    members.push(h.join(None));
-    assert!(
-        h.records_since(mark)
-            .iter()
-            .any(|r| matches!(r, Record::NameMapDropped { .. }))
-    );
+    members.push(join_dropping_the_name_map(&mut h));
     assert!(h.core.group(GROUP).unwrap().members[&members[0].member_id].draining);
     (h, members)
 }

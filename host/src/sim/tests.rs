@@ -591,6 +591,22 @@ mod core_fixes {
             self.absorb(out);
         }
 
+        /// Ticks at each of `times` until `member_id` is out of the group;
+        /// returns when, if it was.
+        fn tick_until_removed(
+            &mut self,
+            member_id: &str,
+            times: impl IntoIterator<Item = Millis>,
+        ) -> Option<Millis> {
+            for now in times {
+                self.tick_at(now);
+                if self.core.group(G).unwrap().slot_of(member_id).is_none() {
+                    return Some(now);
+                }
+            }
+            None
+        }
+
         /// Answers the pending call with `answer(input)`.
         fn answer(&mut self, answer: impl FnOnce(&GroupInput) -> Assignment) {
             assert_eq!(self.calls.len(), 1, "one call pending");
@@ -772,15 +788,9 @@ mod core_fixes {
         // a is told to revoke t0:1; the answer never reaches it.
         let lost = d.beat(&a, &[], None);
         assert_eq!(lost.revoking, [task("t0", 1)].into());
-        let mut fenced_at = None;
-        for now in (300..=1_000).step_by(50) {
-            d.tick_at(now);
-            if d.core.group(G).unwrap().slot_of(&a_id).is_none() {
-                fenced_at = Some(now);
-                break;
-            }
-        }
-        let fenced_at = fenced_at.expect("a is fenced");
+        let fenced_at = d
+            .tick_until_removed(&a_id, (300..=1_000).step_by(50))
+            .expect("a is fenced");
         assert!(
             fenced_at >= lease_end,
             "fenced at {fenced_at}, but a's lease runs until {lease_end}"
@@ -818,15 +828,9 @@ mod core_fixes {
             d.core.group(G).unwrap().dynamic_only,
             "the name map is gone"
         );
-        let mut removed_at = None;
-        for now in (1_050..=3_000).step_by(50) {
-            d.tick_at(now);
-            if d.core.group(G).unwrap().slot_of(&w.member_id).is_none() {
-                removed_at = Some(now);
-                break;
-            }
-        }
-        let removed_at = removed_at.expect("w expires");
+        let removed_at = d
+            .tick_until_removed(&w.member_id, (1_050..=3_000).step_by(50))
+            .expect("w expires");
         assert!(
             removed_at >= lease_end,
             "removed at {removed_at}, but w's lease runs until {lease_end}"
