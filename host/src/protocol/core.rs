@@ -825,8 +825,10 @@ impl Coordinator {
     }
 
     /// How long until the group's next target should be installed, if one
-    /// is on its way: the batch's wait still to run, or none while the
-    /// assignor computes it.
+    /// is on its way: the batch's wait still to run; while the assignor
+    /// computes it, as long again as it has taken so far (a call takes
+    /// milliseconds, but one that runs to its time limit must not have
+    /// every member beat at the handoff interval all along).
     fn target_due_in_ms(&self, group_name: &str, now: Millis) -> Option<u64> {
         let group = &self.groups[group_name];
         if group.group_epoch == group.target_epoch {
@@ -834,7 +836,7 @@ impl Coordinator {
         }
         let liveness = self.liveness.get(group_name)?;
         if liveness.computing_epoch.is_some() {
-            return Some(0);
+            return Some(now.saturating_sub(liveness.last_call_ms.unwrap_or(now)));
         }
         let since = liveness.pending_since_ms?;
         let due = since.saturating_add(batch_wait_ms(&group.config, liveness));

@@ -1051,6 +1051,30 @@ fn members_beat_again_when_a_coming_target_is_due() {
     let told = h.beat(&computing);
     assert!(!told.revoking.is_empty(), "{told:?}");
     assert_eq!(told.heartbeat_interval_ms, HANDOFF_HEARTBEAT_INTERVAL_MS);
+
+    // A slow assignor: while its call runs, a member is asked back after
+    // as long again as the call has taken, not every 100 ms.
+    let mut h = Harness::with_config(GroupConfig {
+        heartbeat_interval_ms: 5_000,
+        ..config(6)
+    });
+    let first = h.join(None);
+    let request = |last: &HeartbeatResponse| Heartbeat {
+        owned: Some(Vec::new()),
+        ..request_from(last)
+    };
+    let (_, out) = h.core.heartbeat(&request(&first), EXPANSION_MS).unwrap();
+    assert_eq!(out.assignor_calls.len(), 1, "the call starts, unanswered");
+    let (waiting, _) = h
+        .core
+        .heartbeat(&request(&first), EXPANSION_MS + 1_500)
+        .unwrap();
+    assert_eq!(waiting.heartbeat_interval_ms, 1_500);
+    let (waiting, _) = h
+        .core
+        .heartbeat(&request(&first), EXPANSION_MS + 4_000)
+        .unwrap();
+    assert_eq!(waiting.heartbeat_interval_ms, 4_000);
 }
 
 #[test]
