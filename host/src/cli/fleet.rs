@@ -400,10 +400,12 @@ impl Ledger {
         let now = Instant::now();
         ledger.integrate(now);
         let before = ledger.counts();
-        // An owner that may no longer process the task (its lease ran out
-        // while it was stalled, fenced without knowing it) stopped when
-        // the lease did: the task was without an owner from then to now.
-        let lapsed: Vec<(u64, Instant)> = ledger
+        // An owner that may no longer process the task has stopped: its
+        // loop forgot the task (told it `Lost`) before the ledger heard of
+        // the release, or its lease ran out while it was stalled, fenced
+        // without knowing it. The latter is a lease lapse: the task was
+        // without an owner from the lease's end to now.
+        let stopped: Vec<(u64, Option<Instant>)> = ledger
             .owners
             .get(task)
             .into_iter()
@@ -411,11 +413,13 @@ impl Ledger {
             .filter(|&&owner| owner != member)
             .filter_map(|&owner| {
                 let status = ledger.statuses.get(&owner)?.borrow();
-                let until = status.lease_until?;
-                (!status.may_process(task, now)).then_some((owner, until))
+                if status.may_process(task, now) {
+                    return None;
+                }
+                Some((owner, status.lease_until.filter(|&until| until <= now)))
             })
             .collect();
-        for (owner, until) in lapsed {
+        for (owner, lapsed_at) in stopped {
             let owners = ledger.owners.get_mut(task).expect("listed above");
             let was_doubled = owners.len() == 2;
             owners.retain(|&o| o != owner);
@@ -428,11 +432,13 @@ impl Ledger {
                 ledger.ownerless += 1;
             }
             ledger.restoring.remove(&(task.clone(), owner));
-            let window = ledger.windows.last_mut().expect("one window at least");
-            window.lease_lapses += 1;
-            window.ownerless_task_s += now.saturating_duration_since(until).as_secs_f64();
-            self.lease_lapses.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(group, member = owner, %task, "the owner's lease ran out before it learned it lost the task");
+            if let Some(until) = lapsed_at {
+                let window = ledger.windows.last_mut().expect("one window at least");
+                window.lease_lapses += 1;
+                window.ownerless_task_s += now.saturating_duration_since(until).as_secs_f64();
+                self.lease_lapses.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(group, member = owner, %task, "the owner's lease ran out before it learned it lost the task");
+            }
         }
         let owners = ledger.owners.entry(task.clone()).or_default();
         let had_owner = !owners.is_empty();
@@ -976,12 +982,12 @@ mod tests {
         // Member 1 learns it lost a, late: nothing changes.
         ledger.released(0, 1, std::slice::from_ref(&a));
         assert_eq!(ledger.holding(0).ownerless, 0);
-        // A member whose lease runs but does not hold the task any more
-        // (its tracker forgot it) is not an owner either.
+        // A member whose lease runs but whose loop forgot the task (told
+        // it `Lost`) has stopped too: not a double, not a lapse.
         ledger.watch(0, 2, status(&[], now + Duration::from_secs(60)));
         ledger.active(0, 4, &a, false);
         assert_eq!(ledger.double_ownership(), 1);
-        assert_eq!(ledger.lease_lapses(), 2);
+        assert_eq!(ledger.lease_lapses(), 1);
     }
 
     #[test]
