@@ -234,6 +234,25 @@ fn two_processes_owning_one_task_are_caught() {
     assert!(check::check_holdings(&broken).is_err());
 }
 
+/// p0 (member a) owns `t0` and `t1` with a lease until 2,000; p9, which
+/// the host removed (member id m-fenced) without it hearing yet, still
+/// believes it owns `t0`, with a lease until 1,500.
+fn owner_and_stalled<'a>(t0: &'a TaskRef, t1: &'a TaskRef) -> (Belief<'a>, Belief<'a>) {
+    let owner = Belief {
+        process: "p0",
+        member_id: "a",
+        lease_until_ms: Some(2_000),
+        owns: vec![t0, t1],
+    };
+    let stalled = Belief {
+        process: "p9",
+        member_id: "m-fenced",
+        lease_until_ms: Some(1_500),
+        owns: vec![t0],
+    };
+    (owner, stalled)
+}
+
 #[test]
 fn a_zombie_processing_a_task_within_its_lease_is_caught() {
     // The host removed p9 (member id m-fenced) and gave t0:0 to a, but p9
@@ -242,18 +261,7 @@ fn a_zombie_processing_a_task_within_its_lease_is_caught() {
     install(&mut group, 2, &[("a", &[0, 1])]);
     hold(&mut group, "a", 2, &[0, 1], &[]);
     let (t0, t1) = (task(0), task(1));
-    let owner = Belief {
-        process: "p0",
-        member_id: "a",
-        lease_until_ms: Some(2_000),
-        owns: vec![&t0, &t1],
-    };
-    let zombie = Belief {
-        process: "p9",
-        member_id: "m-fenced",
-        lease_until_ms: Some(1_500),
-        owns: vec![&t0],
-    };
+    let (owner, zombie) = owner_and_stalled(&t0, &t1);
     let both = [owner.clone(), zombie.clone()];
     // Invariant 1 among the members the host knows cannot see it.
     check::check_beliefs(&group, &both).unwrap();
@@ -278,18 +286,7 @@ fn a_zombie_processing_a_task_within_its_lease_is_caught() {
 #[test]
 fn a_process_past_its_lease_or_without_one_owns_nothing() {
     let (t0, t1) = (task(0), task(1));
-    let owner = Belief {
-        process: "p0",
-        member_id: "a",
-        lease_until_ms: Some(2_000),
-        owns: vec![&t0, &t1],
-    };
-    let stalled = Belief {
-        process: "p9",
-        member_id: "m-fenced",
-        lease_until_ms: Some(1_500),
-        owns: vec![&t0],
-    };
+    let (owner, stalled) = owner_and_stalled(&t0, &t1);
     // At its lease's end the stalled process has stopped, acted or not.
     check::check_leased_beliefs(&[owner.clone(), stalled.clone()], 1_500).unwrap();
     check::check_leased_beliefs(&[stalled.clone(), owner.clone()], 9_999).unwrap();
