@@ -582,6 +582,18 @@ mod core_fixes {
             self.send(request)
         }
 
+        /// One topic of two tasks and one learner slot; member a joined,
+        /// the first target gave it both, and a holds them (t = 100).
+        fn one_member_owning_both_tasks() -> (Drive, HeartbeatResponse) {
+            let mut d = Drive::new(&[("t0", 2)], 1);
+            let a = d.join(&["t0"]);
+            d.tick_at(100);
+            d.answer(|input| assign_natively("sticky", input).unwrap());
+            let a = d.beat(&a, &[], None);
+            assert_eq!(a.active.len(), 2);
+            (d, a)
+        }
+
         fn tick_at(&mut self, now: Millis) {
             self.now = now;
             let out = self.core.tick(now);
@@ -704,12 +716,7 @@ mod core_fixes {
     /// back got no learner and never happened.
     #[test]
     fn a_dropped_learner_of_the_answer_does_not_use_up_the_learner_slots() {
-        let mut d = Drive::new(&[("t0", 2)], 1);
-        let mut a = d.join(&["t0"]);
-        d.tick_at(100);
-        d.answer(|input| assign_natively("sticky", input).unwrap());
-        a = d.beat(&a, &[], None);
-        assert_eq!(a.active.len(), 2);
+        let (mut d, a) = Drive::one_member_owning_both_tasks();
         let b = d.join(&["t0"]);
         let (a_id, b_id) = (a.member_id.clone(), b.member_id.clone());
         d.tick_at(200);
@@ -770,12 +777,7 @@ mod core_fixes {
     /// member's previous answer (then a whole session timeout) still ran.
     #[test]
     fn a_member_whose_revocation_was_lost_is_fenced_only_after_its_lease() {
-        let mut d = Drive::new(&[("t0", 2)], 1);
-        let mut a = d.join(&["t0"]);
-        d.tick_at(100);
-        d.answer(|input| assign_natively("sticky", input).unwrap());
-        a = d.beat(&a, &[], None);
-        assert_eq!(a.active.len(), 2);
+        let (mut d, a) = Drive::one_member_owning_both_tasks();
         let lease_end = d.now + a.lease_ms;
         let b = d.join(&["t0"]);
         let (a_id, b_id) = (a.member_id.clone(), b.member_id.clone());
@@ -840,11 +842,7 @@ mod core_fixes {
     /// away, and back) waited for the probing interval instead.
     #[test]
     fn a_second_warm_up_of_the_same_task_asks_for_a_target_at_once() {
-        let mut d = Drive::new(&[("t0", 2)], 1);
-        let mut a = d.join(&["t0"]);
-        d.tick_at(100);
-        d.answer(|input| assign_natively("sticky", input).unwrap());
-        a = d.beat(&a, &[], None);
+        let (mut d, mut a) = Drive::one_member_owning_both_tasks();
         let mut b = d.join(&["t0"]);
         let (a_id, b_id) = (a.member_id.clone(), b.member_id.clone());
         let to_b = |input: &GroupInput| answer(input, &[("t0", 0, &b_id), ("t0", 1, &a_id)], &[]);
