@@ -928,25 +928,18 @@ impl World {
         let rng = &mut self.rng;
         let mut changed = false;
         while !changed {
-            if rng.chance(0.4) {
-                config.heartbeat_interval_ms = rng.range(50, 400);
-                changed = true;
-            }
-            if rng.chance(0.4) {
-                config.session_timeout_ms = rng.range(150, 2_500);
-                changed = true;
-            }
-            if rng.chance(0.4) {
-                config.registration_timeout_ms = rng.range(100, 5_000);
-                changed = true;
-            }
-            if rng.chance(0.4) {
-                config.expansion_timeout_ms = rng.range(50, 1_200);
-                changed = true;
-            }
-            if rng.chance(0.4) {
-                config.scale_down_timeout_ms = rng.range(200, 6_000);
-                changed = true;
+            // Each timeout, in this order, with its range.
+            for (timeout, lo, hi) in [
+                (&mut config.heartbeat_interval_ms, 50, 400),
+                (&mut config.session_timeout_ms, 150, 2_500),
+                (&mut config.registration_timeout_ms, 100, 5_000),
+                (&mut config.expansion_timeout_ms, 50, 1_200),
+                (&mut config.scale_down_timeout_ms, 200, 6_000),
+            ] {
+                if rng.chance(0.4) {
+                    *timeout = rng.range(lo, hi);
+                    changed = true;
+                }
             }
         }
         // The core refuses a heartbeat interval at or above the session or
