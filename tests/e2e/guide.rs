@@ -16,7 +16,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{Server, scratch, stderr, stdout, tasks, workspace_root};
+use common::{Member, Server, scratch, stderr, stdout, tasks, workspace_root};
 use serde_json::{Value, json};
 
 const GUIDE: &str = "docs/writing-an-assignor.md";
@@ -225,64 +225,6 @@ fn offline_run_pins_the_topic() {
     common::assert_one_error_line(&refused, 3, "expected TOPIC:MEMBER");
 }
 
-/// One member heartbeating over raw HTTP as the member library would:
-/// it releases revoked tasks by the next beat and warms learners at once.
-struct Member {
-    name: &'static str,
-    member_id: String,
-    member_epoch: u64,
-    active: BTreeSet<Task>,
-    learner: BTreeSet<Task>,
-}
-
-impl Member {
-    fn join(server: &Server, group: &str, name: &'static str) -> Member {
-        let mut member = Member {
-            name,
-            member_id: String::new(),
-            member_epoch: 0,
-            active: BTreeSet::new(),
-            learner: BTreeSet::new(),
-        };
-        member.beat(
-            server,
-            group,
-            json!({
-                "member_id": "",
-                "member_name": name,
-                "member_epoch": 0,
-                "topics": ["orders", "payments"],
-            }),
-        );
-        member
-    }
-
-    fn heartbeat(&mut self, server: &Server, group: &str) {
-        let owned: Vec<Value> = self.active.iter().map(|(t, p)| json!([t, p])).collect();
-        let lags: Vec<Value> = self.learner.iter().map(|(t, p)| json!([t, p, 0])).collect();
-        let body = json!({
-            "member_id": self.member_id,
-            "member_epoch": self.member_epoch,
-            "owned": owned,
-            "lags": lags,
-        });
-        self.beat(server, group, body);
-    }
-
-    fn beat(&mut self, server: &Server, group: &str, body: Value) {
-        let (status, answer) = server.call(
-            "POST",
-            &format!("/v1/groups/{group}/heartbeat"),
-            Some(&body),
-        );
-        assert_eq!(status, 200, "{} heartbeat: {answer}", self.name);
-        self.member_id = answer["member_id"].as_str().expect("member_id").to_owned();
-        self.member_epoch = answer["member_epoch"].as_u64().expect("member_epoch");
-        self.active = tasks(&answer["active"]);
-        self.learner = tasks(&answer["learner"]);
-    }
-}
-
 /// Per member name: its target's active tasks and what it holds.
 fn targets_and_holdings(
     view: &Value,
@@ -363,7 +305,7 @@ fn upload_preview_bind_and_roll_back_on_a_live_group() {
     assert_eq!(created["config"]["assignor"], "sticky");
     let mut members: Vec<Member> = ["worker-a", "worker-b", "worker-c"]
         .into_iter()
-        .map(|name| Member::join(&server, group, name))
+        .map(|name| Member::join_topics(&server, group, name, &["orders", "payments"]))
         .collect();
     let view = heartbeat_until(
         &server,

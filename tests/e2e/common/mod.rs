@@ -278,6 +278,16 @@ pub struct Member {
 impl Member {
     /// Joins `group` as the static member `name`, subscribed to `orders`.
     pub fn join(server: &Server, group: &str, name: &'static str) -> Member {
+        Self::join_topics(server, group, name, &["orders"])
+    }
+
+    /// Joins `group` as the static member `name`, subscribed to `topics`.
+    pub fn join_topics(
+        server: &Server,
+        group: &str,
+        name: &'static str,
+        topics: &[&str],
+    ) -> Member {
         let (status, answer) = server.call(
             "POST",
             &format!("/v1/groups/{group}/heartbeat"),
@@ -285,7 +295,7 @@ impl Member {
                 "member_id": "",
                 "member_name": name,
                 "member_epoch": 0,
-                "topics": ["orders"],
+                "topics": topics,
                 "rack": null,
                 "capacity": 1,
             })),
