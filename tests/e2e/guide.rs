@@ -190,15 +190,18 @@ fn pinned(active: &BTreeMap<String, BTreeSet<Task>>) -> bool {
 fn offline_run_pins_the_topic() {
     let module = component();
     let input = common::example_input();
-    let output = assignd(&[
-        "run",
-        "--module",
-        module.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-        "--param",
-        PIN,
-    ]);
+    let run = |pin: &str| {
+        assignd(&[
+            "run",
+            "--module",
+            module.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+            "--param",
+            pin,
+        ])
+    };
+    let output = run(PIN);
     assert_success(&output, "run");
     let answer: Value = serde_json::from_str(&stdout(&output)).expect("an Assignment document");
     // examples/group.json: m1 is worker-a, m2 worker-b, m3 worker-c.
@@ -213,15 +216,7 @@ fn offline_run_pins_the_topic() {
     assert_eq!(active["worker-b"], kept, "{answer}");
 
     // A malformed pin is the assignor's refusal: exit 3, one line.
-    let refused = assignd(&[
-        "run",
-        "--module",
-        module.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-        "--param",
-        "pin=payments",
-    ]);
+    let refused = run("pin=payments");
     common::assert_one_error_line(&refused, 3, "expected TOPIC:MEMBER");
 }
 
