@@ -760,7 +760,10 @@ impl Coordinator {
         self.snapshot_if_stable(&request.group, &mut out);
         let response = self.response(&request.group, &slot, now);
         let lease_end = now.saturating_add(response.lease_ms);
-        let liveness = self.liveness.entry(request.group.clone()).or_default();
+        let liveness = self
+            .liveness
+            .get_mut(&request.group)
+            .expect("the heartbeat was recorded above");
         let promised = liveness.lease_end_ms.entry(slot).or_insert(lease_end);
         *promised = (*promised).max(lease_end);
         Ok((response, out))
