@@ -408,6 +408,11 @@ impl Coordinator {
     }
 
     fn emit(&mut self, out: &mut Output, record: Record) {
+        // What replay will check, the core must write (protocol/replay.rs).
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.check_replay(&record) {
+            panic!("the core emitted a record replay refuses: {e}: {record:?}");
+        }
         self.apply(&record);
         out.records.push(record);
     }

@@ -456,10 +456,12 @@ pub(crate) mod holdings_by_slot {
         let by_slot = BTreeMap::<String, MemberAssignment<TaskRef>>::deserialize(d)?;
         let mut holdings: Holdings<TaskRef> = Holdings::default();
         for (slot, assignment) in by_slot {
-            if let Some(task) = assignment
-                .held()
-                .find(|task| holdings.holder(task).is_some())
-            {
+            // A task held twice (by two slots, or active and released by
+            // one) would trip `Holdings::set`: refuse the snapshot instead.
+            if let Some(task) = assignment.held().find(|task| {
+                holdings.holder(task).is_some()
+                    || assignment.revoking.contains(task) && assignment.active.contains(task)
+            }) {
                 return Err(serde::de::Error::custom(format!(
                     "snapshot holds {task:?} twice"
                 )));

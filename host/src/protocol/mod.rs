@@ -9,6 +9,8 @@
 //! - [`group`]: a group's durable state, its records and `apply`.
 //! - [`core`]: the coordinator: configure, heartbeat (join, heartbeat,
 //!   leave), assignment computed, tick.
+//! - [`replay`]: whether a record read back from the log fits the state
+//!   it is replayed onto (checked before `apply`).
 //!
 //! Not yet here: host-side learner safety, standbys, drains, probing, the
 //! HTTP runtime and the simulator (the rest of issue 3).
@@ -16,6 +18,7 @@
 pub mod core;
 pub mod group;
 pub mod reconcile;
+pub mod replay;
 
 #[cfg(test)]
 mod tests;
