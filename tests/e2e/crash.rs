@@ -903,7 +903,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
     let _ = std::fs::remove_dir_all(&data_dir);
 }
 
-/// The only segment file of a data dir.
+/// The only segment file of a data dir (after its first run).
 fn segment(data_dir: &Path) -> PathBuf {
     let mut files: Vec<PathBuf> = std::fs::read_dir(data_dir.join("log"))
         .expect("the log folder")
@@ -914,11 +914,12 @@ fn segment(data_dir: &Path) -> PathBuf {
     files.pop().expect("one")
 }
 
-/// The start offset and size of every frame (docs/log-format.md: a 4-byte
-/// little-endian length of what follows the CRC, then the CRC).
+/// The start offset and size of every frame of a segment (docs/log-format.md:
+/// after the segment header, frames of a 4-byte little-endian length of
+/// what follows the CRC, then the CRC).
 fn frames(bytes: &[u8]) -> Vec<(usize, usize)> {
     let mut frames = Vec::new();
-    let mut at = 0;
+    let mut at = assignd::log::segment::SEGMENT_HEADER_BYTES;
     while at < bytes.len() {
         let length = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
         frames.push((at, 8 + length));
@@ -1029,8 +1030,8 @@ fn a_damaged_log_is_refused_until_repaired_and_a_torn_tail_is_cut() {
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "one line: {stderr}");
     assert!(
-        lines[0].starts_with("error: corrupt record in ")
-            && lines[0].contains(&format!("at offset {offset}")),
+        lines[0].starts_with("error: the record log is corrupt in ")
+            && lines[0].contains(&format!("at byte offset {offset}")),
         "{stderr}"
     );
     assert!(
@@ -1066,5 +1067,360 @@ fn a_damaged_log_is_refused_until_repaired_and_a_torn_tail_is_cut() {
     let (status, value) = server.call("GET", "/v1/groups/statics", None);
     assert_eq!(status, 200, "{value}");
     assert_quiet(&server.kill(), "after the repair");
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+// Damage whose frames are valid: the CRCs match, the records or the
+// segments do not fit together. Each is refused by `serve` and by `log
+// check` with one line naming the file and the byte offset.
+
+/// The segment files of a data dir, in number order.
+fn segments(data_dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(data_dir.join("log"))
+        .expect("the log folder")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// `assignd serve` refuses to start on `data_dir` (exit 1, no panic, one
+/// `error:` line naming `file`, the byte `offset` and `reason`), changing
+/// nothing in the log; `assignd log check` reports the same.
+fn assert_refused(data_dir: &Path, file: &Path, offset: u64, reason: &str) {
+    let before = log_files(data_dir);
+    let needles = [
+        file.display().to_string(),
+        format!("byte offset {offset}"),
+        reason.to_owned(),
+    ];
+    let Started::Exited { status, stderr } = start(data_dir) else {
+        panic!("assignd serve started on a log that does not fit together ({reason})");
+    };
+    assert_eq!(status.code(), Some(1), "exit status; stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    for needle in &needles {
+        assert!(lines[0].contains(needle), "{needle:?} in {stderr}");
+    }
+    assert_eq!(log_files(data_dir), before, "refusing changed nothing");
+
+    let check = common::assignd(&["log", "check", "--data-dir", data_dir.to_str().unwrap()]);
+    let stderr = common::stderr(&check);
+    assert_eq!(check.status.code(), Some(1), "check: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    for needle in &needles {
+        assert!(lines[0].contains(needle), "check: {needle:?} in {stderr}");
+    }
+    assert_eq!(log_files(data_dir), before, "check changed nothing");
+}
+
+/// Every file of the log folder and its bytes (the lock file aside).
+fn log_files(data_dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    std::fs::read_dir(data_dir.join("log"))
+        .expect("the log folder")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| !p.ends_with("LOCK"))
+        .map(|p| {
+            let bytes = std::fs::read(&p).expect("a log file");
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// A frame holding `record` as it is written today (docs/log-format.md).
+fn frame(record: &assignd::protocol::group::Record) -> Vec<u8> {
+    let mut out = Vec::new();
+    assignd::log::frame::encode(record, &mut out);
+    out
+}
+
+/// `frame` with its version and type bytes replaced and its CRC made to
+/// match again: a frame no torn write can produce.
+fn reframed(mut frame: Vec<u8>, version: u8, kind: u8) -> Vec<u8> {
+    frame[8] = version;
+    frame[9] = kind;
+    let crc = crc32c::crc32c(&frame[8..]);
+    frame[4..8].copy_from_slice(&crc.to_le_bytes());
+    frame
+}
+
+fn append(file: &Path, bytes: &[u8]) -> u64 {
+    use std::io::Write;
+    let mut out = std::fs::OpenOptions::new()
+        .append(true)
+        .open(file)
+        .expect("the segment");
+    let offset = out.metadata().expect("metadata").len();
+    out.write_all(bytes).expect("append");
+    offset
+}
+
+/// A host with group `statics` (static members `a` and `b`, stable) and
+/// group `dynamics`, stopped; what it showed of `statics`.
+fn settled_log(name: &str) -> (PathBuf, View) {
+    let data_dir = common::scratch(name);
+    let mut world = World::new(seed());
+    let server = serve(&data_dir);
+    world.groups[DYNAMICS_I]
+        .configure(&server, config("events", 6))
+        .unwrap_or_else(|Lost(e)| panic!("{e}"));
+    let statics = &mut world.groups[STATICS_I];
+    statics
+        .configure(&server, config("orders", 8))
+        .unwrap_or_else(|Lost(e)| panic!("{e}"));
+    for name in ["a", "b"] {
+        statics
+            .join(&server, Some(name.to_owned()))
+            .unwrap_or_else(|Lost(e)| panic!("{e}"));
+    }
+    let [settled, _] = world.settle(&server, "settled");
+    assert_quiet(&server.kill(), "the first run");
+    (data_dir, settled)
+}
+
+#[test]
+fn records_that_do_not_fit_together_are_refused_with_the_file_and_offset() {
+    use assignd::protocol::group::{Record, TaskRef};
+    use assignd::protocol::reconcile::{MemberAssignment, MemberState};
+
+    let (data_dir, settled) = settled_log("crash-incoherent");
+    let a = settled
+        .members
+        .values()
+        .find(|m| m.name.as_deref() == Some("a"))
+        .expect("member a");
+    let (topic, partition) = a.active.first().cloned().expect("a holds a task");
+    let b_takes_it = Record::MemberReconciled {
+        group: STATICS.to_owned(),
+        slot: "static:b".to_owned(),
+        assignment: MemberAssignment {
+            state: MemberState::Stable,
+            epoch: settled.target_epoch,
+            previous_epoch: 0,
+            active: [TaskRef::new(&topic, partition as u32)].into(),
+            revoking: Default::default(),
+        },
+    };
+    let other_group = {
+        let mut core = assignd::protocol::core::Coordinator::new(0);
+        core.apply(&Record::GroupConfigured {
+            group: "elsewhere".to_owned(),
+            config: assignd::protocol::group::GroupConfig::with_topics(Vec::new()),
+        });
+        Record::GroupSnapshot {
+            group: STATICS.to_owned(),
+            state: Box::new(core.group("elsewhere").expect("configured").clone()),
+        }
+    };
+    let cases = [
+        (
+            Record::GroupEpochBumped {
+                group: "ghost".to_owned(),
+                epoch: 1,
+            },
+            "never configured",
+        ),
+        (b_takes_it, "while slot \"static:a\" holds it"),
+        (other_group, "a snapshot of group \"elsewhere\""),
+        (
+            Record::GroupEpochBumped {
+                group: STATICS.to_owned(),
+                epoch: settled.group_epoch - 1,
+            },
+            "is not past its epoch",
+        ),
+    ];
+    let file = segments(&data_dir).pop().expect("a segment");
+    let intact = std::fs::read(&file).expect("the segment");
+    for (record, reason) in &cases {
+        std::fs::write(&file, &intact).expect("restore");
+        let offset = append(&file, &frame(record));
+        assert_refused(&data_dir, &file, offset, reason);
+    }
+
+    // Repair cuts the log where it stops fitting, says so, and the host
+    // starts on what is before it.
+    let dir = data_dir.to_str().expect("a UTF-8 path");
+    let offset = intact.len() as u64;
+    let repair = common::assignd(&["log", "repair", "--data-dir", dir]);
+    assert!(
+        repair.status.success(),
+        "repair: {}",
+        common::stderr(&repair)
+    );
+    assert!(
+        common::stdout(&repair).contains(&format!("cut {} at offset {offset}", file.display())),
+        "{}",
+        common::stdout(&repair)
+    );
+    let server = serve(&data_dir);
+    let (status, value) = server.call("GET", "/v1/groups/statics", None);
+    assert_eq!(status, 200, "{value}");
+    assert_eq!(View::parse(&value).group_epoch, settled.group_epoch);
+    assert_quiet(&server.kill(), "after the repair");
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+#[test]
+fn a_frame_of_a_newer_version_or_an_unknown_type_at_the_tail_is_refused_not_cut() {
+    use assignd::protocol::group::Record;
+
+    let (data_dir, settled) = settled_log("crash-newer");
+    let file = segments(&data_dir).pop().expect("a segment");
+    let intact = std::fs::read(&file).expect("the segment");
+    let bumped = frame(&Record::GroupEpochBumped {
+        group: STATICS.to_owned(),
+        epoch: settled.group_epoch + 1,
+    });
+    let cases = [
+        (
+            reframed(bumped.clone(), 200, bumped[9]),
+            "format version 200",
+        ),
+        (
+            reframed(bumped.clone(), bumped[8], 250),
+            "unknown record type 250",
+        ),
+    ];
+    for (frame, reason) in &cases {
+        std::fs::write(&file, &intact).expect("restore");
+        let offset = append(&file, frame);
+        assert_refused(&data_dir, &file, offset, reason);
+    }
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+/// Copies the log folder of `from` (its lock aside) into a new data dir.
+fn copy_log(from: &Path, name: &str) -> PathBuf {
+    let to = common::scratch(name);
+    std::fs::create_dir_all(to.join("log")).expect("a log folder");
+    for (path, bytes) in log_files(from) {
+        std::fs::write(
+            to.join("log").join(path.file_name().expect("a name")),
+            bytes,
+        )
+        .expect("copy");
+    }
+    to
+}
+
+fn group_config(topic: &str) -> Value {
+    json!({"topics": [{"name": topic, "partitions": 4}]})
+}
+
+#[test]
+fn a_missing_first_middle_last_or_only_segment_is_refused_with_the_file_named() {
+    // Three runs, each creating a group: each run writes its own segment.
+    let data_dir = common::scratch("crash-missing");
+    let mut only = None;
+    for group in ["g1", "g2", "g3"] {
+        let server = serve(&data_dir);
+        let (status, value) = server.call(
+            "PUT",
+            &format!("/v1/groups/{group}"),
+            Some(&group_config("orders")),
+        );
+        assert_eq!(status, 201, "{value}");
+        assert_quiet(&server.kill(), group);
+        if only.is_none() {
+            only = Some(copy_log(&data_dir, "crash-missing-only"));
+        }
+    }
+    let only = only.expect("copied after the first run");
+    let only_file = segments(&only).pop().expect("one segment");
+    std::fs::remove_file(&only_file).expect("remove");
+    assert_refused(&only, &only_file, 0, "is missing");
+    let files = segments(&data_dir);
+    assert_eq!(files.len(), 3, "one segment per run: {files:?}");
+
+    for (i, which) in ["first", "middle", "last"].iter().enumerate() {
+        let damaged = copy_log(&data_dir, &format!("crash-missing-{which}"));
+        let missing = damaged
+            .join("log")
+            .join(files[i].file_name().expect("a name"));
+        std::fs::remove_file(&missing).expect("remove");
+        assert_refused(&damaged, &missing, 0, "is missing");
+        if *which == "middle" {
+            // Repair keeps what comes before the gap, says what it drops,
+            // and the host starts on it: g1 is there, g3 is not.
+            let dir = damaged.to_str().expect("a UTF-8 path");
+            let repair = common::assignd(&["log", "repair", "--data-dir", dir]);
+            let stdout = common::stdout(&repair);
+            assert!(
+                repair.status.success(),
+                "repair: {}",
+                common::stderr(&repair)
+            );
+            assert!(
+                stdout.contains("is missing")
+                    && stdout
+                        .contains(&files[2].file_name().unwrap().to_string_lossy().into_owned()),
+                "repair names the gap and what it removed: {stdout}"
+            );
+            let server = serve(&damaged);
+            assert_eq!(server.call("GET", "/v1/groups/g1", None).0, 200);
+            assert_eq!(server.call("GET", "/v1/groups/g3", None).0, 404);
+            assert_quiet(&server.kill(), "after the repair");
+        }
+        let _ = std::fs::remove_dir_all(&damaged);
+    }
+    let _ = std::fs::remove_dir_all(&only);
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+#[test]
+fn a_data_dir_written_before_segment_headers_opens_and_is_migrated() {
+    use assignd::protocol::core::Coordinator;
+    use assignd::protocol::group::{GroupConfig, TopicConfig};
+
+    // The log as assignd wrote it before segments had headers: frames from
+    // the first byte of the file.
+    let mut core = Coordinator::new(0);
+    let topics = vec![TopicConfig {
+        name: "orders".into(),
+        partitions: 4,
+    }];
+    let out = core
+        .configure("legacy", GroupConfig::with_topics(topics), 0)
+        .expect("configure");
+    let mut bytes = Vec::new();
+    for record in &out.records {
+        assignd::log::frame::encode(record, &mut bytes);
+    }
+    let data_dir = common::scratch("crash-legacy");
+    std::fs::create_dir_all(data_dir.join("log")).expect("a log folder");
+    let old = data_dir.join("log").join("00000000000000000000.seg");
+    std::fs::write(&old, &bytes).expect("the old segment");
+
+    for run in ["the first run", "the second run"] {
+        let server = serve(&data_dir);
+        let (status, value) = server.call("GET", "/v1/groups/legacy", None);
+        assert_eq!(status, 200, "{run}: {value}");
+        assert_eq!(value["config"]["topics"][0]["partitions"], 4, "{run}");
+        assert_quiet(&server.kill(), run);
+        for file in segments(&data_dir) {
+            let head = std::fs::read(&file).expect("a segment");
+            assert!(
+                head.starts_with(b"assignd\0"),
+                "{run}: {file:?} has a header"
+            );
+        }
+    }
+    assert!(
+        !old.exists(),
+        "the old segment was replaced by the migration"
+    );
+    let check = common::assignd(&["log", "check", "--data-dir", data_dir.to_str().unwrap()]);
+    assert!(check.status.success(), "check: {}", common::stderr(&check));
+    assert!(
+        common::stdout(&check).ends_with("ok\n"),
+        "{}",
+        common::stdout(&check)
+    );
     let _ = std::fs::remove_dir_all(&data_dir);
 }

@@ -1,23 +1,27 @@
 //! `assignd log check|repair --data-dir DIR`: the operator's tools for the
-//! record log. `check` reads every segment and reports what it holds and
-//! where it stops being readable, changing nothing; `repair` cuts the log
-//! at the first unreadable record so the host can start (the records from
-//! there on are lost, and it says how many bytes).
+//! record log. `check` reads every segment and replays it as `serve`
+//! would (each record checked against the state before it), and reports
+//! what it holds and where it stops being usable, changing nothing;
+//! `repair` cuts the log there so the host can start (the records from
+//! there on are lost, and it says how many bytes and which segments).
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
 use super::{EXIT_BAD_INPUT, Failure};
-use crate::log::{ScanMode, lock, log_dir, scan};
+use crate::log::{ScanMode, SegmentKind, lock, log_dir, scan};
 
 #[derive(Debug, Subcommand)]
 pub enum LogCommand {
-    /// Read the whole log and report its segments, records by type, and any
-    /// torn tail or corruption; change nothing. Exits 1 on corruption.
+    /// Read and replay the whole log as `serve` would, and report its
+    /// segments, records by type, and any torn tail, corruption, record that
+    /// does not fit or missing segment; change nothing. Exits 1 on any but a
+    /// torn tail.
     Check(LogArgs),
-    /// Cut the log at its first unreadable record (a torn tail or
-    /// corruption), dropping everything after it, so the host can start.
+    /// Cut the log where it stops being usable (a torn tail, corruption, a
+    /// record that does not fit, a missing segment), dropping everything
+    /// after it and saying what, so the host can start.
     Repair(LogArgs),
 }
 
@@ -57,13 +61,27 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
         message: e.to_string(),
         exit_code: EXIT_BAD_INPUT,
     })?;
-    for segment in &scan.segments {
+    for segment in &scan.superseded {
         outln!(
-            "segment {} records={} valid_bytes={}",
+            "segment {} superseded by a later base segment (not read)",
+            segment.display()
+        );
+    }
+    for segment in &scan.segments {
+        let kind = match segment.kind {
+            Some(SegmentKind::Base) => "base",
+            Some(SegmentKind::Continuation) => "continuation",
+            None => "no-header",
+        };
+        outln!(
+            "segment {} kind={kind} records={} valid_bytes={}",
             segment.path.display(),
             segment.records,
             segment.valid_bytes
         );
+    }
+    if let Some(head) = scan.head {
+        outln!("head={head}");
     }
     let by_type: Vec<String> = scan
         .records_by_type
@@ -85,25 +103,47 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
             torn.bytes_after
         );
     }
+    // A problem inside a segment that was read is cut at its offset; any
+    // other (a missing segment or HEAD) ends the log before it.
+    let inside =
+        |bad: &crate::log::segment::Problem| scan.segments.iter().any(|s| s.path == bad.file);
     match (&scan.corruption, mode) {
         (Some(bad), ScanMode::Check) => Err(Failure {
             message: format!(
-                "corrupt record in {} at offset {}: {}; `assignd log repair` would cut the log there, dropping {} bytes of that file and every later segment",
+                "the record log is corrupt in {} at byte offset {}: {}; `assignd log repair` would {}",
                 bad.file.display(),
                 bad.offset,
                 bad.reason,
-                bad.bytes_after
+                if inside(bad) {
+                    format!(
+                        "cut the log there, dropping {} bytes of that file and every later segment",
+                        bad.bytes_after
+                    )
+                } else {
+                    "end the log before it, removing every later segment".to_owned()
+                }
             ),
             exit_code: EXIT_BAD_INPUT,
         }),
         (Some(bad), _) => {
-            outln!(
-                "repaired: cut {} at offset {} ({}), dropping {} bytes and every later segment",
-                bad.file.display(),
-                bad.offset,
-                bad.reason,
-                bad.bytes_after
-            );
+            if inside(bad) {
+                outln!(
+                    "repaired: cut {} at offset {} ({}), dropping {} bytes and every later segment",
+                    bad.file.display(),
+                    bad.offset,
+                    bad.reason,
+                    bad.bytes_after
+                );
+            } else {
+                outln!(
+                    "repaired: {}: {}; the log now ends before it",
+                    bad.file.display(),
+                    bad.reason
+                );
+            }
+            for removed in &scan.removed {
+                outln!("removed {}", removed.display());
+            }
             Ok(())
         }
         (None, _) => {

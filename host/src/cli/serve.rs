@@ -17,7 +17,7 @@ use super::admin_token;
 use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::api::AdminToken;
-use crate::log::{FsyncPolicy, LogSink, ScanMode, lock, log_dir, scan};
+use crate::log::{FsyncPolicy, LogSink, ScanMode, lock, log_dir, scan_into};
 use crate::plugins::{EngineConfig, PluginEngine};
 use crate::protocol::core::Coordinator;
 use crate::registry::Registry;
@@ -83,7 +83,6 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
     let _lock = lock(&log).map_err(|e| failure(e.to_string()))?;
     let admin = admin_token(args.admin_token.take(), &args.data_dir)?;
     let started = std::time::Instant::now();
-    let recovered = scan(&log, ScanMode::Open).map_err(|e| failure(e.to_string()))?;
     // Member ids derive from the seed and each group's issued-id count
     // (which the log keeps); a fresh seed per process keeps ids from
     // repeating across hosts that share no log.
@@ -93,13 +92,12 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             .build_hasher()
             .finish()
     };
-    // Replay moves each snapshot into the core; the writer's shadow (what
-    // it compacts from) is a copy of the result.
+    // The scan replays every record (checked first) into the core; the
+    // writer's shadow (what it compacts from) is a copy of the result.
+    let recovered = scan_into(&log, ScanMode::Open, Coordinator::new(seed))
+        .map_err(|e| failure(e.to_string()))?;
     let records = recovered.records.len();
-    let mut core = Coordinator::new(seed);
-    for record in recovered.records {
-        core.apply_owned(record);
-    }
+    let core = recovered.core;
     let sink = LogSink::open_with_state(&log, args.fsync, core.clone())
         .map_err(|e| failure(e.to_string()))?;
     tracing::info!(

@@ -130,6 +130,12 @@ pub enum Decoded {
     /// A frame that is whole by its length but wrong: `frame_bytes` is how
     /// far its length field claims it reaches (it may lie).
     Corrupt { reason: String, frame_bytes: usize },
+    /// A frame whose CRC matches, so its bytes are the ones written, that
+    /// this version cannot read: a newer format version, an unknown record
+    /// type, a payload that does not decode. Never a torn write, wherever it
+    /// is: cutting it would drop a record some writer made durable (a
+    /// downgrade would silently lose the newer version's latest records).
+    Unreadable { reason: String, frame_bytes: usize },
 }
 
 /// Decodes the frame at the start of `bytes`.
@@ -158,16 +164,23 @@ pub fn decode(bytes: &[u8]) -> Decoded {
         };
     }
     if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&body[0]) {
-        return Decoded::Corrupt {
-            reason: format!(
-                "format version {} is not between {FORMAT_VERSION_MIN} and {FORMAT_VERSION} (written by another assignd version?)",
-                body[0]
-            ),
+        return Decoded::Unreadable {
+            reason: if body[0] > FORMAT_VERSION {
+                format!(
+                    "format version {} is newer than this assignd reads ({FORMAT_VERSION_MIN} to {FORMAT_VERSION}): written by a newer assignd, which can read this log",
+                    body[0]
+                )
+            } else {
+                format!(
+                    "format version {} is not between {FORMAT_VERSION_MIN} and {FORMAT_VERSION}",
+                    body[0]
+                )
+            },
             frame_bytes,
         };
     }
     let Some(kind) = RecordType::from_byte(body[1]) else {
-        return Decoded::Corrupt {
+        return Decoded::Unreadable {
             reason: format!("unknown record type {}", body[1]),
             frame_bytes,
         };
@@ -178,7 +191,7 @@ pub fn decode(bytes: &[u8]) -> Decoded {
         super::legacy::decode(body[0], kind, &body[2..])
     };
     match decoded {
-        Ok((_, rest)) if !rest.is_empty() => Decoded::Corrupt {
+        Ok((_, rest)) if !rest.is_empty() => Decoded::Unreadable {
             reason: format!("{} bytes after the payload", rest.len()),
             frame_bytes,
         },
@@ -186,7 +199,7 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             record,
             frame_bytes,
         },
-        Ok((record, _)) => Decoded::Corrupt {
+        Ok((record, _)) => Decoded::Unreadable {
             reason: format!(
                 "type byte says {} but the payload holds {}",
                 kind.name(),
@@ -194,7 +207,7 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             ),
             frame_bytes,
         },
-        Err(e) => Decoded::Corrupt {
+        Err(e) => Decoded::Unreadable {
             reason: format!("payload does not decode: {e}"),
             frame_bytes,
         },

@@ -8,9 +8,25 @@
 //! record it writes, through the core's own `apply`). Once the log has
 //! grown past [`COMPACTION_GROWTH_FACTOR`] times the last compacted size
 //! (and [`COMPACTION_BYTES_MIN`]), it writes one `GroupSnapshot` per group
-//! as a new segment (temporary file, fsync, rename, fsync of the folder)
-//! and deletes every older segment, whose records those snapshots replace.
-//! So the log's size tracks the live state, not the history.
+//! as a new base segment (temporary file, fsync, rename, fsync of the
+//! folder), points `HEAD` at it and deletes every older segment, whose
+//! records those snapshots replace. So the log's size tracks the live
+//! state, not the history.
+//!
+//! Maintenance — compaction, starting the next segment, updating `HEAD` —
+//! is not needed for the records just written to be durable, and each of
+//! its steps leaves a log that reads back whole if it fails. So a failure
+//! there (typically: no file descriptor left to create a file) is logged,
+//! counted (`assignd_log_maintenance_failures_total`) and retried after a
+//! backoff, while appends go on to the current segment; the batch already
+//! appended is acknowledged. Only a failed write or fsync of records (or of
+//! the folder, which leaves a rename's fate unknown) stops the writer.
+//!
+//! Opening: a log of the format before segment headers (no `HEAD`) is
+//! migrated by a compaction at once; otherwise a new process starts a new
+//! segment when the last one holds records, so a segment is only ever
+//! appended to by one process and a torn tail is always cut before the
+//! segment is sealed.
 //!
 //! Metrics: each append's write and fsync durations, its size in records,
 //! and the records appended (`assignd_log_*`).
@@ -20,11 +36,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::frame::encode;
 use super::segment::{
-    LogError, SEGMENT_BYTES_MAX, io_error, list_segments, segment_path, sync_dir, temp_path,
+    LogError, SEGMENT_BYTES_MAX, SEGMENT_HEADER_BYTES, SegmentHeader, SegmentKind, io_error,
+    list_segments, new_file, read_head, read_header, segment_path, temp_path, write_head,
 };
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::Record;
@@ -47,6 +64,10 @@ pub enum FsyncPolicy {
 /// last compaction (and at least [`COMPACTION_BYTES_MIN`]).
 pub const COMPACTION_GROWTH_FACTOR: u64 = 2;
 pub const COMPACTION_BYTES_MIN: u64 = 4 << 20;
+/// The wait before retrying failed maintenance, doubled after each failure
+/// in a row up to [`MAINTENANCE_BACKOFF_MAX`].
+pub const MAINTENANCE_BACKOFF_MIN: Duration = Duration::from_secs(1);
+pub const MAINTENANCE_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// Figures for metrics and benchmarks.
 #[derive(Debug, Default)]
@@ -59,6 +80,9 @@ pub struct LogStats {
     /// Bytes of the log right after the last compaction.
     pub compacted_bytes: AtomicU64,
     pub compactions: AtomicU64,
+    /// Compactions, segment starts and `HEAD` updates that failed (and are
+    /// retried later).
+    pub maintenance_failures: AtomicU64,
     /// Duration of the last fsync.
     pub last_fsync_micros: AtomicU64,
     /// Time spent in fsyncs of appends, summed.
@@ -73,17 +97,34 @@ pub struct LogSink {
 
 struct Inner {
     dir: PathBuf,
+    /// The log folder, open for its fsyncs: they need no new descriptor.
+    dir_handle: File,
     fsync: FsyncPolicy,
     file: File,
     number: u64,
     segment_bytes: u64,
+    /// The segment `HEAD` names.
+    head: u64,
     /// Every group as the log holds it, for compaction.
     shadow: Coordinator,
     buffer: Vec<u8>,
-    /// A write, fsync or compaction failed: what the file holds is unknown
-    /// (a partial frame, or pages an fsync failed to write and the kernel
-    /// dropped), so nothing more is appended.
+    /// A write or fsync failed: what the file holds is unknown (a partial
+    /// frame, or pages an fsync failed to write and the kernel dropped), so
+    /// nothing more is appended.
     failed: bool,
+    /// After failed maintenance: not before this, and the wait after the
+    /// next failure.
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    compaction_bytes_min: u64,
+}
+
+/// How a maintenance step failed.
+enum Step {
+    /// The log is whole as it is: go on appending, retry later.
+    Retry(LogError),
+    /// The log's state on disk is unknown: stop appending.
+    Fatal(LogError),
 }
 
 impl LogSink {
@@ -106,34 +147,87 @@ impl LogSink {
         shadow: Coordinator,
     ) -> Result<Self, LogError> {
         std::fs::create_dir_all(dir).map_err(io_error(format!("creating {}", dir.display())))?;
+        let dir_handle = File::open(dir).map_err(io_error(format!("opening {}", dir.display())))?;
         let segments = list_segments(dir, true)?;
-        let number = segments.last().map_or(0, |(n, _)| *n);
+        let head = read_head(dir)?;
+        let last = match segments.last() {
+            Some((number, path)) => Some((*number, path.clone(), read_header(path)?)),
+            None => None,
+        };
+        let fatal = |step: Step| match step {
+            Step::Retry(e) | Step::Fatal(e) => e,
+        };
+        let mut buffer = Vec::new();
+        let (file, number, segment_bytes, head) = match (head, last) {
+            (Some(head), Some((number, path, Some(_)))) => {
+                let bytes = std::fs::metadata(&path)
+                    .map_err(io_error(format!("reading {}", path.display())))?
+                    .len();
+                let (file, number, bytes) = if bytes > SEGMENT_HEADER_BYTES as u64 {
+                    // A new process, a new segment.
+                    let file = create_segment(
+                        dir,
+                        &dir_handle,
+                        number + 1,
+                        SegmentKind::Continuation,
+                        &[],
+                    )
+                    .map_err(fatal)?;
+                    (file, number + 1, SEGMENT_HEADER_BYTES as u64)
+                } else {
+                    (open_append(&path)?, number, bytes)
+                };
+                if head != number {
+                    write_head(dir, &dir_handle, number)?;
+                }
+                (file, number, bytes, number)
+            }
+            (_, last) => {
+                // A new log, or one of the format before segment headers:
+                // start it with a base segment of snapshots.
+                let number = last.map_or(0, |(n, _, _)| n + 1);
+                encode_snapshots(&shadow, &mut buffer);
+                let file = create_segment(dir, &dir_handle, number, SegmentKind::Base, &buffer)
+                    .map_err(fatal)?;
+                write_head(dir, &dir_handle, number)?;
+                let bytes = (SEGMENT_HEADER_BYTES + buffer.len()) as u64;
+                (file, number, bytes, number)
+            }
+        };
+        // Segments before the last base are superseded by its snapshots:
+        // what an interrupted compaction (or the migration) left.
+        let mut base = number;
+        for (n, path) in segments.iter().rev() {
+            if *n <= number && read_header(path)?.is_some_and(|h| h.kind == SegmentKind::Base) {
+                base = *n;
+                break;
+            }
+        }
+        remove_before(dir, &dir_handle, base).map_err(fatal)?;
         let mut log_bytes = 0;
-        for (_, path) in &segments {
-            log_bytes += std::fs::metadata(path)
+        for (_, path) in list_segments(dir, false)? {
+            log_bytes += std::fs::metadata(&path)
                 .map_err(io_error(format!("reading {}", path.display())))?
                 .len();
         }
-        let path = segment_path(dir, number);
-        let file = open_append(&path)?;
-        let segment_bytes = file
-            .metadata()
-            .map_err(io_error(format!("reading {}", path.display())))?
-            .len();
-        sync_dir(dir)?;
         let stats = LogStats::default();
         stats.log_bytes.store(log_bytes, Ordering::Relaxed);
         stats.compacted_bytes.store(log_bytes, Ordering::Relaxed);
         Ok(LogSink {
             inner: Mutex::new(Inner {
                 dir: dir.to_owned(),
+                dir_handle,
                 fsync,
                 file,
                 number,
                 segment_bytes,
+                head,
                 shadow,
-                buffer: Vec::new(),
+                buffer,
                 failed: false,
+                retry_at: None,
+                backoff: MAINTENANCE_BACKOFF_MIN,
+                compaction_bytes_min: COMPACTION_BYTES_MIN,
             }),
             stats,
         })
@@ -146,7 +240,9 @@ impl LogSink {
         if inner.failed {
             return Err(LogError::Failed);
         }
-        let result = self.append_locked(inner, records);
+        let result = self
+            .append_locked(inner, records)
+            .and_then(|()| self.maintain(inner));
         inner.failed = result.is_err();
         result
     }
@@ -188,74 +284,141 @@ impl LogSink {
         self.stats
             .bytes_written
             .fetch_add(written, Ordering::Relaxed);
-        let log_bytes = self.stats.log_bytes.fetch_add(written, Ordering::Relaxed) + written;
-        let compacted = self.stats.compacted_bytes.load(Ordering::Relaxed);
-        if log_bytes > COMPACTION_BYTES_MIN.max(compacted.saturating_mul(COMPACTION_GROWTH_FACTOR))
-        {
-            self.compact(inner)?;
-        } else if inner.segment_bytes >= SEGMENT_BYTES_MAX {
-            inner.number += 1;
-            inner.file = open_append(&segment_path(&inner.dir, inner.number))?;
-            inner.segment_bytes = 0;
-            sync_dir(&inner.dir)?;
-        }
+        self.stats.log_bytes.fetch_add(written, Ordering::Relaxed);
         Ok(())
     }
 
+    /// After an append: compacts, starts the next segment or brings `HEAD`
+    /// up to date, whichever is due, unless a failure's backoff runs. A
+    /// failure that leaves the log whole is logged, counted and retried
+    /// later; only one that leaves it unknown is an error.
+    fn maintain(&self, inner: &mut Inner) -> Result<(), LogError> {
+        if inner.retry_at.is_some_and(|at| Instant::now() < at) {
+            return Ok(());
+        }
+        let log_bytes = self.stats.log_bytes.load(Ordering::Relaxed);
+        let compacted = self.stats.compacted_bytes.load(Ordering::Relaxed);
+        let (step, result) = if log_bytes
+            > inner
+                .compaction_bytes_min
+                .max(compacted.saturating_mul(COMPACTION_GROWTH_FACTOR))
+        {
+            ("compaction", self.compact(inner))
+        } else if inner.segment_bytes >= SEGMENT_BYTES_MAX {
+            ("roll", self.roll(inner))
+        } else if inner.head != inner.number {
+            ("head", update_head(inner).map_err(Step::Retry))
+        } else {
+            return Ok(());
+        };
+        match result {
+            Ok(()) => {
+                inner.retry_at = None;
+                inner.backoff = MAINTENANCE_BACKOFF_MIN.min(inner.backoff);
+                Ok(())
+            }
+            Err(Step::Retry(e)) => {
+                let wait = inner.backoff;
+                inner.retry_at = Some(Instant::now() + wait);
+                inner.backoff = (wait * 2).min(MAINTENANCE_BACKOFF_MAX).max(wait);
+                self.stats
+                    .maintenance_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("assignd_log_maintenance_failures_total", "step" => step)
+                    .increment(1);
+                tracing::warn!(
+                    step,
+                    error = %e,
+                    retry_in_ms = wait.as_millis() as u64,
+                    "record log maintenance failed; the log is intact and appends go on, retrying later"
+                );
+                Ok(())
+            }
+            Err(Step::Fatal(e)) => Err(e),
+        }
+    }
+
     /// Compacts now (tests and benchmarks; appends compact on their own).
+    /// A failure that leaves the log whole is an error here, but the log
+    /// stays open for appends.
     pub fn compact_now(&self) -> Result<(), LogError> {
         let mut inner = self.inner.lock().expect("the log writer panicked");
         if inner.failed {
             return Err(LogError::Failed);
         }
-        let result = self.compact(&mut inner);
-        inner.failed = result.is_err();
-        result
+        match self.compact(&mut inner) {
+            Ok(()) => Ok(()),
+            Err(Step::Retry(e)) => Err(e),
+            Err(Step::Fatal(e)) => {
+                inner.failed = true;
+                Err(e)
+            }
+        }
     }
 
-    /// Writes a snapshot of every group as a new segment, then removes
-    /// every older segment.
-    fn compact(&self, inner: &mut Inner) -> Result<(), LogError> {
-        inner.buffer.clear();
-        for group in inner.shadow.groups() {
-            let snapshot = Record::GroupSnapshot {
-                group: group.name.clone(),
-                state: Box::new(group.clone()),
-            };
-            encode(&snapshot, &mut inner.buffer);
-        }
+    /// Seals the current segment and continues in the next one.
+    fn roll(&self, inner: &mut Inner) -> Result<(), Step> {
         let number = inner.number + 1;
-        let temp = temp_path(&inner.dir, number);
-        let path = segment_path(&inner.dir, number);
-        let mut file =
-            File::create(&temp).map_err(io_error(format!("creating {}", temp.display())))?;
-        file.write_all(&inner.buffer)
-            .and_then(|()| file.sync_all())
-            .map_err(io_error(format!("writing {}", temp.display())))?;
-        std::fs::rename(&temp, &path).map_err(io_error(format!("renaming {}", temp.display())))?;
-        sync_dir(&inner.dir)?;
-        // From here on the snapshots are the log's start; the older
-        // segments go newest first, each removal made durable before the
-        // next. A crash at any point leaves a prefix of the history followed
-        // by the snapshots, which replays to the same state (each snapshot
-        // replaces its group). Oldest first could leave a later segment
-        // whose groups' first records are gone: a log that cannot replay.
-        let mut older = list_segments(&inner.dir, true)?;
-        older.retain(|(old, _)| *old < number);
-        for (_, old_path) in older.iter().rev() {
-            std::fs::remove_file(old_path)
-                .map_err(io_error(format!("removing {}", old_path.display())))?;
-            sync_dir(&inner.dir)?;
-        }
-        inner.file = open_append(&path)?;
+        inner.file = create_segment(
+            &inner.dir,
+            &inner.dir_handle,
+            number,
+            SegmentKind::Continuation,
+            &[],
+        )?;
         inner.number = number;
-        let size = inner.buffer.len() as u64;
+        inner.segment_bytes = SEGMENT_HEADER_BYTES as u64;
+        self.stats
+            .log_bytes
+            .fetch_add(SEGMENT_HEADER_BYTES as u64, Ordering::Relaxed);
+        update_head(inner).map_err(Step::Retry)
+    }
+
+    /// Writes a snapshot of every group as a new base segment, then removes
+    /// every older segment.
+    fn compact(&self, inner: &mut Inner) -> Result<(), Step> {
+        inner.buffer.clear();
+        encode_snapshots(&inner.shadow, &mut inner.buffer);
+        let number = inner.number + 1;
+        inner.file = create_segment(
+            &inner.dir,
+            &inner.dir_handle,
+            number,
+            SegmentKind::Base,
+            &inner.buffer,
+        )?;
+        // From here on the snapshots are the log's start and appends go
+        // after them. What follows may fail and be retried: a stale `HEAD`
+        // still names a segment that exists, and older segments left behind
+        // are superseded by the base (and removed at the next compaction or
+        // start).
+        inner.number = number;
+        let size = (SEGMENT_HEADER_BYTES + inner.buffer.len()) as u64;
         inner.segment_bytes = size;
         self.stats.log_bytes.store(size, Ordering::Relaxed);
         self.stats.compacted_bytes.store(size, Ordering::Relaxed);
         self.stats.compactions.fetch_add(1, Ordering::Relaxed);
         tracing::info!(bytes = size, "compacted the record log");
-        Ok(())
+        update_head(inner).map_err(Step::Retry)?;
+        remove_before(&inner.dir, &inner.dir_handle, number)
+    }
+}
+
+/// Tests: the writer's maintenance thresholds, and where it appends.
+#[cfg(test)]
+impl LogSink {
+    /// Sets the compaction threshold and the next backoff, and lets a
+    /// running backoff end now.
+    pub(super) fn set_maintenance_for_tests(&self, compaction_bytes_min: u64, backoff: Duration) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.compaction_bytes_min = compaction_bytes_min;
+        inner.backoff = backoff;
+        inner.retry_at = None;
+    }
+
+    /// The segment appended to.
+    pub(super) fn current_segment(&self) -> u64 {
+        self.inner.lock().unwrap().number
     }
 }
 
@@ -265,9 +428,76 @@ impl RecordSink for LogSink {
     }
 }
 
+fn update_head(inner: &mut Inner) -> Result<(), LogError> {
+    write_head(&inner.dir, &inner.dir_handle, inner.number)?;
+    inner.head = inner.number;
+    Ok(())
+}
+
+/// One `GroupSnapshot` per group of `shadow`, framed, into `out`.
+fn encode_snapshots(shadow: &Coordinator, out: &mut Vec<u8>) {
+    for group in shadow.groups() {
+        let snapshot = Record::GroupSnapshot {
+            group: group.name.clone(),
+            state: Box::new(group.clone()),
+        };
+        encode(&snapshot, out);
+    }
+}
+
+/// Creates segment `number` holding its header and `frames`, whole or not
+/// at all (a temporary file, fsynced, renamed into place, the folder
+/// fsynced), and returns it open for appending after them.
+fn create_segment(
+    dir: &Path,
+    dir_handle: &File,
+    number: u64,
+    kind: SegmentKind,
+    frames: &[u8],
+) -> Result<File, Step> {
+    let temp = temp_path(dir, number);
+    let path = segment_path(dir, number);
+    let retry = |context: String| {
+        let temp = temp.clone();
+        move |e| {
+            let _ = std::fs::remove_file(&temp);
+            Step::Retry(io_error(context)(e))
+        }
+    };
+    let mut file = new_file(&temp).map_err(retry(format!("creating {}", temp.display())))?;
+    let header = SegmentHeader { kind, number }.encode();
+    file.write_all(&header)
+        .and_then(|()| file.write_all(frames))
+        .and_then(|()| file.sync_all())
+        .map_err(retry(format!("writing {}", temp.display())))?;
+    std::fs::rename(&temp, &path).map_err(retry(format!("renaming {}", temp.display())))?;
+    // If this fails, whether the rename is durable is unknown: appending
+    // to either segment could be lost.
+    dir_handle
+        .sync_all()
+        .map_err(|e| Step::Fatal(io_error(format!("syncing {}", dir.display()))(e)))?;
+    Ok(file)
+}
+
+/// Removes every segment numbered below `number`, newest first, each
+/// removal made durable before the next. A crash at any point leaves a
+/// prefix of the history before the base `number`, which the base
+/// supersedes.
+fn remove_before(dir: &Path, dir_handle: &File, number: u64) -> Result<(), Step> {
+    let mut older = list_segments(dir, false).map_err(Step::Retry)?;
+    older.retain(|(old, _)| *old < number);
+    for (_, old_path) in older.iter().rev() {
+        std::fs::remove_file(old_path)
+            .map_err(|e| Step::Retry(io_error(format!("removing {}", old_path.display()))(e)))?;
+        dir_handle
+            .sync_all()
+            .map_err(|e| Step::Retry(io_error(format!("syncing {}", dir.display()))(e)))?;
+    }
+    Ok(())
+}
+
 fn open_append(path: &Path) -> Result<File, LogError> {
     OpenOptions::new()
-        .create(true)
         .append(true)
         .open(path)
         .map_err(io_error(format!("opening {}", path.display())))
