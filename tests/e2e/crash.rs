@@ -1424,3 +1424,95 @@ fn a_data_dir_written_before_segment_headers_opens_and_is_migrated() {
     );
     let _ = std::fs::remove_dir_all(&data_dir);
 }
+
+impl Server {
+    /// `GET path` as text (for `/metrics`).
+    fn text(&self, path: &str) -> String {
+        let bearer = format!("Bearer {}", common::ADMIN_TOKEN);
+        let mut response = self
+            .agent
+            .get(&format!("{}{path}", self.base))
+            .header("authorization", &bearer)
+            .call()
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        response.body_mut().read_to_string().expect("a body")
+    }
+}
+
+/// Issue 12: a compaction that could not create its file (the host had
+/// run out of descriptors) answered that request and every later one 503
+/// `storage_failed`, `/healthz` too, until a restart, though the write had
+/// been saved. Here the file's name is taken by a directory, so creating it
+/// fails (EISDIR) as it would with no descriptor left.
+#[test]
+fn a_compaction_that_cannot_create_its_file_fails_no_request_and_is_retried_later() {
+    let data_dir = common::scratch("crash-compaction");
+    let server = serve(&data_dir);
+    let last = segments(&data_dir).pop().expect("a segment");
+    let number: u64 = last
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse().ok())
+        .expect("a numbered segment");
+    let blocker = data_dir
+        .join("log")
+        .join(format!("{:020}.seg.tmp", number + 1));
+    std::fs::create_dir(&blocker).expect("the blocking directory");
+    // About 400 KB a config: the log passes the 4 MiB at which it compacts
+    // within a dozen.
+    let big = |flavour: usize| {
+        let topics: Vec<Value> = (0..2000)
+            .map(|i| json!({"name": format!("{}-{i}-{flavour}", "t".repeat(180)), "partitions": 1}))
+            .collect();
+        json!({ "topics": topics })
+    };
+    let mut flavour = 0;
+    let mut put = |server: &Server| {
+        flavour += 1;
+        let (status, value) = server.call("PUT", "/v1/groups/big", Some(&big(flavour)));
+        assert!(
+            status == 200 || status == 201,
+            "PUT {flavour}: {status} {}",
+            value["error"]
+        );
+        let (status, value) = server.call("GET", "/healthz", None);
+        assert_eq!(status, 200, "/healthz after PUT {flavour}: {value}");
+        flavour
+    };
+    let failed = "assignd_log_maintenance_failures_total{step=\"compaction\"}";
+    let deadline = Instant::now() + SETTLE_DEADLINE;
+    while !server.text("/metrics").contains(failed) {
+        assert!(Instant::now() < deadline, "no compaction was attempted");
+        put(&server);
+    }
+    // Appends go on while it cannot compact; once it can, it does.
+    std::fs::remove_dir(&blocker).expect("unblock");
+    let compacted = |dir: &Path| {
+        segments(dir).first().is_some_and(|first| {
+            let bytes = std::fs::read(first).expect("a segment");
+            first != &last && bytes.get(9) == Some(&0)
+        })
+    };
+    let deadline = Instant::now() + SETTLE_DEADLINE;
+    let mut last_flavour = 0;
+    while !compacted(&data_dir) {
+        assert!(Instant::now() < deadline, "the compaction was not retried");
+        last_flavour = put(&server);
+    }
+    let stderr = server.kill();
+    assert_quiet(&stderr, "a failed compaction");
+    assert!(
+        stderr.contains("record log maintenance failed"),
+        "the failure is logged: {stderr}"
+    );
+    let server = serve(&data_dir);
+    let (status, value) = server.call("GET", "/v1/groups/big", None);
+    assert_eq!(status, 200, "{value}");
+    assert_eq!(
+        value["config"]["topics"][0]["name"],
+        format!("{}-0-{last_flavour}", "t".repeat(180)),
+        "the last acknowledged config"
+    );
+    assert_quiet(&server.kill(), "after the compaction");
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
