@@ -192,6 +192,92 @@ fn same(a: &str, b: &str) -> bool {
 mod tests {
     use super::*;
 
+    use crate::protocol::core::Coordinator;
+
+    const DIGEST: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+    /// A core with group `g` (with a member token if `token`) and the
+    /// static member `a` in it.
+    fn core(token: bool) -> Coordinator {
+        let mut core = Coordinator::new(1);
+        let mut config: crate::protocol::group::GroupConfig =
+            serde_json::from_value(serde_json::json!({"topics": [{"name": "t", "partitions": 1}]}))
+                .unwrap();
+        config.member_token_sha256 = token.then(|| DIGEST.to_owned());
+        core.configure("g", config, 0).unwrap();
+        core.heartbeat(&Heartbeat::join("g", Some("a"), vec!["t".into()]), 0)
+            .unwrap();
+        core
+    }
+
+    fn policy(required: bool) -> AdmissionPolicy {
+        AdmissionPolicy {
+            member_token_required: required,
+            tokenless_join_burst_max: 2,
+            tokenless_join_rate_per_s: 4,
+        }
+    }
+
+    #[test]
+    fn new_members_of_a_group_without_a_token_come_at_the_bucket_rate() {
+        let core = core(false);
+        let admission = Admission::new(policy(false));
+        let new = Heartbeat::join("g", None, vec!["t".into()]);
+        let restart = Heartbeat::join("g", Some("a"), vec!["t".into()]);
+        let admit = |request: &Heartbeat, now| admission.admit(core.group("g"), request, None, now);
+        assert!(admit(&new, 0).is_ok());
+        assert!(admit(&new, 0).is_ok());
+        let refused = admit(&new, 100);
+        assert!(
+            matches!(
+                refused,
+                Err(RuntimeError::JoinRateLimited {
+                    retry_after_ms: 150,
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        // A static member's restart takes no token.
+        assert!(admit(&restart, 100).is_ok());
+        assert!(admit(&new, 250).is_ok(), "one join refilled after 250 ms");
+        assert!(admit(&new, 250).is_err());
+        // The bucket holds at most its burst.
+        assert!(admit(&new, 60_000).is_ok());
+        assert!(admit(&new, 60_000).is_ok());
+        assert!(admit(&new, 60_000).is_err());
+    }
+
+    #[test]
+    fn a_group_with_a_token_is_neither_limited_nor_refused() {
+        let core = core(true);
+        let admission = Admission::new(policy(true));
+        let new = Heartbeat::join("g", None, vec!["t".into()]);
+        for _ in 0..10 {
+            assert!(
+                admission
+                    .admit(core.group("g"), &new, Some(DIGEST), 0)
+                    .is_ok()
+            );
+        }
+        assert!(admission.check_config("g", Some(DIGEST)).is_ok());
+    }
+
+    #[test]
+    fn a_host_that_requires_tokens_refuses_groups_without_one() {
+        let core = core(false);
+        let admission = Admission::new(policy(true));
+        let beat = Heartbeat::join("g", Some("a"), vec!["t".into()]);
+        assert!(matches!(
+            admission.admit(core.group("g"), &beat, None, 0),
+            Err(RuntimeError::MemberTokenRequired(_))
+        ));
+        assert!(matches!(
+            admission.check_config("g", None),
+            Err(RuntimeError::ConfigWithoutMemberToken(_))
+        ));
+    }
+
     #[test]
     fn digests_compare_whole() {
         assert!(same("ab", "ab"));
