@@ -258,29 +258,42 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
+/// Sets the child's RLIMIT_NOFILE, soft and hard, to `descriptors`
+/// (`serve` raises soft to hard, so both are lowered).
+#[cfg(target_os = "linux")]
+fn limit_descriptors(command: &mut std::process::Command, descriptors: u64) {
+    limit_descriptors_to(command, descriptors, descriptors);
+}
+
+#[cfg(target_os = "linux")]
+fn limit_descriptors_to(command: &mut std::process::Command, soft: u64, hard: u64) {
+    use std::os::unix::process::CommandExt;
+
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between
+    // fork and exec here.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn a_connection_flood_past_the_descriptor_limit_leaves_writes_and_health_intact() {
-    use std::os::unix::process::CommandExt;
-
     // 256 descriptors, soft and hard (serve raises soft to hard): the cap
     // is 256 less the 128 in reserve.
     const DESCRIPTORS: u64 = 256;
     let data_dir = common::scratch("hardening-descriptors");
     let server = Server::start_with(&data_dir, &["--fsync", "never"], |command| {
-        // SAFETY: setrlimit is async-signal-safe; nothing else runs here.
-        unsafe {
-            command.pre_exec(|| {
-                let limit = libc::rlimit {
-                    rlim_cur: DESCRIPTORS,
-                    rlim_max: DESCRIPTORS,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        limit_descriptors(command, DESCRIPTORS)
     });
     // One connection opened before the flood, kept alive through it.
     let mut admin = connect(&server);
@@ -484,4 +497,47 @@ fn require_member_token_refuses_groups_without_one() {
         (status, &answer["error"]["code"]),
         (401, &json!("unauthorized"))
     );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_connection_cap_past_the_descriptor_limit_is_refused_at_start() {
+    let dir = common::scratch("hardening-cap-too-high");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_assignd"));
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--connections-max",
+            "200",
+        ])
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env("ASSIGND_ADMIN_TOKEN", ADMIN_TOKEN);
+    limit_descriptors(&mut command, 256);
+    let output = command.output().expect("cannot start assignd");
+    common::assert_one_error_line(&output, 1, "at most 128 fit");
+    assert!(
+        !dir.join("data").exists(),
+        "refused before touching the data dir"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn serve_raises_its_soft_descriptor_limit_to_the_hard_one() {
+    // 300 connections fit only under the raised limit (512 less 128).
+    let server = Server::start_with(
+        &common::scratch("hardening-raise"),
+        &["--connections-max", "300"],
+        |command| limit_descriptors_to(command, 200, 512),
+    );
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.child.id())).unwrap();
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a Max open files line");
+    let figures: Vec<&str> = open_files.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(figures, ["512", "512"], "{open_files}");
 }
