@@ -61,8 +61,8 @@ pub struct ServeArgs {
     admin_token: Option<String>,
     /// Connections served at once; one more is answered 503
     /// `too_many_connections` and closed. Default: the descriptor limit
-    /// less the descriptors kept in reserve (128), at most 10000; more than
-    /// that is refused at start.
+    /// less the descriptors kept in reserve (128), at most 10000; a value
+    /// above the limit less the reserve is refused at start.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     connections_max: Option<u64>,
     /// How long a request's head may take to arrive, counted from when the
