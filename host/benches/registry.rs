@@ -327,6 +327,7 @@ fn swap_setup(stable: &Coordinator, now: Millis, registry: &Arc<Registry>, log: 
         RuntimeConfig {
             seed: SEED,
             limits: Limits::default(),
+            admission: Default::default(),
         },
         stable.clone(),
         Clock::manual(now + 1),

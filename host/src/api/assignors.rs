@@ -161,7 +161,7 @@ pub async fn upload_assignor(
     }
     let bytes: Bytes = axum::body::to_bytes(body, MODULE_LEN_MAX_BYTES)
         .await
-        .map_err(|_| ApiError::ModuleTooLarge)?;
+        .map_err(|e| ApiError::body_failed(&e, ApiError::ModuleTooLarge))?;
     let registry = runtime.registry().clone();
     let (entry, created) = blocking(move || {
         registry

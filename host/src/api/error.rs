@@ -54,6 +54,9 @@ pub enum ApiError {
     /// A bearer token that is not the one required.
     #[error("{0}")]
     Forbidden(&'static str),
+    /// The request body did not arrive within the body-read timeout.
+    #[error(transparent)]
+    BodyTimeout(#[from] super::server::BodyTimeout),
     /// A handler panicked (a bug).
     #[error("internal error")]
     Panicked,
@@ -93,6 +96,16 @@ impl ApiError {
             ApiError::Runtime(RuntimeError::MemberTokenWrong(_)) => {
                 (StatusCode::FORBIDDEN, "forbidden")
             }
+            ApiError::Runtime(RuntimeError::ConfigWithoutMemberToken(_)) => {
+                (StatusCode::BAD_REQUEST, "member_token_required")
+            }
+            // Refused whatever the heartbeat carries: the group is at fault.
+            ApiError::Runtime(RuntimeError::MemberTokenRequired(_)) => {
+                (StatusCode::FORBIDDEN, "member_token_required")
+            }
+            ApiError::Runtime(RuntimeError::JoinRateLimited { .. }) => {
+                (StatusCode::TOO_MANY_REQUESTS, "join_rate_limited")
+            }
             ApiError::Runtime(RuntimeError::AssignorFailed { .. }) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "assignor_failed")
             }
@@ -118,6 +131,7 @@ impl ApiError {
             }
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
         }
     }
 }
@@ -168,12 +182,43 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
+        if let ApiError::Runtime(RuntimeError::JoinRateLimited { retry_after_ms, .. }) = &self {
+            // Whole seconds, rounded up: never 0.
+            let seconds = retry_after_ms.div_ceil(1_000).max(1);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         response
     }
 }
 
+impl ApiError {
+    /// The error of a body that could not be read: 408 if the server's
+    /// body-read deadline cut it, else `otherwise`.
+    pub fn body_failed(error: &(dyn std::error::Error + 'static), otherwise: ApiError) -> ApiError {
+        body_timeout(error).map_or(otherwise, ApiError::BodyTimeout)
+    }
+}
+
+/// The [`BodyTimeout`](super::server::BodyTimeout) somewhere in `error`'s
+/// chain of causes, if the server's deadline is why a body read failed.
+fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<super::server::BodyTimeout> {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(timeout) = error.downcast_ref::<super::server::BodyTimeout>() {
+            return Some(super::server::BodyTimeout(timeout.0));
+        }
+        cause = error.source();
+    }
+    None
+}
+
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
+        if let Some(timeout) = body_timeout(&rejection) {
+            return ApiError::BodyTimeout(timeout);
+        }
         match rejection.status() {
             StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
             StatusCode::UNSUPPORTED_MEDIA_TYPE => {

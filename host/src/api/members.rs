@@ -25,7 +25,10 @@ use crate::runtime::Runtime;
 ///
 /// A group with a member token (`member_token` in its config) needs it as
 /// `Authorization: Bearer TOKEN`; the admin token is not accepted in its
-/// place. A group without one takes any heartbeat.
+/// place. A group without one takes any heartbeat, unless the host
+/// requires member tokens (`serve --require-member-token`); its joins that
+/// add a member are limited per group (`serve --tokenless-join-burst-max`,
+/// `--tokenless-join-rate-per-s`).
 #[utoipa::path(
     post,
     path = "/v1/groups/{group}/heartbeat",
@@ -37,11 +40,13 @@ use crate::runtime::Runtime;
         (status = 200, description = "The member's assignment", body = HeartbeatResponseBody),
         (status = 400, description = "`invalid_json`, `invalid_request`", body = ErrorBody),
         (status = 401, description = "`unauthorized`: the group has a member token and none was sent", body = ErrorBody),
-        (status = 403, description = "`forbidden`: the token is not the group's member token", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the token is not the group's member token; `member_token_required`: the group has none and the host requires one (`serve --require-member-token`)", body = ErrorBody),
         (status = 404, description = "`unknown_group`, `unknown_member`", body = ErrorBody),
         (status = 409, description = "`fenced` (rejoin with epoch 0), `stale_epoch`, `not_owned`, `group_full`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 408, description = "`request_timeout`: the body did not arrive within the body-read timeout", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 429, description = "`join_rate_limited`: a join that would add a member to a group without a member token, past the group's join rate; retry after `Retry-After` seconds", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),
     )
 )]

@@ -4,7 +4,8 @@
 //! status and a JSON error body. It owns no state and never touches the
 //! protocol core except through the runtime.
 //!
-//! [`app`] builds the router that `assignd serve` runs and that the tests
+//! [`app`] builds the router that `assignd serve` runs (on [`server`], its
+//! bounded accept loop) and that the tests
 //! drive in process with `tower::ServiceExt::oneshot`. Every route but the
 //! member heartbeat, `/healthz`, `/metrics` and `/v1/openapi.json` requires the admin
 //! token ([`auth`]).
@@ -16,6 +17,7 @@ mod groups;
 mod members;
 mod metrics;
 mod preview;
+pub mod server;
 mod views;
 pub mod wire;
 
@@ -50,7 +52,10 @@ use wire::{ErrorBody, Health};
                        404 `not_found`, a wrong method 405 `method_not_allowed`. Every route but the \
                        member heartbeat, `/healthz`, `/metrics` and `/v1/openapi.json` requires the admin token \
                        as `Authorization: Bearer TOKEN`: 401 `unauthorized` without it, 403 \
-                       `forbidden` with another token."
+                       `forbidden` with another token. A body that does not arrive within the host's \
+                       body-read timeout is answered 408 `request_timeout`; a connection past the \
+                       host's connection cap is answered 503 `too_many_connections` (with \
+                       `Retry-After`) and closed."
     ),
     components(schemas(ErrorBody)),
     tags(

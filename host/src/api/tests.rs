@@ -73,6 +73,7 @@ fn fixture() -> Fixture {
         RuntimeConfig {
             seed: SEED,
             limits: Limits::default(),
+            admission: Default::default(),
         },
         Clock::manual(0),
         sink.clone(),
@@ -593,6 +594,8 @@ async fn a_full_group_refuses_the_next_member_with_409() {
             Some(&format!("w-{i}")),
             vec!["orders".into()],
         );
+        // Joins without a member token are rate-limited: slow enough.
+        f.runtime.clock().advance(10);
         f.runtime.heartbeat(&request, None).await.unwrap();
     }
     let records = f.record_count();

@@ -172,6 +172,7 @@ async fn start_host(
         RuntimeConfig {
             seed,
             limits: Limits::default(),
+            admission: Default::default(),
         },
         Clock::monotonic(),
         Arc::new(CountingSink::default()),

@@ -4,7 +4,11 @@
 //! assignors in DIR/modules), the runtime and its ticker, finds the admin
 //! token (flag, environment, or DIR/admin-token, generated at first start),
 //! binds the listener, prints `listening on http://ADDR` (the real address,
-//! so `--listen 127.0.0.1:0` works) and serves until SIGTERM or ctrl-c.
+//! so `--listen 127.0.0.1:0` works) and serves until SIGTERM or ctrl-c,
+//! then drains for at most `--shutdown-drain-ms` ([`crate::api::server`]).
+//! At start it raises its soft descriptor limit to the hard one and caps
+//! connections below it, keeping [`DESCRIPTORS_RESERVED`] for the log, the
+//! module store and the runtime.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,11 +21,12 @@ use super::admin_token;
 use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::api::AdminToken;
+use crate::api::server::ServerConfig;
 use crate::log::{FsyncPolicy, LogSink, ScanMode, lock, log_dir, scan_into};
 use crate::plugins::{EngineConfig, PluginEngine};
 use crate::protocol::core::Coordinator;
 use crate::registry::Registry;
-use crate::runtime::{Clock, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
+use crate::runtime::{AdmissionPolicy, Clock, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -54,9 +59,53 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     admin_token: Option<String>,
+    /// Connections served at once; one more is answered 503
+    /// `too_many_connections` and closed. Default: the descriptor limit
+    /// less the descriptors kept in reserve (128), at most 10000; a value
+    /// above the limit less the reserve is refused at start.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    connections_max: Option<u64>,
+    /// How long a request's head may take to arrive, counted from when the
+    /// connection starts waiting for it: a kept-alive connection idle this
+    /// long is closed too.
+    #[arg(long, value_name = "MS", default_value_t = ServerConfig::default().header_read_timeout_ms,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    header_read_timeout_ms: u64,
+    /// How long a request's body may take to arrive after its head (then
+    /// 408 `request_timeout`).
+    #[arg(long, value_name = "MS", default_value_t = ServerConfig::default().body_read_timeout_ms,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    body_read_timeout_ms: u64,
+    /// On SIGTERM or ctrl-c: how long requests in flight may finish before
+    /// the connections left are closed and the data dir is released.
+    #[arg(long, value_name = "MS", default_value_t = ServerConfig::default().shutdown_drain_ms)]
+    shutdown_drain_ms: u64,
+    /// Require a member token of every group: a config without
+    /// `member_token` is refused (400 `member_token_required`), and so is
+    /// every heartbeat to a group without one (403, for groups created
+    /// before).
+    #[arg(long)]
+    require_member_token: bool,
+    /// Joins that add a member to a group without a member token: how many
+    /// a group takes at once (then 429 `join_rate_limited` with
+    /// `Retry-After`)...
+    #[arg(long, value_name = "N", default_value_t = AdmissionPolicy::default().tokenless_join_burst_max)]
+    tokenless_join_burst_max: u32,
+    /// ...and how many per second after that.
+    #[arg(long, value_name = "N", default_value_t = AdmissionPolicy::default().tokenless_join_rate_per_s,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    tokenless_join_rate_per_s: u32,
     #[command(flatten)]
     limits: LimitArgs,
 }
+
+/// Descriptors kept out of the connection cap's reach: for the record log
+/// (segments, compaction, the directory and its lock), the module store
+/// and its cache, the listener, stdio and the runtime's own.
+pub const DESCRIPTORS_RESERVED: u64 = 128;
+
+/// The connection cap when the descriptor limit allows more.
+const CONNECTIONS_MAX_DEFAULT: u64 = 10_000;
 
 /// The environment variable `--admin-token` falls back to.
 const ADMIN_TOKEN_ENV: &str = "ASSIGND_ADMIN_TOKEN";
@@ -72,6 +121,7 @@ fn failure(message: String) -> Failure {
 const SHUTDOWN_GRACE_MS: u64 = 2_000;
 
 pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
+    let server = server_config(&args, raise_descriptor_limit())?;
     std::fs::create_dir_all(&args.data_dir).map_err(|e| {
         failure(format!(
             "cannot create data directory {}: {e}",
@@ -133,7 +183,15 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             .local_addr()
             .map_err(|e| failure(format!("cannot read the bound address: {e}")))?;
         let runtime = Runtime::recovered(
-            RuntimeConfig { seed, limits },
+            RuntimeConfig {
+                seed,
+                limits,
+                admission: AdmissionPolicy {
+                    member_token_required: args.require_member_token,
+                    tokenless_join_burst_max: args.tokenless_join_burst_max,
+                    tokenless_join_rate_per_s: args.tokenless_join_rate_per_s,
+                },
+            },
             core,
             Clock::monotonic(),
             Arc::new(sink),
@@ -149,15 +207,89 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             let _ = stdout.flush();
         }
         tracing::info!(%address, data_dir = %args.data_dir.display(), "serving");
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .map_err(|e| failure(format!("serving failed: {e}")));
+        tracing::info!(
+            connections_max = server.connections_max,
+            header_read_timeout_ms = server.header_read_timeout_ms,
+            body_read_timeout_ms = server.body_read_timeout_ms,
+            shutdown_drain_ms = server.shutdown_drain_ms,
+            "connection limits"
+        );
+        crate::api::server::serve(listener, app, server, shutdown_signal()).await;
         ticker.abort();
-        served
+        Ok(())
     });
     tokio.shutdown_timeout(Duration::from_millis(SHUTDOWN_GRACE_MS));
     result
+}
+
+/// The server's bounds from the flags; the connection cap must leave
+/// [`DESCRIPTORS_RESERVED`] of the `descriptors` limit free.
+fn server_config(args: &ServeArgs, descriptors: u64) -> Result<ServerConfig, Failure> {
+    let available = descriptors.saturating_sub(DESCRIPTORS_RESERVED);
+    let connections_max = match args.connections_max {
+        Some(n) if n > available => {
+            return Err(failure(format!(
+                "--connections-max {n} leaves fewer than {DESCRIPTORS_RESERVED} of the {descriptors} file descriptors (RLIMIT_NOFILE) in reserve; at most {available} fit"
+            )));
+        }
+        Some(n) => n,
+        None if available == 0 => {
+            return Err(failure(format!(
+                "the file descriptor limit (RLIMIT_NOFILE) is {descriptors}: more than {DESCRIPTORS_RESERVED} are needed"
+            )));
+        }
+        None => available.min(CONNECTIONS_MAX_DEFAULT),
+    };
+    Ok(ServerConfig {
+        connections_max: usize::try_from(connections_max).unwrap_or(usize::MAX),
+        header_read_timeout_ms: args.header_read_timeout_ms,
+        body_read_timeout_ms: args.body_read_timeout_ms,
+        shutdown_drain_ms: args.shutdown_drain_ms,
+    })
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard one (where the kernel allows)
+/// and returns the soft limit in force.
+#[cfg(unix)]
+fn raise_descriptor_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through a valid pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "cannot read the descriptor limit");
+        return CONNECTIONS_MAX_DEFAULT + DESCRIPTORS_RESERVED;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit through a valid pointer.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            tracing::info!(
+                from = limit.rlim_cur,
+                to = raised.rlim_cur,
+                "raised the descriptor limit"
+            );
+            limit = raised;
+        } else {
+            // An unlimited hard limit may be above what the kernel takes.
+            tracing::warn!(
+                soft = limit.rlim_cur,
+                hard = limit.rlim_max,
+                error = %std::io::Error::last_os_error(),
+                "cannot raise the descriptor limit to the hard one"
+            );
+        }
+    }
+    u64::try_from(limit.rlim_cur).unwrap_or(u64::MAX)
+}
+
+#[cfg(not(unix))]
+fn raise_descriptor_limit() -> u64 {
+    CONNECTIONS_MAX_DEFAULT + DESCRIPTORS_RESERVED
 }
 
 /// The admin token (see [`admin_token::resolve`]); when it is the data

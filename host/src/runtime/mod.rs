@@ -31,7 +31,7 @@ use crate::protocol::group::{BindingSpec, GroupConfig, Millis};
 use crate::registry::{Entry, Registry, RegistryError, Resolved};
 
 pub use clock::Clock;
-pub use member_token::MemberTokenChange;
+pub use member_token::{AdmissionPolicy, MemberTokenChange};
 pub use preview::Preview;
 pub use sink::{CountingSink, PersistError, RecordQueue, RecordSink};
 
@@ -75,6 +75,24 @@ pub enum RuntimeError {
     /// nothing changed.
     #[error("the token is not group {0:?}'s member token")]
     MemberTokenWrong(String),
+    /// A heartbeat to a group without a member token on a host that
+    /// requires one (`serve --require-member-token`); nothing changed.
+    #[error(
+        "this host requires a member token of every group, and group {0:?} has none: an admin must set `member_token` in its config"
+    )]
+    MemberTokenRequired(String),
+    /// A config that would leave its group without a member token on a
+    /// host that requires one; nothing changed.
+    #[error(
+        "this host requires a member token of every group (serve --require-member-token): group {0:?}'s config needs `member_token`"
+    )]
+    ConfigWithoutMemberToken(String),
+    /// A join that would create a member in a group without a member
+    /// token, while the group's join bucket is empty; nothing changed.
+    #[error(
+        "group {group:?} has no member token and takes new members at a limited rate; retry in {retry_after_ms} ms"
+    )]
+    JoinRateLimited { group: String, retry_after_ms: u64 },
     /// A bug: the core panicked while holding its lock.
     #[error("internal error: {0}")]
     Internal(&'static str),
@@ -87,6 +105,8 @@ pub struct RuntimeConfig {
     pub seed: u64,
     /// Limits of every assignor call.
     pub limits: Limits,
+    /// How groups without a member token are treated.
+    pub admission: AdmissionPolicy,
 }
 
 /// The coordinator at run time; share it as `Arc<Runtime>`.
@@ -96,6 +116,7 @@ pub struct Runtime {
     queue: RecordQueue,
     registry: Arc<Registry>,
     limits: Limits,
+    admission: member_token::Admission,
     calls_in_flight: AtomicU64,
     calls_finished: AtomicU64,
     /// Rebalances in progress, fed every record under the core's lock.
@@ -137,6 +158,7 @@ impl Runtime {
             queue: RecordQueue::start(sink),
             registry,
             limits: config.limits,
+            admission: member_token::Admission::new(config.admission),
             calls_in_flight: AtomicU64::new(0),
             calls_finished: AtomicU64::new(0),
             rebalances: Mutex::default(),
@@ -230,6 +252,8 @@ impl Runtime {
             self.check_resolves(&config.binding_spec())?;
             let created = core.group(group).is_none();
             config.member_token_sha256 = member_token.apply(core.group(group));
+            self.admission
+                .check_config(group, config.member_token_sha256.as_deref())?;
             let output = core.configure(group, config, now)?;
             Ok((created, output))
         })
@@ -357,7 +381,12 @@ impl Runtime {
         member_token_sha256: Option<&str>,
     ) -> Result<HeartbeatResponse, RuntimeError> {
         self.execute(|core, now| {
-            member_token::check(core.group(&request.group), member_token_sha256)?;
+            self.admission.admit(
+                core.group(&request.group),
+                request,
+                member_token_sha256,
+                now,
+            )?;
             Ok(core.heartbeat(request, now)?)
         })
         .await

@@ -137,10 +137,21 @@ impl Server {
     /// Starts `assignd serve --listen 127.0.0.1:0 --data-dir DATA_DIR`
     /// with `extra` arguments and waits for its `listening on` line.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        Self::start_with(data_dir, extra, |_| {})
+    }
+
+    /// [`Server::start`], with `prepare` given the command before it is
+    /// spawned (to set limits on the child, say).
+    pub fn start_with(
+        data_dir: &Path,
+        extra: &[&str],
+        prepare: impl FnOnce(&mut Command),
+    ) -> Server {
         use std::io::{BufRead, BufReader};
         use std::process::Stdio;
 
-        let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_assignd"));
+        command
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(extra)
             .arg("--data-dir")
@@ -148,9 +159,9 @@ impl Server {
             .env("ASSIGND_ADMIN_TOKEN", ADMIN_TOKEN)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cannot start assignd serve");
+            .stderr(Stdio::inherit());
+        prepare(&mut command);
+        let mut child = command.spawn().expect("cannot start assignd serve");
         let stdout = child.stdout.take().expect("piped stdout");
         let (lines, first_line) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
