@@ -232,7 +232,17 @@ fn params_the_module_refuses_are_refused_at_bind_and_change_nothing() {
         Some(&json!({"topics": [{"name": "orders", "partitions": 4}], "assignor": "range"})),
     );
     assert_eq!(status, 201, "{created}");
-    let (_, before) = server.call("GET", "/v1/groups/g", None);
+    // The group's first assignor call runs off the request path: wait for
+    // its target, so "before" is a state nothing else will change.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let before = loop {
+        let (_, view) = server.call("GET", "/v1/groups/g", None);
+        if view["state"] == "stable" {
+            break view;
+        }
+        assert!(Instant::now() < deadline, "not stable in time: {view}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     // learner-aware refuses a non-numeric num_standby, by bind or by config.
     let (status, error) = server.call(
         "PUT",
