@@ -557,6 +557,13 @@ pub fn scan_into(dir: &Path, mode: ScanMode, core: Coordinator) -> Result<Scan, 
     }
     let head = match head {
         Ok(head) => head,
+        Err(LogError::Corrupt { .. }) if mode == ScanMode::Repair => {
+            // A repair cannot know where the log ended: it drops the damaged
+            // HEAD, and the scan below makes the last segment kept the end.
+            tracing::warn!("removing a damaged HEAD");
+            remove_if_there(&head_path(dir))?;
+            None
+        }
         Err(LogError::Corrupt {
             file,
             offset,
@@ -586,7 +593,7 @@ pub fn scan_into(dir: &Path, mode: ScanMode, core: Coordinator) -> Result<Scan, 
     scan.head = head;
     let (start, mut gap) = chain(dir, &all, &headers, head);
     if let Some((index, problem)) = first_bad_header {
-        if gap.as_ref().is_none_or(|g| index < g.from) && index >= start {
+        if gap.as_ref().is_none_or(|g| index <= g.from) && index >= start {
             gap = Some(Gap {
                 from: index,
                 problem,
