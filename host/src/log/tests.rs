@@ -929,9 +929,9 @@ fn a_missing_segment_is_refused_naming_it_and_repair_ends_the_log_before_it() {
         }
         to
     };
-    for skip in 0..3 {
+    for (skip, (_, path)) in segments.iter().enumerate() {
         let damaged = copy(skip);
-        let missing = damaged.path().join(segments[skip].1.file_name().unwrap());
+        let missing = damaged.path().join(path.file_name().unwrap());
         match scan(damaged.path(), ScanMode::Open) {
             Err(LogError::Corrupt {
                 file,
