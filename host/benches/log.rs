@@ -14,10 +14,10 @@
 //!   One iteration is one durable change, so criterion's throughput line is
 //!   changes per second. After each case the bench prints the mean batch
 //!   (records per fsync) and the last fsync's duration.
-//! - `log/recovery/10000x10`: `scan(dir, ScanMode::Open)` of a compacted
+//! - `log/recovery/10000x10`: `assignd::log::recover` of a compacted
 //!   data dir holding 10,000 stable groups of 10 static members (30 tasks
-//!   each), plus replaying its records into a fresh `Coordinator`
-//!   (`apply_owned`, as `assignd serve` does).
+//!   each): the scan, each record checked (`check_replay`) and moved into
+//!   a fresh `Coordinator` (`apply_owned`), as `assignd serve` does.
 //!   `log/recovery-with-writer/10000x10` adds what serve does next: a copy
 //!   of the state for the writer's shadow and `LogSink::open_with_state`.
 //!   The data dir is built once with the protocol core: configure, join,
@@ -261,15 +261,12 @@ fn build_data_dir() -> Built {
     }
 }
 
-/// Scan and replay, as `assignd serve` does: each record moved into the
-/// core (`apply_owned`: a snapshot's state is not cloned).
+/// Scan and replay, as `assignd serve` does: each record checked and
+/// moved into the core (`apply_owned`: a snapshot's state is not cloned).
 fn recover(dir: &Path) -> Coordinator {
-    let read = scan(dir, ScanMode::Open).expect("scan");
-    let mut core = Coordinator::new(1);
-    for record in read.records {
-        core.apply_owned(record);
-    }
-    core
+    assignd::log::recover(dir, Coordinator::new(1))
+        .expect("recover")
+        .core
 }
 
 /// Everything `assignd serve` does before it listens, but the wasm engine:
@@ -285,7 +282,9 @@ fn recovery(c: &mut Criterion) {
     let dir = &built.dir;
     let on_disk: u64 = std::fs::read_dir(dir)
         .expect("the log folder")
-        .map(|e| e.expect("entry").metadata().expect("metadata").len())
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .map(|p| p.metadata().expect("metadata").len())
         .sum();
     assert_eq!(on_disk, built.compacted_bytes);
     eprintln!(
@@ -300,14 +299,12 @@ fn recovery(c: &mut Criterion) {
     // A few timed passes of each part, for the split.
     for _ in 0..3 {
         let started = Instant::now();
-        let read = scan(dir, ScanMode::Open).expect("scan");
+        let read = scan(dir, ScanMode::Check).expect("scan");
         let scanned = started.elapsed();
         let records = read.records.len();
+        drop(read);
         let started = Instant::now();
-        let mut core = Coordinator::new(1);
-        for record in read.records {
-            core.apply_owned(record);
-        }
+        let core = recover(dir);
         let replayed = started.elapsed();
         let started = Instant::now();
         let shadow = core.clone();
@@ -318,7 +315,7 @@ fn recovery(c: &mut Criterion) {
         assert_eq!(core.groups().count(), GROUPS);
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         eprintln!(
-            "log/recovery split: scan {:.0} ms ({records} records), replay {:.0} ms, clone for the writer {:.0} ms, LogSink::open_with_state {:.0} ms",
+            "log/recovery split: scan keeping the records (as log check) {:.0} ms ({records} records), recover (scan, check, move into the core) {:.0} ms, clone for the writer {:.0} ms, LogSink::open_with_state {:.0} ms",
             ms(scanned),
             ms(replayed),
             ms(cloned),

@@ -88,7 +88,7 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
         .iter()
         .map(|(kind, n)| format!("{kind}={n}"))
         .collect();
-    outln!("records={} {}", scan.records.len(), by_type.join(" "));
+    outln!("records={} {}", scan.records_read, by_type.join(" "));
     let verb = if mode == ScanMode::Check {
         "would cut"
     } else {

@@ -22,7 +22,7 @@ use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::api::AdminToken;
 use crate::api::server::ServerConfig;
-use crate::log::{FsyncPolicy, LogSink, ScanMode, lock, log_dir, scan_into};
+use crate::log::{FsyncPolicy, LogSink, lock, log_dir, recover};
 use crate::plugins::{EngineConfig, PluginEngine};
 use crate::protocol::core::Coordinator;
 use crate::registry::Registry;
@@ -144,9 +144,8 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
     };
     // The scan replays every record (checked first) into the core; the
     // writer's shadow (what it compacts from) is a copy of the result.
-    let recovered = scan_into(&log, ScanMode::Open, Coordinator::new(seed))
-        .map_err(|e| failure(e.to_string()))?;
-    let records = recovered.records.len();
+    let recovered = recover(&log, Coordinator::new(seed)).map_err(|e| failure(e.to_string()))?;
+    let records = recovered.records_read;
     let core = recovered.core;
     let sink = LogSink::open_with_state(&log, args.fsync, core.clone())
         .map_err(|e| failure(e.to_string()))?;

@@ -13,7 +13,7 @@ mod legacy;
 pub mod segment;
 pub mod writer;
 
-pub use segment::{LogError, Scan, ScanMode, SegmentKind, lock, log_dir, scan, scan_into};
+pub use segment::{LogError, Scan, ScanMode, SegmentKind, lock, log_dir, recover, scan, scan_into};
 pub use writer::{FsyncPolicy, LogSink, LogStats};
 
 #[cfg(test)]

@@ -330,7 +330,9 @@ pub(super) fn write_head(dir: &Path, dir_handle: &File, number: u64) -> Result<(
 /// What reading a log found.
 #[derive(Debug, Default)]
 pub struct Scan {
+    /// The records read, in order (none from [`recover`]).
     pub records: Vec<Record>,
+    pub records_read: u64,
     /// The state the records replay to (each checked first).
     pub core: Coordinator,
     /// Each segment: number, path, valid bytes, record count.
@@ -514,9 +516,24 @@ fn chain(
     }
 }
 
-/// [`scan`], replaying into `core` (recovery passes one with the host's
-/// seed).
+/// [`scan`], replaying into `core` (given the host's seed).
 pub fn scan_into(dir: &Path, mode: ScanMode, core: Coordinator) -> Result<Scan, LogError> {
+    scan_with(dir, mode, core, true)
+}
+
+/// Start-up: [`scan_into`] in [`ScanMode::Open`] that keeps no copy of the
+/// records (`Scan::records` stays empty): each is moved into `core` as it
+/// is read, a snapshot's state included.
+pub fn recover(dir: &Path, core: Coordinator) -> Result<Scan, LogError> {
+    scan_with(dir, ScanMode::Open, core, false)
+}
+
+fn scan_with(
+    dir: &Path,
+    mode: ScanMode,
+    core: Coordinator,
+    keep_records: bool,
+) -> Result<Scan, LogError> {
     let all = list_segments(dir, mode != ScanMode::Check)?;
     let mut scan = Scan {
         core,
@@ -557,6 +574,13 @@ pub fn scan_into(dir: &Path, mode: ScanMode, core: Coordinator) -> Result<Scan, 
     }
     let head = match head {
         Ok(head) => head,
+        Err(LogError::Corrupt { .. }) if mode == ScanMode::Repair => {
+            // A repair cannot know where the log ended: it drops the damaged
+            // HEAD, and the scan below makes the last segment kept the end.
+            tracing::warn!("removing a damaged HEAD");
+            remove_if_there(&head_path(dir))?;
+            None
+        }
         Err(LogError::Corrupt {
             file,
             offset,
@@ -585,13 +609,14 @@ pub fn scan_into(dir: &Path, mode: ScanMode, core: Coordinator) -> Result<Scan, 
     };
     scan.head = head;
     let (start, mut gap) = chain(dir, &all, &headers, head);
-    if let Some((index, problem)) = first_bad_header {
-        if gap.as_ref().is_none_or(|g| index < g.from) && index >= start {
-            gap = Some(Gap {
-                from: index,
-                problem,
-            });
-        }
+    if let Some((index, problem)) = first_bad_header
+        && gap.as_ref().is_none_or(|g| index <= g.from)
+        && index >= start
+    {
+        gap = Some(Gap {
+            from: index,
+            problem,
+        });
     }
     scan.superseded = all[..start].iter().map(|(_, p)| p.clone()).collect();
     let end = gap.as_ref().map_or(all.len(), |g| g.from);
@@ -623,12 +648,17 @@ pub fn scan_into(dir: &Path, mode: ScanMode, core: Coordinator) -> Result<Scan, 
                             false,
                         ));
                     }
-                    scan.core.apply(&record);
                     *scan
                         .records_by_type
                         .entry(RecordType::of(&record).name())
                         .or_default() += 1;
-                    scan.records.push(record);
+                    if keep_records {
+                        scan.core.apply(&record);
+                        scan.records.push(record);
+                    } else {
+                        scan.core.apply_owned(record);
+                    }
+                    scan.records_read += 1;
                     records += 1;
                     offset += frame_bytes;
                 }

@@ -929,9 +929,9 @@ fn a_missing_segment_is_refused_naming_it_and_repair_ends_the_log_before_it() {
         }
         to
     };
-    for skip in 0..3 {
+    for (skip, (_, path)) in segments.iter().enumerate() {
         let damaged = copy(skip);
-        let missing = damaged.path().join(segments[skip].1.file_name().unwrap());
+        let missing = damaged.path().join(path.file_name().unwrap());
         match scan(damaged.path(), ScanMode::Open) {
             Err(LogError::Corrupt {
                 file,
@@ -957,4 +957,37 @@ fn a_missing_segment_is_refused_naming_it_and_repair_ends_the_log_before_it() {
             "after repairing a missing {skip}"
         );
     }
+}
+
+/// A damaged `HEAD` is refused naming it (the log's end is unproven); a
+/// repair rewrites it to name the last segment there.
+#[test]
+fn a_damaged_head_is_refused_naming_it_and_repair_rewrites_it() {
+    let records = history();
+    let dir = tempdir();
+    for part in [&records[..2], &records[2..]] {
+        let read = scan(dir.path(), ScanMode::Open).unwrap();
+        let sink = LogSink::open(dir.path(), FsyncPolicy::Never, &read.records).unwrap();
+        sink.append(part).unwrap();
+    }
+    let head = dir.path().join("HEAD");
+    let mut bytes = std::fs::read(&head).unwrap();
+    bytes[9] ^= 1;
+    std::fs::write(&head, &bytes).unwrap();
+    match scan(dir.path(), ScanMode::Open) {
+        Err(LogError::Corrupt {
+            file,
+            offset: 0,
+            reason,
+        }) => {
+            assert_eq!(file, head);
+            assert!(reason.contains("CRC32C"), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let checked = scan(dir.path(), ScanMode::Check).unwrap();
+    assert_eq!(checked.corruption.unwrap().file, head);
+    scan(dir.path(), ScanMode::Repair).unwrap();
+    let read = scan(dir.path(), ScanMode::Open).unwrap();
+    assert_eq!(read.records, records);
 }
