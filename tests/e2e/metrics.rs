@@ -363,3 +363,99 @@ fn serve_writes_json_logs_on_stderr_and_only_its_address_on_stdout() {
         "stdout has only the listening line"
     );
 }
+
+/// Starts `assignd serve --log-format json` with `extra` arguments and
+/// `RUST_LOG=filter`: the server (killed on drop) and its stderr lines.
+fn serve_with_json_logs(
+    name: &str,
+    filter: &str,
+    extra: &[&str],
+) -> (Server, mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
+        .args(["serve", "--log-format", "json", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .arg("--data-dir")
+        .arg(common::scratch(name))
+        .env("ASSIGND_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("RUST_LOG", filter)
+        .env_remove("ASSIGND_LOG_FORMAT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start assignd serve");
+    let stdout = lines(child.stdout.take().unwrap());
+    let stderr = lines(child.stderr.take().unwrap());
+    let mut server = Server {
+        child,
+        base: String::new(),
+    };
+    let deadline = Instant::now() + common::SERVE_START_DEADLINE;
+    let first = next_line(&stdout, deadline, "stdout");
+    server.base = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
+        .to_owned();
+    (server, stderr)
+}
+
+/// Issue 12, item 16: an assignor call started while the previous call's
+/// answer is handled (the group moved on during the call) used to open its
+/// span inside the previous one, so every log line of a failing group
+/// carried one more `assignor_call` span than the last. Members join while
+/// a spinning guest's calls run (each fails at the 200 ms time limit), so
+/// answers come back stale and the next call starts from the answer.
+#[test]
+fn assignor_call_spans_do_not_nest_across_calls() {
+    let (server, stderr) =
+        serve_with_json_logs("span-nesting", "warn", &["--time-limit-ms", "200"]);
+    let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = server.upload("spinner", "0.1.0", &bytes);
+    assert_eq!(status, 201, "{module}");
+    let group = "spans-app";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 8}],
+        "assignor": "spinner@0.1.0",
+        "params": {"spin": "yes"},
+        "expansion_timeout_ms": 50,
+        "learners": "off",
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+
+    let deadline = Instant::now() + DEADLINE;
+    let mut failures = Vec::new();
+    while failures.len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "not enough failed calls logged: {failures:?}"
+        );
+        // Two joins 100 ms apart: the second lands while the first one's
+        // call spins, whose stale answer starts the next call at once;
+        // that one fails for the current epoch and logs it.
+        Member::join(&server, group);
+        std::thread::sleep(Duration::from_millis(100));
+        Member::join(&server, group);
+        std::thread::sleep(Duration::from_millis(600));
+        while let Ok(line) = stderr.try_recv() {
+            let line: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+            // "assignor failed" (its `message` field is the failure's, as
+            // the line has a second `message`).
+            if line["target"] == "assignd::protocol::core" && line["fields"]["consecutive"].is_u64()
+            {
+                failures.push(line);
+            }
+        }
+    }
+    for line in &failures {
+        let calls: Vec<&Value> = line["spans"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no spans: {line}"))
+            .iter()
+            .filter(|span| span["name"] == "assignor_call")
+            .collect();
+        assert_eq!(calls.len(), 1, "one assignor_call span per line: {line}");
+        assert_eq!(calls[0]["epoch"], line["fields"]["epoch"], "{line}");
+    }
+}

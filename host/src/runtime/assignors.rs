@@ -44,8 +44,11 @@ impl Runtime {
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
         // At warn level, so that under the default filter (`warn`) the
         // lines that show (a failure, a guest's warnings) still carry the
-        // call's group, epoch and module.
+        // call's group, epoch and module. A root span: a call is often
+        // started while the previous call's answer is handled, inside its
+        // span, and a child there would carry every earlier call's span.
         let span = tracing::warn_span!(
+            parent: None,
             "assignor_call",
             group = call.group.as_str(),
             epoch = call.epoch,
