@@ -54,6 +54,10 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     admin_token: Option<String>,
+    /// `GET /metrics` needs the admin token too (Prometheus sends it with
+    /// `authorization` in its scrape config); without it /metrics is open.
+    #[arg(long)]
+    metrics_auth: bool,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -81,7 +85,8 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
     let log = log_dir(&args.data_dir);
     // Held until the process exits: no second host on this data dir.
     let _lock = lock(&log).map_err(|e| failure(e.to_string()))?;
-    let admin = admin_token(args.admin_token.take(), &args.data_dir)?;
+    let admin =
+        admin_token(args.admin_token.take(), &args.data_dir)?.guarding_metrics(args.metrics_auth);
     let started = std::time::Instant::now();
     let recovered = scan(&log, ScanMode::Open).map_err(|e| failure(e.to_string()))?;
     // Member ids derive from the seed and each group's issued-id count

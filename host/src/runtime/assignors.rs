@@ -192,7 +192,10 @@ impl ModuleCall {
     fn report(self, group: &str, epoch: u64, module: &str) -> Result<Assignment, AssignorFailure> {
         forward_guest_logs(group, module, &self.logs, self.logs_dropped);
         let seconds = self.elapsed.as_secs_f64();
-        let labels = [("group", group.to_owned()), ("module", module.to_owned())];
+        // By module, not by group: series per group would grow the
+        // recorder and every scrape with the groups (the group's view
+        // has its own failure counts).
+        let labels = [("module", module.to_owned())];
         metrics::histogram!("assignd_assignor_call_seconds", &labels).record(seconds);
         match self.result {
             Ok(outcome) => {
@@ -214,7 +217,6 @@ impl ModuleCall {
                 metrics::counter!("assignd_assignor_calls_total", &labels).increment(1);
                 metrics::counter!(
                     "assignd_assignor_failures_total",
-                    "group" => group.to_owned(),
                     "module" => module.to_owned(),
                     "code" => error.code(),
                 )
