@@ -107,9 +107,9 @@ pub struct HeartbeatRequest {
     pub topics: Option<Vec<String>>,
     #[serde(default)]
     pub rack: Option<String>,
-    /// The member's relative weight (default 1).
+    /// The member's relative weight (default 1), up to 2^32 − 1.
     #[serde(default)]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 4294967295.0, format = Int64)]
     pub capacity: Option<u32>,
     /// The tasks the member holds now (active, and revoking ones not yet
     /// released).
@@ -214,6 +214,7 @@ pub struct MemberView {
     pub name: Option<String>,
     pub topics: Vec<String>,
     pub rack: Option<String>,
+    #[schema(minimum = 1, maximum = 4294967295.0, format = Int64)]
     pub capacity: u32,
     /// A static member that left temporarily and keeps its slot.
     pub away: bool,
