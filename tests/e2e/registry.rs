@@ -333,3 +333,36 @@ fn refused_and_deleted_modules_leave_nothing_in_the_cache() {
     assert_eq!(status, 201, "{module}");
     assert_eq!(artifacts_of(&data_dir, &id).len(), 1, "cached again");
 }
+
+/// Issue 12, item 18: the data dir and what is in it were world-readable.
+/// `serve` makes the data dir 0700 (so nothing in it is readable by
+/// others, whichever part wrote it), and the module store and the
+/// compile cache write their files 0600.
+#[cfg(unix)]
+#[test]
+fn the_data_dir_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let data_dir = common::scratch("registry-modes");
+    std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = Server::start(&data_dir, &[]);
+    assert_eq!(mode(&data_dir), 0o700, "the data dir");
+    let spinner = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = server.upload("private", "1", &spinner);
+    assert_eq!(status, 201, "{module}");
+    let id = module["id"].as_str().expect("id");
+    for ext in ["wasm", "json"] {
+        let path = data_dir.join("modules").join(format!("{id}.{ext}"));
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+    }
+    let artifacts = artifacts_of(&data_dir, id);
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    let path = data_dir.join("cache").join(&artifacts[0]);
+    assert_eq!(mode(&path), 0o600, "{}", path.display());
+}

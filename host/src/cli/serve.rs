@@ -82,6 +82,21 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             args.data_dir.display()
         ))
     })?;
+    // Only this user may read the log, the modules, the cache and the
+    // token: 0700 on the data dir covers everything in it, whatever mode
+    // each part creates its files with.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&args.data_dir, std::fs::Permissions::from_mode(0o700)).map_err(
+            |e| {
+                failure(format!(
+                    "cannot make data directory {} private (mode 0700): {e}",
+                    args.data_dir.display()
+                ))
+            },
+        )?;
+    }
     let log = log_dir(&args.data_dir);
     // Held until the process exits: no second host on this data dir.
     let _lock = lock(&log).map_err(|e| failure(e.to_string()))?;

@@ -426,12 +426,21 @@ fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp{}", std::process::id()));
-    let mut file = std::fs::File::create(&tmp)?;
+    let mut file = private_file(&tmp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
     std::fs::rename(&tmp, &path)?;
     sync_dir(dir)
+}
+
+/// A new file only its owner may read and write (0600 on unix).
+pub(crate) fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
 }
 
 fn sync_dir(dir: &Path) -> anyhow::Result<()> {
