@@ -58,10 +58,41 @@ pub struct HeartbeatRequest {
     pub topics: Option<Vec<String>>,
     pub rack: Option<String>,
     pub capacity: u32,
+    /// Sent compact: each run of consecutive partitions of a topic as one
+    /// range `[topic, first, last]` (a lone task as `[topic, partition]`),
+    /// so a member of a million tasks fits the host's body limit. In
+    /// order: the runs are found in sorted tasks.
+    #[serde(serialize_with = "owned_as_ranges")]
     pub owned: Vec<Task>,
     /// `[topic, partition, lag]` rows.
     pub lags: Vec<(String, u32, u64)>,
     pub drain: bool,
+}
+
+/// Writes sorted `tasks` as `[topic, partition]` and `[topic, first,
+/// last]` items, the host's `owned` format (host/src/api/wire.rs).
+fn owned_as_ranges<S: serde::Serializer>(tasks: &[Task], serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut runs: Vec<(&str, u32, u32)> = Vec::new();
+    for task in tasks {
+        match runs.last_mut() {
+            Some((topic, _, last))
+                if *topic == task.topic && last.checked_add(1) == Some(task.partition) =>
+            {
+                *last = task.partition;
+            }
+            _ => runs.push((&task.topic, task.partition, task.partition)),
+        }
+    }
+    let mut seq = serializer.serialize_seq(Some(runs.len()))?;
+    for (topic, first, last) in runs {
+        if first == last {
+            seq.serialize_element(&(topic, first))?;
+        } else {
+            seq.serialize_element(&(topic, first, last))?;
+        }
+    }
+    seq.end()
 }
 
 /// The 200 answer to a heartbeat.
@@ -98,4 +129,48 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     pub code: String,
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(owned: Vec<Task>) -> HeartbeatRequest {
+        HeartbeatRequest {
+            member_id: "m".into(),
+            member_name: None,
+            member_epoch: 3,
+            topics: None,
+            rack: None,
+            capacity: 1,
+            owned,
+            lags: Vec::new(),
+            drain: false,
+        }
+    }
+
+    /// Issue 12, item 17: `owned` of 100,000 tasks was 1.89 MB, over the
+    /// host's 1 MiB body limit; runs of partitions go as ranges.
+    #[test]
+    fn owned_tasks_are_sent_as_ranges_per_topic() {
+        let owned: Vec<Task> = (0..100_000)
+            .map(|p| Task::new("orders", p))
+            .chain([0, 1, 2, 5, 7, 8].map(|p| Task::new("payments", p)))
+            .collect();
+        let json = serde_json::to_value(request(owned)).unwrap();
+        assert_eq!(
+            json["owned"],
+            serde_json::json!([
+                ["orders", 0, 99_999],
+                ["payments", 0, 2],
+                ["payments", 5],
+                ["payments", 7, 8]
+            ])
+        );
+        let million: Vec<Task> = (0..10)
+            .flat_map(|t| (0..100_000).map(move |p| Task::new(format!("topic-{t}"), p)))
+            .collect();
+        let body = serde_json::to_vec(&request(million)).unwrap();
+        assert!(body.len() < 1_000, "{} bytes", body.len());
+    }
 }

@@ -2,9 +2,10 @@
 //! `metrics` facade, installed on first use, and its text rendering for
 //! `GET /metrics`. It owns no metric itself: each part of the host
 //! records its own through the `metrics` macros (names `assignd_*`,
-//! seconds for durations, `_total` for counters); [`describe`] gives every
+//! seconds for durations, `_total` for counters); [`FAMILIES`] gives every
 //! name its help line and unit, in one list (docs/architecture.md,
-//! "Metrics", has the same list with the labels).
+//! "Metrics", has the same list with the labels), described and, where the
+//! labels are known, set to zero at install.
 
 use std::sync::OnceLock;
 
@@ -49,108 +50,200 @@ pub fn handle() -> &'static PrometheusHandle {
     })
 }
 
-/// Every metric in Prometheus' text exposition format.
+/// Every metric in Prometheus' text exposition format; a family without
+/// a series yet still has its HELP and TYPE lines.
 pub fn render() -> String {
     let handle = handle();
     handle.run_upkeep();
-    handle.render()
+    let mut text = handle.render();
+    for &(name, kind, _, help) in FAMILIES {
+        if !text.contains(&format!("# TYPE {name} ")) {
+            text.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {}\n\n",
+                kind.label()
+            ));
+        }
+    }
+    text
 }
 
 const ASSIGNOR_FUEL: &str = "assignd_assignor_fuel";
 const LOG_BATCH_RECORDS: &str = "assignd_log_batch_records";
 
-/// Every metric's help line and unit, once, at install. Labels are
-/// bounded: `group` and `module` (groups and modules are limited), a
-/// state or a status; never a member id.
-fn describe() {
+/// What kind of metric a family is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    /// The kind as Prometheus' `# TYPE` line names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// Every metric family the recorder holds: name, kind, unit, help.
+/// Labels are bounded: a state, a reason, a module (modules are limited),
+/// an HTTP method, route template and status; never a group or a member
+/// id: the per-group figures are rendered on demand from the last scan
+/// (`GET /metrics?groups=true`, [`crate::runtime::observe::render_groups`]),
+/// so the recorder and a default scrape stay the same size however many
+/// groups there are.
+pub const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
     // Groups and members: refreshed about once a second by the runtime's
-    // ticker from one scan of the core (runtime/metrics.rs).
-    describe_gauge!(
+    // ticker from one scan of the core (runtime/observe.rs).
+    (
         "assignd_groups",
+        Kind::Gauge,
         Unit::Count,
-        "Groups by state (stable, assigning: a new target is wanted, reconciling: members are moving to the target)"
-    );
-    describe_gauge!(
+        "Groups by state (stable, assigning: a new target is wanted, reconciling: members are moving to the target)",
+    ),
+    (
         "assignd_members",
+        Kind::Gauge,
         Unit::Count,
-        "Members of a group by state (stable, revoking: must release tasks, unreleased: waits for tasks others release, away: a static member gone for now, draining)"
-    );
-    describe_gauge!(
-        "assignd_group_epoch",
-        Unit::Count,
-        "A group's epoch: bumped whenever the group needs a new target"
-    );
-    describe_gauge!(
-        "assignd_group_target_epoch",
-        Unit::Count,
-        "The epoch of a group's installed target"
-    );
-    describe_gauge!(
+        "Members of every group by state (stable, revoking: must release tasks, unreleased: waits for tasks others release, away: a static member gone for now, draining)",
+    ),
+    (
         "assignd_tasks_revoking",
+        Kind::Gauge,
         Unit::Count,
-        "Tasks of a group its members have been asked to release and still hold (tasks moving)"
-    );
-    describe_gauge!(
+        "Tasks members of every group have been asked to release and still hold (tasks moving)",
+    ),
+    (
         "assignd_learners_pending",
+        Kind::Gauge,
         Unit::Count,
-        "Learner tasks in a group's installed target (warming up before ownership moves)"
-    );
-    describe_counter!(
+        "Learner tasks in the installed targets of every group (warming up before ownership moves)",
+    ),
+    (
         "assignd_rebalances_total",
+        Kind::Counter,
         Unit::Count,
-        "Targets installed for a group (one per assignment the host accepted)"
-    );
-    describe_histogram!(
+        "Targets installed (one per assignment the host accepted), every group",
+    ),
+    (
         "assignd_rebalance_seconds",
+        Kind::Histogram,
         Unit::Seconds,
-        "From the epoch bump that started a rebalance to the group being stable again"
-    );
+        "From the epoch bump that started a rebalance to the group being stable again",
+    ),
+    (
+        "assignd_members_removed_total",
+        Kind::Counter,
+        Unit::Count,
+        "Members taken out of a group, by reason (left, expired, fenced, drain_timed_out)",
+    ),
     // Assignor calls (runtime/assignors.rs).
-    describe_counter!(
+    (
         "assignd_assignor_calls_total",
+        Kind::Counter,
         Unit::Count,
-        "Assignor calls per group and module, answered or failed"
-    );
-    describe_counter!(
+        "Assignor calls per module, answered or failed",
+    ),
+    (
         "assignd_assignor_failures_total",
+        Kind::Counter,
         Unit::Count,
-        "Assignor calls that failed, per group, module and failure code"
-    );
-    describe_histogram!(
+        "Assignor calls that failed, per module and failure code",
+    ),
+    (
         "assignd_assignor_call_seconds",
+        Kind::Histogram,
         Unit::Seconds,
-        "Duration of one assignor call (loading and running the module)"
-    );
-    describe_histogram!(
+        "Duration of one assignor call (loading and running the module)",
+    ),
+    (
         ASSIGNOR_FUEL,
+        Kind::Histogram,
         Unit::Count,
-        "Fuel one successful assignor call used (about one unit per wasm instruction)"
-    );
-    // HTTP (api/mod.rs).
-    describe_histogram!(
+        "Fuel one successful assignor call used (about one unit per wasm instruction)",
+    ),
+    // HTTP (api/metrics.rs).
+    (
         "assignd_http_request_seconds",
+        Kind::Histogram,
         Unit::Seconds,
-        "HTTP request latency by method, route template and status"
-    );
+        "HTTP request latency by method, route template and status",
+    ),
     // The record log (log/writer.rs).
-    describe_histogram!(
+    (
         "assignd_log_write_seconds",
+        Kind::Histogram,
         Unit::Seconds,
-        "Duration of one batch write to the record log (before its fsync)"
-    );
-    describe_histogram!(
+        "Duration of one batch write to the record log (before its fsync)",
+    ),
+    (
         "assignd_log_fsync_seconds",
+        Kind::Histogram,
         Unit::Seconds,
-        "Duration of one fsync of the record log"
-    );
-    describe_histogram!(
+        "Duration of one fsync of the record log",
+    ),
+    (
         LOG_BATCH_RECORDS,
+        Kind::Histogram,
         Unit::Count,
-        "Records in one append to the record log (one group commit)"
-    );
-    describe_counter!(
+        "Records in one append to the record log (one group commit)",
+    ),
+    (
         "assignd_log_records_total",
+        Kind::Counter,
         Unit::Count,
-        "Records appended to the record log"
-    );
+        "Records appended to the record log",
+    ),
+];
+
+/// Every family's help line and unit, once, at install; and every series
+/// whose labels are known before its first event at zero, so dashboards
+/// and alerts see them from the first scrape. (A family whose labels are
+/// not known yet, HTTP latency, shows its HELP and TYPE lines: [`render`].)
+fn describe() {
+    for &(name, kind, unit, help) in FAMILIES {
+        match kind {
+            Kind::Counter => describe_counter!(name, unit, help),
+            Kind::Gauge => describe_gauge!(name, unit, help),
+            Kind::Histogram => describe_histogram!(name, unit, help),
+        }
+    }
+    use crate::protocol::group::RemovalReason;
+    use crate::runtime::observe::{GroupState, MEMBER_STATES};
+    for state in GroupState::ALL {
+        metrics::gauge!("assignd_groups", "state" => state.label()).set(0.0);
+    }
+    for state in MEMBER_STATES {
+        metrics::gauge!("assignd_members", "state" => state).set(0.0);
+    }
+    metrics::gauge!("assignd_tasks_revoking").set(0.0);
+    metrics::gauge!("assignd_learners_pending").set(0.0);
+    metrics::counter!("assignd_rebalances_total").absolute(0);
+    for reason in [
+        RemovalReason::Left,
+        RemovalReason::Expired,
+        RemovalReason::Fenced,
+        RemovalReason::DrainTimedOut,
+    ] {
+        metrics::counter!("assignd_members_removed_total", "reason" => reason.label()).absolute(0);
+    }
+    for module in crate::plugins::BUILTIN_NAMES {
+        metrics::counter!("assignd_assignor_calls_total", "module" => *module).absolute(0);
+        // Registered without a sample: rendered with zero counts.
+        let _ = metrics::histogram!("assignd_assignor_call_seconds", "module" => *module);
+        let _ = metrics::histogram!(ASSIGNOR_FUEL, "module" => *module);
+    }
+    for name in [
+        "assignd_rebalance_seconds",
+        "assignd_log_write_seconds",
+        "assignd_log_fsync_seconds",
+        LOG_BATCH_RECORDS,
+    ] {
+        let _ = metrics::histogram!(name);
+    }
+    metrics::counter!("assignd_log_records_total").absolute(0);
 }

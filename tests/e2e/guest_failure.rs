@@ -459,7 +459,7 @@ fn a_bindings_limits_tighten_the_hosts_and_its_fallback_serves_the_group() {
         .lines()
         .find(|l| {
             l.starts_with("assignd_assignor_failures_total{")
-                && l.contains("group=\"fb\"")
+                && l.contains(&format!("module=\"{MODULE}\""))
                 && l.contains("code=\"out_of_fuel\"")
         })
         .unwrap_or_else(|| panic!("no failure counter for fb: {metrics}"));

@@ -278,3 +278,101 @@ fn params_the_module_refuses_are_refused_at_bind_and_change_nothing() {
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["config"]["assignor"], "learner-aware");
 }
+
+/// The compiled artifacts in `DATA_DIR/cache` of the module `id`.
+fn artifacts_of(data_dir: &std::path::Path, id: &str) -> Vec<String> {
+    std::fs::read_dir(data_dir.join("cache"))
+        .expect("the cache dir")
+        .map(|file| file.expect("a cache entry").file_name())
+        .filter_map(|name| name.to_str().map(str::to_owned))
+        .filter(|name| name.starts_with(id))
+        .collect()
+}
+
+/// The id the registry gives `bytes`: their sha256, in hex.
+fn id_of(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Issue 12, item 12: a name taken is refused before the bytes are
+/// compiled (a component that would fail its self-test is refused as
+/// `module_name_taken`, not `self_test_failed`, and leaves no artifact);
+/// a refused or deleted module leaves nothing in `DATA_DIR/cache`.
+#[test]
+fn refused_and_deleted_modules_leave_nothing_in_the_cache() {
+    let data_dir = common::scratch("registry-cache");
+    let server = Server::start(&data_dir, &[]);
+    let spinner = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = server.upload("mine", "1", &spinner);
+    assert_eq!(status, 201, "{module}");
+    let id = module["id"].as_str().expect("id").to_owned();
+    assert_eq!(
+        artifacts_of(&data_dir, &id).len(),
+        1,
+        "the upload is cached"
+    );
+
+    let looping = std::fs::read(common::bad_guest("test-guest-spin-forever")).expect("guest");
+    for _ in 0..3 {
+        let (status, error) = server.upload("mine", "1", &looping);
+        assert_eq!(status, 409, "{error}");
+        assert_eq!(error["error"]["code"], "module_name_taken");
+    }
+    assert_eq!(
+        artifacts_of(&data_dir, &id_of(&looping)),
+        Vec::<String>::new()
+    );
+
+    let invalid = std::fs::read(common::bad_guest("test-guest-invalid-output")).expect("guest");
+    let (status, error) = server.upload("broken", "1", &invalid);
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(
+        artifacts_of(&data_dir, &id_of(&invalid)),
+        Vec::<String>::new()
+    );
+
+    let (status, answer) = server.call("DELETE", &format!("/v1/assignors/{id}"), None);
+    assert_eq!(status, 204, "{answer}");
+    assert_eq!(artifacts_of(&data_dir, &id), Vec::<String>::new());
+    // Gone from memory too: the same bytes are compiled and cached again.
+    let (status, module) = server.upload("mine", "1", &spinner);
+    assert_eq!(status, 201, "{module}");
+    assert_eq!(artifacts_of(&data_dir, &id).len(), 1, "cached again");
+}
+
+/// Issue 12, item 18: the data dir and what is in it were world-readable.
+/// `serve` makes the data dir 0700 (so nothing in it is readable by
+/// others, whichever part wrote it), and the module store and the
+/// compile cache write their files 0600.
+#[cfg(unix)]
+#[test]
+fn the_data_dir_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let data_dir = common::scratch("registry-modes");
+    std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = Server::start(&data_dir, &[]);
+    assert_eq!(mode(&data_dir), 0o700, "the data dir");
+    let spinner = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = server.upload("private", "1", &spinner);
+    assert_eq!(status, 201, "{module}");
+    let id = module["id"].as_str().expect("id");
+    for ext in ["wasm", "json"] {
+        let path = data_dir.join("modules").join(format!("{id}.{ext}"));
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+    }
+    let artifacts = artifacts_of(&data_dir, id);
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    let path = data_dir.join("cache").join(&artifacts[0]);
+    assert_eq!(mode(&path), 0o600, "{}", path.display());
+}

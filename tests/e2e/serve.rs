@@ -353,3 +353,85 @@ fn a_bad_admin_token_is_refused_at_start() {
         "no file written for a given token"
     );
 }
+
+/// `[topic, first, last]` items for sorted `[topic, partition]` tasks: the
+/// compact `owned` of issue 12, item 17.
+fn as_ranges(active: &Value) -> Value {
+    let mut runs: Vec<(String, u64, u64)> = Vec::new();
+    for (topic, partition) in tasks(active) {
+        match runs.last_mut() {
+            Some((t, _, last)) if *t == topic && *last + 1 == partition => *last = partition,
+            _ => runs.push((topic, partition, partition)),
+        }
+    }
+    runs.into_iter()
+        .map(|(topic, first, last)| json!([topic, first, last]))
+        .collect()
+}
+
+/// Issue 12, item 17: a member owning more than about 55,000 tasks could
+/// not heartbeat (its `owned` list of 100,000 tasks was 1.89 MB, over the
+/// 1 MiB body limit). Owned tasks go as ranges per topic: a member of
+/// 1,000,000 tasks (10 topics × 100,000 partitions, the group limits)
+/// heartbeats in a few hundred bytes; the old `[topic, partition]` items
+/// are still accepted.
+#[test]
+fn a_member_of_a_million_tasks_heartbeats_with_ranges() {
+    let server = Server::start(&common::scratch("million-tasks"), &[]);
+    let topics: Vec<Value> = (0..10)
+        .map(|t| json!({"name": format!("topic-{t}"), "partitions": 100_000}))
+        .collect();
+    let names: Vec<String> = (0..10).map(|t| format!("topic-{t}")).collect();
+    let config = json!({
+        "topics": topics, "assignor": "range", "learners": "off", "expansion_timeout_ms": 50,
+    });
+    let (status, view) = server.call("PUT", "/v1/groups/big", Some(&config));
+    assert_eq!(status, 201, "{view}");
+    // The answer lists the million tasks as pairs (about 17 MB): read
+    // past the HTTP client's default 10 MB.
+    let beat = |body: &Value| -> Value {
+        let mut response = Server::agent()
+            .post(format!("{}/v1/groups/big/heartbeat", server.base))
+            .send_json(body)
+            .expect("POST heartbeat");
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_string()
+            .expect("the answer");
+        assert_eq!(status, 200, "{}", &text[..text.len().min(500)]);
+        serde_json::from_str(&text).expect("JSON")
+    };
+    let mut answer = beat(&json!({"member_id": "", "member_epoch": 0, "topics": names}));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while answer["active"].as_array().unwrap().len() < 1_000_000 {
+        assert!(Instant::now() < deadline, "never got its tasks");
+        std::thread::sleep(Duration::from_millis(100));
+        answer = beat(&json!({
+            "member_id": answer["member_id"], "member_epoch": answer["member_epoch"],
+            "owned": as_ranges(&answer["active"]),
+        }));
+    }
+    let owned = as_ranges(&answer["active"]);
+    assert_eq!(owned.as_array().unwrap().len(), 10, "one range per topic");
+    let body = json!({
+        "member_id": answer["member_id"], "member_epoch": answer["member_epoch"], "owned": owned,
+    });
+    assert!(body.to_string().len() < 1_000, "{body}");
+    let again = beat(&body);
+    assert_eq!(again["active"].as_array().unwrap().len(), 1_000_000);
+    assert_eq!(again["revoking"], json!([]));
+    // The old form, and a range that ends before it starts.
+    let (status, answer) = server.call(
+        "POST",
+        "/v1/groups/big/heartbeat",
+        Some(&json!({
+            "member_id": again["member_id"], "member_epoch": again["member_epoch"],
+            "owned": [["topic-0", 5, 2]],
+        })),
+    );
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], "invalid_json");
+}

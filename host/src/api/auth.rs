@@ -163,6 +163,8 @@ pub fn credential(headers: &HeaderMap) -> Credential<'_> {
 #[derive(Clone)]
 pub struct AdminToken {
     digest: [u8; 32],
+    /// Whether `GET /metrics` needs it too (`serve --metrics-auth`).
+    guards_metrics: bool,
 }
 
 impl std::fmt::Debug for AdminToken {
@@ -178,7 +180,21 @@ impl AdminToken {
         check_token(token)?;
         Ok(AdminToken {
             digest: digest(token),
+            guards_metrics: false,
         })
+    }
+
+    /// The same token, required by `GET /metrics` too if `guards`.
+    pub fn guarding_metrics(self, guards: bool) -> AdminToken {
+        AdminToken {
+            guards_metrics: guards,
+            ..self
+        }
+    }
+
+    /// Whether `GET /metrics` needs the token.
+    pub fn guards_metrics(&self) -> bool {
+        self.guards_metrics
     }
 
     /// Checks a request's credential: 401 without one, 403 with another

@@ -242,8 +242,102 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let Json(value) = Json::<T>::from_request(request, state).await?;
+        if !json_content_type(request.headers()) {
+            return Err(ApiError::UnsupportedMediaType(
+                "Expected request with `Content-Type: application/json`".into(),
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| match rejection.status() {
+                StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+                _ => ApiError::InvalidJson(rejection.body_text()),
+            })?;
+        // A key twice in one object is refused, at every depth: serde_json
+        // keeps the last for a map, so `{"member_token": "…",
+        // "member_token": null}` would silently mean the second.
+        if let Err(error) = serde_json::from_slice::<NoDuplicateKeys>(&bytes)
+            && error.is_data()
+        {
+            return Err(ApiError::InvalidJson(format!(
+                "Failed to parse the request body as JSON: {error}"
+            )));
+        }
+        let Json(value) = Json::<T>::from_bytes(&bytes)?;
         Ok(ApiJson(value))
+    }
+}
+
+/// Whether the request says its body is JSON (`application/json` or
+/// `application/*+json`, parameters allowed), as axum's `Json` checks.
+fn json_content_type(headers: &axum::http::HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|subtype| subtype.ends_with("+json"))
+}
+
+/// Any JSON value, refusing an object that holds a key twice.
+struct NoDuplicateKeys;
+
+impl<'de> serde::Deserialize<'de> for NoDuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NoDuplicateKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NoDuplicateKeys {
+    type Value = NoDuplicateKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_unit<E>(self) -> Result<Self, E> {
+        Ok(self)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self, A::Error> {
+        while seq.next_element::<NoDuplicateKeys>()?.is_some() {}
+        Ok(self)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self, A::Error> {
+        let mut keys = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if !keys.insert(key.clone().into_owned()) {
+                return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
+            }
+            map.next_value::<NoDuplicateKeys>()?;
+        }
+        Ok(self)
     }
 }
 

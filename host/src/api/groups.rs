@@ -181,6 +181,7 @@ pub async fn drain_member(
         (status = 200, description = "Bound (or already bound); the group view with its bindings", body = GroupView),
         (status = 400, description = "`invalid_json`, `invalid_request` (params past their limits), `unknown_assignor`", body = ErrorBody),
         (status = 404, description = "`unknown_group`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),
     )
 )]

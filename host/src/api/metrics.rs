@@ -1,29 +1,61 @@
 //! `GET /metrics`: the host's metrics for Prometheus to scrape. Open like
-//! `/healthz`: it names groups and modules, never members or tokens. And
-//! the one middleware that times every request.
+//! `/healthz` unless `serve --metrics-auth` puts it behind the admin token;
+//! by default it names no group (host-wide figures, by module, state or
+//! route), so its size does not grow with the groups; `?groups=true` adds
+//! the per-group gauges of the last scan. And the one middleware that
+//! times every request.
 
 use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::http::header::CONTENT_TYPE;
-use axum::http::{Method, Request};
+use axum::http::{Method, Request, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-/// Every metric, in Prometheus' text exposition format.
+use super::ApiError;
+use super::wire::ErrorBody;
+
+/// Every metric, in Prometheus' text exposition format. Open, unless the
+/// host runs with `serve --metrics-auth`: then it needs the admin token
+/// (401 without it, 403 with another).
 #[utoipa::path(
     get,
     path = "/metrics",
     tag = "service",
-    responses((status = 200, description = "Prometheus text format 0.0.4", body = String,
-               content_type = "text/plain; version=0.0.4"))
-)]
-pub async fn metrics() -> impl IntoResponse {
-    (
-        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        crate::telemetry::render(),
+    params(("groups" = Option<bool>, Query,
+            description = "`true` adds the per-group gauges of the last scan \
+                           (`assignd_group_*{group}`: members by state, epochs, tasks moving, \
+                           learners): a few series per group, so that scrape grows with the groups")),
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", body = String,
+         content_type = "text/plain; version=0.0.4"),
+        (status = 400, description = "`groups` is neither `true` nor `false`", body = ErrorBody),
     )
+)]
+pub async fn metrics(uri: Uri) -> Result<impl IntoResponse, ApiError> {
+    let mut groups = false;
+    for pair in uri.query().unwrap_or("").split('&') {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("groups", "true") => groups = true,
+            ("groups", "false") => groups = false,
+            ("groups", other) => {
+                return Err(ApiError::InvalidQuery(format!(
+                    "query parameter \"groups\" is true or false, not {other:?}"
+                )));
+            }
+            _ => {}
+        }
+    }
+    let mut text = crate::telemetry::render();
+    if groups {
+        crate::runtime::observe::render_groups(&mut text);
+    }
+    Ok((
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        text,
+    ))
 }
 
 /// Times a request into `assignd_http_request_seconds{method,route,status}`.

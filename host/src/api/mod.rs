@@ -94,7 +94,6 @@ fn open_routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(members::heartbeat))
         .routes(routes!(openapi_json))
         .routes(routes!(healthz))
-        .routes(routes!(metrics::metrics))
 }
 
 /// Every route, registered once for the router and the document alike:
@@ -103,13 +102,22 @@ fn open_routes() -> OpenApiRouter<Arc<Runtime>> {
 fn routes(admin: Option<Arc<AdminToken>>) -> OpenApiRouter<Arc<Runtime>> {
     let mut admin_routes = admin_routes();
     auth::document_admin_routes(admin_routes.get_openapi_mut());
+    // `/metrics` is open unless the operator guards it (`serve
+    // --metrics-auth`); the document describes it open, and says so.
+    let metrics = OpenApiRouter::new().routes(routes!(metrics::metrics));
+    let mut open_routes = open_routes();
+    if admin.as_ref().is_some_and(|admin| admin.guards_metrics()) {
+        admin_routes = admin_routes.merge(metrics);
+    } else {
+        open_routes = open_routes.merge(metrics);
+    }
     if let Some(admin) = admin {
         admin_routes = admin_routes.route_layer(axum::middleware::from_fn_with_state(
             admin,
             auth::require_admin,
         ));
     }
-    let mut routes = open_routes().merge(admin_routes);
+    let mut routes = open_routes.merge(admin_routes);
     auth::document_schemes(routes.get_openapi_mut());
     routes
 }

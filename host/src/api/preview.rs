@@ -36,6 +36,7 @@ use crate::runtime::{Preview, Runtime};
         (status = 400, description = "`invalid_json`, `invalid_request` (the group changed while the preview ran), `unknown_assignor`", body = ErrorBody),
         (status = 404, description = "`unknown_group`", body = ErrorBody),
         (status = 409, description = "`empty_group`: no member to assign to", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 422, description = "`assignor_failed`: the candidate trapped, passed a limit or answered an invalid assignment", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),
     )

@@ -2089,3 +2089,141 @@ fn the_document_marks_the_member_token_optional_on_the_heartbeat() {
     let config = &doc["components"]["schemas"]["GroupConfigDoc"]["properties"];
     assert_eq!(config["member_token"]["writeOnly"], true, "{config}");
 }
+
+/// Issue 12, item 18: a config of 63 or 64 params was accepted but never
+/// got an assignment (the host adds `acceptable_recovery_lag` and
+/// `max_learners`, and the guest SDK refuses an input of more than 64).
+/// Past the limit the config is refused; at it, the group is assigned.
+#[tokio::test(flavor = "multi_thread")]
+async fn params_up_to_what_an_assignor_accepts_and_no_more() {
+    let f = fixture();
+    let params = |count: usize| -> Value {
+        (0..count)
+            .map(|i| (format!("p{i}"), json!("x")))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    for count in [63, 64] {
+        let mut config = config_json(4);
+        config["params"] = params(count);
+        let answer = f.put_group(config).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_request");
+        assert!(
+            answer.1["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("more than 62 params"),
+            "{}",
+            answer.1
+        );
+    }
+    let mut config = config_json(4);
+    config["params"] = params(1);
+    config["params"]["p0"] = json!("x".repeat(1025));
+    let answer = f.put_group(config).await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_request");
+    let (_, groups) = f.call("GET", "/v1/groups", None).await;
+    assert_eq!(groups, json!({"groups": []}), "nothing created");
+
+    let mut config = config_json(4);
+    config["params"] = params(62);
+    config["params"]["p0"] = json!("x".repeat(1024));
+    let (status, view) = f.put_group(config).await;
+    assert_eq!(status, StatusCode::CREATED, "{view}");
+    let member = f.join("a").await;
+    f.assign().await;
+    let member = f.beat(&member).await;
+    assert_eq!(member.active.len(), 4, "{:?}", f.view().await);
+}
+
+/// Issue 12, item 18: group names with control, format or bidirectional
+/// characters are refused (CR and NUL reached `/metrics` raw).
+#[tokio::test]
+async fn group_names_with_invisible_characters_are_refused() {
+    let f = fixture();
+    for name in [
+        "a%0Db",
+        "a%00b",
+        "a%E2%80%AEb",
+        "a%E2%81%A6b",
+        "%EF%BB%BFa",
+        "a%C2%85b",
+    ] {
+        let answer = f
+            .call("PUT", &format!("/v1/groups/{name}"), Some(config_json(4)))
+            .await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_request");
+    }
+    let (_, groups) = f.call("GET", "/v1/groups", None).await;
+    assert_eq!(groups, json!({"groups": []}), "nothing created");
+    let (status, view) = f
+        .call(
+            "PUT",
+            "/v1/groups/caf%C3%A9-%E6%97%A5%E6%9C%AC",
+            Some(config_json(4)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "other Unicode is fine: {view}");
+}
+
+/// Issue 12, item 18: a key twice in a JSON body was taken last-wins (a
+/// `member_token` then `null` removed the token); it is refused with 400
+/// `invalid_json`, at any depth, on every JSON body, and changes nothing.
+#[tokio::test]
+async fn duplicate_json_keys_are_refused() {
+    let f = fixture();
+    let mut config = config_json(4);
+    config["member_token"] = json!("a-member-token-0123456789");
+    let (status, view) = f.put_group(config).await;
+    assert_eq!(status, StatusCode::CREATED, "{view}");
+    let before = f.snapshot().await;
+    let body = r#"{"topics": [{"name": "orders", "partitions": 4}], "assignor": "sticky",
+                   "member_token": "a-member-token-0123456789", "member_token": null}"#;
+    let answer = f.raw("PUT", &format!("/v1/groups/{GROUP}"), body).await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_json");
+    assert!(
+        answer.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate key \"member_token\""),
+        "{}",
+        answer.1
+    );
+    let nested = r#"{"topics": [{"name": "orders", "partitions": 4, "partitions": 8}],
+                     "assignor": "sticky"}"#;
+    let answer = f.raw("PUT", &format!("/v1/groups/{GROUP}"), nested).await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_json");
+    let params = r#"{"topics": [{"name": "orders", "partitions": 4}], "assignor": "sticky",
+                     "params": {"k": "1", "k": "2"}}"#;
+    let answer = f.raw("PUT", &format!("/v1/groups/{GROUP}"), params).await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_json");
+    let bind = r#"{"module": "range", "module": "sticky"}"#;
+    let answer = f
+        .raw("PUT", &format!("/v1/groups/{GROUP}/assignor"), bind)
+        .await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_json");
+    let join = r#"{"member_id": "", "member_epoch": 0, "member_epoch": -1, "topics": ["orders"]}"#;
+    let answer = f
+        .raw("POST", &format!("/v1/groups/{GROUP}/heartbeat"), join)
+        .await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_json");
+    assert_eq!(f.snapshot().await, before, "nothing changed");
+}
+
+/// Issue 12, item 18: the document says what the routes accept: a
+/// capacity up to 2^32 − 1 (not `int32`), and the 415 of bind and
+/// preview.
+#[test]
+fn the_document_has_capacitys_range_and_the_415_of_bind_and_preview() {
+    let doc = serde_json::to_value(super::openapi()).unwrap();
+    let capacity = &doc["components"]["schemas"]["HeartbeatRequest"]["properties"]["capacity"];
+    assert_eq!(capacity["format"], "int64", "{capacity}");
+    assert_eq!(capacity["maximum"], json!(4294967295u64), "{capacity}");
+    for (path, method) in [
+        ("/v1/groups/{group}/assignor", "put"),
+        ("/v1/groups/{group}/assignor/preview", "post"),
+    ] {
+        let responses = &doc["paths"][path][method]["responses"];
+        assert!(responses["415"].is_object(), "{path}: {responses}");
+    }
+}

@@ -107,13 +107,16 @@ pub struct HeartbeatRequest {
     pub topics: Option<Vec<String>>,
     #[serde(default)]
     pub rack: Option<String>,
-    /// The member's relative weight (default 1).
+    /// The member's relative weight (default 1), up to 2^32 − 1.
     #[serde(default)]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 4294967295.0, format = Int64)]
     pub capacity: Option<u32>,
     /// The tasks the member holds now (active, and revoking ones not yet
-    /// released).
-    #[serde(default)]
+    /// released): each item a task `[topic, partition]` or a range
+    /// `[topic, first, last]` (inclusive), so a member of a million tasks
+    /// reports them in a few bytes; at most a group's task limit in all.
+    #[serde(default, deserialize_with = "owned_tasks")]
+    #[schema(value_type = Option<Vec<OwnedItem>>)]
     pub owned: Option<Vec<TaskRef>>,
     /// How far behind the member's local state is per task it has state
     /// for.
@@ -122,6 +125,117 @@ pub struct HeartbeatRequest {
     /// Ask to leave gracefully once the member's tasks have moved.
     #[serde(default)]
     pub drain: bool,
+}
+
+/// An item of a heartbeat's `owned`: `[topic, partition]` or
+/// `[topic, first, last]`. Only its schema: [`owned_tasks`] reads it.
+pub struct OwnedItem;
+
+impl PartialSchema for OwnedItem {
+    fn schema() -> RefOr<Schema> {
+        utoipa::openapi::schema::OneOfBuilder::new()
+            .item(TaskRef::schema())
+            .item(tuple_schema(
+                "Owned tasks `[topic, first, last]`: partitions first to last, both included.",
+                vec![
+                    string_schema(),
+                    integer_schema(KnownFormat::Int32, "first partition"),
+                    integer_schema(KnownFormat::Int32, "last partition"),
+                ],
+                serde_json::json!(["orders", 0, 99999]),
+            ))
+            .description(Some("A task, or a range of one topic's partitions"))
+            .into()
+    }
+}
+
+impl ToSchema for OwnedItem {
+    fn name() -> Cow<'static, str> {
+        "OwnedItem".into()
+    }
+}
+
+/// Reads `owned`: tasks and ranges expanded to tasks, refused past
+/// [`crate::protocol::core::TASKS_PER_GROUP_MAX`] in all (a range is
+/// cheap to send, not to expand) or with `first > last`.
+fn owned_tasks<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<TaskRef>>, D::Error> {
+    struct Items;
+    impl<'de> serde::de::Visitor<'de> for Items {
+        type Value = Option<Vec<TaskRef>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of [topic, partition] or [topic, first, last]")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            use serde::de::Error;
+            let max = crate::protocol::core::TASKS_PER_GROUP_MAX;
+            let mut tasks = Vec::new();
+            while let Some(item) = seq.next_element::<OwnedRange>()? {
+                let OwnedRange(topic, first, last) = item;
+                if first > last {
+                    return Err(A::Error::custom(format!(
+                        "owned: [{topic:?}, {first}, {last}] ends before it starts"
+                    )));
+                }
+                if tasks.len() as u64 + u64::from(last - first) + 1 > max {
+                    return Err(A::Error::custom(format!("owned: more than {max} tasks")));
+                }
+                tasks.extend((first..=last).map(|partition| TaskRef {
+                    topic: topic.clone(),
+                    partition,
+                }));
+            }
+            Ok(Some(tasks))
+        }
+    }
+    deserializer.deserialize_option(Items)
+}
+
+/// `[topic, partition]` as `(topic, partition, partition)`, or
+/// `[topic, first, last]`.
+struct OwnedRange(String, u32, u32);
+
+impl<'de> Deserialize<'de> for OwnedRange {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Item;
+        impl<'de> serde::de::Visitor<'de> for Item {
+            type Value = OwnedRange;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("[topic, partition] or [topic, first, last]")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<OwnedRange, A::Error> {
+                use serde::de::Error;
+                let topic: String = seq
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let first: u32 = seq
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                let last: u32 = seq.next_element()?.unwrap_or(first);
+                if seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(A::Error::invalid_length(4, &self));
+                }
+                Ok(OwnedRange(topic, first, last))
+            }
+        }
+        deserializer.deserialize_seq(Item)
+    }
 }
 
 /// The answer to a heartbeat.
@@ -214,6 +328,7 @@ pub struct MemberView {
     pub name: Option<String>,
     pub topics: Vec<String>,
     pub rack: Option<String>,
+    #[schema(minimum = 1, maximum = 4294967295.0, format = Int64)]
     pub capacity: u32,
     /// A static member that left temporarily and keeps its slot.
     pub away: bool,

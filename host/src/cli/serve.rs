@@ -95,6 +95,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = AdmissionPolicy::default().tokenless_join_rate_per_s,
           value_parser = clap::value_parser!(u32).range(1..))]
     tokenless_join_rate_per_s: u32,
+    /// `GET /metrics` needs the admin token too (Prometheus sends it with
+    /// `authorization` in its scrape config); without it /metrics is open.
+    #[arg(long)]
+    metrics_auth: bool,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -128,10 +132,26 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             args.data_dir.display()
         ))
     })?;
+    // Only this user may read the log, the modules, the cache and the
+    // token: 0700 on the data dir covers everything in it, whatever mode
+    // each part creates its files with.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&args.data_dir, std::fs::Permissions::from_mode(0o700)).map_err(
+            |e| {
+                failure(format!(
+                    "cannot make data directory {} private (mode 0700): {e}",
+                    args.data_dir.display()
+                ))
+            },
+        )?;
+    }
     let log = log_dir(&args.data_dir);
     // Held until the process exits: no second host on this data dir.
     let _lock = lock(&log).map_err(|e| failure(e.to_string()))?;
-    let admin = admin_token(args.admin_token.take(), &args.data_dir)?;
+    let admin =
+        admin_token(args.admin_token.take(), &args.data_dir)?.guarding_metrics(args.metrics_auth);
     let started = std::time::Instant::now();
     // Member ids derive from the seed and each group's issued-id count
     // (which the log keeps); a fresh seed per process keeps ids from

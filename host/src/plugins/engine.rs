@@ -2,7 +2,10 @@
 //! checked (wasm header, imports, exports, `info()` answers) and compiled
 //! once; the result is kept by the sha256 of its bytes in memory and, with a
 //! cache directory, on disk as a precompiled artifact so the next process
-//! loads it in well under a millisecond instead of recompiling.
+//! loads it in well under a millisecond instead of recompiling. Only a
+//! component that passed every check is kept; [`PluginEngine::evict`]
+//! drops one again (a deleted or refused upload), so neither the memory
+//! nor the cache directory grows with modules that are gone.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -166,7 +169,7 @@ impl PluginEngine {
     /// with the same sha256.
     pub fn load(&self, bytes: &[u8]) -> Result<Arc<LoadedModule>, PluginError> {
         check_header(bytes)?;
-        let id = hex(&Sha256::digest(bytes));
+        let id = module_id(bytes);
         if let Some(module) = self.modules.lock().expect("module cache poisoned").get(&id) {
             return Ok(module.clone());
         }
@@ -181,6 +184,9 @@ impl PluginEngine {
         let pre =
             PluginPre::new(instance_pre).map_err(|e| PluginError::WrongShape(format!("{e:#}")))?;
         let info = super::call::call_info(self, &pre, &Limits::default())?;
+        if !from_disk_cache {
+            self.write_artifact(&id, &component);
+        }
         let module = Arc::new(LoadedModule {
             id: id.clone(),
             info,
@@ -195,15 +201,71 @@ impl PluginEngine {
         Ok(module)
     }
 
-    /// Compiles, or loads the precompiled artifact from the disk cache.
-    fn compile(&self, id: &str, bytes: &[u8]) -> Result<(Component, bool), PluginError> {
-        let cached = self.cache_dir.as_ref().map(|dir| {
+    /// Forgets the compiled module `id`: its in-memory entry and its
+    /// artifact in the cache directory. Calls still running keep their own
+    /// reference. A built-in's is kept: the built-ins are always loadable,
+    /// and an upload of a built-in's bytes shares its compiled form.
+    pub fn evict(&self, id: &str) {
+        if BUILTIN_NAMES
+            .iter()
+            .filter_map(|name| builtin_component(name))
+            .any(|bytes| module_id(bytes) == id)
+        {
+            return;
+        }
+        self.modules
+            .lock()
+            .expect("module cache poisoned")
+            .remove(id);
+        let Some(dir) = &self.cache_dir else { return };
+        // Every artifact of this id, whatever engine build wrote it.
+        let Ok(listing) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for file in listing.flatten() {
+            let name = file.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name
+                .strip_prefix(id)
+                .is_some_and(|rest| rest.starts_with('-'))
+                && let Err(e) = std::fs::remove_file(file.path())
+            {
+                tracing::warn!(path = %file.path().display(), error = %e, "cannot remove a compiled artifact");
+            }
+        }
+    }
+
+    /// Where the precompiled artifact of `id` for this engine is cached.
+    fn artifact_path(&self, id: &str) -> Option<PathBuf> {
+        self.cache_dir.as_ref().map(|dir| {
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             self.engine
                 .precompile_compatibility_hash()
                 .hash(&mut hasher);
             dir.join(format!("{id}-{:016x}.cwasm", hasher.finish()))
-        });
+        })
+    }
+
+    /// Writes a checked component's artifact to the disk cache. The cache
+    /// is an optimisation: failing to write it is logged, never fatal.
+    fn write_artifact(&self, id: &str, component: &Component) {
+        let Some(path) = self.artifact_path(id) else {
+            return;
+        };
+        let written = component
+            .serialize()
+            .map_err(anyhow::Error::from)
+            .and_then(|artifact| write_atomically(&path, &artifact));
+        if let Err(e) = written {
+            tracing::warn!(path = %path.display(), error = %e, "cannot write compiled artifact to cache");
+        }
+    }
+
+    /// Compiles, or loads the precompiled artifact from the disk cache.
+    /// The artifact is written by [`Self::load`] once the component passed
+    /// its checks, so a refused component leaves nothing behind.
+    fn compile(&self, id: &str, bytes: &[u8]) -> Result<(Component, bool), PluginError> {
+        let cached = self.artifact_path(id);
         if let Some(path) = &cached
             && path.exists()
         {
@@ -221,24 +283,19 @@ impl PluginEngine {
         }
         let component = Component::new(&self.engine, bytes)
             .map_err(|e| PluginError::Compile(format!("{e:#}")))?;
-        if let Some(path) = &cached {
-            // The cache is an optimisation: failing to write it is logged,
-            // never fatal.
-            let written = component
-                .serialize()
-                .map_err(anyhow::Error::from)
-                .and_then(|artifact| write_atomically(path, &artifact));
-            if let Err(e) = written {
-                tracing::warn!(path = %path.display(), error = %e, "cannot write compiled artifact to cache");
-            }
-        }
         Ok((component, false))
     }
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
+    // Only the host's user reads compiled code (0600).
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(&tmp)?.write_all(bytes)?;
     std::fs::rename(&tmp, path)?;
     Ok(())
 }
@@ -255,6 +312,12 @@ fn start_epoch_ticker(engine: &Engine) {
             }
         })
         .expect("cannot start the epoch ticker thread");
+}
+
+/// The id of a component: the sha256 of its bytes. Cheap next to
+/// compiling, so a registry can look an upload up before it compiles it.
+pub fn module_id(bytes: &[u8]) -> ModuleId {
+    hex(&Sha256::digest(bytes))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -14,7 +14,7 @@ mod limits;
 
 pub use builtin::{BUILTIN_NAMES, builtin_component};
 pub use call::{CallOutcome, CallStats, GuestLogLine};
-pub use engine::{LoadedModule, ModuleId, PluginEngine};
+pub use engine::{LoadedModule, ModuleId, PluginEngine, module_id};
 pub use error::PluginError;
 pub use limits::{EngineConfig, Limits};
 

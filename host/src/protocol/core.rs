@@ -24,8 +24,16 @@ pub const PARTITIONS_PER_TOPIC_MAX: u32 = 100_000;
 pub const TASKS_PER_GROUP_MAX: u64 = 1_000_000;
 pub const MEMBERS_PER_GROUP_MAX: usize = 10_000;
 pub const TIMEOUT_MS_MAX: u64 = 24 * 3600 * 1000;
+/// The most params an assignor sees, the group's and the host's
+/// ([`HOST_PARAMS`]) together, and the longest key and value: the guest
+/// SDK's input limits (`InputLimits::default()`), which a guest checks its
+/// input against.
 pub const PARAMS_MAX: usize = 64;
-pub const PARAM_LEN_MAX: usize = 4096;
+pub const PARAM_KEY_LEN_MAX: usize = 255;
+pub const PARAM_LEN_MAX: usize = 1024;
+/// The params the host gives every assignor call (from the group's config)
+/// unless the group's params name them.
+pub const HOST_PARAMS: [&str; 2] = ["acceptable_recovery_lag", "max_learners"];
 pub const LEARNERS_PER_GROUP_MAX: u32 = 100_000;
 /// The heartbeat interval of a member in a handoff: one with tasks to
 /// release, with tasks waiting for their old owner's release, or with
@@ -197,6 +205,19 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// A character a name must not hold: a control character (NUL, CR, …),
+/// or a Unicode format character (Cf: the bidirectional embeddings,
+/// overrides and isolates, zero-width characters, the BOM, tags), which
+/// shows a name as another one.
+fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c as u32,
+            0x00AD | 0x0600..=0x0605 | 0x061C | 0x06DD | 0x070F | 0x0890..=0x0891 | 0x08E2
+            | 0x180E | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F
+            | 0xFEFF | 0xFFF9..=0xFFFB | 0x110BD | 0x110CD | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3 | 0x1D173..=0x1D17A | 0xE0001 | 0xE0020..=0xE007F)
+}
+
 fn invalid<T>(message: String) -> Result<T, ProtocolError> {
     Err(ProtocolError::Invalid(message))
 }
@@ -297,16 +318,27 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     if config.assignor.is_empty() || config.assignor.len() > MEMBER_NAME_LEN_MAX {
         return invalid("assignor must name a built-in or uploaded assignor".into());
     }
-    if config.params.len() > PARAMS_MAX {
-        return invalid(format!("more than {PARAMS_MAX} params"));
+    // The assignor sees the group's params plus the ones the host adds
+    // (`assignor_input`); together they must pass the guest SDK's input
+    // check, or no call would ever answer.
+    let added = HOST_PARAMS
+        .iter()
+        .filter(|key| !config.params.contains_key(**key))
+        .count();
+    if config.params.len() + added > PARAMS_MAX {
+        return invalid(format!(
+            "more than {} params: an assignor sees at most {PARAMS_MAX}, and the host adds {}",
+            PARAMS_MAX - added,
+            HOST_PARAMS.join(" and ")
+        ));
     }
     if let Some((key, _)) = config
         .params
         .iter()
-        .find(|(k, v)| k.is_empty() || k.len() > PARAM_LEN_MAX || v.len() > PARAM_LEN_MAX)
+        .find(|(k, v)| k.is_empty() || k.len() > PARAM_KEY_LEN_MAX || v.len() > PARAM_LEN_MAX)
     {
         return invalid(format!(
-            "param {key:?}: keys must be 1 to {PARAM_LEN_MAX} bytes and values at most {PARAM_LEN_MAX}"
+            "param {key:?}: keys must be 1 to {PARAM_KEY_LEN_MAX} bytes and values at most {PARAM_LEN_MAX}"
         ));
     }
     for (name, value) in [
@@ -460,6 +492,13 @@ impl Coordinator {
         if name.is_empty() || name.len() > GROUP_NAME_LEN_MAX {
             return invalid(format!(
                 "group name must be 1 to {GROUP_NAME_LEN_MAX} bytes"
+            ));
+        }
+        if let Some(c) = name.chars().find(|&c| is_invisible(c)) {
+            return invalid(format!(
+                "group name {name:?} holds {:?} (U+{:04X}): control, format and \
+                 bidirectional characters are refused",
+                c, c as u32
             ));
         }
         check_config(&config)?;
@@ -1702,13 +1741,10 @@ fn assignor_input(group: &Group, liveness: &Liveness) -> (GroupInput, Vec<String
         params: group.config.params.clone(),
         ..GroupInput::default()
     };
-    for (key, value) in [
-        (
-            "acceptable_recovery_lag",
-            group.config.acceptable_recovery_lag.to_string(),
-        ),
-        ("max_learners", group.config.max_learners.to_string()),
-    ] {
+    for (key, value) in HOST_PARAMS.into_iter().zip([
+        group.config.acceptable_recovery_lag.to_string(),
+        group.config.max_learners.to_string(),
+    ]) {
         input.params.entry(key.to_owned()).or_insert(value);
     }
     let mut slots = Vec::with_capacity(group.members.len());

@@ -245,7 +245,10 @@ impl Registry {
     /// Validates `bytes` (loads, passes the self-test) and stores them.
     /// Returns the entry and whether it is new: the same bytes again answer
     /// the existing entry (its first name and version) and store nothing.
-    /// Slow (compiles): call it off the async threads.
+    /// A taken name is refused before anything is compiled, and a refused
+    /// component's compiled form is evicted again, so refusals cost no
+    /// memory and no cache space. Slow (compiles): call it off the async
+    /// threads.
     pub fn upload(
         &self,
         name: &str,
@@ -254,22 +257,47 @@ impl Registry {
     ) -> Result<(Entry, bool), RegistryError> {
         check_name("name", name)?;
         check_name("version", version)?;
-        let module = self.engine.load(bytes).map_err(RegistryError::Invalid)?;
-        if let Some(entry) = self.get(&module.id) {
+        let id = crate::plugins::module_id(bytes);
+        if let Some(entry) = self.get(&id) {
             return Ok((entry, false));
         }
+        self.check_name_free(name, version)?;
+        let module = self.engine.load(bytes).map_err(RegistryError::Invalid)?;
+        let stored = self.store(module, name, version, bytes);
+        if stored.is_err() {
+            self.engine.evict(&id);
+        }
+        stored
+    }
+
+    /// Refuses `name@version` if an uploaded module has it.
+    fn check_name_free(&self, name: &str, version: &str) -> Result<(), RegistryError> {
+        match self.resolve(&format!("{name}@{version}")) {
+            Some(Resolved::Uploaded(id)) => Err(RegistryError::NameTaken {
+                name: name.to_owned(),
+                version: version.to_owned(),
+                id,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The rest of [`Self::upload`], once `module` compiled: the
+    /// self-test, then the checks again under `mutation` (another upload
+    /// may have won the race), then the files.
+    fn store(
+        &self,
+        module: Arc<LoadedModule>,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+    ) -> Result<(Entry, bool), RegistryError> {
         self_test(&self.engine, &module)?;
         let _mutation = self.mutation.blocking_lock();
         if let Some(entry) = self.get(&module.id) {
             return Ok((entry, false));
         }
-        if let Some(Resolved::Uploaded(id)) = self.resolve(&format!("{name}@{version}")) {
-            return Err(RegistryError::NameTaken {
-                name: name.to_owned(),
-                version: version.to_owned(),
-                id,
-            });
-        }
+        self.check_name_free(name, version)?;
         let entry = Entry {
             module,
             name: name.to_owned(),
@@ -312,8 +340,10 @@ impl Registry {
     }
 
     /// Removes an unlisted module's files (the sidecar first, so a crash in
-    /// between leaves an orphan `.wasm` that start-up ignores).
+    /// between leaves an orphan `.wasm` that start-up ignores) and its
+    /// compiled form, in memory and in the engine's cache directory.
     pub(crate) fn remove_files(&self, id: &str) -> Result<(), RegistryError> {
+        self.engine.evict(id);
         let Some(dir) = &self.dir else {
             return Ok(());
         };
@@ -396,12 +426,21 @@ fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp{}", std::process::id()));
-    let mut file = std::fs::File::create(&tmp)?;
+    let mut file = private_file(&tmp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
     std::fs::rename(&tmp, &path)?;
     sync_dir(dir)
+}
+
+/// A new file only its owner may read and write (0600 on unix).
+pub(crate) fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
 }
 
 fn sync_dir(dir: &Path) -> anyhow::Result<()> {

@@ -44,8 +44,11 @@ impl Runtime {
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
         // At warn level, so that under the default filter (`warn`) the
         // lines that show (a failure, a guest's warnings) still carry the
-        // call's group, epoch and module.
+        // call's group, epoch and module. A root span: a call is often
+        // started while the previous call's answer is handled, inside its
+        // span, and a child there would carry every earlier call's span.
         let span = tracing::warn_span!(
+            parent: None,
             "assignor_call",
             group = call.group.as_str(),
             epoch = call.epoch,
@@ -189,7 +192,10 @@ impl ModuleCall {
     fn report(self, group: &str, epoch: u64, module: &str) -> Result<Assignment, AssignorFailure> {
         forward_guest_logs(group, module, &self.logs, self.logs_dropped);
         let seconds = self.elapsed.as_secs_f64();
-        let labels = [("group", group.to_owned()), ("module", module.to_owned())];
+        // By module, not by group: series per group would grow the
+        // recorder and every scrape with the groups (the group's view
+        // has its own failure counts).
+        let labels = [("module", module.to_owned())];
         metrics::histogram!("assignd_assignor_call_seconds", &labels).record(seconds);
         match self.result {
             Ok(outcome) => {
@@ -211,7 +217,6 @@ impl ModuleCall {
                 metrics::counter!("assignd_assignor_calls_total", &labels).increment(1);
                 metrics::counter!(
                     "assignd_assignor_failures_total",
-                    "group" => group.to_owned(),
                     "module" => module.to_owned(),
                     "code" => error.code(),
                 )

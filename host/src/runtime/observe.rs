@@ -11,8 +11,9 @@
 //!   snapshot (which the core writes each time the group becomes stable).
 //!   The sans-IO core keeps no such timing: this is the runtime's view.
 //!
-//! Labels are bounded: a group name (groups are limited) and a state,
-//! never a member id.
+//! The recorder gets host-wide figures only (a state, a reason, never a
+//! group or a member id); the per-group figures of the last scan are
+//! rendered on demand by [`render_groups`].
 
 use std::collections::HashMap;
 
@@ -116,28 +117,118 @@ fn group_figures(group: &Group) -> GroupFigures {
     }
 }
 
-/// Sets the gauges of a scan (outside the core's lock).
+/// The last scan, for [`render_groups`].
+static LAST_SCAN: std::sync::Mutex<Vec<GroupFigures>> = std::sync::Mutex::new(Vec::new());
+
+/// Sets the host-wide gauges of a scan (outside the core's lock), and
+/// keeps it for [`render_groups`]. The recorder gets no per-group series:
+/// its size, and a default scrape's, must not grow with the groups.
 pub fn publish(figures: &[GroupFigures]) {
     let mut groups = [0u64; GroupState::ALL.len()];
+    let mut members = [0u64; MEMBER_STATES.len()];
+    let (mut revoking, mut learners) = (0, 0);
     for group in figures {
         groups[group.state as usize] += 1;
-        let name = &group.name;
-        for (state, count) in MEMBER_STATES.iter().zip(group.members) {
-            metrics::gauge!("assignd_members", "group" => name.clone(), "state" => *state)
-                .set(count as f64);
+        for (total, count) in members.iter_mut().zip(group.members) {
+            *total += count;
         }
-        metrics::gauge!("assignd_group_epoch", "group" => name.clone())
-            .set(group.group_epoch as f64);
-        metrics::gauge!("assignd_group_target_epoch", "group" => name.clone())
-            .set(group.target_epoch as f64);
-        metrics::gauge!("assignd_tasks_revoking", "group" => name.clone())
-            .set(group.tasks_revoking as f64);
-        metrics::gauge!("assignd_learners_pending", "group" => name.clone())
-            .set(group.learners_pending as f64);
+        revoking += group.tasks_revoking;
+        learners += group.learners_pending;
     }
     for (state, count) in GroupState::ALL.iter().zip(groups) {
         metrics::gauge!("assignd_groups", "state" => state.label()).set(count as f64);
     }
+    for (state, count) in MEMBER_STATES.iter().zip(members) {
+        metrics::gauge!("assignd_members", "state" => *state).set(count as f64);
+    }
+    metrics::gauge!("assignd_tasks_revoking").set(revoking as f64);
+    metrics::gauge!("assignd_learners_pending").set(learners as f64);
+    let mut last = LAST_SCAN.lock().unwrap_or_else(|e| e.into_inner());
+    last.clear();
+    last.extend_from_slice(figures);
+}
+
+/// The per-group families, rendered from the last scan in Prometheus' text
+/// format (`GET /metrics?groups=true`): members by state, the epochs,
+/// tasks moving and learners of each group. Only groups that exist now
+/// appear (a deleted group's series go with it).
+pub fn render_groups(text: &mut String) {
+    use std::fmt::Write;
+    let last = LAST_SCAN.lock().unwrap_or_else(|e| e.into_inner());
+    let family = |text: &mut String, name: &str, help: &str| {
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n");
+    };
+    family(
+        text,
+        "assignd_group_members",
+        "Members of a group by state (as assignd_members)",
+    );
+    for group in last.iter() {
+        let name = label_value(&group.name);
+        for (state, count) in MEMBER_STATES.iter().zip(group.members) {
+            let _ = writeln!(
+                text,
+                "assignd_group_members{{group=\"{name}\",state=\"{state}\"}} {count}"
+            );
+        }
+    }
+    let gauges: [(&str, &str, fn(&GroupFigures) -> u64); 4] = [
+        (
+            "assignd_group_epoch",
+            "A group's epoch: bumped whenever the group needs a new target",
+            |g| g.group_epoch,
+        ),
+        (
+            "assignd_group_target_epoch",
+            "The epoch of a group's installed target",
+            |g| g.target_epoch,
+        ),
+        (
+            "assignd_group_tasks_revoking",
+            "Tasks of a group its members have been asked to release and still hold",
+            |g| g.tasks_revoking,
+        ),
+        (
+            "assignd_group_learners_pending",
+            "Learner tasks in a group's installed target",
+            |g| g.learners_pending,
+        ),
+    ];
+    for (metric, help, value) in gauges {
+        family(text, metric, help);
+        for group in last.iter() {
+            let _ = writeln!(
+                text,
+                "{metric}{{group=\"{}\"}} {}",
+                label_value(&group.name),
+                value(group)
+            );
+        }
+    }
+}
+
+/// A label value escaped as Prometheus' text format requires (backslash,
+/// double quote, line feed); any other control character (a name from
+/// before they were refused) as U+FFFD, which the format has no escape
+/// for: a line never breaks whatever a name holds.
+pub fn label_value(value: &str) -> std::borrow::Cow<'_, str> {
+    if !value
+        .chars()
+        .any(|c| c == '\\' || c == '"' || c.is_control())
+    {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut escaped = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            c if c.is_control() => escaped.push(char::REPLACEMENT_CHARACTER),
+            c => escaped.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
 }
 
 /// What a batch of records says about rebalances.
@@ -208,8 +299,8 @@ impl Rebalances {
 /// Counts or times one event in the metrics.
 pub fn record(event: RebalanceEvent<'_>) {
     match event {
-        RebalanceEvent::Installed { group } => {
-            metrics::counter!("assignd_rebalances_total", "group" => group.to_owned()).increment(1)
+        RebalanceEvent::Installed { .. } => {
+            metrics::counter!("assignd_rebalances_total").increment(1)
         }
         RebalanceEvent::Finished { seconds, .. } => {
             metrics::histogram!("assignd_rebalance_seconds").record(seconds)
