@@ -353,3 +353,95 @@ fn a_bad_admin_token_is_refused_at_start() {
         "no file written for a given token"
     );
 }
+
+/// Heartbeats every member in turn (20 ms apart) until `done` holds of
+/// them, or panics at the deadline.
+fn beat_until(
+    server: &Server,
+    group: &str,
+    members: &mut [Member],
+    what: &str,
+    done: impl Fn(&[Member]) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done(members) {
+        assert!(Instant::now() < deadline, "{what}: not in time");
+        for member in members.iter_mut() {
+            member.heartbeat(server, group);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 12, item 1: the expansion timeout batches arrivals only. With
+/// learners off and a long expansion timeout, the tasks of a member that
+/// leaves, and of one that goes silent and expires, are granted to the
+/// member that stays on its heartbeats right after the departure, long
+/// before an expansion timeout could have passed.
+#[test]
+fn a_departure_gives_its_tasks_away_without_waiting_for_the_expansion_timeout() {
+    const EXPANSION_MS: u64 = 2_500;
+    let server = Server::start(&common::scratch("serve-departure"), &[]);
+    let group = "departures";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 4}],
+        "learners": "off",
+        "expansion_timeout_ms": EXPANSION_MS,
+        "heartbeat_interval_ms": 50,
+        "session_timeout_ms": 1_000,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let two_each = |m: &[Member]| {
+        m.iter()
+            .all(|m| m.active.len() == 2 && m.revoking.is_empty())
+    };
+    let mut members = vec![
+        Member::join_dynamic(&server, group, "a", &["orders"]),
+        Member::join_dynamic(&server, group, "b", &["orders"]),
+    ];
+    beat_until(&server, group, &mut members, "two members share", two_each);
+
+    // b leaves; a's next heartbeats get b's tasks.
+    let mut b = members.pop().unwrap();
+    let (status, answer) = b.try_heartbeat(&server, group, json!({"member_epoch": -1}));
+    assert_eq!(status, 200, "{answer}");
+    let left = Instant::now();
+    beat_until(&server, group, &mut members, "the leaver's tasks", |m| {
+        m[0].active.len() == 4
+    });
+    assert!(
+        left.elapsed() < Duration::from_millis(EXPANSION_MS),
+        "granted {:?} after the leave",
+        left.elapsed()
+    );
+
+    // c joins (an arrival: batched), then goes silent and expires.
+    members.push(Member::join_dynamic(&server, group, "c", &["orders"]));
+    beat_until(&server, group, &mut members, "a and c share", two_each);
+    let mut a = members.remove(0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let removed = loop {
+        a.heartbeat(&server, group);
+        let (status, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+        assert_eq!(status, 200);
+        if view["members"].as_array().expect("members").len() == 1 {
+            break Instant::now();
+        }
+        assert!(Instant::now() < deadline, "c never expired: {view}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut alone = vec![a];
+    beat_until(
+        &server,
+        group,
+        &mut alone,
+        "the expired member's tasks",
+        |m| m[0].active.len() == 4,
+    );
+    assert!(
+        removed.elapsed() < Duration::from_millis(EXPANSION_MS),
+        "granted {:?} after the expiry",
+        removed.elapsed()
+    );
+}

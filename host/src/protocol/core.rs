@@ -1203,6 +1203,11 @@ impl Coordinator {
         liveness.lease_end_ms.remove(slot);
         liveness.caught_up_signalled.retain(|(s, _)| s != slot);
         self.bump(group_name, now, out);
+        // The expansion timeout batches arrivals; a departure (a leave, an
+        // expiry, a fence, a drain that ran out) leaves tasks without an
+        // owner, so the next target is asked for at once (as KIP-848's
+        // coordinator does), together with whatever the batch holds.
+        self.liveness.get_mut(group_name).expect("bumped").urgent = true;
     }
 
     /// Reconciles one slot against the installed target and records the
@@ -1473,7 +1478,7 @@ impl Coordinator {
 
 /// How long a batch of changes waits before the assignor is asked: the
 /// expansion timeout; nothing for an urgent batch (a learner caught up, a
-/// drain began); backoff while the assignor fails (not while its fallback
+/// drain began, a member departed); backoff while the assignor fails (not while its fallback
 /// answers for it: the group is served).
 fn batch_wait_ms(config: &GroupConfig, liveness: &Liveness) -> u64 {
     match &liveness.failures {

@@ -666,7 +666,7 @@ pub struct Liveness {
     /// When the assignor was last asked (for the probing interval).
     pub last_call_ms: Option<Millis>,
     /// The next call skips the expansion wait (a learner caught up, a drain
-    /// began).
+    /// began, a member departed).
     pub urgent: bool,
     /// The group's assignor failures since this host started (none if its
     /// assignor never failed): transient, not in the log.

@@ -1620,3 +1620,48 @@ fn the_binding_history_is_bounded_and_kept_by_snapshots() {
     replayed.apply(snapshot);
     assert_eq!(replayed.group(GROUP), Some(group));
 }
+
+/// The expansion timeout batches arrivals only: a departure (a leave, an
+/// expiry) asks for the next target at once, so the departed member's
+/// tasks have an owner again on the next heartbeat of those who stay.
+#[test]
+fn a_departure_starts_the_next_target_at_once() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(None), h.join(None), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..4));
+
+    // A leave: the one who stays gets everything at the same instant.
+    let left = members.pop().unwrap();
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&left)
+    })
+    .unwrap();
+    h.settle(&mut members);
+    assert_eq!(
+        all_active(&members),
+        tasks(0..4),
+        "the leaver's tasks are granted before any expansion timeout passed"
+    );
+
+    // An expiry: member 1 goes silent; at the tick that removes it the
+    // target is computed, and member 0's next beat gets its tasks.
+    let silent_since = h.now;
+    let mut alive = vec![members[0].clone()];
+    let mut t = silent_since;
+    while h.core.group(GROUP).unwrap().members.len() == 2 {
+        t += 100;
+        h.at(t);
+        alive[0] = h.beat(&alive[0]);
+        assert!(t < silent_since + 2 * SESSION_MS, "never expired");
+    }
+    alive[0] = h.beat(&alive[0]);
+    h.settle(&mut alive);
+    assert_eq!(
+        alive[0].active,
+        tasks(0..4),
+        "granted at the expiry's own instant"
+    );
+}
