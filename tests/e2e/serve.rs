@@ -445,3 +445,46 @@ fn a_departure_gives_its_tasks_away_without_waiting_for_the_expansion_timeout() 
         removed.elapsed()
     );
 }
+
+/// Issue 12, item 5: a join listing a topic the group does not have is
+/// accepted (a rolling deploy may subscribe before an admin adds it), the
+/// member view shows the subscription, and the topic's tasks come once an
+/// admin adds it.
+#[test]
+fn a_member_may_subscribe_to_a_topic_before_it_is_configured() {
+    let server = Server::start(&common::scratch("serve-newtopic"), &[]);
+    let group = "rolling";
+    let mut config = json!({
+        "topics": [{"name": "orders", "partitions": 2}],
+        "expansion_timeout_ms": 100,
+        "heartbeat_interval_ms": 50,
+        "learners": "off",
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let mut members = vec![Member::join_topics(
+        &server,
+        group,
+        "new-version",
+        &["orders", "newtopic"],
+    )];
+    beat_until(&server, group, &mut members, "orders assigned", |m| {
+        m[0].active.len() == 2
+    });
+    let (_, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+    assert_eq!(
+        view["members"][0]["topics"],
+        json!(["newtopic", "orders"]),
+        "{view}"
+    );
+
+    config["topics"] = json!([
+        {"name": "orders", "partitions": 2},
+        {"name": "newtopic", "partitions": 3},
+    ]);
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 200, "{view}");
+    beat_until(&server, group, &mut members, "newtopic assigned", |m| {
+        m[0].active.len() == 5
+    });
+}

@@ -618,19 +618,19 @@ impl Coordinator {
         }
         let topics = match &request.topics {
             Some(topics) => {
-                let known: BTreeSet<&str> = group
-                    .config
-                    .topics
-                    .iter()
-                    .map(|t| t.name.as_str())
-                    .collect();
                 if topics.len() > TOPICS_PER_GROUP_MAX {
                     return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
                 }
-                if let Some(unknown) = topics.iter().find(|t| !known.contains(t.as_str())) {
+                // A subscription is a wish, as in Kafka: a topic the group
+                // does not have (not added yet, or removed since) is kept
+                // and gives nothing until an admin configures it, so that a
+                // rolling deploy may subscribe before the topic exists.
+                if let Some(bad) = topics
+                    .iter()
+                    .find(|t| t.is_empty() || t.len() > MEMBER_NAME_LEN_MAX)
+                {
                     return invalid(format!(
-                        "topic {unknown:?} is not configured in group {:?}",
-                        request.group
+                        "topic name {bad:?} must be 1 to {MEMBER_NAME_LEN_MAX} bytes"
                     ));
                 }
                 Some(topics.iter().cloned().collect::<BTreeSet<_>>())

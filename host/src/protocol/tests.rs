@@ -471,7 +471,7 @@ fn bad_requests_are_refused_and_change_nothing() {
         ),
         (
             Heartbeat {
-                topics: Some(vec!["ghost-topic".into()]),
+                topics: Some(vec![String::new()]),
                 ..base.clone()
             },
             "invalid_request",
@@ -1664,4 +1664,48 @@ fn a_departure_starts_the_next_target_at_once() {
         tasks(0..4),
         "granted at the expiry's own instant"
     );
+}
+
+/// Issue 12, item 5: a subscription is a wish. A member may subscribe to
+/// a topic the group does not have: it is accepted, kept in the member's
+/// subscription, gives nothing, and gives tasks once an admin adds it.
+#[test]
+fn a_subscription_to_a_topic_the_group_does_not_have_is_kept_until_it_exists() {
+    let mut h = Harness::new(2);
+    let mut members = vec![h.join(None)];
+    let newcomer = h
+        .send(Heartbeat {
+            topics: Some(vec!["orders".into(), "newtopic".into()]),
+            ..Heartbeat::join(GROUP, Some("w"), vec![])
+        })
+        .expect("an unknown topic is accepted");
+    members.push(newcomer);
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let group = h.core.group(GROUP).unwrap();
+    assert!(group.members["static:w"].topics.contains("newtopic"));
+    assert_eq!(all_active(&members), tasks(0..2));
+
+    let mut with_new = config(2);
+    with_new.topics.push(TopicConfig {
+        name: "newtopic".into(),
+        partitions: 3,
+    });
+    h.configure(with_new);
+    h.at(2 * EXPANSION_MS);
+    h.settle(&mut members);
+    let new_tasks: BTreeSet<TaskRef> = (0..3).map(|p| TaskRef::new("newtopic", p)).collect();
+    assert_eq!(members[1].active.intersection(&new_tasks).count(), 3);
+    assert!(members[0].active.is_disjoint(&new_tasks));
+
+    // Removed again: a restarted member still listing it may rejoin.
+    h.configure(config(2));
+    let again = h.send(Heartbeat {
+        topics: Some(vec!["newtopic".into()]),
+        ..Heartbeat::join(GROUP, Some("w"), vec![])
+    });
+    assert!(again.is_ok(), "{again:?}");
+    // A subscription's names are bounded like the group's.
+    let long = h.send(Heartbeat::join(GROUP, None, vec!["x".repeat(256)]));
+    assert!(matches!(long, Err(ProtocolError::Invalid(_))), "{long:?}");
 }
