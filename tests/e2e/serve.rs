@@ -488,3 +488,75 @@ fn a_member_may_subscribe_to_a_topic_before_it_is_configured() {
         m[0].active.len() == 5
     });
 }
+
+/// Issue 12, items 2 and 3: two live processes with one member name. The
+/// second one takes the slot but is granted its tasks only after the last
+/// lease the host gave the first one has run out (until then it is told to
+/// warm them up); the first one is told `replaced` (not `fenced`, whose
+/// advice to rejoin would take the name back), with or without its name in
+/// the heartbeat, and is granted nothing.
+#[test]
+fn a_second_process_with_one_name_waits_for_the_first_ones_lease() {
+    let server = Server::start(&common::scratch("serve-duplicate-name"), &[]);
+    let group = "duplicates";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 4}],
+        "learners": "off",
+        "expansion_timeout_ms": 1_500,
+        "heartbeat_interval_ms": 100,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let mut members = vec![
+        Member::join(&server, group, "worker-a"),
+        Member::join_dynamic(&server, group, "b", &["orders"]),
+    ];
+    beat_until(&server, group, &mut members, "two members share", |m| {
+        m.iter().all(|m| m.active.len() == 2)
+    });
+    let mut first = members.remove(0);
+    let sent = Instant::now();
+    let (status, answer) = first.try_heartbeat(&server, group, json!({}));
+    assert_eq!(status, 200, "{answer}");
+    let lease = Duration::from_millis(answer["lease_ms"].as_u64().expect("lease_ms"));
+    assert!(lease > Duration::ZERO);
+    let tasks_of_a = first.active.clone();
+
+    let mut second = Member::join(&server, group, "worker-a");
+    assert_ne!(second.member_id, first.member_id);
+    assert!(
+        second.active.is_empty() || sent.elapsed() >= lease,
+        "granted {:?} while the first process's lease of {lease:?} ran",
+        second.active
+    );
+    for extra in [json!({"member_name": "worker-a"}), json!({})] {
+        let (status, error) = first.try_heartbeat(&server, group, extra);
+        assert_eq!(status, 409, "{error}");
+        assert_eq!(error["error"]["code"], "replaced", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains("do not rejoin"), "{message}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while second.active != tasks_of_a {
+        assert!(
+            Instant::now() < deadline,
+            "never granted: {:?}",
+            second.active
+        );
+        if second.active.is_empty() {
+            assert!(
+                second.learner.is_superset(&tasks_of_a),
+                "it warms them up meanwhile: {:?}",
+                second.learner
+            );
+        }
+        second.heartbeat(&server, group);
+        assert!(
+            second.active.is_empty() || sent.elapsed() >= lease,
+            "granted {:?} {:?} after the first process's last answer, within its lease of {lease:?}",
+            second.active,
+            sent.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -571,14 +571,14 @@ async fn member_errors_map_to_their_status_and_change_nothing() {
         "refused requests changed nothing"
     );
 
-    // A restart of worker-a (same name) fences the first incarnation.
+    // A restart of worker-a (same name) replaces the first incarnation.
     let again = f.join("worker-a").await;
     assert_ne!(again.member_id, first.member_id);
     let before = f.snapshot().await;
     let answer = f
         .heartbeat(json!({"member_id": first.member_id, "member_epoch": first.member_epoch}))
         .await;
-    assert_error(&answer, StatusCode::CONFLICT, "fenced");
+    assert_error(&answer, StatusCode::CONFLICT, "replaced");
     assert_eq!(f.snapshot().await, before);
     f.assert_replay_matches().await;
 }

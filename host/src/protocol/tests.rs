@@ -318,10 +318,10 @@ fn a_static_member_restarting_in_time_gets_exactly_its_tasks_back() {
             .any(|r| matches!(r, Record::GroupEpochBumped { .. })),
         "no rebalance"
     );
-    // The old incarnation is fenced with a clear error; nobody else moved.
+    // The old incarnation is told it was replaced; nobody else moved.
     let stale = h.send(request_from(&members[0]));
     assert!(
-        matches!(stale, Err(ProtocolError::Fenced { .. })),
+        matches!(stale, Err(ProtocolError::Replaced { .. })),
         "{stale:?}"
     );
     members[0] = restarted;
@@ -1708,4 +1708,63 @@ fn a_subscription_to_a_topic_the_group_does_not_have_is_kept_until_it_exists() {
     // A subscription's names are bounded like the group's.
     let long = h.send(Heartbeat::join(GROUP, None, vec!["x".repeat(256)]));
     assert!(matches!(long, Err(ProtocolError::Invalid(_))), "{long:?}");
+}
+
+/// Issue 12, items 2 and 3: two live processes with one member name. The
+/// new incarnation takes the slot, but is granted its tasks only once the
+/// last lease given to the old one has run out (meanwhile they are its
+/// learners); the old one is told `replaced`, not `fenced`, whether or not
+/// its heartbeat names it, and is granted nothing.
+#[test]
+fn a_second_process_with_the_same_name_gets_the_tasks_only_after_the_old_lease() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(Some("w")), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let old = members[0].clone();
+    assert_eq!(old.active.len(), 2);
+    let lease_end = h.now + old.lease_ms;
+    assert!(old.lease_ms > 0);
+
+    // The second process joins while the first one's lease runs.
+    let mut new = h.join(Some("w"));
+    assert_ne!(new.member_id, old.member_id);
+    assert!(
+        new.active.is_empty(),
+        "granted during the old lease: {new:?}"
+    );
+    assert!(new.learner.is_superset(&old.active), "it warms them up");
+    for name in [Some("w".to_owned()), None] {
+        let stale = h.send(Heartbeat {
+            member_name: name,
+            owned: Some(old.active.iter().cloned().collect()),
+            ..request_from(&old)
+        });
+        assert!(
+            matches!(stale, Err(ProtocolError::Replaced { .. })),
+            "{stale:?}"
+        );
+    }
+    // Its own reports (nothing owned) release nothing for the old one.
+    while h.now + 100 < lease_end {
+        h.at(h.now + 100);
+        new = h.beat(&new);
+        assert!(new.active.is_empty(), "at {}: {new:?}", h.now);
+        assert!(new.heartbeat_interval_ms <= 100, "beats fast meanwhile");
+    }
+    h.at(lease_end);
+    new = h.beat(&new);
+    assert_eq!(new.active, old.active, "granted once the old lease ended");
+    // A removed member is still told `fenced` (rejoining is right).
+    let other = members[1].clone();
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&other)
+    })
+    .unwrap();
+    let gone = h.send(request_from(&other));
+    assert!(
+        matches!(gone, Err(ProtocolError::Fenced { .. })),
+        "{gone:?}"
+    );
 }
