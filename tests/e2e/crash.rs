@@ -29,7 +29,7 @@
 //! - (b) every static member restarts too: it rejoins with epoch 0 and its
 //!   name, gets a new member id and exactly its target's tasks back, at its
 //!   epoch; no member's target changes and the group epoch does not move;
-//!   the old incarnation's id is fenced.
+//!   the old incarnation's id is told `replaced`.
 //!
 //! A second test damages the log on purpose: a flipped byte in the middle
 //! of the segment keeps the host from starting (one `error:` line naming
@@ -796,7 +796,7 @@ impl World {
             );
             assert_eq!(
                 (status, answer["error"]["code"].as_str()),
-                (409, Some("fenced")),
+                (409, Some("replaced")),
                 "{context}: {name}'s old incarnation: {answer}"
             );
         }

@@ -283,6 +283,14 @@ fn every_protocol_error_has_a_status() {
             "fenced",
         ),
         (
+            ProtocolError::Replaced {
+                member_id: "m".into(),
+                member_name: "w".into(),
+            },
+            409,
+            "replaced",
+        ),
+        (
             ProtocolError::StaleEpoch {
                 sent: 5,
                 current: 1,

@@ -1262,6 +1262,11 @@ impl Coordinator {
                     away: true,
                 },
             );
+            // It stopped processing before it left: no lease of it runs on,
+            // and a new incarnation gets the slot's tasks at once.
+            if let Some(liveness) = self.liveness.get_mut(group_name) {
+                liveness.lease_end_ms.remove(slot);
+            }
         } else {
             self.remove(group_name, slot, RemovalReason::Left, now, out);
         }

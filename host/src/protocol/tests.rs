@@ -1768,3 +1768,22 @@ fn a_second_process_with_the_same_name_gets_the_tasks_only_after_the_old_lease()
         "{gone:?}"
     );
 }
+
+/// A static member that left (a graceful restart) gave its lease back:
+/// its next incarnation gets the slot's tasks at once.
+#[test]
+fn a_static_member_that_left_is_back_with_its_tasks_at_once() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(Some("w")), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let old = members[0].clone();
+    assert!(old.lease_ms > 0);
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&old)
+    })
+    .unwrap();
+    let back = h.join(Some("w"));
+    assert_eq!(back.active, old.active);
+}
