@@ -210,6 +210,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Event::Fenced { rejoining } => {
                         println!("fenced{}", if rejoining { ", rejoining" } else { "" });
                     }
+                    Event::Replaced { member_name } => {
+                        eprintln!("another process took member name {member_name:?}: stopping");
+                    }
                     Event::Error(error) => eprintln!("error: {error}"),
                 }
             }

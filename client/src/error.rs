@@ -5,7 +5,12 @@
 pub mod codes {
     pub const UNKNOWN_GROUP: &str = "unknown_group";
     pub const UNKNOWN_MEMBER: &str = "unknown_member";
+    /// The member was removed (it left, expired, or held tasks too long):
+    /// rejoining is right.
     pub const FENCED: &str = "fenced";
+    /// Another incarnation took the member's name (two processes share
+    /// it): rejoining would take the name back and fence the other one.
+    pub const REPLACED: &str = "replaced";
     pub const STALE_EPOCH: &str = "stale_epoch";
     pub const NOT_OWNED: &str = "not_owned";
     pub const INVALID_REQUEST: &str = "invalid_request";

@@ -106,13 +106,21 @@ pub enum Event {
     /// host (see [`Status::lease_until`]); if the host still counts the
     /// member, the next answer assigns them again.
     Lost(Vec<Task>),
-    /// The host refused this member id. A static member was replaced by
-    /// another incarnation of its name (or removed): `rejoining` is false
-    /// and the loop ends. A dynamic member was removed: it rejoins as a new
-    /// member (`rejoining`), Kafka's behaviour. Either way a `Lost` event
-    /// with every held task comes first.
+    /// The host removed this member (it expired, or held tasks past the
+    /// expansion timeout): it rejoins (`rejoining`), a static member under
+    /// its name, a dynamic one as a new member, Kafka's behaviour; a member
+    /// that was leaving or draining does not. A `Lost` event with every
+    /// held task comes first.
     Fenced {
         rejoining: bool,
+    },
+    /// Another process joined with this member's name and took its slot
+    /// (Kafka's `FENCED_INSTANCE_ID`): two processes share `member_name`.
+    /// The loop ends without rejoining, since a rejoin would take the name
+    /// back and fence the other process in turn. A `Lost` event with every
+    /// held task comes first.
+    Replaced {
+        member_name: String,
     },
     /// A failed heartbeat. The loop retries with backoff, keeping its epoch
     /// (a lost answer is tolerated by the host) unless the error says the
@@ -501,8 +509,19 @@ impl Runner {
         let is_static = self.config.member_name.is_some();
         let leaving = self.drain || self.tracker.assignment().draining;
         match error.code() {
+            Some(codes::REPLACED) if joined => {
+                let member_name = self.config.member_name.clone().unwrap_or_default();
+                tracing::error!(
+                    member_id = %self.member_id,
+                    member_name,
+                    "another process joined with this member name and took its tasks: stopping this member (two processes must not share a member name)"
+                );
+                let _ = self.lose_everything().await
+                    && self.tell(Event::Replaced { member_name }).await;
+                Next::Stop
+            }
             Some(codes::FENCED) if joined => {
-                let rejoining = !is_static && !leaving;
+                let rejoining = !leaving;
                 if !self.lose_everything().await
                     || !self.tell(Event::Fenced { rejoining }).await
                     || !rejoining
@@ -607,7 +626,12 @@ impl Runner {
                 Err(error)
                     if matches!(
                         error.code(),
-                        Some(codes::FENCED | codes::UNKNOWN_MEMBER | codes::UNKNOWN_GROUP)
+                        Some(
+                            codes::FENCED
+                                | codes::REPLACED
+                                | codes::UNKNOWN_MEMBER
+                                | codes::UNKNOWN_GROUP
+                        )
                     ) =>
                 {
                     Ok(())

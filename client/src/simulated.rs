@@ -571,7 +571,7 @@ fn on_event<S: StateStore>(inner: &mut Inner<S>, listener: &dyn Listener, event:
             states.set(&copies, None);
         }
         Event::Draining => inner.draining = true,
-        Event::Drained | Event::Fenced { .. } | Event::Error(_) => {}
+        Event::Drained | Event::Fenced { .. } | Event::Replaced { .. } | Event::Error(_) => {}
     }
 }
 

@@ -284,11 +284,13 @@ async fn owned_includes_unacknowledged_revocations_and_excludes_acknowledged_one
     assert_eq!(member.assignment().revoking, BTreeSet::new());
 }
 
+/// Issue 12, item 3: another process took the name. The member stops with
+/// `Replaced` and does not rejoin (which would fence the other process).
 #[tokio::test]
-async fn a_fenced_static_member_loses_its_tasks_and_stops() {
+async fn a_replaced_static_member_loses_its_tasks_and_stops() {
     let host = FakeHost::start(|index, _| match index {
         0 => Reply::Ok(answer("m-1", 1, &[0, 2])),
-        _ => Reply::Error(409, "fenced"),
+        _ => Reply::Error(409, "replaced"),
     })
     .await;
     let config = host.config().with_name("worker-a");
@@ -302,10 +304,10 @@ async fn a_fenced_static_member_loses_its_tasks_and_stops() {
         Event::Lost(lost) => assert_eq!(lost, tasks(&[0, 2])),
         event => panic!("expected Lost, got {event:?}"),
     }
-    assert!(matches!(
-        next_event(&mut events).await,
-        Event::Fenced { rejoining: false }
-    ));
+    match next_event(&mut events).await {
+        Event::Replaced { member_name } => assert_eq!(member_name, "worker-a"),
+        event => panic!("expected Replaced, got {event:?}"),
+    }
     assert_ended(&mut events).await;
     assert!(member.is_finished());
     assert_eq!(host.count(), 2, "no rejoin, no leave");
@@ -793,4 +795,32 @@ async fn a_lease_that_runs_out_stops_every_task_until_the_host_answers_again() {
     assert_eq!(body["member_epoch"], 1);
     assert!(matches!(next_non_error(&mut events).await, Event::Assigned(t) if t == tasks(&[0, 1])));
     assert!(member.may_process(&zero));
+}
+
+/// A static member the host removed (`fenced`: it expired, or held tasks
+/// too long) rejoins under its name: the slot is gone, nobody else has it.
+#[tokio::test]
+async fn a_fenced_static_member_rejoins_under_its_name() {
+    let host = FakeHost::start(|index, _| match index {
+        0 => Reply::Ok(answer("m-1", 1, &[0])),
+        1 => Reply::Error(409, "fenced"),
+        _ => Reply::Ok(answer("m-2", 3, &[0])),
+    })
+    .await;
+    let config = host.config().with_name("worker-a");
+    let (_member, mut events) = Member::start(config, NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
+    assert!(matches!(next_event(&mut events).await, Event::Lost(_)));
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Fenced { rejoining: true }
+    ));
+    let rejoin = host.request(2).await;
+    assert_eq!(rejoin["member_id"], "");
+    assert_eq!(rejoin["member_name"], "worker-a");
+    assert_eq!(rejoin["member_epoch"], 0);
 }

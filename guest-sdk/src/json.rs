@@ -91,20 +91,22 @@ pub fn parse_input(text: &str, limits: &InputLimits) -> Result<GroupInput, Inval
             ));
         }
     }
+    // A task of a topic or partition that no longer exists is dropped, as
+    // Kafka drops owned partitions of deleted topics: the member may not
+    // have heard of the change yet.
     let task_of = |member: &str, field: &str, topic: &str, partition: i64| {
-        let Some(&t) = topic_index.get(topic) else {
+        if partition < 0 {
             return invalid(format!(
-                "member {member:?}: {field} names topic {topic:?}, which is not in topics"
-            ));
-        };
-        let count = topics[t as usize].partitions;
-        if partition < 0 || partition >= i64::from(count) {
-            return invalid(format!(
-                "member {member:?}: {field} names partition {topic}-{partition}, but {topic:?} has partitions 0 to {}",
-                i64::from(count) - 1
+                "member {member:?}: {field} names partition {partition} of {topic:?}, which is negative"
             ));
         }
-        Ok(offsets[t as usize] + partition as u32)
+        let Some(&t) = topic_index.get(topic) else {
+            return Ok(None);
+        };
+        if partition >= i64::from(topics[t as usize].partitions) {
+            return Ok(None);
+        }
+        Ok(Some(offsets[t as usize] + partition as u32))
     };
 
     let mut input = GroupInput {
@@ -120,13 +122,12 @@ pub fn parse_input(text: &str, limits: &InputLimits) -> Result<GroupInput, Inval
             return invalid(format!("member id {id:?} appears twice"));
         }
         let mut subscribed: Vec<u32> = Vec::with_capacity(doc_member.topics.len());
+        // A subscription is a wish: a topic not in `topics` gives nothing
+        // until it exists.
         for name in &doc_member.topics {
-            let Some(&t) = topic_index.get(name.as_str()) else {
-                return invalid(format!(
-                    "member {id:?} subscribes to topic {name:?}, which is not in topics"
-                ));
-            };
-            subscribed.push(t);
+            if let Some(&t) = topic_index.get(name.as_str()) {
+                subscribed.push(t);
+            }
         }
         subscribed.sort_unstable();
         subscribed.dedup();
@@ -140,7 +141,9 @@ pub fn parse_input(text: &str, limits: &InputLimits) -> Result<GroupInput, Inval
             }
         };
         for (topic, partition) in &doc_member.active {
-            let task = task_of(id, "active", topic, *partition)?;
+            let Some(task) = task_of(id, "active", topic, *partition)? else {
+                continue;
+            };
             let owner = &mut input.active_owner[task as usize];
             if *owner != NO_MEMBER {
                 return invalid(format!(
@@ -155,12 +158,16 @@ pub fn parse_input(text: &str, limits: &InputLimits) -> Result<GroupInput, Inval
             ("standby", &doc_member.standby, &mut input.standbys),
         ] {
             for (topic, partition) in rows {
-                out.push(task_of(id, field, topic, *partition)?, m);
+                if let Some(task) = task_of(id, field, topic, *partition)? {
+                    out.push(task, m);
+                }
             }
         }
         let mut seen_lags = std::collections::HashSet::new();
         for (topic, partition, lag) in &doc_member.lags {
-            let task = task_of(id, "lags", topic, *partition)?;
+            let Some(task) = task_of(id, "lags", topic, *partition)? else {
+                continue;
+            };
             if *lag < 0 {
                 return invalid(format!(
                     "member {id:?}: lag {lag} for {topic}-{partition} is negative"

@@ -75,8 +75,8 @@ fn ambiguous_documents_are_refused_by_name() {
             "more than the limit of 1000000",
         ),
         (
-            r#"{"topics": {"t": 1}, "members": [{"id": "a", "topics": ["u"]}]}"#,
-            "subscribes to topic \"u\", which is not in topics",
+            r#"{"topics": {"t": 1}, "members": [{"id": "a", "topics": ["t"], "active": [["t", -1]]}]}"#,
+            "active names partition -1 of \"t\", which is negative",
         ),
         (
             r#"{"topics": {"t": 1}, "members": [{"id": "a", "topics": ["t"], "capacity": 0}]}"#,
@@ -110,6 +110,27 @@ fn ambiguous_documents_are_refused_by_name() {
             "{doc}: expected {needle:?} in {error:?}"
         );
     }
+}
+
+/// As in Kafka (and DESIGN.md's offline contract): a subscription to a
+/// topic not in `topics` is kept out of the member's subscription, and
+/// tasks of topics or partitions that do not exist are dropped from
+/// `active`, `learner`, `standby` and `lags`.
+#[test]
+fn missing_topics_and_partitions_are_ignored_not_refused() {
+    let input = parse(
+        r#"{"topics": {"t": 2}, "members": [
+            {"id": "a", "topics": ["t", "gone"], "active": [["t", 0], ["gone", 0], ["t", 7]],
+             "learner": [["gone", 1]], "standby": [["t", 9]], "lags": [["gone", 0, 5], ["t", 1, 3]]},
+            {"id": "b", "topics": ["gone"], "active": [["gone", 0]]}
+        ]}"#,
+    )
+    .unwrap();
+    assert_eq!(input.topics_of(&input.members[0]), [0]);
+    assert!(input.topics_of(&input.members[1]).is_empty());
+    assert_eq!(input.active_owner, [0, NO_MEMBER]);
+    assert!(input.learners.is_empty() && input.standbys.is_empty());
+    assert_eq!(input.lags.iter().collect::<Vec<_>>(), [(1, 0, 3)]);
 }
 
 #[test]

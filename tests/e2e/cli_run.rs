@@ -254,12 +254,8 @@ fn bad_input_documents_give_one_clear_line() {
     let dir = scratch("bad-inputs");
     let cases = [
         (
-            r#"{"topics": {"orders": 2}, "members": [{"id": "a", "topics": ["orders"], "active": [["ghost", 0]]}]}"#,
-            "member \"a\": active names topic \"ghost\", which is not in topics",
-        ),
-        (
-            r#"{"topics": {"orders": 2}, "members": [{"id": "a", "topics": ["orders"], "active": [["orders", 5]]}]}"#,
-            "active names partition orders-5, but \"orders\" has partitions 0 to 1",
+            r#"{"topics": {"orders": 2}, "members": [{"id": "a", "topics": ["orders"], "active": [["orders", -1]]}]}"#,
+            "member \"a\": active names partition -1 of \"orders\", which is negative",
         ),
         (
             r#"{"topics": {"orders": -3}, "members": []}"#,
@@ -368,5 +364,91 @@ fn a_closed_stdout_is_not_a_panic() {
             stderr(&output)
         );
         assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+    }
+}
+
+/// Issue 12, item 5: Kafka's own `AbstractStickyAssignorTest` cases about
+/// topics that do not exist, through `assignd run`: a subscription to a
+/// topic not in `topics` is a wish that gives nothing, and tasks in
+/// `active` of a topic (or partition) that no longer exists are dropped.
+/// Each case: the input, then the number of active tasks per member, and
+/// tasks that must stay where they were.
+#[test]
+fn kafkas_sticky_cases_with_missing_topics_give_kafkas_answers() {
+    let dir = scratch("kafka-missing-topics");
+    let cases: [(&str, &str, &[usize], &[(&str, &str, u64)]); 5] = [
+        (
+            "testOneConsumerNonexistentTopic",
+            r#"{"topics": {}, "members": [{"id": "consumer", "topics": ["topic"]}]}"#,
+            &[0],
+            &[],
+        ),
+        (
+            "testAssignmentUpdatedForDeletedTopic",
+            r#"{"topics": {"topic01": 1, "topic03": 100},
+                "members": [{"id": "consumer", "topics": ["topic01", "topic02", "topic03"]}]}"#,
+            &[101],
+            &[],
+        ),
+        (
+            "testNoExceptionThrownWhenOnlySubscribedTopicDeleted",
+            r#"{"topics": {}, "members": [{"id": "consumer01", "topics": ["topic01"],
+                "active": [["topic01", 0], ["topic01", 1], ["topic01", 2]]}]}"#,
+            &[0],
+            &[],
+        ),
+        (
+            "owned partitions of a deleted topic beside a kept one (sticky)",
+            r#"{"topics": {"t1": 2},
+                "members": [
+                  {"id": "c1", "topics": ["t1", "t2"], "active": [["t1", 0], ["t2", 0], ["t2", 1]]},
+                  {"id": "c2", "topics": ["t1", "t2"], "active": [["t1", 1], ["t2", 2]]}
+                ]}"#,
+            &[1, 1],
+            &[("c1", "t1", 0), ("c2", "t1", 1)],
+        ),
+        (
+            "owned partitions past a topic's (shrunk) partition count",
+            r#"{"topics": {"t1": 2},
+                "members": [
+                  {"id": "c1", "topics": ["t1"], "active": [["t1", 0], ["t1", 2], ["t1", 3]]},
+                  {"id": "c2", "topics": ["t1"], "active": [["t1", 1], ["t1", 4]]}
+                ]}"#,
+            &[1, 1],
+            &[("c1", "t1", 0), ("c2", "t1", 1)],
+        ),
+    ];
+    for (i, (case, doc, counts, kept)) in cases.into_iter().enumerate() {
+        let path = write(&dir, &format!("case-{i}.json"), doc);
+        let output = assignd(&[
+            "run",
+            "--module",
+            "sticky",
+            "--input",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{case}: stderr: {}",
+            stderr(&output)
+        );
+        let answer: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+        let ids: Vec<&String> = answer.as_object().unwrap().keys().collect();
+        assert_eq!(
+            ids.len(),
+            counts.len(),
+            "{case}: every member present: {answer}"
+        );
+        for (id, &count) in ids.iter().zip(counts) {
+            let active = tasks(&answer[id.as_str()]["active"]);
+            assert_eq!(active.len(), count, "{case}: {id}: {answer}");
+        }
+        for &(id, topic, partition) in kept {
+            assert!(
+                tasks(&answer[id]["active"]).contains(&(topic.to_owned(), partition)),
+                "{case}: {id} keeps {topic}-{partition}: {answer}"
+            );
+        }
     }
 }

@@ -435,3 +435,210 @@ fn a_member_of_a_million_tasks_heartbeats_with_ranges() {
     assert_eq!(status, 400, "{answer}");
     assert_eq!(answer["error"]["code"], "invalid_json");
 }
+
+/// Heartbeats every member in turn (20 ms apart) until `done` holds of
+/// them, or panics at the deadline.
+fn beat_until(
+    server: &Server,
+    group: &str,
+    members: &mut [Member],
+    what: &str,
+    done: impl Fn(&[Member]) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done(members) {
+        assert!(Instant::now() < deadline, "{what}: not in time");
+        for member in members.iter_mut() {
+            member.heartbeat(server, group);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 12, item 1: the expansion timeout batches arrivals only. With
+/// learners off and a long expansion timeout, the tasks of a member that
+/// leaves, and of one that goes silent and expires, are granted to the
+/// member that stays on its heartbeats right after the departure, long
+/// before an expansion timeout could have passed.
+#[test]
+fn a_departure_gives_its_tasks_away_without_waiting_for_the_expansion_timeout() {
+    const EXPANSION_MS: u64 = 2_500;
+    let server = Server::start(&common::scratch("serve-departure"), &[]);
+    let group = "departures";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 4}],
+        "learners": "off",
+        "expansion_timeout_ms": EXPANSION_MS,
+        "heartbeat_interval_ms": 50,
+        "session_timeout_ms": 1_000,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let two_each = |m: &[Member]| {
+        m.iter()
+            .all(|m| m.active.len() == 2 && m.revoking.is_empty())
+    };
+    let mut members = vec![
+        Member::join_dynamic(&server, group, "a", &["orders"]),
+        Member::join_dynamic(&server, group, "b", &["orders"]),
+    ];
+    beat_until(&server, group, &mut members, "two members share", two_each);
+
+    // b leaves; a's next heartbeats get b's tasks.
+    let mut b = members.pop().unwrap();
+    let (status, answer) = b.try_heartbeat(&server, group, json!({"member_epoch": -1}));
+    assert_eq!(status, 200, "{answer}");
+    let left = Instant::now();
+    beat_until(&server, group, &mut members, "the leaver's tasks", |m| {
+        m[0].active.len() == 4
+    });
+    assert!(
+        left.elapsed() < Duration::from_millis(EXPANSION_MS),
+        "granted {:?} after the leave",
+        left.elapsed()
+    );
+
+    // c joins (an arrival: batched), then goes silent and expires.
+    members.push(Member::join_dynamic(&server, group, "c", &["orders"]));
+    beat_until(&server, group, &mut members, "a and c share", two_each);
+    let mut a = members.remove(0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let removed = loop {
+        a.heartbeat(&server, group);
+        let (status, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+        assert_eq!(status, 200);
+        if view["members"].as_array().expect("members").len() == 1 {
+            break Instant::now();
+        }
+        assert!(Instant::now() < deadline, "c never expired: {view}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut alone = vec![a];
+    beat_until(
+        &server,
+        group,
+        &mut alone,
+        "the expired member's tasks",
+        |m| m[0].active.len() == 4,
+    );
+    assert!(
+        removed.elapsed() < Duration::from_millis(EXPANSION_MS),
+        "granted {:?} after the expiry",
+        removed.elapsed()
+    );
+}
+
+/// Issue 12, item 5: a join listing a topic the group does not have is
+/// accepted (a rolling deploy may subscribe before an admin adds it), the
+/// member view shows the subscription, and the topic's tasks come once an
+/// admin adds it.
+#[test]
+fn a_member_may_subscribe_to_a_topic_before_it_is_configured() {
+    let server = Server::start(&common::scratch("serve-newtopic"), &[]);
+    let group = "rolling";
+    let mut config = json!({
+        "topics": [{"name": "orders", "partitions": 2}],
+        "expansion_timeout_ms": 100,
+        "heartbeat_interval_ms": 50,
+        "learners": "off",
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let mut members = vec![Member::join_topics(
+        &server,
+        group,
+        "new-version",
+        &["orders", "newtopic"],
+    )];
+    beat_until(&server, group, &mut members, "orders assigned", |m| {
+        m[0].active.len() == 2
+    });
+    let (_, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+    assert_eq!(
+        view["members"][0]["topics"],
+        json!(["newtopic", "orders"]),
+        "{view}"
+    );
+
+    config["topics"] = json!([
+        {"name": "orders", "partitions": 2},
+        {"name": "newtopic", "partitions": 3},
+    ]);
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 200, "{view}");
+    beat_until(&server, group, &mut members, "newtopic assigned", |m| {
+        m[0].active.len() == 5
+    });
+}
+
+/// Issue 12, items 2 and 3: two live processes with one member name. The
+/// second one takes the slot but is granted its tasks only after the last
+/// lease the host gave the first one has run out (until then it is told to
+/// warm them up); the first one is told `replaced` (not `fenced`, whose
+/// advice to rejoin would take the name back), with or without its name in
+/// the heartbeat, and is granted nothing.
+#[test]
+fn a_second_process_with_one_name_waits_for_the_first_ones_lease() {
+    let server = Server::start(&common::scratch("serve-duplicate-name"), &[]);
+    let group = "duplicates";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 4}],
+        "learners": "off",
+        "expansion_timeout_ms": 1_500,
+        "heartbeat_interval_ms": 100,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let mut members = vec![
+        Member::join(&server, group, "worker-a"),
+        Member::join_dynamic(&server, group, "b", &["orders"]),
+    ];
+    beat_until(&server, group, &mut members, "two members share", |m| {
+        m.iter().all(|m| m.active.len() == 2)
+    });
+    let mut first = members.remove(0);
+    let sent = Instant::now();
+    let (status, answer) = first.try_heartbeat(&server, group, json!({}));
+    assert_eq!(status, 200, "{answer}");
+    let lease = Duration::from_millis(answer["lease_ms"].as_u64().expect("lease_ms"));
+    assert!(lease > Duration::ZERO);
+    let tasks_of_a = first.active.clone();
+
+    let mut second = Member::join(&server, group, "worker-a");
+    assert_ne!(second.member_id, first.member_id);
+    assert!(
+        second.active.is_empty() || sent.elapsed() >= lease,
+        "granted {:?} while the first process's lease of {lease:?} ran",
+        second.active
+    );
+    for extra in [json!({"member_name": "worker-a"}), json!({})] {
+        let (status, error) = first.try_heartbeat(&server, group, extra);
+        assert_eq!(status, 409, "{error}");
+        assert_eq!(error["error"]["code"], "replaced", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains("do not rejoin"), "{message}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while second.active != tasks_of_a {
+        assert!(
+            Instant::now() < deadline,
+            "never granted: {:?}",
+            second.active
+        );
+        if second.active.is_empty() {
+            assert!(
+                second.learner.is_superset(&tasks_of_a),
+                "it warms them up meanwhile: {:?}",
+                second.learner
+            );
+        }
+        second.heartbeat(&server, group);
+        assert!(
+            second.active.is_empty() || sent.elapsed() >= lease,
+            "granted {:?} {:?} after the first process's last answer, within its lease of {lease:?}",
+            second.active,
+            sent.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

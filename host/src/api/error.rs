@@ -73,6 +73,7 @@ pub fn protocol_status(error: &ProtocolError) -> StatusCode {
     match error {
         ProtocolError::UnknownGroup(_) | ProtocolError::UnknownMember(..) => StatusCode::NOT_FOUND,
         ProtocolError::Fenced { .. }
+        | ProtocolError::Replaced { .. }
         | ProtocolError::StaleEpoch { .. }
         | ProtocolError::NotOwned { .. }
         | ProtocolError::GroupFull(_)

@@ -42,7 +42,7 @@ use crate::runtime::Runtime;
         (status = 401, description = "`unauthorized`: the group has a member token and none was sent", body = ErrorBody),
         (status = 403, description = "`forbidden`: the token is not the group's member token; `member_token_required`: the group has none and the host requires one (`serve --require-member-token`)", body = ErrorBody),
         (status = 404, description = "`unknown_group`, `unknown_member`", body = ErrorBody),
-        (status = 409, description = "`fenced` (rejoin with epoch 0), `stale_epoch`, `not_owned`, `group_full`", body = ErrorBody),
+        (status = 409, description = "`fenced` (removed: rejoin with epoch 0), `replaced` (another incarnation took the member name: stop, do not rejoin), `stale_epoch`, `not_owned`, `group_full`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive within the body-read timeout", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),

@@ -284,6 +284,14 @@ fn every_protocol_error_has_a_status() {
             "fenced",
         ),
         (
+            ProtocolError::Replaced {
+                member_id: "m".into(),
+                member_name: "w".into(),
+            },
+            409,
+            "replaced",
+        ),
+        (
             ProtocolError::StaleEpoch {
                 sent: 5,
                 current: 1,
@@ -553,11 +561,11 @@ async fn member_errors_map_to_their_status_and_change_nothing() {
         )
         .await;
     assert_error(&answer, StatusCode::CONFLICT, "not_owned");
-    // Invalid requests: a join without topics, an unknown topic, capacity 0,
+    // Invalid requests: a join without topics, an empty topic name, capacity 0,
     // an epoch below -1, a join with a member id but epoch 5.
     for body in [
         json!({"member_id": "", "member_epoch": 0}),
-        json!({"member_id": "", "member_epoch": 0, "topics": ["payments"]}),
+        json!({"member_id": "", "member_epoch": 0, "topics": [""]}),
         json!({"member_id": "", "member_epoch": 0, "topics": ["orders"], "capacity": 0}),
         json!({"member_id": a.member_id, "member_epoch": -2}),
         json!({"member_id": "", "member_epoch": 5, "topics": ["orders"]}),
@@ -572,14 +580,14 @@ async fn member_errors_map_to_their_status_and_change_nothing() {
         "refused requests changed nothing"
     );
 
-    // A restart of worker-a (same name) fences the first incarnation.
+    // A restart of worker-a (same name) replaces the first incarnation.
     let again = f.join("worker-a").await;
     assert_ne!(again.member_id, first.member_id);
     let before = f.snapshot().await;
     let answer = f
         .heartbeat(json!({"member_id": first.member_id, "member_epoch": first.member_epoch}))
         .await;
-    assert_error(&answer, StatusCode::CONFLICT, "fenced");
+    assert_error(&answer, StatusCode::CONFLICT, "replaced");
     assert_eq!(f.snapshot().await, before);
     f.assert_replay_matches().await;
 }

@@ -488,7 +488,7 @@ pub struct ErrorBody {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
-    /// A stable code: unknown_group, unknown_member, fenced, stale_epoch,
+    /// A stable code: unknown_group, unknown_member, fenced, replaced, stale_epoch,
     /// not_owned, group_full, no_previous_binding, invalid_request, unknown_assignor,
     /// invalid_json, invalid_path, payload_too_large,
     /// unsupported_media_type, not_found, method_not_allowed,

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use assignd_guest_sdk::{Assignment, GroupInput, Member as InputMember, NO_MEMBER, Topic};
 
 use super::group::{
-    AssignorFailure, AssignorFailures, Binding, BindingSpec, CallLimits, Group, GroupConfig,
-    LearnerMode, Liveness, Member, Millis, Record, RemovalReason, SlotTarget, TaskRef,
-    assignor_retry_ms,
+    AssignorFailure, AssignorFailures, Binding, BindingSpec, CallLimits, FENCED_MEMBER_IDS_MAX,
+    Group, GroupConfig, LearnerMode, Liveness, Member, Millis, Record, RemovalReason, SlotTarget,
+    TaskRef, assignor_retry_ms,
 };
 use super::reconcile::MemberState;
 
@@ -51,9 +51,18 @@ pub enum ProtocolError {
     #[error("member {0:?} is not in group {1:?}")]
     UnknownMember(String, String),
     #[error(
-        "member {member_id:?} was fenced: another incarnation took its place, or it was removed; rejoin with member epoch 0"
+        "member {member_id:?} was fenced: it was removed from the group (it left, expired, or held tasks too long); rejoin with member epoch 0"
     )]
     Fenced { member_id: String },
+    /// Kafka's `FENCED_INSTANCE_ID`: rejoining would take the name back
+    /// from the process that now has it, which would be fenced in turn.
+    #[error(
+        "member {member_id:?} was replaced: another incarnation joined with member name {member_name:?} and holds its tasks now; do not rejoin with this name (two processes share it): stop this one"
+    )]
+    Replaced {
+        member_id: String,
+        member_name: String,
+    },
     #[error("member epoch {sent} is stale; the member is at epoch {current}")]
     StaleEpoch { sent: i64, current: u64 },
     #[error("member reports owning {task:?}, which the group never gave it")]
@@ -73,6 +82,7 @@ impl ProtocolError {
             ProtocolError::UnknownGroup(_) => "unknown_group",
             ProtocolError::UnknownMember(..) => "unknown_member",
             ProtocolError::Fenced { .. } => "fenced",
+            ProtocolError::Replaced { .. } => "replaced",
             ProtocolError::StaleEpoch { .. } => "stale_epoch",
             ProtocolError::NotOwned { .. } => "not_owned",
             ProtocolError::Invalid(_) => "invalid_request",
@@ -662,19 +672,19 @@ impl Coordinator {
         }
         let topics = match &request.topics {
             Some(topics) => {
-                let known: BTreeSet<&str> = group
-                    .config
-                    .topics
-                    .iter()
-                    .map(|t| t.name.as_str())
-                    .collect();
                 if topics.len() > TOPICS_PER_GROUP_MAX {
                     return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
                 }
-                if let Some(unknown) = topics.iter().find(|t| !known.contains(t.as_str())) {
+                // A subscription is a wish, as in Kafka: a topic the group
+                // does not have (not added yet, or removed since) is kept
+                // and gives nothing until an admin configures it, so that a
+                // rolling deploy may subscribe before the topic exists.
+                if let Some(bad) = topics
+                    .iter()
+                    .find(|t| t.is_empty() || t.len() > MEMBER_NAME_LEN_MAX)
+                {
                     return invalid(format!(
-                        "topic {unknown:?} is not configured in group {:?}",
-                        request.group
+                        "topic name {bad:?} must be 1 to {MEMBER_NAME_LEN_MAX} bytes"
                     ));
                 }
                 Some(topics.iter().cloned().collect::<BTreeSet<_>>())
@@ -726,7 +736,7 @@ impl Coordinator {
         let slot = match request.member_epoch {
             JOIN_EPOCH if joining => self.join(request, topics, now, &mut out)?,
             LEAVE_EPOCH => {
-                let slot = self.current_slot(&request.group, &request.member_id)?;
+                let slot = self.current_slot(request)?;
                 self.leave(&request.group, &slot, now, &mut out);
                 self.maybe_call_assignor(&request.group, now, &mut out);
                 let group = &self.groups[&request.group];
@@ -752,7 +762,7 @@ impl Coordinator {
                 ));
             }
             sent => {
-                let slot = self.current_slot(&request.group, &request.member_id)?;
+                let slot = self.current_slot(request)?;
                 let group = &self.groups[&request.group];
                 let held = group.holdings.member(&slot).cloned().unwrap_or_default();
                 // A member may be one epoch behind (its last response was
@@ -797,8 +807,22 @@ impl Coordinator {
         if request.drain && !self.groups[&request.group].members[&slot].draining {
             self.start_drain(&request.group, &slot, now, &mut out);
         }
-        let owned: Option<BTreeSet<TaskRef>> =
+        let mut owned: Option<BTreeSet<TaskRef>> =
             request.owned.as_ref().map(|o| o.iter().cloned().collect());
+        let liveness = self.liveness.entry(request.group.clone()).or_default();
+        match liveness.handover.get(&slot) {
+            Some(handover) if now >= handover.until_ms => {
+                liveness.handover.remove(&slot);
+            }
+            // The replaced incarnation may still hold these: this one
+            // cannot release them for it.
+            Some(handover) => {
+                if let Some(owned) = &mut owned {
+                    owned.extend(handover.tasks.iter().cloned());
+                }
+            }
+            None => {}
+        }
         self.reconcile_slot(&request.group, &slot, owned.as_ref(), now, &mut out);
         self.maybe_call_assignor(&request.group, now, &mut out);
         self.snapshot_if_stable(&request.group, &mut out);
@@ -817,17 +841,31 @@ impl Coordinator {
     /// learners and standbys.
     fn response(&self, group_name: &str, slot: &str, now: Millis) -> HeartbeatResponse {
         let group = &self.groups[group_name];
-        let held = group.holdings.member(slot).cloned().unwrap_or_default();
+        let mut held = group.holdings.member(slot).cloned().unwrap_or_default();
         let target = group.target_of(slot);
         let member = &group.members[slot];
         let drained = member.draining
             && held.held().next().is_none()
             && target.active.is_empty()
             && group.target_epoch >= group.group_epoch;
+        // Tasks a replaced incarnation may still process are not this
+        // incarnation's yet: it warms them up until their lease ends.
+        let handover = self
+            .liveness
+            .get(group_name)
+            .and_then(|l| l.handover.get(slot))
+            .filter(|h| now < h.until_ms);
+        let mut waiting = BTreeSet::new();
+        if let Some(handover) = handover {
+            waiting = held.active.intersection(&handover.tasks).cloned().collect();
+            held.active.retain(|t| !handover.tasks.contains(t));
+            held.revoking.retain(|t| !handover.tasks.contains(t));
+        }
         let learner = target
             .learner
             .iter()
             .chain(target.active.difference(&held.active))
+            .chain(&waiting)
             .cloned()
             .collect();
         // A member in a handoff (tasks to release, tasks waiting for their
@@ -835,6 +873,7 @@ impl Coordinator {
         // faster, so that it learns of its grant a round trip after the
         // release rather than up to a heartbeat interval later.
         let in_handoff = !held.revoking.is_empty()
+            || handover.is_some()
             || !target.learner.is_empty()
             || target.active.difference(&held.active).next().is_some();
         let mut heartbeat_interval_ms = if in_handoff {
@@ -1112,19 +1151,43 @@ impl Coordinator {
         self.liveness.get(group_name)
     }
 
-    /// The slot of a current member id, or why it has none.
-    fn current_slot(&self, group_name: &str, member_id: &str) -> Result<String, ProtocolError> {
+    /// The slot of a current member id, or why it has none: another
+    /// incarnation took its name (the request names a static slot that has
+    /// another member id now, or this host saw the takeover), it was
+    /// removed, or it is unknown.
+    fn current_slot(&self, request: &Heartbeat) -> Result<String, ProtocolError> {
+        let (group_name, member_id) = (&request.group, &request.member_id);
         let group = &self.groups[group_name];
-        match group.slot_of(member_id) {
-            Some(slot) => Ok(slot.to_owned()),
-            None if group.is_fenced(member_id) => Err(ProtocolError::Fenced {
-                member_id: member_id.to_owned(),
-            }),
-            None => Err(ProtocolError::UnknownMember(
-                member_id.to_owned(),
-                group_name.to_owned(),
-            )),
+        if let Some(slot) = group.slot_of(member_id) {
+            return Ok(slot.to_owned());
         }
+        let replaced_by_name = request
+            .member_name
+            .as_ref()
+            .filter(|_| !group.dynamic_only)
+            .filter(|name| group.members.contains_key(&format!("static:{name}")))
+            .cloned();
+        let replaced = replaced_by_name.or_else(|| {
+            self.liveness
+                .get(group_name)
+                .and_then(|l| l.replaced.iter().find(|(id, _)| id == member_id))
+                .map(|(_, name)| name.clone())
+        });
+        if let Some(member_name) = replaced {
+            return Err(ProtocolError::Replaced {
+                member_id: member_id.clone(),
+                member_name,
+            });
+        }
+        if group.is_fenced(member_id) {
+            return Err(ProtocolError::Fenced {
+                member_id: member_id.clone(),
+            });
+        }
+        Err(ProtocolError::UnknownMember(
+            member_id.clone(),
+            group_name.clone(),
+        ))
     }
 
     fn join(
@@ -1163,6 +1226,31 @@ impl Coordinator {
             Some(previous) => {
                 // A draining member stays draining across restarts.
                 member.draining = previous.draining;
+                // The old incarnation may be alive (two processes with one
+                // name) and process the slot's tasks until the last lease
+                // it was given ends: the new one gets them only then, as a
+                // removed member's next owner would.
+                let held: BTreeSet<TaskRef> = group
+                    .holdings
+                    .member(&slot)
+                    .map(|h| h.held().cloned().collect())
+                    .unwrap_or_default();
+                let liveness = self.liveness.entry(group_name.clone()).or_default();
+                if liveness.replaced.len() == FENCED_MEMBER_IDS_MAX {
+                    liveness.replaced.pop_front();
+                }
+                let named = name.clone().expect("a static slot");
+                liveness
+                    .replaced
+                    .push_back((previous.member_id.clone(), named));
+                if let Some(&until_ms) = liveness.lease_end_ms.get(&slot)
+                    && until_ms > now
+                    && !held.is_empty()
+                {
+                    let handover = liveness.handover.entry(slot.clone()).or_default();
+                    handover.until_ms = handover.until_ms.max(until_ms);
+                    handover.tasks.extend(held);
+                }
                 previous.topics != member.topics
             }
             None => {
@@ -1218,6 +1306,11 @@ impl Coordinator {
                     away: true,
                 },
             );
+            // It stopped processing before it left: no lease of it runs on,
+            // and a new incarnation gets the slot's tasks at once.
+            if let Some(liveness) = self.liveness.get_mut(group_name) {
+                liveness.lease_end_ms.remove(slot);
+            }
         } else {
             self.remove(group_name, slot, RemovalReason::Left, now, out);
         }
@@ -1245,8 +1338,14 @@ impl Coordinator {
         liveness.lags.remove(slot);
         liveness.draining_since_ms.remove(slot);
         liveness.lease_end_ms.remove(slot);
+        liveness.handover.remove(slot);
         liveness.caught_up_signalled.retain(|(s, _)| s != slot);
         self.bump(group_name, now, out);
+        // The expansion timeout batches arrivals; a departure (a leave, an
+        // expiry, a fence, a drain that ran out) leaves tasks without an
+        // owner, so the next target is asked for at once (as KIP-848's
+        // coordinator does), together with whatever the batch holds.
+        self.liveness.get_mut(group_name).expect("bumped").urgent = true;
     }
 
     /// Reconciles one slot against the installed target and records the
@@ -1517,7 +1616,7 @@ impl Coordinator {
 
 /// How long a batch of changes waits before the assignor is asked: the
 /// expansion timeout; nothing for an urgent batch (a learner caught up, a
-/// drain began); backoff while the assignor fails (not while its fallback
+/// drain began, a member departed); backoff while the assignor fails (not while its fallback
 /// answers for it: the group is served).
 fn batch_wait_ms(config: &GroupConfig, liveness: &Liveness) -> u64 {
     match &liveness.failures {

@@ -665,14 +665,32 @@ pub struct Liveness {
     /// config change that shortens a timeout cannot break a lease already
     /// given. Not kept over a restart: every timer then restarts later.
     pub lease_end_ms: BTreeMap<String, Millis>,
+    /// Member ids this host saw replaced by a new incarnation of their
+    /// name, with the name (oldest first, at most [`FENCED_MEMBER_IDS_MAX`]),
+    /// so that the old incarnation is told `replaced` even when its
+    /// heartbeat does not carry its name.
+    pub replaced: std::collections::VecDeque<(String, String)>,
+    /// Per slot taken over by a new incarnation while the previous one's
+    /// lease still ran: the tasks that incarnation held, and when that lease
+    /// ends. The new incarnation is granted them only then (invariant 1 for
+    /// two live processes with one name).
+    pub handover: BTreeMap<String, Handover>,
     /// When the assignor was last asked (for the probing interval).
     pub last_call_ms: Option<Millis>,
     /// The next call skips the expansion wait (a learner caught up, a drain
-    /// began).
+    /// began, a member departed).
     pub urgent: bool,
     /// The group's assignor failures since this host started (none if its
     /// assignor never failed): transient, not in the log.
     pub failures: Option<AssignorFailures>,
+}
+
+/// Tasks a replaced incarnation of a static slot may still process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Handover {
+    /// The end of the last lease the host gave the replaced incarnation.
+    pub until_ms: Millis,
+    pub tasks: BTreeSet<TaskRef>,
 }
 
 /// A failed assignor call as the runtime reports it to the core: the
@@ -753,6 +771,7 @@ impl Liveness {
         move_entry(&mut self.lags, from, to);
         move_entry(&mut self.draining_since_ms, from, to);
         move_entry(&mut self.lease_end_ms, from, to);
+        move_entry(&mut self.handover, from, to);
         self.caught_up_signalled = std::mem::take(&mut self.caught_up_signalled)
             .into_iter()
             .map(|(slot, task)| {

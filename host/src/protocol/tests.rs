@@ -318,10 +318,10 @@ fn a_static_member_restarting_in_time_gets_exactly_its_tasks_back() {
             .any(|r| matches!(r, Record::GroupEpochBumped { .. })),
         "no rebalance"
     );
-    // The old incarnation is fenced with a clear error; nobody else moved.
+    // The old incarnation is told it was replaced; nobody else moved.
     let stale = h.send(request_from(&members[0]));
     assert!(
-        matches!(stale, Err(ProtocolError::Fenced { .. })),
+        matches!(stale, Err(ProtocolError::Replaced { .. })),
         "{stale:?}"
     );
     members[0] = restarted;
@@ -471,7 +471,7 @@ fn bad_requests_are_refused_and_change_nothing() {
         ),
         (
             Heartbeat {
-                topics: Some(vec!["ghost-topic".into()]),
+                topics: Some(vec![String::new()]),
                 ..base.clone()
             },
             "invalid_request",
@@ -1619,4 +1619,171 @@ fn the_binding_history_is_bounded_and_kept_by_snapshots() {
     let mut replayed = Coordinator::new(7);
     replayed.apply(snapshot);
     assert_eq!(replayed.group(GROUP), Some(group));
+}
+
+/// The expansion timeout batches arrivals only: a departure (a leave, an
+/// expiry) asks for the next target at once, so the departed member's
+/// tasks have an owner again on the next heartbeat of those who stay.
+#[test]
+fn a_departure_starts_the_next_target_at_once() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(None), h.join(None), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..4));
+
+    // A leave: the one who stays gets everything at the same instant.
+    let left = members.pop().unwrap();
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&left)
+    })
+    .unwrap();
+    h.settle(&mut members);
+    assert_eq!(
+        all_active(&members),
+        tasks(0..4),
+        "the leaver's tasks are granted before any expansion timeout passed"
+    );
+
+    // An expiry: member 1 goes silent; at the tick that removes it the
+    // target is computed, and member 0's next beat gets its tasks.
+    let silent_since = h.now;
+    let mut alive = vec![members[0].clone()];
+    let mut t = silent_since;
+    while h.core.group(GROUP).unwrap().members.len() == 2 {
+        t += 100;
+        h.at(t);
+        alive[0] = h.beat(&alive[0]);
+        assert!(t < silent_since + 2 * SESSION_MS, "never expired");
+    }
+    alive[0] = h.beat(&alive[0]);
+    h.settle(&mut alive);
+    assert_eq!(
+        alive[0].active,
+        tasks(0..4),
+        "granted at the expiry's own instant"
+    );
+}
+
+/// Issue 12, item 5: a subscription is a wish. A member may subscribe to
+/// a topic the group does not have: it is accepted, kept in the member's
+/// subscription, gives nothing, and gives tasks once an admin adds it.
+#[test]
+fn a_subscription_to_a_topic_the_group_does_not_have_is_kept_until_it_exists() {
+    let mut h = Harness::new(2);
+    let mut members = vec![h.join(None)];
+    let newcomer = h
+        .send(Heartbeat {
+            topics: Some(vec!["orders".into(), "newtopic".into()]),
+            ..Heartbeat::join(GROUP, Some("w"), vec![])
+        })
+        .expect("an unknown topic is accepted");
+    members.push(newcomer);
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let group = h.core.group(GROUP).unwrap();
+    assert!(group.members["static:w"].topics.contains("newtopic"));
+    assert_eq!(all_active(&members), tasks(0..2));
+
+    let mut with_new = config(2);
+    with_new.topics.push(TopicConfig {
+        name: "newtopic".into(),
+        partitions: 3,
+    });
+    h.configure(with_new);
+    h.at(2 * EXPANSION_MS);
+    h.settle(&mut members);
+    let new_tasks: BTreeSet<TaskRef> = (0..3).map(|p| TaskRef::new("newtopic", p)).collect();
+    assert_eq!(members[1].active.intersection(&new_tasks).count(), 3);
+    assert!(members[0].active.is_disjoint(&new_tasks));
+
+    // Removed again: a restarted member still listing it may rejoin.
+    h.configure(config(2));
+    let again = h.send(Heartbeat {
+        topics: Some(vec!["newtopic".into()]),
+        ..Heartbeat::join(GROUP, Some("w"), vec![])
+    });
+    assert!(again.is_ok(), "{again:?}");
+    // A subscription's names are bounded like the group's.
+    let long = h.send(Heartbeat::join(GROUP, None, vec!["x".repeat(256)]));
+    assert!(matches!(long, Err(ProtocolError::Invalid(_))), "{long:?}");
+}
+
+/// Issue 12, items 2 and 3: two live processes with one member name. The
+/// new incarnation takes the slot, but is granted its tasks only once the
+/// last lease given to the old one has run out (meanwhile they are its
+/// learners); the old one is told `replaced`, not `fenced`, whether or not
+/// its heartbeat names it, and is granted nothing.
+#[test]
+fn a_second_process_with_the_same_name_gets_the_tasks_only_after_the_old_lease() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(Some("w")), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let old = members[0].clone();
+    assert_eq!(old.active.len(), 2);
+    let lease_end = h.now + old.lease_ms;
+    assert!(old.lease_ms > 0);
+
+    // The second process joins while the first one's lease runs.
+    let mut new = h.join(Some("w"));
+    assert_ne!(new.member_id, old.member_id);
+    assert!(
+        new.active.is_empty(),
+        "granted during the old lease: {new:?}"
+    );
+    assert!(new.learner.is_superset(&old.active), "it warms them up");
+    for name in [Some("w".to_owned()), None] {
+        let stale = h.send(Heartbeat {
+            member_name: name,
+            owned: Some(old.active.iter().cloned().collect()),
+            ..request_from(&old)
+        });
+        assert!(
+            matches!(stale, Err(ProtocolError::Replaced { .. })),
+            "{stale:?}"
+        );
+    }
+    // Its own reports (nothing owned) release nothing for the old one.
+    while h.now + 100 < lease_end {
+        h.at(h.now + 100);
+        new = h.beat(&new);
+        assert!(new.active.is_empty(), "at {}: {new:?}", h.now);
+        assert!(new.heartbeat_interval_ms <= 100, "beats fast meanwhile");
+    }
+    h.at(lease_end);
+    new = h.beat(&new);
+    assert_eq!(new.active, old.active, "granted once the old lease ended");
+    // A removed member is still told `fenced` (rejoining is right).
+    let other = members[1].clone();
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&other)
+    })
+    .unwrap();
+    let gone = h.send(request_from(&other));
+    assert!(
+        matches!(gone, Err(ProtocolError::Fenced { .. })),
+        "{gone:?}"
+    );
+}
+
+/// A static member that left (a graceful restart) gave its lease back:
+/// its next incarnation gets the slot's tasks at once.
+#[test]
+fn a_static_member_that_left_is_back_with_its_tasks_at_once() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(Some("w")), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let old = members[0].clone();
+    assert!(old.lease_ms > 0);
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&old)
+    })
+    .unwrap();
+    let back = h.join(Some("w"));
+    assert_eq!(back.active, old.active);
 }

@@ -255,11 +255,19 @@ pub fn check_static_return(
     // have moved some of them before the restart (the old incarnation had
     // not heard yet): those come back as revoking, as they would have to
     // the old incarnation; and a free task of its target may be granted.
+    // While the old incarnation's last lease runs (it may be alive: two
+    // processes with one name) a task is withheld: still the slot's, and
+    // listed as a learner of the new one until that lease ends (or, if it
+    // is moving away, not shown: the old one releases it).
     let previous = before.holdings.member(slot).cloned().unwrap_or_default();
     let target = before.target_of(slot);
+    let kept = after.holdings.member(slot).cloned().unwrap_or_default();
+    let withheld = |t: &TaskRef| {
+        kept.held().any(|k| k == t) && (response.learner.contains(t) || !target.active.contains(t))
+    };
     if let Some(lost) = previous
         .held()
-        .find(|t| !response.active.contains(*t) && !response.revoking.contains(*t))
+        .find(|t| !response.active.contains(*t) && !response.revoking.contains(*t) && !withheld(t))
     {
         return Err(format!(
             "invariant 3: {slot} came back without {lost:?} (held {}, back with {} active, {} revoking)",

@@ -4,8 +4,9 @@
 //! own delay (and heartbeats as soon as it has), keeps local state for
 //! tasks (lag 0 while active, catching up while learner or standby, going
 //! stale otherwise) and reports it as `lags`, drains when asked and leaves
-//! once drained, and rejoins after `unknown_member`, `fenced` or
-//! `stale_epoch`. It honours its lease: once `lease_ms` of its last answer
+//! once drained, rejoins after `unknown_member`, `fenced` or
+//! `stale_epoch`, and stops after `replaced` (another process took its
+//! name). It honours its lease: once `lease_ms` of its last answer
 //! has passed since it sent the heartbeat that got that answer, it stops
 //! processing every task it holds and heartbeats at once. It never calls
 //! the coordinator itself: the world sends what [`SimMember::request`]

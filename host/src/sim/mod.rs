@@ -80,6 +80,9 @@ pub struct Stats {
     pub static_returns: u64,
     /// Static member restarts.
     pub restarts: u64,
+    /// Second processes started with a running static member's name (the
+    /// first keeps running until it hears it was replaced).
+    pub duplicates: u64,
     /// Assignor answers for an epoch the group had left.
     pub stale_answers: u64,
     pub assignor_failures: u64,
@@ -106,6 +109,7 @@ impl Stats {
         self.drain_timeouts += other.drain_timeouts;
         self.static_returns += other.static_returns;
         self.restarts += other.restarts;
+        self.duplicates += other.duplicates;
         self.stale_answers += other.stale_answers;
         self.assignor_failures += other.assignor_failures;
         self.lost_responses += other.lost_responses;
@@ -208,7 +212,7 @@ pub fn summary_line(reports: &[Report]) -> String {
     }
     let violations = reports.iter().filter(|r| r.violation.is_some()).count();
     format!(
-        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} stale_answers={} assignor_failures={} lost_responses={} leases_lapsed={} configs={} unsettled={}",
+        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} leases_lapsed={} configs={} unsettled={}",
         stats.schedules,
         stats.steps,
         stats.targets,
@@ -219,6 +223,7 @@ pub fn summary_line(reports: &[Report]) -> String {
         stats.drain_timeouts,
         stats.static_returns,
         stats.restarts,
+        stats.duplicates,
         stats.stale_answers,
         stats.assignor_failures,
         stats.lost_responses,

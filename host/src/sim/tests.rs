@@ -47,6 +47,7 @@ fn two_thousand_random_schedules_keep_every_invariant() {
         ("expired", stats.expired),
         ("drain timeouts", stats.drain_timeouts),
         ("static returns", stats.static_returns),
+        ("second processes with one name", stats.duplicates),
         ("stale answers", stats.stale_answers),
         ("assignor failures", stats.assignor_failures),
         ("lost responses", stats.lost_responses),

@@ -694,6 +694,9 @@ impl World {
                         ProtocolError::Fenced { .. }
                         | ProtocolError::UnknownMember(..)
                         | ProtocolError::StaleEpoch { .. } => process.reset(now),
+                        // Another process has the name: stop, as the client
+                        // library does (a rejoin would fence the other one).
+                        ProtocolError::Replaced { .. } => process.stop(Status::Gone),
                         other => {
                             return Err(self.violation(format!(
                                 "{label}: the host refused a request the client may send: {other} ({request:?})"
@@ -811,10 +814,20 @@ impl World {
             }
             4 => {
                 // Restarts before the host noticed: the old incarnation is
-                // still live in the group.
+                // still live in the group. Or a second process starts
+                // with the name while the first keeps running (a duplicate
+                // deploy, a pod that did not die): two live processes with
+                // one name, until the first hears it was replaced.
                 let pid = *self.rng.pick(&statics);
-                self.note(|w| format!("{} restarts", w.processes[pid].label()));
-                self.processes[pid].stop(Status::Crashed);
+                if self.rng.chance(0.3) {
+                    self.note(|w| {
+                        format!("a second process starts as {}", w.processes[pid].label())
+                    });
+                    self.stats.duplicates += 1;
+                } else {
+                    self.note(|w| format!("{} restarts", w.processes[pid].label()));
+                    self.processes[pid].stop(Status::Crashed);
+                }
                 let name = self.processes[pid].name.clone().expect("static");
                 self.reincarnate(name)
             }

@@ -361,3 +361,67 @@ impl Member {
         self.learner = tasks(&answer["learner"]);
     }
 }
+
+impl Member {
+    /// Joins `group` as a dynamic member (no member name) subscribed to
+    /// `topics`; `label` names it in messages only.
+    pub fn join_dynamic(
+        server: &Server,
+        group: &str,
+        label: &'static str,
+        topics: &[&str],
+    ) -> Member {
+        let (status, answer) = server.call(
+            "POST",
+            &format!("/v1/groups/{group}/heartbeat"),
+            Some(&serde_json::json!({
+                "member_id": "",
+                "member_epoch": 0,
+                "topics": topics,
+            })),
+        );
+        assert_eq!(status, 200, "{label} joins: {answer}");
+        let mut member = Member {
+            name: label,
+            member_id: String::new(),
+            member_epoch: 0,
+            active: Default::default(),
+            revoking: Default::default(),
+            learner: Default::default(),
+        };
+        member.absorb(&answer);
+        member
+    }
+
+    /// One heartbeat as [`Member::heartbeat`] sends it, with the fields of
+    /// `extra` (an object) added or replaced, answered with any status: the
+    /// member absorbs a 200 answer only.
+    pub fn try_heartbeat(
+        &mut self,
+        server: &Server,
+        group: &str,
+        extra: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        use serde_json::{Value, json};
+        let owned: Vec<Value> = self.active.iter().map(|(t, p)| json!([t, p])).collect();
+        let lags: Vec<Value> = self.learner.iter().map(|(t, p)| json!([t, p, 0])).collect();
+        let mut body = json!({
+            "member_id": self.member_id,
+            "member_epoch": self.member_epoch,
+            "owned": owned,
+            "lags": lags,
+        });
+        for (key, value) in extra.as_object().expect("an object of fields") {
+            body[key] = value.clone();
+        }
+        let (status, answer) = server.call(
+            "POST",
+            &format!("/v1/groups/{group}/heartbeat"),
+            Some(&body),
+        );
+        if status == 200 {
+            self.absorb(&answer);
+        }
+        (status, answer)
+    }
+}
