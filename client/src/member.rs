@@ -1,7 +1,9 @@
 //! The heartbeat loop: one background task per member that joins, beats at
 //! the host's interval, turns answers into [`Event`]s, and handles fencing,
 //! rejoins, retries, drains and leaves. It owns the member id and epoch and
-//! the policy for every error code; what to tell the application about
+//! the policy for every error code; it chooses the member id itself (random,
+//! as KIP-848 members do) and keeps it across retries of a join, so that a
+//! join whose answer was lost and is sent again is the same member; what to tell the application about
 //! tasks is the tracker's business, and HTTP the transport's.
 
 use std::sync::Arc;
@@ -26,6 +28,25 @@ const INTERVAL_MIN: Duration = Duration::from_millis(10);
 const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// How many times a leave is tried when the host does not answer.
 const LEAVE_ATTEMPTS_MAX: u32 = 3;
+/// Random bytes in a member-chosen id (as many as a UUID's).
+const MEMBER_ID_RANDOM_BYTES: usize = 16;
+
+/// A fresh member id for a join: `c-` and 32 random hex digits. Without
+/// randomness (never in practice) the id is left to the host (empty),
+/// which a retried join then cannot match.
+fn choose_member_id() -> String {
+    let mut bytes = [0u8; MEMBER_ID_RANDOM_BYTES];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => {
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            format!("c-{hex}")
+        }
+        Err(error) => {
+            tracing::warn!(%error, "no random bytes for a member id: the host will issue one");
+            String::new()
+        }
+    }
+}
 
 /// Where the application's lag figures come from: the state it keeps for
 /// tasks it does not process (learners, standbys) lags behind their
@@ -161,7 +182,7 @@ impl std::fmt::Debug for RevokeAck {
 /// Where the member is, as last published by its loop.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Status {
-    /// The host-issued member id, once joined.
+    /// The member id, once joined.
     pub member_id: Option<String>,
     pub member_epoch: i64,
     pub assignment: Assignment,
@@ -312,6 +333,7 @@ impl Member {
             observer,
             tracker: Tracker::new(),
             member_id: String::new(),
+            join_id: choose_member_id(),
             epoch: JOIN_EPOCH,
             interval: INTERVAL_BEFORE_JOIN,
             failures: 0,
@@ -343,6 +365,10 @@ struct Runner {
     tracker: Tracker,
     /// Empty until joined (and again before a rejoin).
     member_id: String,
+    /// The id the next join sends, the same for every retry of that join:
+    /// a retried join whose first attempt the host did handle is the same
+    /// member. A new one for each join after a removal or leave.
+    join_id: String,
     epoch: i64,
     interval: Duration,
     /// Failed heartbeats in a row.
@@ -428,7 +454,11 @@ impl Runner {
             .collect();
         let joining = self.member_id.is_empty();
         HeartbeatRequest {
-            member_id: self.member_id.clone(),
+            member_id: if joining {
+                self.join_id.clone()
+            } else {
+                self.member_id.clone()
+            },
             member_name: self.config.member_name.clone(),
             member_epoch: self.epoch,
             topics: joining.then(|| self.config.topics.clone()),
@@ -530,6 +560,15 @@ impl Runner {
                 }
                 Next::After(Duration::ZERO)
             }
+            Some(codes::FENCED) => {
+                // A join whose id the host has already removed (a retry
+                // that came after the member was expired): join anew.
+                if !self.tell(Event::Error(error)).await {
+                    return self.application_gone().await;
+                }
+                self.join_id = choose_member_id();
+                self.retry_later()
+            }
             Some(codes::UNKNOWN_MEMBER | codes::UNKNOWN_GROUP) if joined => {
                 // The slot is gone (expired, or the group deleted): every
                 // task may be elsewhere already. Start over as a new member.
@@ -553,8 +592,7 @@ impl Runner {
                 if is_static {
                     // A new incarnation of the name takes the slot with its
                     // tasks as they are: nothing is lost.
-                    self.member_id.clear();
-                    self.epoch = JOIN_EPOCH;
+                    self.forget_member_id();
                     self.publish();
                 } else {
                     if !self.lose_everything_but_id().await {
@@ -587,8 +625,7 @@ impl Runner {
     /// member id. Returns whether the application still listens.
     async fn lose_everything(&mut self) -> bool {
         let listening = self.lose_everything_but_id().await;
-        self.member_id.clear();
-        self.epoch = JOIN_EPOCH;
+        self.forget_member_id();
         self.publish();
         listening
     }
@@ -642,10 +679,16 @@ impl Runner {
                 break;
             }
         }
-        self.member_id.clear();
-        self.epoch = JOIN_EPOCH;
+        self.forget_member_id();
         self.publish();
         result
+    }
+
+    /// Out of the group: the next join is a new member, with a new id.
+    fn forget_member_id(&mut self) {
+        self.member_id.clear();
+        self.join_id = choose_member_id();
+        self.epoch = JOIN_EPOCH;
     }
 
     /// One request, shown to the observer.

@@ -50,6 +50,7 @@ pub const LEAVE_EPOCH: i64 = -1;
 /// `POST /v1/groups/{group}/heartbeat`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatRequest {
+    /// On join: the id the member chose (kept across retries of the join).
     pub member_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub member_name: Option<String>,

@@ -177,6 +177,18 @@ async fn assert_ended(events: &mut mpsc::Receiver<Event>) {
     }
 }
 
+/// The member id a join sent: one the member chose (`c-` and 32 hex
+/// digits), never empty.
+fn chosen_id(join: &Value) -> String {
+    let id = join["member_id"].as_str().expect("a member id").to_owned();
+    let hex = id.strip_prefix("c-").unwrap_or_else(|| panic!("{id:?}"));
+    assert!(
+        hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{id:?}"
+    );
+    id
+}
+
 fn owned(body: &Value) -> Value {
     body["owned"].clone()
 }
@@ -190,7 +202,9 @@ async fn a_join_carries_topics_name_and_capacity_and_later_beats_do_not() {
         .with_rack("az-1")
         .with_capacity(2);
     let (member, mut events) = Member::start(config, NoLags).unwrap();
-    let join = host.request(0).await;
+    let mut join = host.request(0).await;
+    chosen_id(&join);
+    join["member_id"] = json!("");
     assert_eq!(
         join,
         json!({
@@ -337,7 +351,11 @@ async fn a_fenced_dynamic_member_loses_its_tasks_and_rejoins_as_a_new_member() {
         Event::Fenced { rejoining: true }
     ));
     let rejoin = host.request(2).await;
-    assert_eq!(rejoin["member_id"], "");
+    assert_ne!(
+        chosen_id(&rejoin),
+        chosen_id(&host.request(0).await),
+        "a new member, with a new id"
+    );
     assert_eq!(rejoin["member_epoch"], 0);
     assert_eq!(rejoin["topics"], json!(["orders"]));
     assert_eq!(owned(&rejoin), json!([]));
@@ -391,6 +409,34 @@ async fn a_lost_answer_is_retried_with_the_same_epoch() {
     }
     assert_eq!(host.request(4).await["member_epoch"], 5);
     assert_eq!(member.assignment().active, set(&[0]), "nothing was lost");
+}
+
+#[tokio::test]
+async fn a_join_whose_answer_is_lost_is_retried_with_the_same_id() {
+    // The host handled the join but its answer came after the client gave
+    // up: the retry must be the same member, so it sends the same id.
+    let host = FakeHost::start(|index, request| match index {
+        0 => Reply::Late(Duration::from_secs(2), answer(&request.member_id, 0, &[])),
+        1 => Reply::Error(503, "unavailable"),
+        2 => Reply::Error(409, "fenced"),
+        _ => Reply::Ok(answer(&request.member_id, 1, &[0])),
+    })
+    .await;
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    match next_non_error(&mut events).await {
+        Event::Joined { member_id } => assert_eq!(member_id, chosen_id(&host.request(3).await)),
+        event => panic!("expected Joined, got {event:?}"),
+    }
+    let first = chosen_id(&host.request(0).await);
+    assert_eq!(
+        chosen_id(&host.request(1).await),
+        first,
+        "a timed-out join is retried as itself"
+    );
+    assert_eq!(chosen_id(&host.request(2).await), first);
+    // Answered `fenced` (the member was removed meanwhile): a new member.
+    assert_ne!(chosen_id(&host.request(3).await), first);
+    assert_eq!(member.assignment().active, set(&[0]));
 }
 
 #[tokio::test]
@@ -567,13 +613,10 @@ async fn an_unknown_member_loses_its_tasks_and_rejoins_with_its_name() {
     ));
     assert!(matches!(next_event(&mut events).await, Event::Lost(_)));
     let rejoin = host.request(2).await;
+    assert_ne!(chosen_id(&rejoin), chosen_id(&host.request(0).await));
     assert_eq!(
-        (
-            &rejoin["member_id"],
-            &rejoin["member_name"],
-            &rejoin["member_epoch"]
-        ),
-        (&json!(""), &json!("worker-a"), &json!(0))
+        (&rejoin["member_name"], &rejoin["member_epoch"]),
+        (&json!("worker-a"), &json!(0))
     );
     assert!(matches!(
         next_non_error(&mut events).await,
@@ -636,13 +679,10 @@ async fn a_stale_static_member_rejoins_with_its_name_and_keeps_its_tasks() {
         Event::Error(ClientError::Api { .. })
     ));
     let rejoin = host.request(2).await;
+    assert_ne!(chosen_id(&rejoin), chosen_id(&host.request(0).await));
     assert_eq!(
-        (
-            &rejoin["member_id"],
-            &rejoin["member_name"],
-            &rejoin["member_epoch"]
-        ),
-        (&json!(""), &json!("worker-a"), &json!(0))
+        (&rejoin["member_name"], &rejoin["member_epoch"]),
+        (&json!("worker-a"), &json!(0))
     );
     assert_eq!(owned(&rejoin), json!([["orders", 0]]), "it still holds 0");
     match next_event(&mut events).await {

@@ -642,3 +642,47 @@ fn a_second_process_with_one_name_waits_for_the_first_ones_lease() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A join whose answer is lost (the member's request timed out, the host
+/// had handled it) and is sent again with the id the member chose is one
+/// member, not two: before, each retry of a join was a new member, which
+/// under overload expired later and bumped the group again and again.
+#[test]
+fn a_join_retried_after_a_lost_answer_is_one_member() {
+    let server = Server::start(&common::scratch("serve-join-retry"), &[]);
+    let group = "retries";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 4}],
+        "assignor": "sticky",
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let join = json!({
+        "member_id": "c-0f6a4e21d9b54c0e8a7e9b1f3c2d4e5f",
+        "member_epoch": 0,
+        "topics": ["orders"],
+    });
+    let path = format!("/v1/groups/{group}/heartbeat");
+    let (status, first) = server.call("POST", &path, Some(&join));
+    assert_eq!(status, 200, "{first}");
+    // The first answer is lost; the member sends the same join again.
+    let (status, again) = server.call("POST", &path, Some(&join));
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(first["member_id"], join["member_id"]);
+    assert_eq!(again["member_id"], join["member_id"]);
+    let (status, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+    assert_eq!(status, 200);
+    let members = view["members"].as_array().expect("members");
+    assert_eq!(members.len(), 1, "{view}");
+    assert_eq!(members[0]["member_id"], join["member_id"]);
+    // An id that is not one is refused, and changes nothing.
+    let (status, error) = server.call(
+        "POST",
+        &path,
+        Some(&json!({"member_id": "not an id", "member_epoch": 0, "topics": ["orders"]})),
+    );
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"]["code"], "invalid_request");
+    let (_, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+    assert_eq!(view["members"].as_array().map(Vec::len), Some(1));
+}

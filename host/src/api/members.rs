@@ -16,10 +16,13 @@ use crate::runtime::Runtime;
 
 /// A member's heartbeat.
 ///
-/// Member epoch 0 with an empty member id joins (`topics` required); -1
-/// leaves (a static member keeps its slot until its registration timeout);
-/// anything else must be the member's epoch or the one before it (a lost
-/// response). The answer is the member's reconciled assignment: it may
+/// Member epoch 0 joins (`topics` required), with an empty member id (the
+/// host issues one) or with an id the member chose: sent again on a retry
+/// of the join, it is the same member, answered as a heartbeat (KIP-848);
+/// -1 leaves (a static member keeps its slot until its registration
+/// timeout); anything else must be the member's epoch or the one before it
+/// (a lost response). While the host runs late it answers with a longer
+/// `heartbeat_interval_ms` (backpressure) rather than expire members. The answer is the member's reconciled assignment: it may
 /// process `active`, must release `revoking` and report `owned` without
 /// them, and warms up `learner` and `standby` tasks.
 ///

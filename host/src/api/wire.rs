@@ -89,12 +89,17 @@ fn tuple_schema(
 }
 
 /// `POST /v1/groups/{group}/heartbeat`: a member joins (member epoch 0,
-/// empty member id), heartbeats (its member id and epoch), or leaves
-/// (member epoch -1).
+/// with an empty member id or one it chose), heartbeats (its member id and
+/// epoch), or leaves (member epoch -1).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
-    /// The member id the host gave; empty on join.
+    /// The member's id. On join (member epoch 0): empty, and the host
+    /// issues one; or an id the member chose (1 to 64 bytes of A-Z, a-z,
+    /// 0-9, '.', '_', '-'; e.g. a random UUID) and sends again if it
+    /// retries the join, which then answers as the same member (KIP-848).
+    /// After: the id of the join's answer.
+    #[schema(max_length = 64)]
     pub member_id: String,
     /// A static member's name: it keeps its tasks across restarts.
     #[serde(default)]

@@ -398,6 +398,20 @@ impl Ledger {
     fn active(&self, group: usize, member: u64, task: &Task, restoring: bool) {
         let mut ledger = lock(&self.groups[group]);
         let now = Instant::now();
+        // A grant the member's loop has already taken back: its worker
+        // hears of events after the loop publishes its status, and under
+        // load it lags behind; meanwhile the lease ran out or the host
+        // removed the member (`Lost`). The worker never processes the task
+        // (it checks `may_process` before every step): it is no owner, and
+        // its late `released` changes nothing.
+        if ledger
+            .statuses
+            .get(&member)
+            .is_some_and(|status| !status.borrow().may_process(task, now))
+        {
+            tracing::debug!(group, member, %task, "a grant taken back before the worker heard of it");
+            return;
+        }
         ledger.integrate(now);
         let before = ledger.counts();
         // An owner that may no longer process the task has stopped: its
@@ -958,11 +972,12 @@ mod tests {
         let ledger = Ledger::new(1);
         let (a, b) = (Task::new(TOPIC, 0), Task::new(TOPIC, 1));
         let now = Instant::now();
-        // Member 1 holds a and b; its lease ran out a second ago (stalled,
-        // removed by the host without knowing it). Member 3's lease runs.
+        // Member 1 was granted a; its lease then ran out a second ago
+        // (stalled, removed by the host without knowing it). Member 3's
+        // lease runs.
+        ledger.active(0, 1, &a, false);
         ledger.watch(0, 1, status(&[&a], now - Duration::from_secs(1)));
         ledger.watch(0, 3, status(&[&b], now + Duration::from_secs(60)));
-        ledger.active(0, 1, &a, false);
         ledger.active(0, 3, &b, false);
         ledger.active(0, 5, &b, false);
         assert_eq!(ledger.double_ownership(), 1, "b on 3 and 5: 3 may process");
@@ -988,6 +1003,38 @@ mod tests {
         ledger.active(0, 4, &a, false);
         assert_eq!(ledger.double_ownership(), 1);
         assert_eq!(ledger.lease_lapses(), 1);
+    }
+
+    #[test]
+    fn a_grant_the_members_loop_took_back_before_its_worker_heard_is_no_second_owner() {
+        // The overload report's "25 tasks active on two members": member 2
+        // was granted a task, then its lease ran out (or the host removed
+        // it) before its lagging worker took the grant in; the task went to
+        // member 1, whose lease runs. Member 2 may not process it: its
+        // late grant is not a double ownership.
+        let ledger = Ledger::new(1);
+        let a = Task::new(TOPIC, 0);
+        let now = Instant::now();
+        ledger.watch(0, 1, status(&[&a], now + Duration::from_secs(60)));
+        ledger.watch(0, 2, status(&[], now + Duration::from_secs(60)));
+        ledger.active(0, 1, &a, false);
+        ledger.active(0, 2, &a, true);
+        assert_eq!(ledger.double_ownership(), 0);
+        assert_eq!(
+            ledger.holding(0),
+            Holding {
+                ownerless: 0,
+                restoring: 0,
+                doubled: 0
+            }
+        );
+        // Its worker then hears it lost the task: nothing changes.
+        ledger.released(0, 2, std::slice::from_ref(&a));
+        assert_eq!(ledger.holding(0).ownerless, 0);
+        // A grant its loop still holds is counted, as a second owner.
+        ledger.watch(0, 3, status(&[&a], now + Duration::from_secs(60)));
+        ledger.active(0, 3, &a, false);
+        assert_eq!(ledger.double_ownership(), 1);
     }
 
     #[test]

@@ -19,6 +19,10 @@ use super::reconcile::MemberState;
 /// Bounds on what a request may carry, checked before anything changes.
 pub const GROUP_NAME_LEN_MAX: usize = 255;
 pub const MEMBER_NAME_LEN_MAX: usize = 255;
+/// A member-chosen member id (KIP-848: the client picks it, e.g. a random
+/// UUID, and keeps it across retries of its join) is 1 to this many bytes
+/// of `[A-Za-z0-9._-]`.
+pub const MEMBER_ID_LEN_MAX: usize = 64;
 pub const TOPICS_PER_GROUP_MAX: usize = 10_000;
 pub const PARTITIONS_PER_TOPIC_MAX: u32 = 100_000;
 pub const TASKS_PER_GROUP_MAX: u64 = 1_000_000;
@@ -40,6 +44,14 @@ pub const LEARNERS_PER_GROUP_MAX: u32 = 100_000;
 /// learners (which take tasks over once caught up). Only while the handoff
 /// lasts; the group's interval otherwise.
 pub const HANDOFF_HEARTBEAT_INTERVAL_MS: u64 = 100;
+/// Under backpressure (see [`HostLoad`]) a member is told to beat at
+/// least this many times the host's lateness apart: fewer requests until
+/// the host catches up.
+pub const BACKPRESSURE_FACTOR: u64 = 2;
+/// The longest interval backpressure asks for, as a fraction of the
+/// member's session (or registration) timeout: a member may still miss
+/// heartbeats before it expires.
+pub const BACKPRESSURE_TIMEOUT_DIVISOR: u64 = 4;
 /// The largest memory limit a binding may name (a guest is 32-bit).
 pub const MEMORY_MAX_MIB_MAX: u64 = 4096;
 
@@ -92,7 +104,8 @@ impl ProtocolError {
     }
 }
 
-/// The member epoch a heartbeat sends to join (with an empty member id).
+/// The member epoch a heartbeat sends to join (with an empty member id,
+/// for a host-issued one, or with the id the member chose).
 pub const JOIN_EPOCH: i64 = 0;
 /// The member epoch a heartbeat sends to leave (a static member's leave is
 /// temporary: its slot waits for its registration timeout).
@@ -102,7 +115,9 @@ pub const LEAVE_EPOCH: i64 = -1;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Heartbeat {
     pub group: String,
-    /// Empty on join (and only then).
+    /// On join: empty (the host issues an id) or the id the member chose
+    /// and keeps across retries of the join, so that a retried join is the
+    /// same member. After: the member's id.
     pub member_id: String,
     /// A static member's name (KIP-345 group instance id).
     pub member_name: Option<String>,
@@ -198,6 +213,17 @@ pub struct Output {
     pub assignor_calls: Vec<AssignorCall>,
 }
 
+/// What the host knows of its own lateness, passed in with the time: how
+/// far behind it runs (a tick that fired late, requests that waited to be
+/// served). A member is never expired or fenced for time the host itself
+/// was late, and while the host is late members are told to beat less
+/// often (backpressure) rather than being expired.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostLoad {
+    /// How late the host runs now, in ms (0: on time).
+    pub late_ms: u64,
+}
+
 /// Every group and its transient state.
 #[derive(Clone, Debug, Default)]
 pub struct Coordinator {
@@ -235,6 +261,22 @@ fn invalid<T>(message: String) -> Result<T, ProtocolError> {
 /// Checks a group config against the limits.
 /// Counts one failure of a group's bound assignor in its transient
 /// liveness, for the group's view and the retry backoff.
+/// Refuses a member-chosen id that is empty, too long or has characters
+/// outside `[A-Za-z0-9._-]` (host-issued ids, `m-` and hex, pass).
+fn check_member_id(member_id: &str) -> Result<(), ProtocolError> {
+    if member_id.is_empty()
+        || member_id.len() > MEMBER_ID_LEN_MAX
+        || !member_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return invalid(format!(
+            "member_id must be empty (the host issues one) or 1 to {MEMBER_ID_LEN_MAX} bytes of A-Z, a-z, 0-9, '.', '_', '-'"
+        ));
+    }
+    Ok(())
+}
+
 fn record_failure<'a>(
     liveness: &'a mut Liveness,
     group: &str,
@@ -483,12 +525,22 @@ impl Coordinator {
         );
     }
 
+    /// The next host-issued id: derived from the seed, the group and the
+    /// ids issued so far; one a member chose itself is skipped.
     fn next_member_id(&self, group: &Group) -> String {
         let mut h = splitmix(self.seed);
         for b in group.name.bytes() {
             h = splitmix(h ^ u64::from(b));
         }
-        format!("m-{:016x}", splitmix(h ^ group.member_ids_issued))
+        (0u64..)
+            .map(|k| {
+                format!(
+                    "m-{:016x}",
+                    splitmix(h ^ group.member_ids_issued.wrapping_add(k << 32))
+                )
+            })
+            .find(|id| group.slot_of(id).is_none() && !group.is_fenced(id))
+            .expect("an unused id among 2^64")
     }
 
     /// Creates a group or replaces its config. A change to the topics or
@@ -653,11 +705,22 @@ impl Coordinator {
         liveness.pending_since_ms.get_or_insert(now);
     }
 
-    /// Handles one member heartbeat.
+    /// Handles one member heartbeat, the host on time.
     pub fn heartbeat(
         &mut self,
         request: &Heartbeat,
         now: Millis,
+    ) -> Result<(HeartbeatResponse, Output), ProtocolError> {
+        self.heartbeat_loaded(request, now, HostLoad::default())
+    }
+
+    /// Handles one member heartbeat while the host runs `load.late_ms`
+    /// late: the member is told to beat less often (backpressure).
+    pub fn heartbeat_loaded(
+        &mut self,
+        request: &Heartbeat,
+        now: Millis,
+        load: HostLoad,
     ) -> Result<(HeartbeatResponse, Output), ProtocolError> {
         let group = self
             .groups
@@ -726,13 +789,22 @@ impl Coordinator {
             }
             None => None,
         };
+        if !request.member_id.is_empty() {
+            check_member_id(&request.member_id)?;
+        }
         let mut out = Output::default();
-        // A join is epoch 0 without a member id; a member that has not
-        // reached any target yet also sends epoch 0, with its id.
-        let joining = request.member_id.is_empty();
-        if joining && request.member_epoch != JOIN_EPOCH {
+        // A join is epoch 0 with no member id (the host issues one) or with
+        // an id the group does not know (the member chose it). Epoch 0 with
+        // a current id is a retried join (its answer was lost) or a member
+        // that has not reached any target yet: the same member, answered
+        // as a heartbeat, whatever epoch its slot is at.
+        if request.member_id.is_empty() && request.member_epoch != JOIN_EPOCH {
             return invalid("a request without a member id must join with member epoch 0".into());
         }
+        let joining = request.member_epoch == JOIN_EPOCH
+            && (request.member_id.is_empty()
+                || (group.slot_of(&request.member_id).is_none()
+                    && !group.is_fenced(&request.member_id)));
         let slot = match request.member_epoch {
             JOIN_EPOCH if joining => self.join(request, topics, now, &mut out)?,
             LEAVE_EPOCH => {
@@ -766,8 +838,11 @@ impl Coordinator {
                 let group = &self.groups[&request.group];
                 let held = group.holdings.member(&slot).cloned().unwrap_or_default();
                 // A member may be one epoch behind (its last response was
-                // lost); anything else is stale.
-                if sent as u64 != held.epoch && sent as u64 != held.previous_epoch {
+                // lost), or retry its join (epoch 0); anything else is stale.
+                if sent != JOIN_EPOCH
+                    && sent as u64 != held.epoch
+                    && sent as u64 != held.previous_epoch
+                {
                     return Err(ProtocolError::StaleEpoch {
                         sent,
                         current: held.epoch,
@@ -826,7 +901,7 @@ impl Coordinator {
         self.reconcile_slot(&request.group, &slot, owned.as_ref(), now, &mut out);
         self.maybe_call_assignor(&request.group, now, &mut out);
         self.snapshot_if_stable(&request.group, &mut out);
-        let response = self.response(&request.group, &slot, now);
+        let response = self.response(&request.group, &slot, now, load);
         let lease_end = now.saturating_add(response.lease_ms);
         let liveness = self
             .liveness
@@ -839,7 +914,13 @@ impl Coordinator {
 
     /// What a member is told: its reconciled assignment and its target's
     /// learners and standbys.
-    fn response(&self, group_name: &str, slot: &str, now: Millis) -> HeartbeatResponse {
+    fn response(
+        &self,
+        group_name: &str,
+        slot: &str,
+        now: Millis,
+        load: HostLoad,
+    ) -> HeartbeatResponse {
         let group = &self.groups[group_name];
         let mut held = group.holdings.member(slot).cloned().unwrap_or_default();
         let target = group.target_of(slot);
@@ -891,6 +972,13 @@ impl Coordinator {
             heartbeat_interval_ms =
                 heartbeat_interval_ms.min(due_ms.max(HANDOFF_HEARTBEAT_INTERVAL_MS));
         }
+        // Backpressure: a late host asks for fewer heartbeats, never so few
+        // that the member could miss its timeout.
+        let pressure_ms = load
+            .late_ms
+            .saturating_mul(BACKPRESSURE_FACTOR)
+            .min(member_timeout_ms(&group.config, member) / BACKPRESSURE_TIMEOUT_DIVISOR);
+        heartbeat_interval_ms = heartbeat_interval_ms.max(pressure_ms);
         HeartbeatResponse {
             member_id: member.member_id.clone(),
             member_epoch: held.epoch,
@@ -906,7 +994,7 @@ impl Coordinator {
             standby: target.standby,
             draining: member.draining,
             drained,
-            lease_ms: self.lease_ms(group_name, slot, now),
+            lease_ms: self.lease_ms(group_name, slot, now, heartbeat_interval_ms),
         }
     }
 
@@ -937,21 +1025,15 @@ impl Coordinator {
     /// dropped. A member that stops processing once this long has passed
     /// since it *sent* the heartbeat stops before the host can give its
     /// tasks to anyone else, however long it was stalled.
-    fn lease_ms(&self, group_name: &str, slot: &str, now: Millis) -> u64 {
+    /// `interval_ms` is the heartbeat interval of this answer: the margin
+    /// for a revocation at the next heartbeat is at least that long (under
+    /// backpressure it is longer than the group's interval).
+    fn lease_ms(&self, group_name: &str, slot: &str, now: Millis, interval_ms: u64) -> u64 {
         let group = &self.groups[group_name];
         let config = &group.config;
         let member = &group.members[slot];
         let liveness = self.liveness.get(group_name);
-        let session_ms = if member.name.is_some() {
-            // A nameless join into a stable group may drop the name map
-            // right after this answer: the member then expires as a
-            // dynamic one, after the session timeout.
-            config
-                .registration_timeout_ms
-                .min(config.session_timeout_ms)
-        } else {
-            config.session_timeout_ms
-        };
+        let session_ms = member_timeout_ms(config, member);
         let last_seen = liveness
             .and_then(|l| l.last_seen_ms.get(slot).copied())
             .unwrap_or(now);
@@ -968,7 +1050,7 @@ impl Coordinator {
             // this one: the gap between the two is the margin here.
             removal = removal.min(
                 now.saturating_add(config.expansion_timeout_ms)
-                    .saturating_add(config.heartbeat_interval_ms),
+                    .saturating_add(config.heartbeat_interval_ms.max(interval_ms)),
             );
         }
         let drain_started = if member.draining {
@@ -1203,7 +1285,11 @@ impl Coordinator {
         let group_name = request.group.clone();
         let group = &self.groups[&group_name];
         let name = request.member_name.clone().filter(|_| !group.dynamic_only);
-        let member_id = self.next_member_id(group);
+        let member_id = if request.member_id.is_empty() {
+            self.next_member_id(group)
+        } else {
+            request.member_id.clone()
+        };
         let member = Member {
             member_id,
             name: name.clone(),
@@ -1538,8 +1624,18 @@ impl Coordinator {
     }
 
     /// Advances timers: expired members, members that did not release in
-    /// time, and batches whose expansion timeout has passed.
+    /// time, and batches whose expansion timeout has passed; the host on
+    /// time.
     pub fn tick(&mut self, now: Millis) -> Output {
+        self.tick_loaded(now, HostLoad::default())
+    }
+
+    /// [`Coordinator::tick`] while the host runs `load.late_ms` late: a
+    /// member's silence is judged at `now - late_ms`, since its heartbeats
+    /// of that time may still wait to be served (the tick itself fired
+    /// late, requests queued). Leases are still judged at `now`.
+    pub fn tick_loaded(&mut self, now: Millis, load: HostLoad) -> Output {
+        let judged = now.saturating_sub(load.late_ms);
         let mut out = Output::default();
         let names: Vec<String> = self.groups.keys().cloned().collect();
         for name in names {
@@ -1562,7 +1658,7 @@ impl Coordinator {
                         .draining_since_ms
                         .entry(slot.clone())
                         .or_insert(now);
-                    if now >= since.saturating_add(group.config.scale_down_timeout_ms) {
+                    if judged >= since.saturating_add(group.config.scale_down_timeout_ms) {
                         expired.push((slot.clone(), RemovalReason::DrainTimedOut));
                         continue;
                     }
@@ -1573,14 +1669,15 @@ impl Coordinator {
                 } else {
                     group.config.session_timeout_ms
                 };
-                if now >= last.saturating_add(timeout) {
+                if judged >= last.saturating_add(timeout) {
                     expired.push((slot.clone(), RemovalReason::Expired));
                 } else if liveness.revoking_since_ms.get(slot).is_some_and(|&since| {
                     // The member can only report the release on a later
                     // heartbeat: one interval of grace on top.
-                    now >= since
-                        .saturating_add(group.config.expansion_timeout_ms)
-                        .saturating_add(group.config.heartbeat_interval_ms)
+                    judged
+                        >= since
+                            .saturating_add(group.config.expansion_timeout_ms)
+                            .saturating_add(group.config.heartbeat_interval_ms)
                 }) {
                     expired.push((slot.clone(), RemovalReason::Fenced));
                 }
@@ -1611,6 +1708,21 @@ impl Coordinator {
             self.maybe_call_assignor(&name, now, &mut out);
         }
         out
+    }
+}
+
+/// How long a silent member keeps its tasks at most, as far as one answer
+/// can know: a static member's registration timeout (a nameless join into
+/// a stable group may drop the name map right after the answer: the member
+/// then expires as a dynamic one, after the session timeout), a dynamic
+/// member's session timeout.
+fn member_timeout_ms(config: &GroupConfig, member: &Member) -> u64 {
+    if member.name.is_some() {
+        config
+            .registration_timeout_ms
+            .min(config.session_timeout_ms)
+    } else {
+        config.session_timeout_ms
     }
 }
 

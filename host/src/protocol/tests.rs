@@ -1787,3 +1787,126 @@ fn a_static_member_that_left_is_back_with_its_tasks_at_once() {
     let back = h.join(Some("w"));
     assert_eq!(back.active, old.active);
 }
+
+/// A join with the id the member chose.
+fn join_as(member_id: &str, name: Option<&str>) -> Heartbeat {
+    Heartbeat {
+        member_id: member_id.into(),
+        ..Heartbeat::join(GROUP, name, vec!["orders".into()])
+    }
+}
+
+#[test]
+fn a_join_retried_with_the_id_the_member_chose_is_the_same_member() {
+    let mut h = Harness::new(4);
+    let first = h.send(join_as("c-0123456789abcdef", None)).unwrap();
+    assert_eq!(first.member_id, "c-0123456789abcdef");
+    let mark = h.log.len();
+    // Its answer was lost: the member sends the same join again, and is
+    // answered as the same member; nothing is recorded.
+    let again = h.send(join_as("c-0123456789abcdef", None)).unwrap();
+    assert_eq!(again, first);
+    assert_eq!(h.records_since(mark), &[]);
+    assert_eq!(h.core.group(GROUP).unwrap().members.len(), 1);
+    // Later too, after its slot got tasks (epoch past 0): the same member,
+    // with its assignment.
+    h.at(EXPANSION_MS);
+    let mut members = vec![again];
+    h.settle(&mut members);
+    assert_eq!(members[0].active, tasks(0..4));
+    let retried = h.send(join_as("c-0123456789abcdef", None)).unwrap();
+    assert_eq!(retried.member_epoch, members[0].member_epoch);
+    assert_eq!(retried.active, tasks(0..4));
+    assert_eq!(h.core.group(GROUP).unwrap().members.len(), 1);
+    // A static member's retried join keeps its incarnation (and fences
+    // nobody).
+    let named = h.send(join_as("c-named", Some("w"))).unwrap();
+    let mark = h.log.len();
+    assert_eq!(h.send(join_as("c-named", Some("w"))).unwrap(), named);
+    assert_eq!(h.records_since(mark), &[]);
+    // A host-issued id is never one a member chose.
+    let issued = h.join(None);
+    assert!(issued.member_id.starts_with("m-"), "{issued:?}");
+    assert_eq!(h.core.group(GROUP).unwrap().members.len(), 3);
+}
+
+#[test]
+fn a_join_whose_chosen_id_was_removed_is_fenced_and_a_bad_id_refused() {
+    let mut h = Harness::new(4);
+    let member = h.send(join_as("c-gone", None)).unwrap();
+    let leave = Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&member)
+    };
+    h.send(leave).unwrap();
+    // A retry of the join that comes after the leave must not bring the
+    // member back.
+    assert!(matches!(
+        h.send(join_as("c-gone", None)),
+        Err(ProtocolError::Fenced { .. })
+    ));
+    let mark = h.log.len();
+    let long = "x".repeat(65);
+    for bad in ["has space", "a/b", "static:w", long.as_str(), "é"] {
+        let error = h.send(join_as(bad, None)).unwrap_err();
+        assert_eq!(error.code(), "invalid_request", "{bad:?}: {error}");
+    }
+    assert_eq!(h.records_since(mark), &[]);
+    assert!(h.core.group(GROUP).unwrap().members.is_empty());
+}
+
+#[test]
+fn a_member_is_not_expired_for_the_time_the_host_itself_was_late() {
+    use super::core::HostLoad;
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    // The host stalls past the member's session timeout: the member's
+    // heartbeats of that time wait in the queue. The tick at the end of
+    // the stall knows how late it is and expires nobody.
+    let stall_end = 1_000 + SESSION_MS + 5_000;
+    h.now = stall_end;
+    let late = HostLoad {
+        late_ms: SESSION_MS + 5_000,
+    };
+    let out = h.core.tick_loaded(stall_end, late);
+    assert!(out.records.is_empty(), "{:?}", out.records);
+    h.absorb(out);
+    // Its queued heartbeat is served next: the member is still in the
+    // group, with its tasks, and is told to beat less often, within its
+    // lease and well within its session timeout.
+    let (answer, out) = h
+        .core
+        .heartbeat_loaded(
+            &Heartbeat {
+                owned: Some(members[0].active.iter().cloned().collect()),
+                ..request_from(&members[0])
+            },
+            stall_end,
+            HostLoad { late_ms: 1_000 },
+        )
+        .unwrap();
+    h.absorb(out);
+    assert_eq!(answer.active, tasks(0..4));
+    assert_eq!(answer.heartbeat_interval_ms, 2_000);
+    assert!(answer.lease_ms > answer.heartbeat_interval_ms, "{answer:?}");
+    let capped = h
+        .core
+        .heartbeat_loaded(
+            &request_from(&answer),
+            stall_end,
+            HostLoad { late_ms: 60_000 },
+        )
+        .unwrap()
+        .0;
+    assert_eq!(capped.heartbeat_interval_ms, SESSION_MS / 4);
+    assert!(capped.lease_ms > capped.heartbeat_interval_ms, "{capped:?}");
+    // A member that really went silent still expires: the lateness is
+    // taken off its silence, not forgiven for ever.
+    let out = h
+        .core
+        .tick_loaded(stall_end + SESSION_MS + 1_000, HostLoad { late_ms: 1_000 });
+    h.absorb(out);
+    assert!(h.core.group(GROUP).unwrap().members.is_empty());
+}

@@ -12,10 +12,16 @@
 //!    path, and their answers go back into the core (whose output is
 //!    handled the same way).
 //!
+//! It also measures how late it runs itself (ticks that fire after their
+//! deadline, heartbeats that wait for the core) and hands that to the core
+//! with every tick and heartbeat, so that members are not expired for the
+//! host's own lateness and are told to beat less often instead.
+//!
 //! It knows nothing of HTTP: the `api` module maps its results and errors.
 
 mod assignors;
 mod clock;
+mod lateness;
 mod member_token;
 pub mod observe;
 mod preview;
@@ -31,6 +37,7 @@ use crate::protocol::group::{BindingSpec, GroupConfig, Millis};
 use crate::registry::{Entry, Registry, RegistryError, Resolved};
 
 pub use clock::Clock;
+pub use lateness::Lateness;
 pub use member_token::{AdmissionPolicy, MemberTokenChange};
 pub use preview::Preview;
 pub use sink::{CountingSink, PersistError, RecordQueue, RecordSink};
@@ -121,6 +128,8 @@ pub struct Runtime {
     calls_finished: AtomicU64,
     /// Rebalances in progress, fed every record under the core's lock.
     rebalances: Mutex<observe::Rebalances>,
+    /// How late the host runs (see [`Lateness`]).
+    lateness: Lateness,
 }
 
 impl Runtime {
@@ -162,6 +171,7 @@ impl Runtime {
             calls_in_flight: AtomicU64::new(0),
             calls_finished: AtomicU64::new(0),
             rebalances: Mutex::default(),
+            lateness: Lateness::default(),
         })
     }
 
@@ -179,6 +189,11 @@ impl Runtime {
     /// The clock every core call is given.
     pub fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    /// How late the host runs, as the core is told.
+    pub fn lateness(&self) -> &Lateness {
+        &self.lateness
     }
 
     /// Assignor calls started and not yet answered.
@@ -380,14 +395,17 @@ impl Runtime {
         request: &Heartbeat,
         member_token_sha256: Option<&str>,
     ) -> Result<HeartbeatResponse, RuntimeError> {
+        let arrived = self.clock.now();
         self.execute(|core, now| {
+            // A heartbeat that waited for the core: the host runs late.
+            self.lateness.observe(now.saturating_sub(arrived), now);
             self.admission.admit(
                 core.group(&request.group),
                 request,
                 member_token_sha256,
                 now,
             )?;
-            Ok(core.heartbeat(request, now)?)
+            Ok(core.heartbeat_loaded(request, now, self.lateness.load(now))?)
         })
         .await
     }
@@ -402,9 +420,11 @@ impl Runtime {
         .await
     }
 
-    /// Advances the core's timers once.
+    /// Advances the core's timers once, judging members' silence with the
+    /// host's lateness taken off.
     pub async fn tick(self: &Arc<Self>) -> Result<(), RuntimeError> {
-        self.execute(|core, now| Ok(((), core.tick(now)))).await
+        self.execute(|core, now| Ok(((), core.tick_loaded(now, self.lateness.load(now)))))
+            .await
     }
 
     /// Scans the core once (under its lock) and sets the group and member
@@ -419,7 +439,9 @@ impl Runtime {
 
     /// Ticks every `period` until the runtime is dropped (the task holds no
     /// strong reference) or the task is aborted; refreshes the gauges at
-    /// most once a second, after a tick.
+    /// most once a second, after a tick. A tick that fires after its
+    /// deadline tells the runtime it runs late (a stalled process, starved
+    /// workers).
     pub fn spawn_ticker(self: &Arc<Self>, period: Duration) -> tokio::task::JoinHandle<()> {
         let weak: Weak<Runtime> = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -428,10 +450,12 @@ impl Runtime {
             let mut failing = false;
             let mut scanned: Option<Instant> = None;
             loop {
-                interval.tick().await;
+                let deadline = interval.tick().await;
                 let Some(runtime) = weak.upgrade() else {
                     return;
                 };
+                let late_ms = u64::try_from(deadline.elapsed().as_millis()).unwrap_or(u64::MAX);
+                runtime.lateness.observe(late_ms, runtime.clock.now());
                 match runtime.tick().await {
                     Ok(()) => failing = false,
                     Err(error) if !failing => {

@@ -52,6 +52,10 @@ pub struct SimMember {
     pub name: Option<String>,
     /// Empty until a join is answered (and again after a rejoin is needed).
     pub member_id: String,
+    /// The id its joins send: one it chose (KIP-848), the same for every
+    /// retry of the join, or empty for a host-issued one. A join whose
+    /// answer is lost is sent again with it, and is the same member.
+    pub join_id: String,
     pub epoch: i64,
     pub topics: BTreeSet<String>,
     /// A subscription change to send until the host acknowledges it.
@@ -98,6 +102,7 @@ impl SimMember {
             label,
             name,
             member_id: String::new(),
+            join_id: String::new(),
             epoch: 0,
             topics,
             pending_topics: None,
@@ -266,7 +271,11 @@ impl SimMember {
     fn base(&self, group: &str) -> Heartbeat {
         Heartbeat {
             group: group.to_owned(),
-            member_id: self.member_id.clone(),
+            member_id: if self.member_id.is_empty() {
+                self.join_id.clone()
+            } else {
+                self.member_id.clone()
+            },
             member_name: self.name.clone(),
             member_epoch: JOIN_EPOCH,
             topics: None,
@@ -369,9 +378,11 @@ impl SimMember {
     }
 
     /// The host no longer knows this incarnation (fenced, unknown, stale
-    /// epoch): stop processing everything and join again.
-    pub fn reset(&mut self, now: Millis) {
+    /// epoch): stop processing everything and join again, with
+    /// `join_id` (a new one: the old one may be fenced).
+    pub fn reset(&mut self, now: Millis, join_id: String) {
         self.member_id.clear();
+        self.join_id = join_id;
         self.epoch = 0;
         self.active.clear();
         self.revoking.clear();

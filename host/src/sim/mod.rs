@@ -91,6 +91,9 @@ pub struct Stats {
     /// its answers lost) and stopped processing them.
     pub leases_lapsed: u64,
     pub configs: u64,
+    /// Host stalls (nothing served for a while, then the host reports
+    /// itself late).
+    pub host_stalls: u64,
     /// Schedules whose group, without churn, became stable but never
     /// stopped moving tasks through learners (a liveness finding about the
     /// assignor, not a breach of the invariants).
@@ -115,6 +118,7 @@ impl Stats {
         self.lost_responses += other.lost_responses;
         self.leases_lapsed += other.leases_lapsed;
         self.configs += other.configs;
+        self.host_stalls += other.host_stalls;
         self.unsettled += other.unsettled;
     }
 }

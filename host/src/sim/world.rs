@@ -12,7 +12,9 @@ use super::check::{self, Belief, tasks_str};
 use super::member::{SimMember, Status};
 use super::rng::Rng;
 use super::{Fault, Options, Report, Stats, Violation};
-use crate::protocol::core::{AssignorCall, Coordinator, LEAVE_EPOCH, Output, ProtocolError};
+use crate::protocol::core::{
+    AssignorCall, Coordinator, HostLoad, LEAVE_EPOCH, Output, ProtocolError,
+};
 use crate::protocol::group::{
     Group, GroupConfig, LearnerMode, Liveness, Millis, Record, RemovalReason, TopicConfig,
 };
@@ -29,6 +31,10 @@ const TOPIC_NAMES: [&str; 4] = ["t0", "t1", "t2", "t3"];
 /// Probability that an assignor call fails on purpose (outside the quiet
 /// phase): the group keeps its last target and retries.
 const ASSIGNOR_FAILURE_P: f64 = 0.02;
+
+/// Probability that a process chooses its member id (KIP-848) rather than
+/// leaving it to the host.
+const CHOSEN_ID_P: f64 = 0.75;
 
 /// Runs a built-in assignor through the SDK harness: input checked, called
 /// natively, answer validated, as the host's sandbox would.
@@ -153,6 +159,13 @@ pub struct World {
     calls: Vec<PendingCall>,
     next_tick_ms: Millis,
     names_issued: u32,
+    /// Member ids chosen so far (each process's joins draw a fresh one).
+    join_ids_drawn: u64,
+    /// The host's last stall, `(start, end)`: nothing is served inside it;
+    /// what was due is served at its end, and the host then reports itself
+    /// late (as the runtime measures it: the stall's length, falling by
+    /// half the time since its end).
+    stall: Option<(Millis, Millis)>,
     quiet: bool,
     stats: Stats,
     trace: Option<Vec<String>>,
@@ -180,6 +193,8 @@ impl World {
             calls: Vec::new(),
             next_tick_ms: 0,
             names_issued: 0,
+            join_ids_drawn: 0,
+            stall: None,
             quiet: false,
             stats: Stats::default(),
             trace: options.trace.then(Vec::new),
@@ -342,9 +357,37 @@ impl World {
         member.interval_ms = self.group().config.heartbeat_interval_ms;
         member.keep_revoked = self.fault == Some(Fault::KeepRevoked) && pid % 3 == 1;
         member.store = store;
+        member.join_id = self.draw_join_id(pid);
         self.note(|_| format!("spawn {}", member.label()));
         self.processes.push(member);
         pid
+    }
+
+    /// The id process `pid`'s next joins send: chosen, or empty (the host
+    /// issues one).
+    fn draw_join_id(&mut self, pid: usize) -> String {
+        if !self.rng.chance(CHOSEN_ID_P) {
+            return String::new();
+        }
+        self.join_ids_drawn += 1;
+        format!("c-{pid}.{}", self.join_ids_drawn)
+    }
+
+    /// Inside a host stall nothing is served: what is due waits for its
+    /// end, in order.
+    fn wait_out_stall(&mut self) {
+        if let Some((_, end)) = self.stall {
+            self.now = self.now.max(end);
+        }
+    }
+
+    /// How late the host reports itself: after a stall of D, D falling by
+    /// half the time since the stall ended (the runtime's `Lateness`).
+    fn host_load(&self) -> HostLoad {
+        let late_ms = self.stall.map_or(0, |(start, end)| {
+            (end - start).saturating_sub(self.now.saturating_sub(end) / 2)
+        });
+        HostLoad { late_ms }
     }
 
     fn configure(&mut self, config: GroupConfig) -> Result<(), Violation> {
@@ -507,6 +550,7 @@ impl World {
             .min_by_key(|p| (p.next_beat_ms, p.pid))
             .map(|p| (p.next_beat_ms, p.pid));
         let tick = self.next_tick_ms;
+        self.wait_out_stall();
         match (call, beat) {
             (Some((due, i)), _) if due <= tick && beat.is_none_or(|(b, _)| due <= b) => {
                 self.now = self.now.max(due);
@@ -524,9 +568,10 @@ impl World {
     }
 
     fn tick(&mut self) -> Result<(), Violation> {
+        self.wait_out_stall();
         self.step += 1;
         self.note(|_| "tick".into());
-        let out = self.core.tick(self.now);
+        let out = self.core.tick_loaded(self.now, self.host_load());
         self.absorb(out)?;
         let interval = self.group().config.heartbeat_interval_ms;
         self.next_tick_ms = self.now + self.rng.range(interval / 3, interval);
@@ -573,6 +618,7 @@ impl World {
 
     /// One heartbeat (join, heartbeat or leave) of process `pid`.
     fn beat(&mut self, pid: usize) -> Result<(), Violation> {
+        self.wait_out_stall();
         let now = self.now;
         let configured = self.configured_topics();
         let process = &mut self.processes[pid];
@@ -590,6 +636,7 @@ impl World {
                 tasks_str(process.revoking.keys())
             )
         });
+        let joining = process.member_id.is_empty();
         let request = process.request(GROUP, &configured, now);
         let label = process.label().to_owned();
         if let Some(line) = lease_over {
@@ -599,9 +646,7 @@ impl World {
         let leaving = request.member_epoch == LEAVE_EPOCH;
         // Invariant 3 applies to a new incarnation of a static slot that
         // still exists, with the same subscription.
-        let static_return = request
-            .member_id
-            .is_empty()
+        let static_return = joining
             .then_some(())
             .and(request.member_name.as_ref())
             .and_then(|name| {
@@ -617,14 +662,15 @@ impl World {
                 .then(|| (slot, group.clone()))
             });
         self.step += 1;
-        let result = self.core.heartbeat(&request, now);
+        let result = self.core.heartbeat_loaded(&request, now, self.host_load());
         let lost = !self.quiet && !leaving && self.rng.chance(self.scenario.lost_response_p);
         self.note(|_| {
             let kind = if leaving {
                 "leave".to_owned()
-            } else if request.member_id.is_empty() {
+            } else if joining {
                 format!(
-                    "join topics={:?}",
+                    "join {:?} topics={:?}",
+                    request.member_id,
                     request.topics.clone().unwrap_or_default()
                 )
             } else {
@@ -693,10 +739,13 @@ impl World {
                     match error {
                         ProtocolError::Fenced { .. }
                         | ProtocolError::UnknownMember(..)
-                        | ProtocolError::StaleEpoch { .. } => process.reset(now),
+                        | ProtocolError::StaleEpoch { .. } => {
+                            let join_id = self.draw_join_id(pid);
+                            self.processes[pid].reset(now, join_id);
+                        }
                         // Another process has the name: stop, as the client
                         // library does (a rejoin would fence the other one).
-                        ProtocolError::Replaced { .. } => process.stop(Status::Gone),
+                        ProtocolError::Replaced { .. } => self.processes[pid].stop(Status::Gone),
                         other => {
                             return Err(self.violation(format!(
                                 "{label}: the host refused a request the client may send: {other} ({request:?})"
@@ -787,6 +836,7 @@ impl World {
             any(&joined, 2),
             any(&joined, 2),
             any(&joined, 2),
+            2,
             2,
         ];
         match self.rng.weighted(&weights) {
@@ -888,7 +938,18 @@ impl World {
                 self.processes[pid].pending_topics = Some(topics);
                 Ok(())
             }
-            _ => self.tick(),
+            11 => self.tick(),
+            _ => {
+                // The host stalls (a GC-like pause, starved of CPU, its
+                // requests queued): nothing is served until the end.
+                let session = self.group().config.session_timeout_ms;
+                let start = self.now;
+                let end = start + self.rng.range(1, 2 * session);
+                self.note(|_| format!("the host stalls until {end}"));
+                self.stats.host_stalls += 1;
+                self.stall = Some((start, end));
+                Ok(())
+            }
         }
     }
 

@@ -1,0 +1,86 @@
+//! How late the host runs: the facts the runtime measures about its own
+//! lateness (a tick that fired after its deadline, a heartbeat that waited
+//! before the core could take it), kept as one level that decays as the
+//! host catches up. The core is handed the level with every tick and
+//! heartbeat ([`HostLoad`]); it decides what follows (no expiry for the
+//! host's own lateness, longer heartbeat intervals). Nothing here touches
+//! the core.
+
+use std::sync::Mutex;
+
+use crate::protocol::core::HostLoad;
+use crate::protocol::group::Millis;
+
+/// Lateness under this is scheduling jitter, not a late host.
+pub const LATE_MS_MIN: u64 = 20;
+/// A lateness of L is still reported, decaying, for `L * LATE_DECAY_FACTOR`
+/// after it was seen: the heartbeats queued behind a stall take about
+/// that long to be served.
+const LATE_DECAY_FACTOR: u64 = 2;
+
+/// The decaying lateness level.
+#[derive(Debug, Default)]
+pub struct Lateness {
+    /// The level and the time it was last raised.
+    level: Mutex<(Millis, Millis)>,
+}
+
+impl Lateness {
+    /// Something ran `late_ms` after it should have, seen at `now`.
+    pub fn observe(&self, late_ms: u64, now: Millis) {
+        if late_ms < LATE_MS_MIN {
+            return;
+        }
+        let mut level = self.level.lock().unwrap_or_else(|e| e.into_inner());
+        let current = decayed(*level, now);
+        if late_ms >= current {
+            if current < LATE_MS_MIN {
+                tracing::warn!(
+                    late_ms,
+                    "the host runs late: members are not expired for it, and are told to beat less often"
+                );
+            }
+            *level = (late_ms, now);
+        }
+    }
+
+    /// How late the host runs now.
+    pub fn late_ms(&self, now: Millis) -> u64 {
+        let level = *self.level.lock().unwrap_or_else(|e| e.into_inner());
+        decayed(level, now)
+    }
+
+    /// The load fact for a core call at `now`.
+    pub fn load(&self, now: Millis) -> HostLoad {
+        HostLoad {
+            late_ms: self.late_ms(now),
+        }
+    }
+}
+
+/// The level `(late_ms, at)` at `now`: falls linearly to 0 over
+/// `late_ms * LATE_DECAY_FACTOR`.
+fn decayed((late_ms, at): (Millis, Millis), now: Millis) -> u64 {
+    let elapsed = now.saturating_sub(at);
+    late_ms.saturating_sub(elapsed / LATE_DECAY_FACTOR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lateness_is_reported_and_decays_to_nothing_over_twice_its_length() {
+        let lateness = Lateness::default();
+        lateness.observe(LATE_MS_MIN - 1, 0);
+        assert_eq!(lateness.late_ms(0), 0, "jitter is not lateness");
+        lateness.observe(1_000, 10_000);
+        assert_eq!(lateness.late_ms(10_000), 1_000);
+        assert_eq!(lateness.late_ms(11_000), 500);
+        // A smaller lateness does not lower the level.
+        lateness.observe(100, 11_000);
+        assert_eq!(lateness.late_ms(11_000), 500);
+        assert_eq!(lateness.late_ms(12_000), 0);
+        assert_eq!(lateness.load(12_000), HostLoad { late_ms: 0 });
+    }
+}
