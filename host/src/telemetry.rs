@@ -198,6 +198,12 @@ pub const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         Unit::Count,
         "Records appended to the record log",
     ),
+    (
+        "assignd_log_maintenance_failures_total",
+        Kind::Counter,
+        Unit::Count,
+        "Record log maintenance steps that failed and will be retried (compaction, roll: a new segment, head: updating HEAD); appends go on",
+    ),
 ];
 
 /// Every family's help line and unit, once, at install; and every series
@@ -246,4 +252,7 @@ fn describe() {
         let _ = metrics::histogram!(name);
     }
     metrics::counter!("assignd_log_records_total").absolute(0);
+    for step in crate::log::MAINTENANCE_STEPS {
+        metrics::counter!("assignd_log_maintenance_failures_total", "step" => *step).absolute(0);
+    }
 }

@@ -252,7 +252,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             .await
             .map_err(|rejection| match rejection.status() {
                 StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
-                _ => ApiError::InvalidJson(rejection.body_text()),
+                _ => {
+                    ApiError::body_failed(&rejection, ApiError::InvalidJson(rejection.body_text()))
+                }
             })?;
         // A key twice in one object is refused, at every depth: serde_json
         // keeps the last for a map, so `{"member_token": "…",

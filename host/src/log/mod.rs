@@ -14,7 +14,7 @@ pub mod segment;
 pub mod writer;
 
 pub use segment::{LogError, Scan, ScanMode, SegmentKind, lock, log_dir, recover, scan, scan_into};
-pub use writer::{FsyncPolicy, LogSink, LogStats};
+pub use writer::{FsyncPolicy, LogSink, LogStats, MAINTENANCE_STEPS};
 
 #[cfg(test)]
 mod tests;

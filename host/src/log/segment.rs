@@ -113,8 +113,10 @@ pub fn lock(dir: &Path) -> Result<File, LogError> {
 /// How the log creates (or opens for writing) every file it makes: its
 /// segments, `HEAD`, `LOCK`. The one place to set their permissions.
 pub(super) fn file_options() -> OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
     let mut options = OpenOptions::new();
-    options.write(true).create(true);
+    // The log holds every group's state: readable by its owner only.
+    options.write(true).create(true).mode(0o600);
     options
 }
 

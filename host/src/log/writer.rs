@@ -119,6 +119,11 @@ struct Inner {
     compaction_bytes_min: u64,
 }
 
+/// The maintenance steps, as `assignd_log_maintenance_failures_total`'s
+/// `step` label names them: a compaction, a roll to a new segment, and an
+/// update of HEAD.
+pub const MAINTENANCE_STEPS: &[&str] = &["compaction", "roll", "head"];
+
 /// How a maintenance step failed.
 enum Step {
     /// The log is whole as it is: go on appending, retry later.
@@ -303,11 +308,14 @@ impl LogSink {
                 .compaction_bytes_min
                 .max(compacted.saturating_mul(COMPACTION_GROWTH_FACTOR))
         {
-            ("compaction", self.compact(inner))
+            (MAINTENANCE_STEPS[0], self.compact(inner))
         } else if inner.segment_bytes >= SEGMENT_BYTES_MAX {
-            ("roll", self.roll(inner))
+            (MAINTENANCE_STEPS[1], self.roll(inner))
         } else if inner.head != inner.number {
-            ("head", update_head(inner).map_err(Step::Retry))
+            (
+                MAINTENANCE_STEPS[2],
+                update_head(inner).map_err(Step::Retry),
+            )
         } else {
             return Ok(());
         };

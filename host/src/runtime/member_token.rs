@@ -128,15 +128,16 @@ impl Admission {
     }
 }
 
-/// Whether `request` is a join that adds a slot to `group` (not a static
-/// member's restart, which takes over its slot).
+/// Whether `request` is a join that adds a slot to `group`: not a static
+/// member's restart, which takes over its slot, nor a join retried with the
+/// member id the member chose, which is the member it already is.
 fn creates_member(group: &Group, request: &Heartbeat) -> bool {
     if request.member_epoch != JOIN_EPOCH {
         return false;
     }
     match &request.member_name {
         Some(name) if !group.dynamic_only => !group.members.contains_key(&format!("static:{name}")),
-        _ => true,
+        _ => request.member_id.is_empty() || !group.members.contains_key(&request.member_id),
     }
 }
 
@@ -241,6 +242,20 @@ mod tests {
         // A static member's restart takes no token.
         assert!(admit(&restart, 100).is_ok());
         assert!(admit(&new, 250).is_ok(), "one join refilled after 250 ms");
+        assert!(admit(&new, 250).is_err());
+        // A join retried with the id the member chose (its answer was
+        // lost) is the member it already is: it takes no token either.
+        let mut core = core;
+        let chosen = Heartbeat {
+            member_id: "member-7".into(),
+            ..new.clone()
+        };
+        core.heartbeat(&chosen, 250).unwrap();
+        let admit = |request: &Heartbeat, now| admission.admit(core.group("g"), request, None, now);
+        assert!(
+            admit(&chosen, 250).is_ok(),
+            "a retried join is no new member"
+        );
         assert!(admit(&new, 250).is_err());
         // The bucket holds at most its burst.
         assert!(admit(&new, 60_000).is_ok());
