@@ -63,7 +63,10 @@ pub struct HeartbeatRequest {
     /// range `[topic, first, last]` (a lone task as `[topic, partition]`),
     /// so a member of a million tasks fits the host's body limit. In
     /// order: the runs are found in sorted tasks.
-    #[serde(serialize_with = "owned_as_ranges")]
+    #[serde(
+        serialize_with = "owned_as_ranges",
+        deserialize_with = "owned_from_ranges"
+    )]
     pub owned: Vec<Task>,
     /// `[topic, partition, lag]` rows.
     pub lags: Vec<(String, u32, u64)>,
@@ -94,6 +97,35 @@ fn owned_as_ranges<S: serde::Serializer>(tasks: &[Task], serializer: S) -> Resul
         }
     }
     seq.end()
+}
+
+/// Reads `owned` back: `[topic, partition]` and `[topic, first, last]`
+/// items, each range expanded (what the host accepts; a test's fake host
+/// reads what the client sent).
+fn owned_from_ranges<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<Task>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Item {
+        Task(String, u32),
+        Range(String, u32, u32),
+    }
+    let mut tasks = Vec::new();
+    for item in Vec::<Item>::deserialize(deserializer)? {
+        match item {
+            Item::Task(topic, partition) => tasks.push(Task::new(topic, partition)),
+            Item::Range(topic, first, last) if first <= last => {
+                tasks.extend((first..=last).map(|p| Task::new(topic.clone(), p)));
+            }
+            Item::Range(topic, first, last) => {
+                return Err(serde::de::Error::custom(format!(
+                    "the range [{topic:?}, {first}, {last}] ends before it starts"
+                )));
+            }
+        }
+    }
+    Ok(tasks)
 }
 
 /// The 200 answer to a heartbeat.

@@ -190,7 +190,10 @@ fn chosen_id(join: &Value) -> String {
 }
 
 fn owned(body: &Value) -> Value {
-    body["owned"].clone()
+    // Ranges (`[topic, first, last]`) read back as their tasks.
+    let request: HeartbeatRequest =
+        serde_json::from_value(body.clone()).expect("the client sends a heartbeat");
+    json!(request.owned)
 }
 
 #[tokio::test]
@@ -860,7 +863,15 @@ async fn a_fenced_static_member_rejoins_under_its_name() {
         Event::Fenced { rejoining: true }
     ));
     let rejoin = host.request(2).await;
-    assert_eq!(rejoin["member_id"], "");
+    // A join with an id of its own choosing, and a new one: the fenced
+    // member's old id is gone for good.
+    let first = host.request(0).await;
+    let id = rejoin["member_id"].as_str().expect("a member id");
+    assert!(!id.is_empty() && id != "m-1", "{rejoin}");
+    assert_ne!(
+        rejoin["member_id"], first["member_id"],
+        "a fresh id after fenced"
+    );
     assert_eq!(rejoin["member_name"], "worker-a");
     assert_eq!(rejoin["member_epoch"], 0);
 }

@@ -1489,7 +1489,15 @@ fn a_compaction_that_cannot_create_its_file_fails_no_request_and_is_retried_late
     };
     let failed = "assignd_log_maintenance_failures_total{step=\"compaction\"}";
     let deadline = Instant::now() + SETTLE_DEADLINE;
-    while !server.text("/metrics").contains(failed) {
+    // Described at zero from the start: wait for a failure counted.
+    let failures = |metrics: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(failed))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    while failures(&server.text("/metrics")) == 0 {
         assert!(Instant::now() < deadline, "no compaction was attempted");
         put(&server);
     }
