@@ -1053,17 +1053,7 @@ fn a_damaged_log_is_refused_until_repaired_and_a_torn_tail_is_cut() {
         "check changed nothing"
     );
 
-    let repair = common::assignd(&["log", "repair", "--data-dir", dir]);
-    assert!(
-        repair.status.success(),
-        "repair: {}",
-        common::stderr(&repair)
-    );
-    assert!(
-        common::stdout(&repair).contains(&format!("cut {} at offset {offset}", file.display())),
-        "{}",
-        common::stdout(&repair)
-    );
+    assert_repair_cuts(dir, &file, offset as u64);
     assert_eq!(
         std::fs::metadata(&file).expect("segment").len(),
         offset as u64
@@ -1255,17 +1245,7 @@ fn records_that_do_not_fit_together_are_refused_with_the_file_and_offset() {
     // starts on what is before it.
     let dir = data_dir.to_str().expect("a UTF-8 path");
     let offset = intact.len() as u64;
-    let repair = common::assignd(&["log", "repair", "--data-dir", dir]);
-    assert!(
-        repair.status.success(),
-        "repair: {}",
-        common::stderr(&repair)
-    );
-    assert!(
-        common::stdout(&repair).contains(&format!("cut {} at offset {offset}", file.display())),
-        "{}",
-        common::stdout(&repair)
-    );
+    assert_repair_cuts(dir, &file, offset);
     let server = serve(&data_dir);
     let (status, value) = server.call("GET", "/v1/groups/statics", None);
     assert_eq!(status, 200, "{value}");
@@ -1531,4 +1511,20 @@ fn a_compaction_that_cannot_create_its_file_fails_no_request_and_is_retried_late
     );
     assert_quiet(&server.kill(), "after the compaction");
     let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+/// Runs `assignd log repair` on the data dir `dir` and checks it succeeds
+/// and says it cut `file` at `offset`.
+fn assert_repair_cuts(dir: &str, file: &Path, offset: u64) {
+    let repair = common::assignd(&["log", "repair", "--data-dir", dir]);
+    assert!(
+        repair.status.success(),
+        "repair: {}",
+        common::stderr(&repair)
+    );
+    assert!(
+        common::stdout(&repair).contains(&format!("cut {} at offset {offset}", file.display())),
+        "{}",
+        common::stdout(&repair)
+    );
 }

@@ -299,21 +299,39 @@ impl Member {
         name: &'static str,
         topics: &[&str],
     ) -> Member {
-        let (status, answer) = server.call(
-            "POST",
-            &format!("/v1/groups/{group}/heartbeat"),
-            Some(&serde_json::json!({
+        let member = Self::join_with(
+            server,
+            group,
+            name,
+            serde_json::json!({
                 "member_id": "",
                 "member_name": name,
                 "member_epoch": 0,
                 "topics": topics,
                 "rack": null,
                 "capacity": 1,
-            })),
+            }),
         );
-        assert_eq!(status, 200, "{name} joins: {answer}");
+        assert!(!member.member_id.is_empty());
+        member
+    }
+
+    /// Sends the join `body` to `group` and takes the member from its 200
+    /// answer; `label` names it in messages.
+    fn join_with(
+        server: &Server,
+        group: &str,
+        label: &'static str,
+        body: serde_json::Value,
+    ) -> Member {
+        let (status, answer) = server.call(
+            "POST",
+            &format!("/v1/groups/{group}/heartbeat"),
+            Some(&body),
+        );
+        assert_eq!(status, 200, "{label} joins: {answer}");
         let mut member = Member {
-            name,
+            name: label,
             member_id: String::new(),
             member_epoch: 0,
             active: Default::default(),
@@ -321,7 +339,6 @@ impl Member {
             learner: Default::default(),
         };
         member.absorb(&answer);
-        assert!(!member.member_id.is_empty());
         member
     }
 
@@ -371,26 +388,12 @@ impl Member {
         label: &'static str,
         topics: &[&str],
     ) -> Member {
-        let (status, answer) = server.call(
-            "POST",
-            &format!("/v1/groups/{group}/heartbeat"),
-            Some(&serde_json::json!({
-                "member_id": "",
-                "member_epoch": 0,
-                "topics": topics,
-            })),
-        );
-        assert_eq!(status, 200, "{label} joins: {answer}");
-        let mut member = Member {
-            name: label,
-            member_id: String::new(),
-            member_epoch: 0,
-            active: Default::default(),
-            revoking: Default::default(),
-            learner: Default::default(),
-        };
-        member.absorb(&answer);
-        member
+        Self::join_with(
+            server,
+            group,
+            label,
+            serde_json::json!({"member_id": "", "member_epoch": 0, "topics": topics}),
+        )
     }
 
     /// One heartbeat as [`Member::heartbeat`] sends it, with the fields of
