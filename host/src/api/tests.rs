@@ -2174,6 +2174,37 @@ async fn group_names_with_invisible_characters_are_refused() {
     assert_eq!(status, StatusCode::CREATED, "other Unicode is fine: {view}");
 }
 
+/// Issue 12, item 18: member names, like group names, may not hold control,
+/// format or bidirectional characters (a name shown as another one); the
+/// join is refused and changes nothing.
+#[tokio::test]
+async fn member_names_with_invisible_characters_are_refused() {
+    let f = fixture();
+    f.put_group(config_json(4)).await;
+    let before = f.snapshot().await;
+    for name in [
+        "a\rb",
+        "a\0b",
+        "a\u{202E}b",
+        "a\u{2066}b",
+        "\u{FEFF}a",
+        "a\u{85}b",
+    ] {
+        let answer = f.heartbeat(join_body(name)).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_request");
+        assert!(
+            answer.1["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("member name"),
+            "{}",
+            answer.1
+        );
+    }
+    assert_eq!(f.snapshot().await, before, "nothing changed");
+    f.join("café-日本").await;
+}
+
 /// Issue 12, item 18: a key twice in a JSON body was taken last-wins (a
 /// `member_token` then `null` removed the token); it is refused with 400
 /// `invalid_json`, at any depth, on every JSON body, and changes nothing.

@@ -254,13 +254,23 @@ fn is_invisible(c: char) -> bool {
             | 0x1BCA0..=0x1BCA3 | 0x1D173..=0x1D17A | 0xE0001 | 0xE0020..=0xE007F)
 }
 
+/// Refuses a name (of a group, of a member) that holds an
+/// [`is_invisible`] character.
+fn refuse_invisible(what: &str, name: &str) -> Result<(), ProtocolError> {
+    match name.chars().find(|&c| is_invisible(c)) {
+        Some(c) => invalid(format!(
+            "{what} {name:?} holds {c:?} (U+{:04X}): control, format and \
+             bidirectional characters are refused",
+            c as u32
+        )),
+        None => Ok(()),
+    }
+}
+
 fn invalid<T>(message: String) -> Result<T, ProtocolError> {
     Err(ProtocolError::Invalid(message))
 }
 
-/// Checks a group config against the limits.
-/// Counts one failure of a group's bound assignor in its transient
-/// liveness, for the group's view and the retry backoff.
 /// Refuses a member-chosen id that is empty, too long or has characters
 /// outside `[A-Za-z0-9._-]` (host-issued ids, `m-` and hex, pass).
 fn check_member_id(member_id: &str) -> Result<(), ProtocolError> {
@@ -277,6 +287,8 @@ fn check_member_id(member_id: &str) -> Result<(), ProtocolError> {
     Ok(())
 }
 
+/// Counts one failure of a group's bound assignor in its transient
+/// liveness, for the group's view and the retry backoff.
 fn record_failure<'a>(
     liveness: &'a mut Liveness,
     group: &str,
@@ -318,6 +330,7 @@ fn record_failure<'a>(
     failures
 }
 
+/// Checks a group config against the limits.
 pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     if config.topics.len() > TOPICS_PER_GROUP_MAX {
         return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
@@ -556,13 +569,7 @@ impl Coordinator {
                 "group name must be 1 to {GROUP_NAME_LEN_MAX} bytes"
             ));
         }
-        if let Some(c) = name.chars().find(|&c| is_invisible(c)) {
-            return invalid(format!(
-                "group name {name:?} holds {:?} (U+{:04X}): control, format and \
-                 bidirectional characters are refused",
-                c, c as u32
-            ));
-        }
+        refuse_invisible("group name", name)?;
         check_config(&config)?;
         let mut out = Output::default();
         let retarget = self.groups.get(name).is_none_or(|g| {
@@ -732,6 +739,9 @@ impl Coordinator {
             return invalid(format!(
                 "member name must be 1 to {MEMBER_NAME_LEN_MAX} bytes"
             ));
+        }
+        if let Some(name) = &request.member_name {
+            refuse_invisible("member name", name)?;
         }
         let topics = match &request.topics {
             Some(topics) => {
