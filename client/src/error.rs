@@ -30,11 +30,19 @@ pub enum ClientError {
         status: u16,
         code: String,
         message: String,
+        /// The answer's `Retry-After` (429 `join_rate_limited`, say): the
+        /// host asks not to be sent this again sooner.
+        retry_after: Option<std::time::Duration>,
     },
     /// The host failed (a 5xx): the request may or may not have been
     /// processed.
     #[error("the host failed (HTTP {status}): {message}")]
-    Server { status: u16, message: String },
+    Server {
+        status: u16,
+        message: String,
+        /// The answer's `Retry-After` (503 `too_many_connections`, say).
+        retry_after: Option<std::time::Duration>,
+    },
     /// No answer: connection refused or reset, or the request timed out.
     /// The request may or may not have been processed.
     #[error("no answer from the host: {0}")]
@@ -48,6 +56,17 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// How long the host asked to wait before the next attempt
+    /// (`Retry-After`), if it did.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ClientError::Api { retry_after, .. } | ClientError::Server { retry_after, .. } => {
+                *retry_after
+            }
+            _ => None,
+        }
+    }
+
     /// The host's error code, for a refusal.
     pub fn code(&self) -> Option<&str> {
         match self {

@@ -538,6 +538,7 @@ impl Runner {
         let joined = !self.member_id.is_empty();
         let is_static = self.config.member_name.is_some();
         let leaving = self.drain || self.tracker.assignment().draining;
+        let retry_after = error.retry_after();
         match error.code() {
             Some(codes::REPLACED) if joined => {
                 let member_name = self.config.member_name.clone().unwrap_or_default();
@@ -608,7 +609,16 @@ impl Runner {
                 if !self.tell(Event::Error(error)).await {
                     return self.application_gone().await;
                 }
-                self.retry_later()
+                match (self.retry_later(), retry_after) {
+                    // The host asked for a pause (backpressure: a join rate
+                    // limit, a connection cap). A joined member waits no
+                    // longer than its interval, so its session holds.
+                    (Next::After(backoff), Some(hint)) if joined => {
+                        Next::After(backoff.max(hint.min(self.interval)))
+                    }
+                    (Next::After(backoff), Some(hint)) => Next::After(backoff.max(hint)),
+                    (next, _) => next,
+                }
             }
         }
     }

@@ -2,6 +2,8 @@
 //! answer. It owns the URL layout and the mapping of HTTP outcomes to
 //! [`ClientError`]; it never retries and holds no member state.
 
+use std::time::Duration;
+
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 
 use crate::ClientError;
@@ -10,6 +12,9 @@ use crate::wire::{ErrorBody, HeartbeatRequest, HeartbeatResponse};
 
 /// The longest error body kept in a message.
 const ERROR_BODY_LEN_MAX: usize = 512;
+
+/// The longest `Retry-After` the client takes from the host, in seconds.
+const RETRY_AFTER_S_MAX: u64 = 60;
 
 pub struct Transport {
     client: reqwest::Client,
@@ -62,6 +67,14 @@ impl Transport {
             .await
             .map_err(|e| ClientError::Transport(describe(&e)))?;
         let status = answer.status();
+        // Seconds only (the host sends no HTTP dates), capped: a host's
+        // hint must not park a member past its own lease.
+        let retry_after = answer
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|s| Duration::from_secs(s.min(RETRY_AFTER_S_MAX)));
         let body = answer
             .bytes()
             .await
@@ -87,10 +100,12 @@ impl Transport {
                 status: status.as_u16(),
                 code: body.error.code,
                 message,
+                retry_after,
             }),
             _ if status.is_server_error() => Err(ClientError::Server {
                 status: status.as_u16(),
                 message,
+                retry_after,
             }),
             _ => Err(ClientError::Decode(format!(
                 "HTTP {status} without an error body: {message}"

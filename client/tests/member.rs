@@ -22,6 +22,8 @@ const DEADLINE: Duration = Duration::from_secs(10);
 enum Reply {
     Ok(HeartbeatResponse),
     Error(u16, &'static str),
+    /// An error answer with `Retry-After: SECONDS`.
+    ErrorRetryAfter(u16, &'static str, u64),
     /// Answer only after this long: past the client's request timeout, the
     /// answer is lost (the host did process the request).
     Late(Duration, HeartbeatResponse),
@@ -70,6 +72,12 @@ async fn heartbeat(
         }
         Reply::Error(status, code) => (
             StatusCode::from_u16(status).unwrap(),
+            axum::Json(json!({"error": {"code": code, "message": format!("fake {code}")}})),
+        )
+            .into_response(),
+        Reply::ErrorRetryAfter(status, code, seconds) => (
+            StatusCode::from_u16(status).unwrap(),
+            [(axum::http::header::RETRY_AFTER, seconds.to_string())],
             axum::Json(json!({"error": {"code": code, "message": format!("fake {code}")}})),
         )
             .into_response(),
@@ -874,4 +882,38 @@ async fn a_fenced_static_member_rejoins_under_its_name() {
     );
     assert_eq!(rejoin["member_name"], "worker-a");
     assert_eq!(rejoin["member_epoch"], 0);
+}
+
+/// Backpressure: a join refused 429 `join_rate_limited` with `Retry-After`
+/// is retried no sooner than the host asked (before, after the client's
+/// own 50 ms backoff), with the same chosen id.
+#[tokio::test]
+async fn a_join_the_host_rate_limits_waits_its_retry_after() {
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let seen = arrivals.clone();
+    let host = FakeHost::start(move |index, _| {
+        seen.lock().unwrap().push(std::time::Instant::now());
+        match index {
+            0 => Reply::ErrorRetryAfter(429, "join_rate_limited", 1),
+            _ => Reply::Ok(answer("m-1", 1, &[0])),
+        }
+    })
+    .await;
+    let (_member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    match next_event(&mut events).await {
+        Event::Error(error) => {
+            assert_eq!(error.code(), Some("join_rate_limited"));
+            assert_eq!(error.retry_after(), Some(Duration::from_secs(1)));
+        }
+        event => panic!("expected the refusal, got {event:?}"),
+    }
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    let arrivals = arrivals.lock().unwrap().clone();
+    let waited = arrivals[1] - arrivals[0];
+    assert!(waited >= Duration::from_secs(1), "retried after {waited:?}");
+    let (first, retry) = (host.request(0).await, host.request(1).await);
+    assert_eq!(retry["member_id"], first["member_id"], "the same chosen id");
 }
