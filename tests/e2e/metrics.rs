@@ -315,32 +315,8 @@ fn next_line(receiver: &mpsc::Receiver<String>, deadline: Instant, what: &str) -
 
 #[test]
 fn serve_writes_json_logs_on_stderr_and_only_its_address_on_stdout() {
-    let dir = common::scratch("json-logs");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
-        .args(["serve", "--log-format", "json", "--listen", "127.0.0.1:0"])
-        .arg("--data-dir")
-        .arg(&dir)
-        .env("ASSIGND_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("RUST_LOG", "info,assignd::runtime::assignors=debug")
-        .env_remove("ASSIGND_LOG_FORMAT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cannot start assignd serve");
-    let stdout = lines(child.stdout.take().unwrap());
-    let stderr = lines(child.stderr.take().unwrap());
-    // Killed on drop from here on.
-    let mut server = Server {
-        child,
-        base: String::new(),
-    };
-    let deadline = Instant::now() + common::SERVE_START_DEADLINE;
-    let first = next_line(&stdout, deadline, "stdout");
-    server.base = first
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
-        .to_owned();
+    let (server, stdout, stderr) =
+        serve_with_json_logs("json-logs", "info,assignd::runtime::assignors=debug", &[]);
 
     // Every stderr line is a JSON object; the first says it is serving.
     let deadline = Instant::now() + DEADLINE;
@@ -382,12 +358,13 @@ fn serve_writes_json_logs_on_stderr_and_only_its_address_on_stdout() {
 }
 
 /// Starts `assignd serve --log-format json` with `extra` arguments and
-/// `RUST_LOG=filter`: the server (killed on drop) and its stderr lines.
+/// `RUST_LOG=filter`: the server (killed on drop), its stdout lines after
+/// the `listening on` one, and its stderr lines.
 fn serve_with_json_logs(
     name: &str,
     filter: &str,
     extra: &[&str],
-) -> (Server, mpsc::Receiver<String>) {
+) -> (Server, mpsc::Receiver<String>, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
         .args(["serve", "--log-format", "json", "--listen", "127.0.0.1:0"])
         .args(extra)
@@ -413,7 +390,7 @@ fn serve_with_json_logs(
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
         .to_owned();
-    (server, stderr)
+    (server, stdout, stderr)
 }
 
 /// Issue 12, item 16: an assignor call started while the previous call's
@@ -424,7 +401,7 @@ fn serve_with_json_logs(
 /// answers come back stale and the next call starts from the answer.
 #[test]
 fn assignor_call_spans_do_not_nest_across_calls() {
-    let (server, stderr) =
+    let (server, _stdout, stderr) =
         serve_with_json_logs("span-nesting", "warn", &["--time-limit-ms", "200"]);
     let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
     let (status, module) = server.upload("spinner", "0.1.0", &bytes);
