@@ -87,6 +87,9 @@ pub struct Stats {
     pub stale_answers: u64,
     pub assignor_failures: u64,
     pub lost_responses: u64,
+    /// Joins whose answer was lost (the host had handled them), retried
+    /// with the id the member chose.
+    pub lost_joins: u64,
     /// Times a process holding tasks found its lease passed (stalled, or
     /// its answers lost) and stopped processing them.
     pub leases_lapsed: u64,
@@ -116,6 +119,7 @@ impl Stats {
         self.stale_answers += other.stale_answers;
         self.assignor_failures += other.assignor_failures;
         self.lost_responses += other.lost_responses;
+        self.lost_joins += other.lost_joins;
         self.leases_lapsed += other.leases_lapsed;
         self.configs += other.configs;
         self.host_stalls += other.host_stalls;

@@ -51,6 +51,8 @@ fn two_thousand_random_schedules_keep_every_invariant() {
         ("stale answers", stats.stale_answers),
         ("assignor failures", stats.assignor_failures),
         ("lost responses", stats.lost_responses),
+        ("joins retried after a lost answer", stats.lost_joins),
+        ("host stalls", stats.host_stalls),
         ("lapsed leases", stats.leases_lapsed),
         ("config changes", stats.configs - stats.schedules),
     ] {

@@ -718,6 +718,9 @@ impl World {
                     process.stop(Status::Gone);
                 } else if lost {
                     self.stats.lost_responses += 1;
+                    if joining {
+                        self.stats.lost_joins += 1;
+                    }
                     let interval = process.interval_ms;
                     process.schedule_beat(interval, now, &mut self.rng);
                 } else {
