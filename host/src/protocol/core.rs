@@ -1309,10 +1309,7 @@ impl Coordinator {
             away: false,
             draining: false,
         };
-        let slot = match &name {
-            Some(name) => format!("static:{name}"),
-            None => member.member_id.clone(),
-        };
+        let slot = group.join_slot(name.as_deref(), &member.member_id);
         let mut member = member;
         let needs_target = match group.members.get(&slot) {
             // A restart (or a second process) with the same name: the new

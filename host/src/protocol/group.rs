@@ -502,6 +502,16 @@ impl Group {
             .map(|i| &self.bindings[i])
     }
 
+    /// The slot a join takes: `static:{name}` for a named member (unless
+    /// the group dropped its name map), else its member id (empty while the
+    /// host is still to issue one).
+    pub fn join_slot(&self, member_name: Option<&str>, member_id: &str) -> String {
+        match member_name.filter(|_| !self.dynamic_only) {
+            Some(name) => format!("static:{name}"),
+            None => member_id.to_owned(),
+        }
+    }
+
     /// The slot a member id belongs to, if it is current.
     pub fn slot_of(&self, member_id: &str) -> Option<&str> {
         self.members

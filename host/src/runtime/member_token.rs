@@ -135,10 +135,8 @@ fn creates_member(group: &Group, request: &Heartbeat) -> bool {
     if request.member_epoch != JOIN_EPOCH {
         return false;
     }
-    match &request.member_name {
-        Some(name) if !group.dynamic_only => !group.members.contains_key(&format!("static:{name}")),
-        _ => request.member_id.is_empty() || !group.members.contains_key(&request.member_id),
-    }
+    let slot = group.join_slot(request.member_name.as_deref(), &request.member_id);
+    slot.is_empty() || !group.members.contains_key(&slot)
 }
 
 /// What a config change does to the group's member token.
