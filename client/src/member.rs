@@ -385,8 +385,11 @@ struct Runner {
 
 /// What the loop does after a heartbeat.
 enum Next {
-    /// Beat again after this long.
+    /// Beat again this long after the last heartbeat was sent.
     After(Duration),
+    /// Beat again this long after its answer came: the host's
+    /// `Retry-After`, which counts from the answer.
+    Pause(Duration),
     /// End the loop.
     Stop,
 }
@@ -437,6 +440,7 @@ impl Runner {
                     let started = Instant::now();
                     match self.beat().await {
                         Next::After(delay) => next = started + delay,
+                        Next::Pause(delay) => next = Instant::now() + delay,
                         Next::Stop => return,
                     }
                 }
@@ -467,6 +471,7 @@ impl Runner {
             owned: self.tracker.owned(),
             lags,
             drain: self.drain,
+            task_ranges: true,
         }
     }
 
@@ -614,9 +619,9 @@ impl Runner {
                     // limit, a connection cap). A joined member waits no
                     // longer than its interval, so its session holds.
                     (Next::After(backoff), Some(hint)) if joined => {
-                        Next::After(backoff.max(hint.min(self.interval)))
+                        Next::Pause(backoff.max(hint.min(self.interval)))
                     }
-                    (Next::After(backoff), Some(hint)) => Next::After(backoff.max(hint)),
+                    (Next::After(backoff), Some(hint)) => Next::Pause(backoff.max(hint)),
                     (next, _) => next,
                 }
             }
@@ -661,6 +666,7 @@ impl Runner {
             owned: Vec::new(),
             lags: Vec::new(),
             drain: self.drain,
+            task_ranges: true,
         };
         let mut result = Ok(());
         for attempt in 0..LEAVE_ATTEMPTS_MAX {

@@ -71,6 +71,11 @@ pub struct HeartbeatRequest {
     /// `[topic, partition, lag]` rows.
     pub lags: Vec<(String, u32, u64)>,
     pub drain: bool,
+    /// Asks for the answer's task lists in the same compact form (hosts
+    /// before it ignore it and answer `[topic, partition]` items, which
+    /// are read as well).
+    #[serde(default)]
+    pub task_ranges: bool,
 }
 
 /// Writes sorted `tasks` as `[topic, partition]` and `[topic, first,
@@ -105,16 +110,30 @@ fn owned_as_ranges<S: serde::Serializer>(tasks: &[Task], serializer: S) -> Resul
 fn owned_from_ranges<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Vec<Task>, D::Error> {
+    tasks_from_ranges(deserializer)
+}
+
+/// Reads an answer's task list: `[topic, partition]` and `[topic, first,
+/// last]` items.
+fn task_set_from_ranges<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeSet<Task>, D::Error> {
+    tasks_from_ranges(deserializer)
+}
+
+fn tasks_from_ranges<'de, D: serde::Deserializer<'de>, C: Default + Extend<Task>>(
+    deserializer: D,
+) -> Result<C, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Item {
         Task(String, u32),
         Range(String, u32, u32),
     }
-    let mut tasks = Vec::new();
+    let mut tasks = C::default();
     for item in Vec::<Item>::deserialize(deserializer)? {
         match item {
-            Item::Task(topic, partition) => tasks.push(Task::new(topic, partition)),
+            Item::Task(topic, partition) => tasks.extend([Task::new(topic, partition)]),
             Item::Range(topic, first, last) if first <= last => {
                 tasks.extend((first..=last).map(|p| Task::new(topic.clone(), p)));
             }
@@ -134,13 +153,13 @@ pub struct HeartbeatResponse {
     pub member_id: String,
     pub member_epoch: i64,
     pub heartbeat_interval_ms: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "task_set_from_ranges")]
     pub active: BTreeSet<Task>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "task_set_from_ranges")]
     pub revoking: BTreeSet<Task>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "task_set_from_ranges")]
     pub learner: BTreeSet<Task>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "task_set_from_ranges")]
     pub standby: BTreeSet<Task>,
     #[serde(default)]
     pub draining: bool,
@@ -179,6 +198,7 @@ mod tests {
             owned,
             lags: Vec::new(),
             drain: false,
+            task_ranges: true,
         }
     }
 
@@ -205,5 +225,27 @@ mod tests {
             .collect();
         let body = serde_json::to_vec(&request(million)).unwrap();
         assert!(body.len() < 1_000, "{} bytes", body.len());
+    }
+
+    /// The answer of a host asked for `task_ranges` lists runs as ranges;
+    /// an older host's `[topic, partition]` items read the same.
+    #[test]
+    fn an_answers_ranges_and_pairs_read_as_tasks() {
+        let ranged: HeartbeatResponse = serde_json::from_value(serde_json::json!({
+            "member_id": "m", "member_epoch": 4, "heartbeat_interval_ms": 3000,
+            "active": [["orders", 0, 2], ["orders", 7]], "revoking": [["payments", 1, 3]],
+            "learner": [], "standby": [["orders", 9]], "lease_ms": 6000,
+        }))
+        .unwrap();
+        let pairs: HeartbeatResponse = serde_json::from_value(serde_json::json!({
+            "member_id": "m", "member_epoch": 4, "heartbeat_interval_ms": 3000,
+            "active": [["orders", 0], ["orders", 1], ["orders", 2], ["orders", 7]],
+            "revoking": [["payments", 1], ["payments", 2], ["payments", 3]],
+            "learner": [], "standby": [["orders", 9]], "lease_ms": 6000,
+        }))
+        .unwrap();
+        assert_eq!(ranged, pairs);
+        assert_eq!(ranged.active.len(), 4);
+        assert!(serde_json::to_value(request(Vec::new())).unwrap()["task_ranges"] == true);
     }
 }

@@ -221,7 +221,7 @@ async fn a_join_carries_topics_name_and_capacity_and_later_beats_do_not() {
         json!({
             "member_id": "", "member_name": "worker-a", "member_epoch": 0,
             "topics": ["orders"], "rack": "az-1", "capacity": 2,
-            "owned": [], "lags": [], "drain": false
+            "owned": [], "lags": [], "drain": false, "task_ranges": true
         })
     );
     match next_event(&mut events).await {

@@ -354,37 +354,22 @@ fn a_bad_admin_token_is_refused_at_start() {
     );
 }
 
-/// `[topic, first, last]` items for sorted `[topic, partition]` tasks: the
-/// compact `owned` of issue 12, item 17.
-fn as_ranges(active: &Value) -> Value {
-    let mut runs: Vec<(String, u64, u64)> = Vec::new();
-    for (topic, partition) in tasks(active) {
-        match runs.last_mut() {
-            Some((t, _, last)) if *t == topic && *last + 1 == partition => *last = partition,
-            _ => runs.push((topic, partition, partition)),
-        }
-    }
-    runs.into_iter()
-        .map(|(topic, first, last)| json!([topic, first, last]))
-        .collect()
-}
-
 /// Issue 12, item 17: a member owning more than about 55,000 tasks could
 /// not heartbeat (its `owned` list of 100,000 tasks was 1.89 MB, over the
-/// 1 MiB body limit). Owned tasks go as ranges per topic, so the request
-/// grows with the topics, not the tasks: a member of 200,000 tasks (2
-/// topics × 100,000 partitions, 3.8 MB as pairs) heartbeats in well under
-/// a kilobyte, as one of 1,000,000 would (10 topics). 200,000, not a
-/// million: every heartbeat of such a member costs the host work linear in
-/// its tasks, tens of seconds per beat at a million in a debug build on
-/// two busy cores. The old `[topic, partition]` items are still accepted.
+/// 1 MiB body limit), and the answer listed every task as a pair (17 MB
+/// at a million). Owned tasks go as ranges per topic, and a member that
+/// asks for `task_ranges` gets its answer the same way, so both grow with
+/// the topics, not the tasks: a member of 1,000,000 tasks (10 topics ×
+/// 100,000 partitions) heartbeats in well under a kilobyte each way. The
+/// old `[topic, partition]` items are still accepted and still answered
+/// to a member that does not ask for ranges.
 #[test]
-fn owned_tasks_go_as_ranges_so_a_member_of_200_000_tasks_heartbeats() {
+fn a_member_of_a_million_tasks_heartbeats_in_ranges_both_ways() {
     let server = Server::start(&common::scratch("million-tasks"), &[]);
-    const TOPICS: usize = 2;
-    const TASKS: usize = TOPICS * 100_000;
+    const TOPICS: u64 = 10;
+    const PARTITIONS: u64 = 100_000;
     let topics: Vec<Value> = (0..TOPICS)
-        .map(|t| json!({"name": format!("topic-{t}"), "partitions": 100_000}))
+        .map(|t| json!({"name": format!("topic-{t}"), "partitions": PARTITIONS}))
         .collect();
     let names: Vec<String> = (0..TOPICS).map(|t| format!("topic-{t}")).collect();
     let config = json!({
@@ -392,9 +377,9 @@ fn owned_tasks_go_as_ranges_so_a_member_of_200_000_tasks_heartbeats() {
     });
     let (status, view) = server.call("PUT", "/v1/groups/big", Some(&config));
     assert_eq!(status, 201, "{view}");
-    // The answer lists the tasks as pairs (about 3.4 MB): read past the
-    // HTTP client's default limit.
-    let beat = |body: &Value| -> Value {
+    // Reads past the HTTP client's default answer limit, for the one
+    // answer in pairs below; returns the answer and its size.
+    let beat = |body: &Value| -> (Value, usize) {
         let mut response = Server::agent()
             .post(format!("{}/v1/groups/big/heartbeat", server.base))
             .send_json(body)
@@ -407,32 +392,55 @@ fn owned_tasks_go_as_ranges_so_a_member_of_200_000_tasks_heartbeats() {
             .read_to_string()
             .expect("the answer");
         assert_eq!(status, 200, "{}", &text[..text.len().min(500)]);
-        serde_json::from_str(&text).expect("JSON")
+        (serde_json::from_str(&text).expect("JSON"), text.len())
     };
-    let mut answer = beat(&json!({"member_id": "", "member_epoch": 0, "topics": names}));
+    let count = |items: &Value| -> u64 {
+        items
+            .as_array()
+            .expect("a task list")
+            .iter()
+            .map(|item| match item.as_array().expect("an item").as_slice() {
+                [_, _] => 1,
+                [_, first, last] => last.as_u64().unwrap() - first.as_u64().unwrap() + 1,
+                other => panic!("not a task or range: {other:?}"),
+            })
+            .sum()
+    };
+    let (mut answer, _) = beat(&json!({
+        "member_id": "", "member_epoch": 0, "topics": names, "task_ranges": true,
+    }));
     let deadline = Instant::now() + Duration::from_secs(300);
-    while answer["active"].as_array().unwrap().len() < TASKS {
-        assert!(Instant::now() < deadline, "never got its tasks");
+    while count(&answer["active"]) < TOPICS * PARTITIONS {
+        assert!(Instant::now() < deadline, "never got its tasks: {answer}");
         std::thread::sleep(Duration::from_millis(100));
         answer = beat(&json!({
             "member_id": answer["member_id"], "member_epoch": answer["member_epoch"],
-            "owned": as_ranges(&answer["active"]),
-        }));
+            "owned": answer["active"], "task_ranges": true,
+        }))
+        .0;
     }
-    let owned = as_ranges(&answer["active"]);
-    assert_eq!(
-        owned.as_array().unwrap().len(),
-        TOPICS,
-        "one range per topic"
-    );
+    let ranges: Vec<Value> = names
+        .iter()
+        .map(|topic| json!([topic, 0, PARTITIONS - 1]))
+        .collect();
+    assert_eq!(answer["active"], json!(ranges), "one range per topic");
     let body = json!({
-        "member_id": answer["member_id"], "member_epoch": answer["member_epoch"], "owned": owned,
+        "member_id": answer["member_id"], "member_epoch": answer["member_epoch"],
+        "owned": ranges, "task_ranges": true,
     });
     assert!(body.to_string().len() < 1_000, "{body}");
-    let again = beat(&body);
-    assert_eq!(again["active"].as_array().unwrap().len(), TASKS);
+    let (again, size) = beat(&body);
+    assert!(size < 1_000, "a ranged answer of {size} bytes: {again}");
+    assert_eq!(again["active"], json!(ranges));
     assert_eq!(again["revoking"], json!([]));
-    // The old form, and a range that ends before it starts.
+    // Without `task_ranges`, the answer is in pairs, as before.
+    let (pairs, size) = beat(&json!({
+        "member_id": again["member_id"], "member_epoch": again["member_epoch"], "owned": ranges,
+    }));
+    assert_eq!(count(&pairs["active"]), TOPICS * PARTITIONS);
+    assert_eq!(pairs["active"][0], json!(["topic-0", 0]));
+    assert!(size > 10_000_000, "{size} bytes");
+    // A range that ends before it starts.
     let (status, answer) = server.call(
         "POST",
         "/v1/groups/big/heartbeat",

@@ -68,6 +68,7 @@ pub async fn heartbeat(
     };
     span.record("member", member);
     let nameless_join = member.is_empty();
+    let task_ranges = body.task_ranges;
     let request = Heartbeat {
         group,
         member_id: body.member_id,
@@ -89,5 +90,5 @@ pub async fn heartbeat(
         // A nameless join: the span gets the id the host just issued.
         span.record("member", response.member_id.as_str());
     }
-    Ok(Json(heartbeat_response(response)))
+    Ok(Json(heartbeat_response(response, task_ranges)))
 }

@@ -10,7 +10,8 @@ use super::wire::{
     LagRow, LearnerView, MemberView, ReconcileState, TargetView,
 };
 
-pub fn heartbeat_response(response: HeartbeatResponse) -> HeartbeatResponseBody {
+/// `task_ranges`: the request asked for its answer's task lists as ranges.
+pub fn heartbeat_response(response: HeartbeatResponse, task_ranges: bool) -> HeartbeatResponseBody {
     HeartbeatResponseBody {
         member_id: response.member_id,
         member_epoch: response.member_epoch,
@@ -22,6 +23,7 @@ pub fn heartbeat_response(response: HeartbeatResponse) -> HeartbeatResponseBody 
         draining: response.draining,
         drained: response.drained,
         lease_ms: response.lease_ms,
+        task_ranges,
     }
 }
 

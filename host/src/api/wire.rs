@@ -121,7 +121,7 @@ pub struct HeartbeatRequest {
     /// `[topic, first, last]` (inclusive), so a member of a million tasks
     /// reports them in a few bytes; at most a group's task limit in all.
     #[serde(default, deserialize_with = "owned_tasks")]
-    #[schema(value_type = Option<Vec<OwnedItem>>)]
+    #[schema(value_type = Option<Vec<TaskItem>>)]
     pub owned: Option<Vec<TaskRef>>,
     /// How far behind the member's local state is per task it has state
     /// for.
@@ -130,18 +130,26 @@ pub struct HeartbeatRequest {
     /// Ask to leave gracefully once the member's tasks have moved.
     #[serde(default)]
     pub drain: bool,
+    /// Answer with the task lists compact, as `owned` is sent: each run of
+    /// consecutive partitions of a topic as one range `[topic, first,
+    /// last]`, a lone task as `[topic, partition]`. Without it every task
+    /// is a `[topic, partition]` item (about 17 bytes a task: 17 MB for a
+    /// member of a million).
+    #[serde(default)]
+    pub task_ranges: bool,
 }
 
-/// An item of a heartbeat's `owned`: `[topic, partition]` or
-/// `[topic, first, last]`. Only its schema: [`owned_tasks`] reads it.
-pub struct OwnedItem;
+/// An item of a heartbeat's `owned` (and, with `task_ranges`, of its
+/// answer's task lists): `[topic, partition]` or `[topic, first, last]`.
+/// Only its schema: [`owned_tasks`] reads it, [`write_tasks`] writes it.
+pub struct TaskItem;
 
-impl PartialSchema for OwnedItem {
+impl PartialSchema for TaskItem {
     fn schema() -> RefOr<Schema> {
         utoipa::openapi::schema::OneOfBuilder::new()
             .item(TaskRef::schema())
             .item(tuple_schema(
-                "Owned tasks `[topic, first, last]`: partitions first to last, both included.",
+                "Tasks `[topic, first, last]`: partitions first to last, both included.",
                 vec![
                     string_schema(),
                     integer_schema(KnownFormat::Int32, "first partition"),
@@ -154,9 +162,9 @@ impl PartialSchema for OwnedItem {
     }
 }
 
-impl ToSchema for OwnedItem {
+impl ToSchema for TaskItem {
     fn name() -> Cow<'static, str> {
-        "OwnedItem".into()
+        "TaskItem".into()
     }
 }
 
@@ -243,20 +251,30 @@ impl<'de> Deserialize<'de> for OwnedRange {
     }
 }
 
-/// The answer to a heartbeat.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// The answer to a heartbeat. Its task lists are `[topic, partition]`
+/// items, or compact (see [`TaskItem`]) when the request asked for
+/// `task_ranges`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, ToSchema)]
 pub struct HeartbeatResponseBody {
     pub member_id: String,
     pub member_epoch: u64,
     /// How often to heartbeat.
     pub heartbeat_interval_ms: u64,
     /// Tasks the member may process.
+    #[serde(deserialize_with = "task_items")]
+    #[schema(value_type = Vec<TaskItem>)]
     pub active: Vec<TaskRef>,
     /// Tasks the member must release, then report without.
+    #[serde(deserialize_with = "task_items")]
+    #[schema(value_type = Vec<TaskItem>)]
     pub revoking: Vec<TaskRef>,
     /// Tasks to warm up (report lag on); they become active once caught up.
+    #[serde(deserialize_with = "task_items")]
+    #[schema(value_type = Vec<TaskItem>)]
     pub learner: Vec<TaskRef>,
     /// Hot copies to keep for failover.
+    #[serde(deserialize_with = "task_items")]
+    #[schema(value_type = Vec<TaskItem>)]
     pub standby: Vec<TaskRef>,
     /// The member is draining.
     pub draining: bool,
@@ -270,6 +288,74 @@ pub struct HeartbeatResponseBody {
     /// once this long has passed since it *sent* this heartbeat without a
     /// newer answer: then it has stopped before anyone else starts.
     pub lease_ms: u64,
+    /// Write the task lists as ranges (the request's `task_ranges`); not a
+    /// field of the answer.
+    #[serde(skip)]
+    pub task_ranges: bool,
+}
+
+impl Serialize for HeartbeatResponseBody {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        struct Tasks<'a>(&'a [TaskRef], bool);
+        impl Serialize for Tasks<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                write_tasks(self.0, self.1, serializer)
+            }
+        }
+        let ranges = self.task_ranges;
+        let mut body = serializer.serialize_struct("HeartbeatResponseBody", 10)?;
+        body.serialize_field("member_id", &self.member_id)?;
+        body.serialize_field("member_epoch", &self.member_epoch)?;
+        body.serialize_field("heartbeat_interval_ms", &self.heartbeat_interval_ms)?;
+        body.serialize_field("active", &Tasks(&self.active, ranges))?;
+        body.serialize_field("revoking", &Tasks(&self.revoking, ranges))?;
+        body.serialize_field("learner", &Tasks(&self.learner, ranges))?;
+        body.serialize_field("standby", &Tasks(&self.standby, ranges))?;
+        body.serialize_field("draining", &self.draining)?;
+        body.serialize_field("drained", &self.drained)?;
+        body.serialize_field("lease_ms", &self.lease_ms)?;
+        body.end()
+    }
+}
+
+/// Writes sorted `tasks` as `[topic, partition]` items or, with `ranges`,
+/// each run of consecutive partitions of a topic as `[topic, first, last]`
+/// (a lone task still `[topic, partition]`).
+fn write_tasks<S: serde::Serializer>(
+    tasks: &[TaskRef],
+    ranges: bool,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    if !ranges {
+        return tasks.serialize(serializer);
+    }
+    let mut runs: Vec<(&str, u32, u32)> = Vec::new();
+    for task in tasks {
+        match runs.last_mut() {
+            Some((topic, _, last))
+                if *topic == task.topic && last.checked_add(1) == Some(task.partition) =>
+            {
+                *last = task.partition;
+            }
+            _ => runs.push((&task.topic, task.partition, task.partition)),
+        }
+    }
+    let mut seq = serializer.serialize_seq(Some(runs.len()))?;
+    for (topic, first, last) in runs {
+        if first == last {
+            seq.serialize_element(&(topic, first))?;
+        } else {
+            seq.serialize_element(&(topic, first, last))?;
+        }
+    }
+    seq.end()
+}
+
+/// Reads an answer's task list in either form (the tests read answers).
+fn task_items<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<TaskRef>, D::Error> {
+    Ok(owned_tasks(deserializer)?.unwrap_or_default())
 }
 
 /// Where a group is on its way to its target.

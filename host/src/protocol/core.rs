@@ -14,7 +14,7 @@ use super::group::{
     Group, GroupConfig, LearnerMode, Liveness, Member, Millis, Record, RemovalReason, SlotTarget,
     TaskRef, assignor_retry_ms,
 };
-use super::reconcile::MemberState;
+use super::reconcile::{MemberAssignment, MemberState};
 
 /// Bounds on what a request may carry, checked before anything changes.
 pub const GROUP_NAME_LEN_MAX: usize = 255;
@@ -892,23 +892,21 @@ impl Coordinator {
         if request.drain && !self.groups[&request.group].members[&slot].draining {
             self.start_drain(&request.group, &slot, now, &mut out);
         }
-        let mut owned: Option<BTreeSet<TaskRef>> =
-            request.owned.as_ref().map(|o| o.iter().cloned().collect());
         let liveness = self.liveness.entry(request.group.clone()).or_default();
-        match liveness.handover.get(&slot) {
-            Some(handover) if now >= handover.until_ms => {
-                liveness.handover.remove(&slot);
-            }
-            // The replaced incarnation may still hold these: this one
-            // cannot release them for it.
-            Some(handover) => {
-                if let Some(owned) = &mut owned {
-                    owned.extend(handover.tasks.iter().cloned());
-                }
-            }
-            None => {}
+        if liveness
+            .handover
+            .get(&slot)
+            .is_some_and(|handover| now >= handover.until_ms)
+        {
+            liveness.handover.remove(&slot);
         }
-        self.reconcile_slot(&request.group, &slot, owned.as_ref(), now, &mut out);
+        self.reconcile_slot(
+            &request.group,
+            &slot,
+            request.owned.as_deref(),
+            now,
+            &mut out,
+        );
         self.maybe_call_assignor(&request.group, now, &mut out);
         self.snapshot_if_stable(&request.group, &mut out);
         let response = self.response(&request.group, &slot, now, load);
@@ -932,7 +930,8 @@ impl Coordinator {
         load: HostLoad,
     ) -> HeartbeatResponse {
         let group = &self.groups[group_name];
-        let mut held = group.holdings.member(slot).cloned().unwrap_or_default();
+        let joined = MemberAssignment::new();
+        let mut held = std::borrow::Cow::Borrowed(group.holdings.member(slot).unwrap_or(&joined));
         let target = group.target_of(slot);
         let member = &group.members[slot];
         let drained = member.draining
@@ -949,6 +948,7 @@ impl Coordinator {
         let mut waiting = BTreeSet::new();
         if let Some(handover) = handover {
             waiting = held.active.intersection(&handover.tasks).cloned().collect();
+            let held = held.to_mut();
             held.active.retain(|t| !handover.tasks.contains(t));
             held.revoking.retain(|t| !handover.tasks.contains(t));
         }
@@ -993,15 +993,15 @@ impl Coordinator {
             member_id: member.member_id.clone(),
             member_epoch: held.epoch,
             heartbeat_interval_ms,
-            active: held.active,
-            revoking: held.revoking,
+            active: held.active.clone(),
+            revoking: held.revoking.clone(),
             // Warm-up copies need no handover: a learner or standby may start
             // replaying as soon as the target names it. A task the target
             // gives this member but its old owner has not released yet is
             // listed as a learner too, so the member keeps warming it (and
             // reporting its lag) until it is granted.
             learner,
-            standby: target.standby,
+            standby: target.standby.clone(),
             draining: member.draining,
             drained,
             lease_ms: self.lease_ms(group_name, slot, now, heartbeat_interval_ms),
@@ -1442,12 +1442,13 @@ impl Coordinator {
     }
 
     /// Reconciles one slot against the installed target and records the
-    /// result if it changed.
+    /// result if it changed; `reported`: the tasks the member says it
+    /// holds, if it said.
     fn reconcile_slot(
         &mut self,
         group_name: &str,
         slot: &str,
-        owned: Option<&BTreeSet<TaskRef>>,
+        reported: Option<&[TaskRef]>,
         now: Millis,
         out: &mut Output,
     ) {
@@ -1455,13 +1456,39 @@ impl Coordinator {
         if group.target_epoch == 0 {
             return;
         }
-        let current = group.holdings.member(slot).cloned().unwrap_or_default();
-        let target = group.target_of(slot).active;
+        let joined = MemberAssignment::new();
+        let current = group.holdings.member(slot).unwrap_or(&joined);
+        if current.state == MemberState::Stable && current.epoch == group.target_epoch {
+            // Nothing to move: a steady heartbeat costs no copy of the
+            // member's tasks (a member may hold a million).
+            if let Some(liveness) = self.liveness.get_mut(group_name) {
+                liveness.revoking_since_ms.remove(slot);
+            }
+            return;
+        }
+        let owned = reported.map(|reported| {
+            let mut owned: BTreeSet<TaskRef> = reported.iter().cloned().collect();
+            // The replaced incarnation may still hold these: this one
+            // cannot release them for it.
+            if let Some(handover) = self
+                .liveness
+                .get(group_name)
+                .and_then(|l| l.handover.get(slot))
+            {
+                owned.extend(handover.tasks.iter().cloned());
+            }
+            owned
+        });
+        let target = &group.target_of(slot).active;
         let holdings = &group.holdings;
-        let next =
-            super::reconcile::reconcile(&current, group.target_epoch, &target, owned, |task| {
-                holdings.holder(task).is_some_and(|h| h != slot)
-            });
+        let next = super::reconcile::reconcile(
+            current,
+            group.target_epoch,
+            target,
+            owned.as_ref(),
+            |task| holdings.holder(task).is_some_and(|h| h != slot),
+        );
+        let changed = next != *current;
         let liveness = self.liveness.entry(group_name.to_owned()).or_default();
         if next.state == MemberState::UnrevokedTasks {
             liveness
@@ -1471,7 +1498,7 @@ impl Coordinator {
         } else {
             liveness.revoking_since_ms.remove(slot);
         }
-        if next != current {
+        if changed {
             self.emit(
                 out,
                 Record::MemberReconciled {

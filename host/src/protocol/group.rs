@@ -536,8 +536,13 @@ impl Group {
     }
 
     /// The target of a slot (empty if the target does not name it).
-    pub fn target_of(&self, slot: &str) -> SlotTarget {
-        self.target.get(slot).cloned().unwrap_or_default()
+    pub fn target_of(&self, slot: &str) -> &SlotTarget {
+        static NOTHING: SlotTarget = SlotTarget {
+            active: BTreeSet::new(),
+            learner: BTreeSet::new(),
+            standby: BTreeSet::new(),
+        };
+        self.target.get(slot).unwrap_or(&NOTHING)
     }
 
     /// Learners in the installed target.

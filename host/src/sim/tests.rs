@@ -633,7 +633,7 @@ mod core_fixes {
         fn target(&self, member: &HeartbeatResponse) -> SlotTarget {
             let group = self.core.group(G).unwrap();
             let slot = group.slot_of(&member.member_id).unwrap();
-            group.target_of(slot)
+            group.target_of(slot).clone()
         }
     }
 
