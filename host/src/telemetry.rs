@@ -204,6 +204,25 @@ pub const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         Unit::Count,
         "Record log maintenance steps that failed and will be retried (compaction, roll: a new segment, head: updating HEAD); appends go on",
     ),
+    // The HTTP server's connections (api/server.rs).
+    (
+        "assignd_http_connections",
+        Kind::Gauge,
+        Unit::Count,
+        "HTTP connections open now (at most serve --connections-max)",
+    ),
+    (
+        "assignd_http_connections_refused_total",
+        Kind::Counter,
+        Unit::Count,
+        "HTTP connections refused at the connection cap (answered 503 too_many_connections)",
+    ),
+    (
+        "assignd_http_accept_failures_total",
+        Kind::Counter,
+        Unit::Count,
+        "Failed accepts of new HTTP connections (e.g. out of file descriptors)",
+    ),
 ];
 
 /// Every family's help line and unit, once, at install; and every series
@@ -255,4 +274,7 @@ fn describe() {
     for step in crate::log::MAINTENANCE_STEPS {
         metrics::counter!("assignd_log_maintenance_failures_total", "step" => *step).absolute(0);
     }
+    metrics::gauge!("assignd_http_connections").set(0.0);
+    metrics::counter!("assignd_http_connections_refused_total").absolute(0);
+    metrics::counter!("assignd_http_accept_failures_total").absolute(0);
 }

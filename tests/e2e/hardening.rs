@@ -375,6 +375,31 @@ fn a_connection_flood_past_the_descriptor_limit_leaves_writes_and_health_intact(
         assert!(Instant::now() < deadline, "still refused after the flood");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // An operator sees the refusals and the open connections.
+    let metrics = Server::agent()
+        .get(format!("{}/metrics", server.base))
+        .call()
+        .expect("GET /metrics")
+        .body_mut()
+        .read_to_string()
+        .expect("the metrics text");
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+            .parse()
+            .expect("a number")
+    };
+    assert!(
+        value("assignd_http_connections_refused_total") >= refused as f64,
+        "{refused} refused"
+    );
+    let open = value("assignd_http_connections");
+    assert!(
+        (1.0..DESCRIPTORS as f64).contains(&open),
+        "{open} connections open"
+    );
 }
 
 /// A heartbeat to `group` with `token` as its bearer (none: no

@@ -93,14 +93,18 @@ pub async fn serve(
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(_) = connections.join_next(), if !connections.is_empty() => {
+                metrics::gauge!("assignd_http_connections").set(connections.len() as f64);
+            }
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => match permits.clone().try_acquire_owned() {
                     Ok(permit) => {
                         connections.spawn(connection(stream, app.clone(), config, stopping.clone(), permit));
+                        metrics::gauge!("assignd_http_connections").set(connections.len() as f64);
                     }
                     Err(_) => {
                         refuse(&stream);
+                        metrics::counter!("assignd_http_connections_refused_total").increment(1);
                         refused.event(|count| tracing::warn!(
                             refused = count,
                             connections_max = config.connections_max,
@@ -109,6 +113,7 @@ pub async fn serve(
                     }
                 },
                 Err(error) => {
+                    metrics::counter!("assignd_http_accept_failures_total").increment(1);
                     accept_failed.event(|count| tracing::error!(
                         %error,
                         failures = count,
