@@ -660,6 +660,72 @@ fn a_second_process_with_one_name_waits_for_the_first_ones_lease() {
     }
 }
 
+/// Issue 12, item 2, across a host restart: the lease the host gave a
+/// member is kept in memory only, so a host restarted by kill -9 granted a
+/// new incarnation of the name its tasks at once, while the old process
+/// still ran on the lease it had been given just before. A restarted host
+/// takes every member that holds tasks to hold the longest lease an answer
+/// could give it (here min(session timeout, expansion timeout + the
+/// longest interval) = 3 s), so the second process warms the tasks up
+/// until then.
+#[test]
+fn a_takeover_right_after_a_host_restart_waits_for_the_old_processs_lease() {
+    let data_dir = common::scratch("serve-restart-takeover");
+    let server = Server::start(&data_dir, &[]);
+    let group = "restarts";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 4}],
+        "learners": "off",
+        "expansion_timeout_ms": 1_500,
+        "heartbeat_interval_ms": 100,
+        "session_timeout_ms": 6_000,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let mut members = vec![Member::join(&server, group, "worker-a")];
+    beat_until(
+        &server,
+        group,
+        &mut members,
+        "worker-a holds every task",
+        |m| m[0].active.len() == 4,
+    );
+    let mut first = members.remove(0);
+    let sent = Instant::now();
+    let (status, answer) = first.try_heartbeat(&server, group, json!({}));
+    assert_eq!(status, 200, "{answer}");
+    let lease = Duration::from_millis(answer["lease_ms"].as_u64().expect("lease_ms"));
+    assert!(lease > Duration::from_millis(500), "{answer}");
+    let tasks_of_a = first.active.clone();
+
+    // kill -9 and start again on the same data dir; the first process
+    // keeps running on its lease.
+    drop(server);
+    let server = Server::start(&data_dir, &[]);
+    let mut second = Member::join(&server, group, "worker-a");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(
+            second.active.is_empty() || sent.elapsed() >= lease,
+            "granted {:?} {:?} after the first process's last answer, within its lease of {lease:?}",
+            second.active,
+            sent.elapsed()
+        );
+        if second.active == tasks_of_a {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never granted: {:?}",
+            second.active
+        );
+        second.heartbeat(&server, group);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, error) = first.try_heartbeat(&server, group, json!({}));
+    assert_eq!(status, 409, "{error}");
+}
+
 /// A join whose answer is lost (the member's request timed out, the host
 /// had handled it) and is sent again with the id the member chose is one
 /// member, not two: before, each retry of a join was a new member, which

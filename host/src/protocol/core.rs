@@ -491,6 +491,31 @@ impl Coordinator {
         group.apply(record);
     }
 
+    /// After recovery, before serving: the previous process may have
+    /// answered any member just before it stopped, and how long that
+    /// answer's lease runs was never logged. So every member that holds
+    /// tasks is taken to hold the longest lease an answer could give it,
+    /// from `now`: a new incarnation of its name (a takeover right after
+    /// the restart) is granted its tasks only once that has passed, as
+    /// invariant 1 asks of every other handover. Timers are not moved: a
+    /// member's timeout from `now` is never shorter.
+    pub fn restarted(&mut self, now: Millis) {
+        for (name, group) in &self.groups {
+            let liveness = self.liveness.entry(name.clone()).or_default();
+            for (slot, member) in &group.members {
+                if group
+                    .holdings
+                    .member(slot)
+                    .is_some_and(|held| held.held().next().is_some())
+                {
+                    let end = now.saturating_add(lease_ms_max(&group.config, member));
+                    let promised = liveness.lease_end_ms.entry(slot.clone()).or_insert(end);
+                    *promised = (*promised).max(end);
+                }
+            }
+        }
+    }
+
     /// [`Coordinator::apply`] for a record the caller is done with: a
     /// snapshot's state is moved in rather than cloned. Recovery of a
     /// compacted log (one snapshot per group) is mostly this.
@@ -1071,7 +1096,12 @@ impl Coordinator {
             now
         };
         removal = removal.min(drain_started.saturating_add(config.scale_down_timeout_ms));
-        removal.saturating_sub(now)
+        let lease_ms = removal.saturating_sub(now);
+        debug_assert!(
+            lease_ms <= lease_ms_max(config, member),
+            "a lease past the longest a restarted host assumes"
+        );
+        lease_ms
     }
 
     /// A learner that reports it has caught up asks for a new target at
@@ -1758,6 +1788,19 @@ fn member_timeout_ms(config: &GroupConfig, member: &Member) -> u64 {
     } else {
         config.session_timeout_ms
     }
+}
+
+/// The longest lease one answer can give `member` under `config` (what
+/// [`Coordinator::lease_ms`] computes, at its largest): its timeout, or
+/// the margin for a revocation at its next heartbeat, an expansion timeout
+/// and the longest interval an answer asks for (backpressure's included),
+/// whichever ends first.
+fn lease_ms_max(config: &GroupConfig, member: &Member) -> u64 {
+    let timeout_ms = member_timeout_ms(config, member);
+    let interval_max_ms = config
+        .heartbeat_interval_ms
+        .max(timeout_ms / BACKPRESSURE_TIMEOUT_DIVISOR);
+    timeout_ms.min(config.expansion_timeout_ms.saturating_add(interval_max_ms))
 }
 
 /// How long a batch of changes waits before the assignor is asked: the

@@ -154,11 +154,12 @@ impl Runtime {
     /// come back in time.
     pub fn recovered(
         config: RuntimeConfig,
-        core: Coordinator,
+        mut core: Coordinator,
         clock: Clock,
         sink: Arc<dyn RecordSink>,
         registry: Arc<Registry>,
     ) -> Arc<Self> {
+        core.restarted(clock.now());
         // Metrics recorded from here on reach `GET /metrics`.
         crate::telemetry::handle();
         Arc::new(Runtime {

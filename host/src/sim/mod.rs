@@ -97,6 +97,9 @@ pub struct Stats {
     /// Host stalls (nothing served for a while, then the host reports
     /// itself late).
     pub host_stalls: u64,
+    /// Host restarts (the core replayed from the log, its transient state
+    /// lost, members still running).
+    pub host_restarts: u64,
     /// Schedules whose group, without churn, became stable but never
     /// stopped moving tasks through learners (a liveness finding about the
     /// assignor, not a breach of the invariants).
@@ -123,6 +126,7 @@ impl Stats {
         self.leases_lapsed += other.leases_lapsed;
         self.configs += other.configs;
         self.host_stalls += other.host_stalls;
+        self.host_restarts += other.host_restarts;
         self.unsettled += other.unsettled;
     }
 }
@@ -220,7 +224,7 @@ pub fn summary_line(reports: &[Report]) -> String {
     }
     let violations = reports.iter().filter(|r| r.violation.is_some()).count();
     format!(
-        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} leases_lapsed={} configs={} unsettled={}",
+        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={}",
         stats.schedules,
         stats.steps,
         stats.targets,
@@ -235,8 +239,11 @@ pub fn summary_line(reports: &[Report]) -> String {
         stats.stale_answers,
         stats.assignor_failures,
         stats.lost_responses,
+        stats.lost_joins,
         stats.leases_lapsed,
         stats.configs,
+        stats.host_stalls,
+        stats.host_restarts,
         stats.unsettled
     )
 }

@@ -53,6 +53,7 @@ fn two_thousand_random_schedules_keep_every_invariant() {
         ("lost responses", stats.lost_responses),
         ("joins retried after a lost answer", stats.lost_joins),
         ("host stalls", stats.host_stalls),
+        ("host restarts", stats.host_restarts),
         ("lapsed leases", stats.leases_lapsed),
         ("config changes", stats.configs - stats.schedules),
     ] {
