@@ -15,6 +15,11 @@
 //!   starts from a clone of the stable coordinator, outside the timing.
 //! - `tick/groups/1000`: one timer pass over 1,000 stable groups of 10
 //!   members × 100 tasks, with nothing due.
+//! - `heartbeat-million/steady/1x1000000` and `steady-unreported`: one
+//!   member holding 1,000,000 tasks (issue 12, item 17), 10 samples.
+//! - `heartbeat-million/answer-json-pairs` and `answer-json-ranges`: its
+//!   answer written as JSON, `[topic, partition]` items and with
+//!   `task_ranges`.
 //!
 //! Groups use the default config (host learner safety on) with tasks spread
 //! over 10 topics, and are made stable by driving the core: every member
@@ -183,5 +188,60 @@ fn tick(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, steady_and_join, tick);
+/// One member holding 1,000,000 tasks, 10 topics of 100,000.
+fn million(c: &mut Criterion) {
+    const TASKS: u32 = 1_000_000;
+    let mut core = Coordinator::new(1);
+    let last = stable_group(&mut core, "g", 1, TASKS, 0);
+    let now = 10_000;
+    let request = beat("g", &last[0]);
+    let (response, out) = core.heartbeat(&request, now).expect("steady");
+    assert!(out.records.is_empty() && out.assignor_calls.is_empty());
+    assert_eq!(response.active.len(), TASKS as usize);
+    let mut group = c.benchmark_group("heartbeat-million");
+    group.sample_size(10);
+    group.bench_function("steady/1x1000000", |b| {
+        b.iter(|| black_box(core.heartbeat(black_box(&request), now)))
+    });
+    let unreported = Heartbeat {
+        owned: None,
+        ..request.clone()
+    };
+    group.bench_function("steady-unreported/1x1000000", |b| {
+        b.iter(|| black_box(core.heartbeat(black_box(&unreported), now)))
+    });
+    million_answer(&mut group, response);
+    group.finish();
+}
+
+/// The answer to the million-task member as JSON, both ways.
+fn million_answer(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    response: HeartbeatResponse,
+) {
+    use assignd::api::wire::HeartbeatResponseBody;
+    let body = |task_ranges| HeartbeatResponseBody {
+        member_id: response.member_id.clone(),
+        member_epoch: response.member_epoch,
+        heartbeat_interval_ms: response.heartbeat_interval_ms,
+        active: response.active.iter().cloned().collect(),
+        revoking: Vec::new(),
+        learner: Vec::new(),
+        standby: Vec::new(),
+        draining: false,
+        drained: false,
+        lease_ms: response.lease_ms,
+        task_ranges,
+    };
+    for (name, ranges) in [("answer-json-pairs", false), ("answer-json-ranges", true)] {
+        let body = body(ranges);
+        let size = serde_json::to_vec(&body).expect("JSON").len();
+        eprintln!("{name}: {size} bytes");
+        group.bench_function(format!("{name}/1x1000000"), |b| {
+            b.iter(|| black_box(serde_json::to_vec(black_box(&body))))
+        });
+    }
+}
+
+criterion_group!(benches, steady_and_join, tick, million);
 criterion_main!(benches);
