@@ -977,10 +977,22 @@ impl Coordinator {
             held.active.retain(|t| !handover.tasks.contains(t));
             held.revoking.retain(|t| !handover.tasks.contains(t));
         }
+        // The target's tasks not granted yet. A member that holds exactly
+        // its target has none, and is not compared task by task (it may
+        // hold a million).
+        let holds_target = handover.is_none()
+            && held.state == MemberState::Stable
+            && held.epoch == group.target_epoch;
+        debug_assert!(!holds_target || held.active.len() == target.active.len());
+        let ungranted: Vec<&TaskRef> = if holds_target {
+            Vec::new()
+        } else {
+            target.active.difference(&held.active).collect()
+        };
         let learner = target
             .learner
             .iter()
-            .chain(target.active.difference(&held.active))
+            .chain(ungranted.iter().copied())
             .chain(&waiting)
             .cloned()
             .collect();
@@ -991,7 +1003,7 @@ impl Coordinator {
         let in_handoff = !held.revoking.is_empty()
             || handover.is_some()
             || !target.learner.is_empty()
-            || target.active.difference(&held.active).next().is_some();
+            || !ungranted.is_empty();
         let mut heartbeat_interval_ms = if in_handoff {
             group
                 .config
