@@ -141,7 +141,7 @@ pub struct HeartbeatRequest {
 
 /// An item of a heartbeat's `owned` (and, with `task_ranges`, of its
 /// answer's task lists): `[topic, partition]` or `[topic, first, last]`.
-/// Only its schema: [`owned_tasks`] reads it, [`write_tasks`] writes it.
+/// Only its schema: `owned_tasks` reads it, `write_tasks` writes it.
 pub struct TaskItem;
 
 impl PartialSchema for TaskItem {
