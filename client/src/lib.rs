@@ -26,7 +26,7 @@
 //! # }
 //! ```
 //!
-//! The protocol (DESIGN.md, incremental cooperative rebalancing): a task
+//! The protocol (docs/design.md, incremental cooperative rebalancing): a task
 //! that moves is first *revoked*; the member keeps reporting it as owned
 //! until the application acknowledges it stopped, and only then does the
 //! host grant it to its next owner. So with every application acknowledging

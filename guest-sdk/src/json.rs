@@ -1,4 +1,4 @@
-//! The offline JSON contract of DESIGN.md: a `GroupInput` document in, an
+//! The offline JSON contract of docs/design.md: a `GroupInput` document in, an
 //! `Assignment` document out. Parsing turns names into the dense indices of
 //! [`crate::model`] and refuses anything ambiguous with a message that names
 //! the member, topic or partition at fault.

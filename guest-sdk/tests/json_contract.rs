@@ -112,7 +112,7 @@ fn ambiguous_documents_are_refused_by_name() {
     }
 }
 
-/// As in Kafka (and DESIGN.md's offline contract): a subscription to a
+/// As in Kafka (and docs/design.md's offline contract): a subscription to a
 /// topic not in `topics` is kept out of the member's subscription, and
 /// tasks of topics or partitions that do not exist are dropped from
 /// `active`, `learner`, `standby` and `lags`.

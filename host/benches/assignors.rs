@@ -175,9 +175,9 @@ fn cases() -> Vec<Case> {
             }
         }
     }
-    // The targets for sticky in wasm (Kafka's published uniform
-    // figures are for these shapes): 10,000 × 100,000 homogeneous full and
-    // incremental, 5,000 × 250,000 heterogeneous full.
+    // The shapes of sticky's targets in wasm (docs/benchmarks.md; Kafka's
+    // published uniform figures are for these shapes): 10,000 × 100,000
+    // homogeneous full and incremental, 5,000 × 250,000 heterogeneous full.
     let sticky = ASSIGNORS
         .iter()
         .position(|a| a.0 == "sticky")

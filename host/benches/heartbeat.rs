@@ -16,7 +16,7 @@
 //! - `tick/groups/1000`: one timer pass over 1,000 stable groups of 10
 //!   members × 100 tasks, with nothing due.
 //! - `heartbeat-million/steady/1x1000000` and `steady-unreported`: one
-//!   member holding 1,000,000 tasks (issue 12, item 17), 10 samples.
+//!   member holding 1,000,000 tasks, 10 samples.
 //! - `heartbeat-million/answer-json-pairs` and `answer-json-ranges`: its
 //!   answer written as JSON, `[topic, partition]` items and with
 //!   `task_ranges`.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The cost of a `/metrics` scrape as groups grow (issue 12, item 14).
+"""The cost of a `/metrics` scrape as groups grow.
 
 Starts `ASSIGND serve --fsync never` on a scratch data dir, creates GROUPS
 groups (4 tasks, `range`) each with one member that joins and is assigned

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Memory and cache cost of module uploads that do not stay (issue 12, item 12).
+"""Memory and cache cost of module uploads that do not stay.
 
 Starts `ASSIGND serve` on a scratch data dir and, with a component given as
 COMPONENT, makes CYCLES uploads of distinct bytes (the component with a

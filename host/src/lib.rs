@@ -14,11 +14,15 @@
 //! - [`registry`]: uploaded assignor modules, stored by content hash.
 //! - [`api`]: the HTTP routes of `assignd serve` and their OpenAPI document.
 //! - [`telemetry`]: the Prometheus recorder behind the `metrics` facade.
+//! - `durable`: writing a whole file crash-safely (temporary file, fsync,
+//!   rename, fsync of the folder), for the log, the registry and the admin
+//!   token.
 //!
 //! docs/architecture.md describes how they fit together.
 
 pub mod api;
 pub mod cli;
+pub(crate) mod durable;
 pub mod log;
 pub mod plugins;
 pub mod protocol;

@@ -367,7 +367,7 @@ fn a_closed_stdout_is_not_a_panic() {
     }
 }
 
-/// Issue 12, item 5: Kafka's own `AbstractStickyAssignorTest` cases about
+/// Kafka's own `AbstractStickyAssignorTest` cases about
 /// topics that do not exist, through `assignd run`: a subscription to a
 /// topic not in `topics` is a wish that gives nothing, and tasks in
 /// `active` of a topic (or partition) that no longer exists are dropped.
@@ -376,7 +376,10 @@ fn a_closed_stdout_is_not_a_panic() {
 #[test]
 fn kafkas_sticky_cases_with_missing_topics_give_kafkas_answers() {
     let dir = scratch("kafka-missing-topics");
-    let cases: [(&str, &str, &[usize], &[(&str, &str, u64)]); 5] = [
+    // Name, input, active tasks per member, tasks that stay (member, topic,
+    // partition).
+    type Case<'a> = (&'a str, &'a str, &'a [usize], &'a [(&'a str, &'a str, u64)]);
+    let cases: [Case; 5] = [
         (
             "testOneConsumerNonexistentTopic",
             r#"{"topics": {}, "members": [{"id": "consumer", "topics": ["topic"]}]}"#,

@@ -1,4 +1,4 @@
-//! Invariant 6 of DESIGN.md against the real binary: `assignd serve` on
+//! Invariant 6 of docs/design.md against the real binary: `assignd serve` on
 //! one data dir is killed with SIGKILL at random moments of a churning
 //! workload and restarted, again and again; after every restart the host
 //! must hold everything it acknowledged before the kill.

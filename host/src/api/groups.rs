@@ -100,7 +100,7 @@ pub async fn get_group(
 }
 
 /// The group's input for its assignor as the next call would see it, in
-/// the GroupInput JSON of DESIGN.md: feed it to `assignd run --input` to
+/// the GroupInput JSON of docs/design.md: feed it to `assignd run --input` to
 /// replay a live group's situation offline.
 #[utoipa::path(
     get,

@@ -419,7 +419,7 @@ async fn members_join_get_tasks_and_the_views_show_them() {
     let view = f.view().await;
     assert_eq!(view["members"][0]["lags"], json!([["orders", 4, 1500]]));
 
-    // The captured assignor input is DESIGN.md's GroupInput.
+    // The captured assignor input is docs/design.md's GroupInput.
     let (status, input) = f
         .call("GET", &format!("/v1/groups/{GROUP}/assignor-input"), None)
         .await;

@@ -1,7 +1,7 @@
 //! The API's wire types: request and response bodies with their OpenAPI
 //! schemas. The heartbeat's names are the member protocol the client
 //! library speaks; do not rename them. Tasks are `[topic, partition]` and
-//! lag rows `[topic, partition, lag]`, as in DESIGN.md's offline contract.
+//! lag rows `[topic, partition, lag]`, as in docs/design.md's offline contract.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -141,7 +141,7 @@ pub struct HeartbeatRequest {
 
 /// An item of a heartbeat's `owned` (and, with `task_ranges`, of its
 /// answer's task lists): `[topic, partition]` or `[topic, first, last]`.
-/// Only its schema: [`owned_tasks`] reads it, [`write_tasks`] writes it.
+/// Only its schema: `owned_tasks` reads it, `write_tasks` writes it.
 pub struct TaskItem;
 
 impl PartialSchema for TaskItem {

@@ -7,10 +7,10 @@
 //! It owns that file only; the checks a token passes are the API's
 //! ([`crate::api::auth::check_token`]).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::api::auth::check_token;
+use crate::durable::{self, Folder};
 
 /// The token file's name in the data dir.
 pub const FILE_NAME: &str = "admin-token";
@@ -80,7 +80,8 @@ fn generate() -> Result<String, String> {
 }
 
 /// Writes `token` and a newline to `path` readable by its owner only, all
-/// or nothing: a crash leaves either no file or the whole token.
+/// or nothing ([`durable::write_file`]): a crash leaves either no file or
+/// the whole token.
 fn write_private(path: &Path, token: &str) -> std::io::Result<()> {
     let temporary = path.with_extension("tmp");
     // A leftover from a crash during an earlier first start.
@@ -88,22 +89,27 @@ fn write_private(path: &Path, token: &str) -> std::io::Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&temporary)?;
-    file.write_all(format!("{token}\n").as_bytes())?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&temporary, path)?;
-    if let Some(folder) = path.parent() {
-        std::fs::File::open(folder)?.sync_all()?;
-    }
-    Ok(())
+    // `create_new`: a file that appears meanwhile is another process's.
+    let create_new_private = |temporary: &Path| {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        options.open(temporary)
+    };
+    let folder = path.parent().unwrap_or(Path::new(""));
+    durable::write_file(
+        &temporary,
+        path,
+        &[format!("{token}\n").as_bytes()],
+        create_new_private,
+        Folder::Path(folder),
+    )
+    .map(drop)
+    .map_err(|e| e.source)
 }
 
 /// Warns when the token file may be read by other users.

@@ -61,7 +61,7 @@ enum Command {
     /// live summary every second.
     Demo(demo::DemoArgs),
     /// Run an assignor offline on a GroupInput JSON file and print the
-    /// Assignment JSON (the offline contract of DESIGN.md).
+    /// Assignment JSON (the offline contract of docs/design.md).
     Run(run::RunArgs),
     /// Print what an assignor says about itself (name, version,
     /// capabilities, params and their defaults) as JSON.

@@ -303,6 +303,8 @@ fn raise_descriptor_limit() -> u64 {
             );
         }
     }
+    // `rlim_t` is u64 on Linux but not on every unix.
+    #[allow(clippy::useless_conversion)]
     u64::try_from(limit.rlim_cur).unwrap_or(u64::MAX)
 }
 

@@ -1,5 +1,5 @@
 //! `assignd sim`: runs seeded random schedules of the protocol core in the
-//! deterministic simulator and checks DESIGN.md's invariants after every
+//! deterministic simulator and checks docs/design.md's invariants after every
 //! step. One summary line on stdout; the first violation on stderr and
 //! exit code 1.
 

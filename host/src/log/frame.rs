@@ -20,7 +20,7 @@ use crate::protocol::group::Record;
 /// `Group::bindings` (so a `GroupSnapshot` payload changed) and the
 /// `AssignorBound` record; version 3 added the assignor limits, fallback
 /// and member token to `GroupConfig` and `Binding`. Frames of versions 1
-/// and 2 are still read (see [`super::legacy`]).
+/// and 2 are still read (see `legacy.rs`).
 pub const FORMAT_VERSION: u8 = 3;
 /// The oldest format version still read.
 pub const FORMAT_VERSION_MIN: u8 = 1;

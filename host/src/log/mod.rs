@@ -3,7 +3,7 @@
 //! is in docs/log-format.md). It owns the file format ([`frame`]), reading
 //! a data dir back with torn-tail recovery and the proof that no segment
 //! is missing ([`segment`]), reading frames
-//! of older format versions ([`legacy`]), and appending
+//! of older format versions (`legacy.rs`), and appending
 //! with group commit and compaction ([`writer`]). It knows nothing of what
 //! records mean: replaying them is the core's `apply`, after the core's
 //! `check_replay` says each fits.

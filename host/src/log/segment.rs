@@ -30,6 +30,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::frame::{Decoded, RecordType, decode};
+use crate::durable::{self, Folder};
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::Record;
 /// A segment is sealed and a new one started past this size.
@@ -307,26 +308,28 @@ pub(super) fn read_head(dir: &Path) -> Result<Option<u64>, LogError> {
     )))
 }
 
-/// Makes `HEAD` name segment `number`, durably: `HEAD.tmp` written and
-/// fsynced, renamed over `HEAD`, the folder fsynced (`dir_handle`).
+/// Makes `HEAD` name segment `number`, durably ([`durable::write_file`]):
+/// `HEAD.tmp` written and fsynced, renamed over `HEAD`, the folder fsynced
+/// (`dir_handle`).
 pub(super) fn write_head(dir: &Path, dir_handle: &File, number: u64) -> Result<(), LogError> {
-    use std::io::Write;
     let mut bytes = [0u8; HEAD_BYTES];
     bytes[0..8].copy_from_slice(HEAD_MAGIC);
     bytes[8..16].copy_from_slice(&number.to_le_bytes());
     let crc = crc32c::crc32c(&bytes[0..16]);
     bytes[16..20].copy_from_slice(&crc.to_le_bytes());
-    let temp = dir.join(HEAD_TEMP_FILE);
-    let written = new_file(&temp)
-        .and_then(|mut file| file.write_all(&bytes).and_then(|()| file.sync_all()))
-        .and_then(|()| fs::rename(&temp, head_path(dir)));
-    if let Err(e) = written {
-        let _ = fs::remove_file(&temp);
-        return Err(io_error(format!("writing {}", head_path(dir).display()))(e));
-    }
-    dir_handle
-        .sync_all()
-        .map_err(io_error(format!("syncing {}", dir.display())))
+    let path = head_path(dir);
+    durable::write_file(
+        &dir.join(HEAD_TEMP_FILE),
+        &path,
+        &[&bytes],
+        new_file,
+        Folder::Open(dir_handle),
+    )
+    .map(drop)
+    .map_err(|e| match e.step {
+        durable::Step::SyncFolder => io_error(format!("syncing {}", dir.display()))(e.source),
+        _ => io_error(format!("writing {}", path.display()))(e.source),
+    })
 }
 
 /// What reading a log found.

@@ -818,10 +818,10 @@ fn with_failed_creates<T>(n: u32, f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// Issue 12: a compaction that cannot create its file must leave the log
-/// as it is and be retried, not stop the writer (every request answered
-/// 503 until a restart, the batch that triggered it included, though it
-/// was saved).
+/// A compaction that cannot create its file (out of file descriptors,
+/// say) must leave the log as it is and be retried, not stop the writer
+/// (every request answered 503 until a restart, the batch that triggered
+/// it included, though it was saved).
 #[test]
 fn a_compaction_that_cannot_create_its_file_leaves_the_log_whole_and_is_retried_later() {
     use std::sync::atomic::Ordering::Relaxed;

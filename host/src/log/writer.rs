@@ -43,6 +43,7 @@ use super::segment::{
     LogError, SEGMENT_BYTES_MAX, SEGMENT_HEADER_BYTES, SegmentHeader, SegmentKind, io_error,
     list_segments, new_file, read_head, read_header, segment_path, temp_path, write_head,
 };
+use crate::durable::{self, Folder};
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::Record;
 use crate::runtime::RecordSink;
@@ -454,8 +455,8 @@ fn encode_snapshots(shadow: &Coordinator, out: &mut Vec<u8>) {
 }
 
 /// Creates segment `number` holding its header and `frames`, whole or not
-/// at all (a temporary file, fsynced, renamed into place, the folder
-/// fsynced), and returns it open for appending after them.
+/// at all ([`durable::write_file`]: a temporary file, fsynced, renamed into
+/// place, the folder fsynced), and returns it open for appending after them.
 fn create_segment(
     dir: &Path,
     dir_handle: &File,
@@ -465,26 +466,27 @@ fn create_segment(
 ) -> Result<File, Step> {
     let temp = temp_path(dir, number);
     let path = segment_path(dir, number);
-    let retry = |context: String| {
-        let temp = temp.clone();
-        move |e| {
-            let _ = std::fs::remove_file(&temp);
-            Step::Retry(io_error(context)(e))
-        }
-    };
-    let mut file = new_file(&temp).map_err(retry(format!("creating {}", temp.display())))?;
     let header = SegmentHeader { kind, number }.encode();
-    file.write_all(&header)
-        .and_then(|()| file.write_all(frames))
-        .and_then(|()| file.sync_all())
-        .map_err(retry(format!("writing {}", temp.display())))?;
-    std::fs::rename(&temp, &path).map_err(retry(format!("renaming {}", temp.display())))?;
-    // If this fails, whether the rename is durable is unknown: appending
-    // to either segment could be lost.
-    dir_handle
-        .sync_all()
-        .map_err(|e| Step::Fatal(io_error(format!("syncing {}", dir.display()))(e)))?;
-    Ok(file)
+    durable::write_file(
+        &temp,
+        &path,
+        &[&header, frames],
+        new_file,
+        Folder::Open(dir_handle),
+    )
+    .map_err(|e| {
+        let context = match e.step {
+            durable::Step::Create => format!("creating {}", temp.display()),
+            durable::Step::Write => format!("writing {}", temp.display()),
+            durable::Step::Rename => format!("renaming {}", temp.display()),
+            // Whether the rename is durable is unknown: appending to either
+            // segment could be lost.
+            durable::Step::SyncFolder => {
+                return Step::Fatal(io_error(format!("syncing {}", dir.display()))(e.source));
+            }
+        };
+        Step::Retry(io_error(context)(e.source))
+    })
 }
 
 /// Removes every segment numbered below `number`, newest first, each

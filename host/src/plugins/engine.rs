@@ -102,7 +102,7 @@ impl Drop for CallSlot<'_> {
 impl PluginEngine {
     /// An engine with fuel metering and epoch interruption on, and a
     /// background thread that advances the epoch every
-    /// [`EPOCH_TICK_MS`] (it stops when the engine is dropped).
+    /// `EPOCH_TICK_MS` (it stops when the engine is dropped).
     pub fn new(config: EngineConfig) -> anyhow::Result<Self> {
         let mut wasm_config = Config::new();
         wasm_config

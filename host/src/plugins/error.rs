@@ -1,6 +1,7 @@
 //! Every way loading or calling a plugin can fail, one variant per kind, each
-//! with a message a plugin author can act on. The HTTP layer (later) and the
-//! CLI map these in one place each; nothing here panics on a guest's account.
+//! with a message a plugin author can act on. The HTTP layer (`api/error.rs`,
+//! by [`PluginError::code`]) and the CLI (`cli/mod.rs`, to an exit code) map
+//! these in one place each; nothing here panics on a guest's account.
 
 use assignd_guest_sdk::AssignError;
 use assignd_guest_sdk::validate::{InvalidAssignment, InvalidInput};

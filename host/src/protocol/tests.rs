@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 
-use assignor_learner_aware::LearnerAware;
 use assignor_sticky::Sticky;
 
 use super::core::{
@@ -16,6 +15,7 @@ use super::group::{
     AssignorFailure, BindingSpec, CallLimits, GroupConfig, LearnerMode, Millis, Record,
     RemovalReason, TaskRef, TopicConfig,
 };
+use crate::sim::{ASSIGNORS, assign_natively};
 
 const GROUP: &str = "orders-app";
 const EXPANSION_MS: u64 = 1_000;
@@ -70,16 +70,12 @@ impl Harness {
     fn absorb(&mut self, out: Output) {
         self.log.extend(out.records);
         for call in out.assignor_calls {
-            let answer = match call.assignor.as_str() {
-                "sticky" => assignd_guest_sdk::harness::run::<Sticky>(&call.input),
-                "learner-aware" => assignd_guest_sdk::harness::run::<LearnerAware>(&call.input),
-                "range" => assignd_guest_sdk::harness::run::<assignor_range::Range>(&call.input),
-                "round-robin" => {
-                    assignd_guest_sdk::harness::run::<assignor_round_robin::RoundRobin>(&call.input)
-                }
-                other => panic!("no native assignor {other:?} in these tests"),
-            }
-            .map_err(|e| e.to_string());
+            assert!(
+                ASSIGNORS.contains(&call.assignor.as_str()),
+                "no native assignor {:?} in these tests",
+                call.assignor
+            );
+            let answer = assign_natively(&call.assignor, &call.input);
             let more = self
                 .core
                 .assignment_computed(&call.group, call.epoch, answer, self.now);

@@ -16,6 +16,7 @@ use assignd_guest_sdk::testing::{GroupSpec, Subscriptions, group};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::durable::{self, Folder, private_file};
 use crate::plugins::{BUILTIN_NAMES, Limits, LoadedModule, ModuleId, PluginEngine, PluginError};
 
 /// The largest component accepted.
@@ -420,27 +421,15 @@ fn self_test(engine: &PluginEngine, module: &LoadedModule) -> Result<(), Registr
         })
 }
 
-/// Writes `name` in `dir`: a temporary file, fsync, rename, fsync of the
-/// folder.
+/// Writes `name` in `dir`, readable by its owner only, whole or not at all
+/// ([`durable::write_file`]: a temporary file, fsync, rename, fsync of the
+/// folder).
 fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp{}", std::process::id()));
-    let mut file = private_file(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&tmp, &path)?;
-    sync_dir(dir)
-}
-
-/// A new file only its owner may read and write (0600 on unix).
-pub(crate) fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)
+    durable::write_file(&tmp, &path, &[bytes], private_file, Folder::Path(dir))
+        .map(drop)
+        .map_err(|e| e.source.into())
 }
 
 fn sync_dir(dir: &Path) -> anyhow::Result<()> {

@@ -172,7 +172,8 @@ pub fn render_groups(text: &mut String) {
             );
         }
     }
-    let gauges: [(&str, &str, fn(&GroupFigures) -> u64); 4] = [
+    type Gauge = (&'static str, &'static str, fn(&GroupFigures) -> u64);
+    let gauges: [Gauge; 4] = [
         (
             "assignd_group_epoch",
             "A group's epoch: bumped whenever the group needs a new target",

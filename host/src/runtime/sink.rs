@@ -1,6 +1,7 @@
 //! Where records go, and in which order. [`RecordSink`] is the persistence
-//! boundary (issue 4 implements it as the binary log with fsync and group
-//! commit; today [`CountingSink`] only counts). [`RecordQueue`] feeds a sink
+//! boundary: `assignd serve` persists into the record log
+//! ([`crate::log::LogSink`], fsync and group commit), `assignd demo` into
+//! [`CountingSink`], which only counts. [`RecordQueue`] feeds a sink
 //! from one thread: batches are queued under the core's lock, so the sink
 //! sees records in exactly the order the core applied them, and each
 //! submitter waits for its own batch without holding that lock. Batches
@@ -21,8 +22,8 @@ pub trait RecordSink: Send + Sync + 'static {
     fn persist(&self, records: &[Record]) -> anyhow::Result<()>;
 }
 
-/// A sink that keeps nothing and counts what it was given: the runtime
-/// before the record log exists (issue 4). Nothing survives a restart.
+/// A sink that keeps nothing and counts what it was given: the in-process
+/// demo's (`assignd demo`), whose group need not survive a restart.
 #[derive(Debug, Default)]
 pub struct CountingSink {
     records: AtomicU64,

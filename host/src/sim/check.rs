@@ -1,4 +1,4 @@
-//! The invariants of DESIGN.md as pure checks over the core's state and
+//! The invariants of docs/design.md as pure checks over the core's state and
 //! what the simulated members believe. Each returns a description of the
 //! first breach it finds; none of them changes anything, so a test can feed
 //! them hand-made states to prove that they do catch a breach.

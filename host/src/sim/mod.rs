@@ -1,6 +1,6 @@
 //! The deterministic simulator: the protocol core under virtual time with
 //! many simulated members, driven by seeded random schedules, with the
-//! invariants of DESIGN.md checked after every step.
+//! invariants of docs/design.md checked after every step.
 //!
 //! It owns the schedules ([`world`]), the simulated member processes
 //! ([`member`]), the invariant checks ([`check`]) and its generator

@@ -15,7 +15,8 @@ use crate::protocol::group::{
 };
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
 
-/// Schedules the main test runs (the brief: at least 2,000).
+/// Schedules the main test runs: thousands, so rare interleavings (a crash
+/// during a handoff, a restart under a lease) come up in every run.
 const SCHEDULES: u64 = 2_000;
 
 #[test]

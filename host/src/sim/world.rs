@@ -37,7 +37,8 @@ const ASSIGNOR_FAILURE_P: f64 = 0.02;
 const CHOSEN_ID_P: f64 = 0.75;
 
 /// Runs a built-in assignor through the SDK harness: input checked, called
-/// natively, answer validated, as the host's sandbox would.
+/// natively, answer validated, as the host's sandbox would. The assignor of
+/// the simulator and of the protocol core's tests.
 pub fn assign_natively(assignor: &str, input: &GroupInput) -> Result<Assignment, String> {
     use assignd_guest_sdk::harness::run;
     match assignor {

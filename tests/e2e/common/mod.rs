@@ -106,7 +106,7 @@ pub fn assert_one_error_line(output: &Output, code: i32, needle: &str) {
     assert!(lines[0].contains(needle), "expected {needle:?} in {err:?}");
 }
 
-/// The small example input of DESIGN.md's contract (three members).
+/// The small example input of docs/design.md's contract (three members).
 pub fn example_input() -> PathBuf {
     workspace_root().join("examples/group.json")
 }

@@ -3,7 +3,7 @@
 //! (`assignd_guest_sdk::validate::check_assignment`) must refuse.
 //!
 //! It exists so the host's end-to-end tests can show that an invalid answer
-//! is never installed (invariant 7 of DESIGN.md): the group keeps its last
+//! is never installed (invariant 7 of docs/design.md): the group keeps its last
 //! good assignment and the validation error is visible. The group param
 //! `mode` picks which rule to break, so that each validation error can be
 //! triggered on purpose:

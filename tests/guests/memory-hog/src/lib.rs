@@ -3,7 +3,7 @@
 //!
 //! It exists so the host's end-to-end tests can show that a guest growing
 //! its linear memory is stopped at the host's memory cap (invariant 7 of
-//! DESIGN.md): the refused `memory.grow` makes the allocator fail, the guest
+//! docs/design.md): the refused `memory.grow` makes the allocator fail, the guest
 //! aborts with a trap, the failure is reported, and the group keeps its last
 //! good assignment. `info` answers normally so that the module can be
 //! uploaded and bound to a group before it misbehaves.

@@ -2,7 +2,7 @@
 //!
 //! It exists so the host's end-to-end tests can show that a guest panic
 //! becomes a reported failure rather than a crash (invariant 7 of
-//! DESIGN.md), and that the message reaches the operator: the SDK's panic
+//! docs/design.md), and that the message reaches the operator: the SDK's panic
 //! hook sends it through the `log` import (prefixed with
 //! `assignd_guest_sdk::log::PANIC_PREFIX`) before the panic turns into a
 //! trap, so tests can look for [`MESSAGE`] in the host's error. `info`

@@ -2,7 +2,7 @@
 //! no I/O and allocates nothing.
 //!
 //! It exists so the host's end-to-end tests can show that a guest stuck in a
-//! loop is stopped by the fuel / time limit (invariant 7 of DESIGN.md): the
+//! loop is stopped by the fuel / time limit (invariant 7 of docs/design.md): the
 //! call traps, the failure is reported, and the group keeps its last good
 //! assignment. `info` answers normally so that the module can be uploaded
 //! and bound to a group before it misbehaves.
