@@ -251,9 +251,23 @@ pub struct HostLoad {
 pub struct Coordinator {
     groups: BTreeMap<String, Group>,
     liveness: BTreeMap<String, Liveness>,
-    /// The slots (in input order) and tasks of each call in flight.
-    calls: BTreeMap<String, (u64, Vec<String>, Vec<TaskRef>)>,
+    /// The assignor call in flight of each group that has one.
+    calls: BTreeMap<String, CallInFlight>,
     seed: u64,
+}
+
+/// An assignor call the runtime is running for a group, and what the
+/// indices of its answer mean (the group may change while it runs).
+#[derive(Clone, Debug)]
+struct CallInFlight {
+    /// The group epoch the call computes a target for: an answer for
+    /// another epoch is discarded.
+    epoch: u64,
+    /// The slot of each member index of the call's input, in input order
+    /// (draining members are left out).
+    slots: Vec<String>,
+    /// The task of each task index of the call's input.
+    tasks: Vec<TaskRef>,
 }
 
 /// A character a name must not hold: a control character (NUL, CR, …),

@@ -8,7 +8,9 @@
 
 use assignd_guest_sdk::Assignment;
 
-use super::{AssignorCall, Coordinator, Output, input::assignor_input, learners::safe_target};
+use super::{
+    AssignorCall, CallInFlight, Coordinator, Output, input::assignor_input, learners::safe_target,
+};
 use crate::protocol::group::{
     AssignorFailure, AssignorFailures, GroupConfig, Liveness, Millis, Record, assignor_retry_ms,
 };
@@ -54,8 +56,14 @@ impl Coordinator {
         liveness.last_call_ms = Some(now);
         liveness.computing_epoch = Some(group.group_epoch);
         let (input, slots, tasks) = assignor_input(group, liveness);
-        self.calls
-            .insert(group_name.to_owned(), (group.group_epoch, slots, tasks));
+        self.calls.insert(
+            group_name.to_owned(),
+            CallInFlight {
+                epoch: group.group_epoch,
+                slots,
+                tasks,
+            },
+        );
         out.assignor_calls.push(AssignorCall {
             group: group_name.to_owned(),
             epoch: group.group_epoch,
@@ -109,7 +117,7 @@ impl Coordinator {
         now: Millis,
     ) -> Output {
         let mut out = Output::default();
-        let Some((call_epoch, slots, tasks)) = self.calls.remove(group_name) else {
+        let Some(call) = self.calls.remove(group_name) else {
             return out;
         };
         let liveness = self.liveness.entry(group_name.to_owned()).or_default();
@@ -117,7 +125,7 @@ impl Coordinator {
         let Some(group) = self.groups.get(group_name) else {
             return out;
         };
-        if call_epoch != epoch || epoch != group.group_epoch {
+        if call.epoch != epoch || epoch != group.group_epoch {
             liveness.pending_since_ms.get_or_insert(now);
             self.maybe_call_assignor(group_name, now, &mut out);
             return out;
@@ -156,7 +164,7 @@ impl Coordinator {
         };
         let empty = Liveness::default();
         let liveness = self.liveness.get(group_name).unwrap_or(&empty);
-        let target = safe_target(group, liveness, &slots, &tasks, &assignment);
+        let target = safe_target(group, liveness, &call.slots, &call.tasks, &assignment);
         self.emit(
             &mut out,
             Record::TargetInstalled {
