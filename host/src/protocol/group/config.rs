@@ -105,7 +105,8 @@ pub struct CallLimits {
 }
 
 /// What a group's assignor binding sets: the part of [`GroupConfig`] that
-/// `PUT .../assignor` and a rollback change, and that a [`Binding`] keeps.
+/// `PUT .../assignor` and a rollback change, and that a
+/// [`Binding`](super::Binding) keeps.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BindingSpec {
     pub assignor: String,

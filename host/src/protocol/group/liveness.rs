@@ -35,9 +35,10 @@ pub struct Liveness {
     /// given. Not kept over a restart: every timer then restarts later.
     pub lease_end_ms: BTreeMap<String, Millis>,
     /// Member ids this host saw replaced by a new incarnation of their
-    /// name, with the name (oldest first, at most [`FENCED_MEMBER_IDS_MAX`]),
-    /// so that the old incarnation is told `replaced` even when its
-    /// heartbeat does not carry its name.
+    /// name, with the name (oldest first, at most
+    /// [`FENCED_MEMBER_IDS_MAX`](super::FENCED_MEMBER_IDS_MAX)), so that
+    /// the old incarnation is told `replaced` even when its heartbeat does
+    /// not carry its name.
     pub replaced: std::collections::VecDeque<(String, String)>,
     /// Per slot taken over by a new incarnation while the previous one's
     /// lease still ran: the tasks that incarnation held, and when that lease
