@@ -48,9 +48,10 @@ impl Coordinator {
 
     /// The target the host would install for `assignment`, an answer to
     /// `prepared` (from [`Coordinator::preview_input`]): the answer after
-    /// the host's learner safety ([`safe_target`]), with nothing emitted
-    /// and nothing changed. Refused if the group changed since `prepared`
-    /// was taken (the answer's indices would not mean the same members).
+    /// the host's learner safety (`safe_target`, in learners.rs), with
+    /// nothing emitted and nothing changed. Refused if the group changed
+    /// since `prepared` was taken (the answer's indices would not mean the
+    /// same members).
     pub fn preview_target(
         &self,
         group_name: &str,
