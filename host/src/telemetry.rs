@@ -237,9 +237,9 @@ fn describe() {
             Kind::Histogram => describe_histogram!(name, unit, help),
         }
     }
-    use crate::protocol::group::RemovalReason;
-    use crate::runtime::observe::{GroupState, MEMBER_STATES};
-    for state in GroupState::ALL {
+    use crate::protocol::group::{Phase, RemovalReason};
+    use crate::runtime::observe::MEMBER_STATES;
+    for state in Phase::ALL {
         metrics::gauge!("assignd_groups", "state" => state.label()).set(0.0);
     }
     for state in MEMBER_STATES {

@@ -65,16 +65,12 @@ const STATIC_MEMBERS_MAX: usize = 6;
 const DYNAMIC_MEMBERS_MAX: usize = 5;
 const PARTITIONS_MAX: u64 = 96;
 
-/// splitmix64: the seeded schedule.
+/// The seeded schedule: the host's SplitMix64.
 struct Rng(u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut x = self.0;
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^ (x >> 31)
+        assignd::protocol::splitmix::next(&mut self.0)
     }
 
     fn below(&mut self, n: u64) -> u64 {

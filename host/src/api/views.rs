@@ -2,7 +2,7 @@
 //! the runtime's lock, so they only copy.
 
 use crate::protocol::core::{Coordinator, HeartbeatResponse};
-use crate::protocol::group::{Group, GroupConfig, TaskRef};
+use crate::protocol::group::{Group, GroupConfig, Phase, TaskRef};
 use crate::protocol::reconcile::MemberState;
 
 use super::wire::{
@@ -27,14 +27,13 @@ pub fn heartbeat_response(response: HeartbeatResponse, task_ranges: bool) -> Hea
     }
 }
 
-/// The group's state on the wire; the rule is the runtime's (the metrics
-/// count groups by the same one).
+/// The group's state on the wire: its [`Group::phase`] (the metrics count
+/// groups by the same rule).
 pub fn group_state(group: &Group) -> GroupState {
-    use crate::runtime::observe::GroupState as Observed;
-    match Observed::of(group) {
-        Observed::Stable => GroupState::Stable,
-        Observed::Assigning => GroupState::Assigning,
-        Observed::Reconciling => GroupState::Reconciling,
+    match group.phase() {
+        Phase::Stable => GroupState::Stable,
+        Phase::Assigning => GroupState::Assigning,
+        Phase::Reconciling => GroupState::Reconciling,
     }
 }
 

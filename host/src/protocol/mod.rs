@@ -1,24 +1,26 @@
-//! The protocol core of the coordinator (issue 3, in progress): the pure,
-//! sans-IO state machine of groups, members, epochs, timers and learners.
-//! It never touches the clock, randomness, disk, network or wasm: inputs
-//! carry the time, outputs are records (already applied through the one
-//! `apply` path that replay also takes) and assignor calls for the runtime
-//! to run off the request path.
+//! The protocol core of the coordinator: the pure, sans-IO state machine of
+//! groups, members, epochs, timers, learners, standbys, drains and
+//! probing. It never touches the clock, randomness, disk, network or wasm:
+//! inputs carry the time, outputs are records (already applied through the
+//! one `apply` path that replay also takes) and assignor calls for the
+//! runtime to run off the request path. The HTTP runtime (`crate::runtime`,
+//! `crate::api`) and the simulator (`crate::sim`) drive it from outside.
 //!
 //! - [`reconcile`]: incremental cooperative reconciliation of one member.
-//! - [`group`]: a group's durable state, its records and `apply`.
-//! - [`core`]: the coordinator: configure, heartbeat (join, heartbeat,
-//!   leave), assignment computed, tick.
+//! - [`group`]: a group's durable state, its records and `apply`, and its
+//!   transient liveness.
+//! - [`core`]: the coordinator: configure and bind, heartbeats (join,
+//!   heartbeat, leave, drain), leases, assignor calls and their answers,
+//!   learner safety, previews, tick.
 //! - [`replay`]: whether a record read back from the log fits the state
 //!   it is replayed onto (checked before `apply`).
-//!
-//! Not yet here: host-side learner safety, standbys, drains, probing, the
-//! HTTP runtime and the simulator (the rest of issue 3).
+//! - [`splitmix`]: the seeded mixing function behind member ids.
 
 pub mod core;
 pub mod group;
 pub mod reconcile;
 pub mod replay;
+pub mod splitmix;
 
 #[cfg(test)]
 mod tests;

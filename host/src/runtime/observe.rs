@@ -18,49 +18,11 @@
 use std::collections::HashMap;
 
 use crate::protocol::core::Coordinator;
-use crate::protocol::group::{Group, Millis, Record, RemovalReason};
+use crate::protocol::group::{Group, Millis, Phase, Record, RemovalReason};
 use crate::protocol::reconcile::MemberState;
 
 /// The most often the ticker scans the core.
 pub const SCAN_INTERVAL_MS: u64 = 1_000;
-
-/// A group's state, as `GET /v1/groups/{group}` shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GroupState {
-    /// Every member holds exactly its target at the target epoch.
-    Stable,
-    /// The group needs a new target.
-    Assigning,
-    /// The target is current; members are still releasing or receiving
-    /// tasks.
-    Reconciling,
-}
-
-impl GroupState {
-    pub const ALL: [GroupState; 3] = [
-        GroupState::Stable,
-        GroupState::Assigning,
-        GroupState::Reconciling,
-    ];
-
-    pub fn of(group: &Group) -> Self {
-        if group.is_stable() {
-            GroupState::Stable
-        } else if group.group_epoch != group.target_epoch {
-            GroupState::Assigning
-        } else {
-            GroupState::Reconciling
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            GroupState::Stable => "stable",
-            GroupState::Assigning => "assigning",
-            GroupState::Reconciling => "reconciling",
-        }
-    }
-}
 
 /// Member states counted per group: a static member away, a draining
 /// member, or else where it is in reaching its target.
@@ -70,7 +32,8 @@ pub const MEMBER_STATES: [&str; 5] = ["stable", "revoking", "unreleased", "away"
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupFigures {
     pub name: String,
-    pub state: GroupState,
+    /// By [`Group::phase`], the rule the API's group view shows too.
+    pub state: Phase,
     pub group_epoch: u64,
     pub target_epoch: u64,
     /// Members per state, in the order of [`MEMBER_STATES`].
@@ -104,7 +67,7 @@ fn group_figures(group: &Group) -> GroupFigures {
     }
     GroupFigures {
         name: group.name.clone(),
-        state: GroupState::of(group),
+        state: group.phase(),
         group_epoch: group.group_epoch,
         target_epoch: group.target_epoch,
         members,
@@ -124,7 +87,7 @@ static LAST_SCAN: std::sync::Mutex<Vec<GroupFigures>> = std::sync::Mutex::new(Ve
 /// keeps it for [`render_groups`]. The recorder gets no per-group series:
 /// its size, and a default scrape's, must not grow with the groups.
 pub fn publish(figures: &[GroupFigures]) {
-    let mut groups = [0u64; GroupState::ALL.len()];
+    let mut groups = [0u64; Phase::ALL.len()];
     let mut members = [0u64; MEMBER_STATES.len()];
     let (mut revoking, mut learners) = (0, 0);
     for group in figures {
@@ -135,7 +98,7 @@ pub fn publish(figures: &[GroupFigures]) {
         revoking += group.tasks_revoking;
         learners += group.learners_pending;
     }
-    for (state, count) in GroupState::ALL.iter().zip(groups) {
+    for (state, count) in Phase::ALL.iter().zip(groups) {
         metrics::gauge!("assignd_groups", "state" => state.label()).set(count as f64);
     }
     for (state, count) in MEMBER_STATES.iter().zip(members) {
@@ -416,7 +379,7 @@ mod tests {
         let figures = scan(&core);
         assert_eq!(figures.len(), 1);
         let a = &figures[0];
-        assert_eq!(a.state, GroupState::Stable, "{a:?}");
+        assert_eq!(a.state, Phase::Stable, "{a:?}");
         assert_eq!(a.members, [3, 0, 0, 0, 0]);
         assert_eq!((a.tasks_revoking, a.learners_pending), (0, 0));
         assert_eq!(a.group_epoch, a.target_epoch);
@@ -426,7 +389,7 @@ mod tests {
         let (fourth, out) = core.heartbeat(&join, 200).unwrap();
         absorb(&mut core, out, 200, &mut log);
         let a = &scan(&core)[0];
-        assert_eq!(a.state, GroupState::Assigning);
+        assert_eq!(a.state, Phase::Assigning);
         assert_eq!(a.group_epoch, a.target_epoch + 1);
         assert_eq!(a.members.iter().sum::<u64>(), 4);
 
@@ -436,7 +399,7 @@ mod tests {
         let now = 200 + EXPANSION_MS;
         answers[0] = beat(&mut core, "a", &answers[0], now, &mut log);
         let a = &scan(&core)[0];
-        assert_eq!(a.state, GroupState::Reconciling);
+        assert_eq!(a.state, Phase::Reconciling);
         assert_eq!(a.group_epoch, a.target_epoch);
         assert_eq!(a.members[1], 1, "one member revoking: {a:?}");
         assert_eq!(a.tasks_revoking, answers[0].revoking.len() as u64);
@@ -451,7 +414,7 @@ mod tests {
             }
         }
         let a = &scan(&core)[0];
-        assert_eq!(a.state, GroupState::Stable, "{a:?}");
+        assert_eq!(a.state, Phase::Stable, "{a:?}");
         assert_eq!(a.members, [4, 0, 0, 0, 0]);
 
         // A drain shows at once.

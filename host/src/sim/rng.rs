@@ -1,5 +1,8 @@
 //! The simulator's only source of randomness: SplitMix64 (Steele, Lea and
-//! Flood), seeded per schedule, so a seed names one run exactly.
+//! Flood; the host's one copy, [`crate::protocol::splitmix`]), seeded per
+//! schedule, so a seed names one run exactly.
+
+use crate::protocol::splitmix;
 
 /// A small, fast, seedable generator. Not for cryptography.
 #[derive(Clone, Debug)]
@@ -13,11 +16,7 @@ impl Rng {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        splitmix::next(&mut self.state)
     }
 
     /// A value in `0..n` (`n` > 0), by multiply-shift (no modulo bias worth

@@ -1,0 +1,186 @@
+//! A group's config: the limits it must keep ([`check_config`]) and
+//! [`Coordinator::configure`], which creates a group or replaces its config,
+//! and binds and asks for a new target when the change reaches what the
+//! assignor sees.
+
+use std::collections::BTreeSet;
+
+use super::{
+    Coordinator, GROUP_NAME_LEN_MAX, HOST_PARAMS, LEARNERS_PER_GROUP_MAX, MEMBER_NAME_LEN_MAX,
+    MEMORY_MAX_MIB_MAX, Output, PARAM_KEY_LEN_MAX, PARAM_LEN_MAX, PARAMS_MAX,
+    PARTITIONS_PER_TOPIC_MAX, ProtocolError, TASKS_PER_GROUP_MAX, TIMEOUT_MS_MAX,
+    TOPICS_PER_GROUP_MAX, invalid, refuse_invisible,
+};
+use crate::protocol::group::{GroupConfig, Millis, Record};
+
+impl Coordinator {
+    /// Creates a group or replaces its config. A change to the topics or
+    /// the assignor asks for a new target.
+    pub fn configure(
+        &mut self,
+        name: &str,
+        config: GroupConfig,
+        now: Millis,
+    ) -> Result<Output, ProtocolError> {
+        if name.is_empty() || name.len() > GROUP_NAME_LEN_MAX {
+            return invalid(format!(
+                "group name must be 1 to {GROUP_NAME_LEN_MAX} bytes"
+            ));
+        }
+        refuse_invisible("group name", name)?;
+        check_config(&config)?;
+        let mut out = Output::default();
+        let retarget = self.groups.get(name).is_none_or(|g| {
+            g.config.topics != config.topics
+                || g.config.assignor != config.assignor
+                || g.config.params != config.params
+                || g.config.learners != config.learners
+                || g.config.acceptable_recovery_lag != config.acceptable_recovery_lag
+                || g.config.max_learners != config.max_learners
+        });
+        if self.groups.get(name).is_some_and(|g| g.config == config) {
+            return Ok(out);
+        }
+        let rebind = self
+            .groups
+            .get(name)
+            .is_none_or(|g| g.config.binding_spec() != config.binding_spec());
+        let binding = rebind.then(|| config.binding_spec());
+        self.emit(
+            &mut out,
+            Record::GroupConfigured {
+                group: name.to_owned(),
+                config,
+            },
+        );
+        if let Some(spec) = binding {
+            self.emit_binding(name, spec, None, now, &mut out);
+        }
+        if retarget {
+            self.bump(name, now, &mut out);
+        }
+        Ok(out)
+    }
+}
+
+/// Checks a group config against the limits.
+pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
+    if config.topics.len() > TOPICS_PER_GROUP_MAX {
+        return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
+    }
+    let mut names = BTreeSet::new();
+    let mut tasks = 0u64;
+    for topic in &config.topics {
+        if topic.name.is_empty() || topic.name.len() > MEMBER_NAME_LEN_MAX {
+            return invalid(format!(
+                "topic name {:?} must be 1 to {MEMBER_NAME_LEN_MAX} bytes",
+                topic.name
+            ));
+        }
+        if !names.insert(&topic.name) {
+            return invalid(format!("topic {:?} appears twice", topic.name));
+        }
+        if topic.partitions > PARTITIONS_PER_TOPIC_MAX {
+            return invalid(format!(
+                "topic {:?}: {} partitions, more than the limit of {PARTITIONS_PER_TOPIC_MAX}",
+                topic.name, topic.partitions
+            ));
+        }
+        tasks += u64::from(topic.partitions);
+    }
+    if tasks > TASKS_PER_GROUP_MAX {
+        return invalid(format!(
+            "{tasks} tasks, more than the limit of {TASKS_PER_GROUP_MAX}"
+        ));
+    }
+    for (name, value) in [
+        ("session_timeout_ms", config.session_timeout_ms),
+        ("registration_timeout_ms", config.registration_timeout_ms),
+        ("expansion_timeout_ms", config.expansion_timeout_ms),
+        ("heartbeat_interval_ms", config.heartbeat_interval_ms),
+    ] {
+        if value == 0 || value > TIMEOUT_MS_MAX {
+            return invalid(format!(
+                "{name} must be between 1 and {TIMEOUT_MS_MAX}, got {value}"
+            ));
+        }
+    }
+    if config.heartbeat_interval_ms >= config.session_timeout_ms {
+        return invalid("heartbeat_interval_ms must be below session_timeout_ms".into());
+    }
+    // A static member heard from once per interval would otherwise expire
+    // between any two heartbeats, rejoin, and bump the group for ever.
+    if config.heartbeat_interval_ms >= config.registration_timeout_ms {
+        return invalid("heartbeat_interval_ms must be below registration_timeout_ms".into());
+    }
+    if config.assignor.is_empty() || config.assignor.len() > MEMBER_NAME_LEN_MAX {
+        return invalid("assignor must name a built-in or uploaded assignor".into());
+    }
+    // The assignor sees the group's params plus the ones the host adds
+    // (`assignor_input`); together they must pass the guest SDK's input
+    // check, or no call would ever answer.
+    let added = HOST_PARAMS
+        .iter()
+        .filter(|key| !config.params.contains_key(**key))
+        .count();
+    if config.params.len() + added > PARAMS_MAX {
+        return invalid(format!(
+            "more than {} params: an assignor sees at most {PARAMS_MAX}, and the host adds {}",
+            PARAMS_MAX - added,
+            HOST_PARAMS.join(" and ")
+        ));
+    }
+    if let Some((key, _)) = config
+        .params
+        .iter()
+        .find(|(k, v)| k.is_empty() || k.len() > PARAM_KEY_LEN_MAX || v.len() > PARAM_LEN_MAX)
+    {
+        return invalid(format!(
+            "param {key:?}: keys must be 1 to {PARAM_KEY_LEN_MAX} bytes and values at most {PARAM_LEN_MAX}"
+        ));
+    }
+    for (name, value) in [
+        ("probing_interval_ms", config.probing_interval_ms),
+        ("scale_down_timeout_ms", config.scale_down_timeout_ms),
+    ] {
+        if value == 0 || value > TIMEOUT_MS_MAX {
+            return invalid(format!(
+                "{name} must be between 1 and {TIMEOUT_MS_MAX}, got {value}"
+            ));
+        }
+    }
+    if config.max_learners > LEARNERS_PER_GROUP_MAX {
+        return invalid(format!(
+            "max_learners must be at most {LEARNERS_PER_GROUP_MAX}, got {}",
+            config.max_learners
+        ));
+    }
+    if let Some(fallback) = &config.fallback_assignor
+        && (fallback.is_empty() || fallback.len() > MEMBER_NAME_LEN_MAX)
+    {
+        return invalid("fallback_assignor must name a built-in or uploaded assignor".into());
+    }
+    let limits = &config.assignor_limits;
+    for (name, value, max) in [
+        ("fuel_max", limits.fuel_max, u64::MAX),
+        ("time_limit_ms", limits.time_limit_ms, TIMEOUT_MS_MAX),
+        ("memory_max_mib", limits.memory_max_mib, MEMORY_MAX_MIB_MAX),
+    ] {
+        if let Some(value) = value
+            && (value == 0 || value > max)
+        {
+            return invalid(format!(
+                "assignor limit {name} must be between 1 and {max}, got {value}"
+            ));
+        }
+    }
+    if let Some(digest) = &config.member_token_sha256
+        && (digest.len() != 64
+            || !digest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    {
+        return invalid("member_token_sha256 must be 64 lowercase hex digits".into());
+    }
+    Ok(())
+}

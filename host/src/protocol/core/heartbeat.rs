@@ -1,0 +1,395 @@
+//! One member heartbeat: the request checked before anything changes; a
+//! join, a leave or a heartbeat of a current member (membership.rs); the
+//! member reconciled toward the installed target; and its answer (its
+//! assignment, learners and standbys, a heartbeat interval shortened in a
+//! handoff and lengthened under backpressure, its lease).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{
+    BACKPRESSURE_FACTOR, BACKPRESSURE_TIMEOUT_DIVISOR, Coordinator, HANDOFF_HEARTBEAT_INTERVAL_MS,
+    Heartbeat, HeartbeatResponse, HostLoad, JOIN_EPOCH, LEAVE_EPOCH, MEMBER_NAME_LEN_MAX, Output,
+    ProtocolError, TASKS_PER_GROUP_MAX, TOPICS_PER_GROUP_MAX, invalid, leases::member_timeout_ms,
+    membership::check_member_id, refuse_invisible,
+};
+use crate::protocol::group::{Millis, Record, TaskRef};
+use crate::protocol::reconcile::{MemberAssignment, MemberState};
+
+impl Coordinator {
+    /// Handles one member heartbeat, the host on time.
+    pub fn heartbeat(
+        &mut self,
+        request: &Heartbeat,
+        now: Millis,
+    ) -> Result<(HeartbeatResponse, Output), ProtocolError> {
+        self.heartbeat_loaded(request, now, HostLoad::default())
+    }
+
+    /// Handles one member heartbeat while the host runs `load.late_ms`
+    /// late: the member is told to beat less often (backpressure).
+    pub fn heartbeat_loaded(
+        &mut self,
+        request: &Heartbeat,
+        now: Millis,
+        load: HostLoad,
+    ) -> Result<(HeartbeatResponse, Output), ProtocolError> {
+        let group = self
+            .groups
+            .get(&request.group)
+            .ok_or_else(|| ProtocolError::UnknownGroup(request.group.clone()))?;
+        if let Some(name) = &request.member_name
+            && (name.is_empty() || name.len() > MEMBER_NAME_LEN_MAX)
+        {
+            return invalid(format!(
+                "member name must be 1 to {MEMBER_NAME_LEN_MAX} bytes"
+            ));
+        }
+        if let Some(name) = &request.member_name {
+            refuse_invisible("member name", name)?;
+        }
+        let topics = match &request.topics {
+            Some(topics) => {
+                if topics.len() > TOPICS_PER_GROUP_MAX {
+                    return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
+                }
+                // A subscription is a wish, as in Kafka: a topic the group
+                // does not have (not added yet, or removed since) is kept
+                // and gives nothing until an admin configures it, so that a
+                // rolling deploy may subscribe before the topic exists.
+                if let Some(bad) = topics
+                    .iter()
+                    .find(|t| t.is_empty() || t.len() > MEMBER_NAME_LEN_MAX)
+                {
+                    return invalid(format!(
+                        "topic name {bad:?} must be 1 to {MEMBER_NAME_LEN_MAX} bytes"
+                    ));
+                }
+                Some(topics.iter().cloned().collect::<BTreeSet<_>>())
+            }
+            None => None,
+        };
+        if request.capacity == Some(0) {
+            return invalid("capacity must be at least 1".into());
+        }
+        if let Some(rack) = &request.rack
+            && rack.len() > MEMBER_NAME_LEN_MAX
+        {
+            return invalid(format!("rack must be at most {MEMBER_NAME_LEN_MAX} bytes"));
+        }
+        let lags = match &request.lags {
+            Some(lags) => {
+                let partitions: BTreeMap<&str, u32> = group
+                    .config
+                    .topics
+                    .iter()
+                    .map(|t| (t.name.as_str(), t.partitions))
+                    .collect();
+                let mut by_task = BTreeMap::new();
+                for (task, lag) in lags {
+                    // Lags on tasks that no longer exist (a topic removed
+                    // since) are dropped, not refused: the member may not
+                    // have heard yet.
+                    if partitions
+                        .get(task.topic.as_str())
+                        .is_some_and(|&n| task.partition < n)
+                    {
+                        by_task.insert(task.clone(), *lag);
+                    }
+                }
+                if lags.len() as u64 > TASKS_PER_GROUP_MAX {
+                    return invalid(format!("more than {TASKS_PER_GROUP_MAX} lags"));
+                }
+                Some(by_task)
+            }
+            None => None,
+        };
+        if !request.member_id.is_empty() {
+            check_member_id(&request.member_id)?;
+        }
+        let mut out = Output::default();
+        // A join is epoch 0 with no member id (the host issues one) or with
+        // an id the group does not know (the member chose it). Epoch 0 with
+        // a current id is a retried join (its answer was lost) or a member
+        // that has not reached any target yet: the same member, answered
+        // as a heartbeat, whatever epoch its slot is at.
+        if request.member_id.is_empty() && request.member_epoch != JOIN_EPOCH {
+            return invalid("a request without a member id must join with member epoch 0".into());
+        }
+        let joining = request.member_epoch == JOIN_EPOCH
+            && (request.member_id.is_empty()
+                || (group.slot_of(&request.member_id).is_none()
+                    && !group.is_fenced(&request.member_id)));
+        let slot = match request.member_epoch {
+            JOIN_EPOCH if joining => self.join(request, topics, now, &mut out)?,
+            LEAVE_EPOCH => {
+                let slot = self.current_slot(request)?;
+                self.leave(&request.group, &slot, now, &mut out);
+                self.maybe_call_assignor(&request.group, now, &mut out);
+                let group = &self.groups[&request.group];
+                return Ok((
+                    HeartbeatResponse {
+                        member_id: request.member_id.clone(),
+                        member_epoch: 0,
+                        heartbeat_interval_ms: group.config.heartbeat_interval_ms,
+                        active: BTreeSet::new(),
+                        revoking: BTreeSet::new(),
+                        learner: BTreeSet::new(),
+                        standby: BTreeSet::new(),
+                        draining: false,
+                        drained: true,
+                        lease_ms: 0,
+                    },
+                    out,
+                ));
+            }
+            sent if sent < LEAVE_EPOCH => {
+                return invalid(format!(
+                    "member epoch {sent} is not -1, 0 or a member epoch"
+                ));
+            }
+            sent => {
+                let slot = self.current_slot(request)?;
+                let group = &self.groups[&request.group];
+                let held = group.holdings.member(&slot).cloned().unwrap_or_default();
+                // A member may be one epoch behind (its last response was
+                // lost), or retry its join (epoch 0); anything else is stale.
+                if sent != JOIN_EPOCH
+                    && sent as u64 != held.epoch
+                    && sent as u64 != held.previous_epoch
+                {
+                    return Err(ProtocolError::StaleEpoch {
+                        sent,
+                        current: held.epoch,
+                    });
+                }
+                if let Some(owned) = &request.owned
+                    && let Some(task) = owned
+                        .iter()
+                        .find(|t| !held.active.contains(*t) && !held.revoking.contains(*t))
+                {
+                    return Err(ProtocolError::NotOwned { task: task.clone() });
+                }
+                if let Some(topics) = topics
+                    && group.members[&slot].topics != topics
+                {
+                    let mut member = group.members[&slot].clone();
+                    member.topics = topics;
+                    self.emit(
+                        &mut out,
+                        Record::MemberJoined {
+                            group: request.group.clone(),
+                            slot: slot.clone(),
+                            member,
+                        },
+                    );
+                    self.bump(&request.group, now, &mut out);
+                }
+                slot
+            }
+        };
+        let liveness = self.liveness.entry(request.group.clone()).or_default();
+        liveness.last_seen_ms.insert(slot.clone(), now);
+        if let Some(lags) = lags {
+            liveness.lags.insert(slot.clone(), lags);
+            self.signal_caught_up_learners(&request.group, &slot, now, &mut out);
+        }
+        if request.drain && !self.groups[&request.group].members[&slot].draining {
+            self.start_drain(&request.group, &slot, now, &mut out);
+        }
+        let liveness = self.liveness.entry(request.group.clone()).or_default();
+        if liveness
+            .handover
+            .get(&slot)
+            .is_some_and(|handover| now >= handover.until_ms)
+        {
+            liveness.handover.remove(&slot);
+        }
+        self.reconcile_slot(
+            &request.group,
+            &slot,
+            request.owned.as_deref(),
+            now,
+            &mut out,
+        );
+        self.maybe_call_assignor(&request.group, now, &mut out);
+        self.snapshot_if_stable(&request.group, &mut out);
+        let response = self.response(&request.group, &slot, now, load);
+        let lease_end = now.saturating_add(response.lease_ms);
+        let liveness = self
+            .liveness
+            .get_mut(&request.group)
+            .expect("the heartbeat was recorded above");
+        let promised = liveness.lease_end_ms.entry(slot).or_insert(lease_end);
+        *promised = (*promised).max(lease_end);
+        Ok((response, out))
+    }
+
+    /// What a member is told: its reconciled assignment and its target's
+    /// learners and standbys.
+    fn response(
+        &self,
+        group_name: &str,
+        slot: &str,
+        now: Millis,
+        load: HostLoad,
+    ) -> HeartbeatResponse {
+        let group = &self.groups[group_name];
+        let joined = MemberAssignment::new();
+        let mut held = std::borrow::Cow::Borrowed(group.holdings.member(slot).unwrap_or(&joined));
+        let target = group.target_of(slot);
+        let member = &group.members[slot];
+        let drained = member.draining
+            && held.held().next().is_none()
+            && target.active.is_empty()
+            && group.target_epoch >= group.group_epoch;
+        // Tasks a replaced incarnation may still process are not this
+        // incarnation's yet: it warms them up until their lease ends.
+        let handover = self
+            .liveness
+            .get(group_name)
+            .and_then(|l| l.handover.get(slot))
+            .filter(|h| now < h.until_ms);
+        let mut waiting = BTreeSet::new();
+        if let Some(handover) = handover {
+            waiting = held.active.intersection(&handover.tasks).cloned().collect();
+            let held = held.to_mut();
+            held.active.retain(|t| !handover.tasks.contains(t));
+            held.revoking.retain(|t| !handover.tasks.contains(t));
+        }
+        // The target's tasks not granted yet. A member that holds exactly
+        // its target has none, and is not compared task by task (it may
+        // hold a million).
+        let holds_target = handover.is_none()
+            && held.state == MemberState::Stable
+            && held.epoch == group.target_epoch;
+        debug_assert!(!holds_target || held.active.len() == target.active.len());
+        let ungranted: Vec<&TaskRef> = if holds_target {
+            Vec::new()
+        } else {
+            target.active.difference(&held.active).collect()
+        };
+        let learner = target
+            .learner
+            .iter()
+            .chain(ungranted.iter().copied())
+            .chain(&waiting)
+            .cloned()
+            .collect();
+        // A member in a handoff (tasks to release, tasks waiting for their
+        // old owner's release, or learners about to take tasks over) beats
+        // faster, so that it learns of its grant a round trip after the
+        // release rather than up to a heartbeat interval later.
+        let in_handoff = !held.revoking.is_empty()
+            || handover.is_some()
+            || !target.learner.is_empty()
+            || !ungranted.is_empty();
+        let mut heartbeat_interval_ms = if in_handoff {
+            group
+                .config
+                .heartbeat_interval_ms
+                .min(HANDOFF_HEARTBEAT_INTERVAL_MS)
+        } else {
+            group.config.heartbeat_interval_ms
+        };
+        // A new target is on its way: beat again when it should be there,
+        // so that every member hears of it (revocations, grants, learners)
+        // about when it is installed, not up to an interval later.
+        if let Some(due_ms) = self.target_due_in_ms(group_name, now) {
+            heartbeat_interval_ms =
+                heartbeat_interval_ms.min(due_ms.max(HANDOFF_HEARTBEAT_INTERVAL_MS));
+        }
+        // Backpressure: a late host asks for fewer heartbeats, never so few
+        // that the member could miss its timeout.
+        let pressure_ms = load
+            .late_ms
+            .saturating_mul(BACKPRESSURE_FACTOR)
+            .min(member_timeout_ms(&group.config, member) / BACKPRESSURE_TIMEOUT_DIVISOR);
+        heartbeat_interval_ms = heartbeat_interval_ms.max(pressure_ms);
+        HeartbeatResponse {
+            member_id: member.member_id.clone(),
+            member_epoch: held.epoch,
+            heartbeat_interval_ms,
+            active: held.active.clone(),
+            revoking: held.revoking.clone(),
+            // Warm-up copies need no handover: a learner or standby may start
+            // replaying as soon as the target names it. A task the target
+            // gives this member but its old owner has not released yet is
+            // listed as a learner too, so the member keeps warming it (and
+            // reporting its lag) until it is granted.
+            learner,
+            standby: target.standby.clone(),
+            draining: member.draining,
+            drained,
+            lease_ms: self.lease_ms(group_name, slot, now, heartbeat_interval_ms),
+        }
+    }
+
+    /// Reconciles one slot against the installed target and records the
+    /// result if it changed; `reported`: the tasks the member says it
+    /// holds, if it said.
+    fn reconcile_slot(
+        &mut self,
+        group_name: &str,
+        slot: &str,
+        reported: Option<&[TaskRef]>,
+        now: Millis,
+        out: &mut Output,
+    ) {
+        let group = &self.groups[group_name];
+        if group.target_epoch == 0 {
+            return;
+        }
+        let joined = MemberAssignment::new();
+        let current = group.holdings.member(slot).unwrap_or(&joined);
+        if current.state == MemberState::Stable && current.epoch == group.target_epoch {
+            // Nothing to move: a steady heartbeat costs no copy of the
+            // member's tasks (a member may hold a million).
+            if let Some(liveness) = self.liveness.get_mut(group_name) {
+                liveness.revoking_since_ms.remove(slot);
+            }
+            return;
+        }
+        let owned = reported.map(|reported| {
+            let mut owned: BTreeSet<TaskRef> = reported.iter().cloned().collect();
+            // The replaced incarnation may still hold these: this one
+            // cannot release them for it.
+            if let Some(handover) = self
+                .liveness
+                .get(group_name)
+                .and_then(|l| l.handover.get(slot))
+            {
+                owned.extend(handover.tasks.iter().cloned());
+            }
+            owned
+        });
+        let target = &group.target_of(slot).active;
+        let holdings = &group.holdings;
+        let next = crate::protocol::reconcile::reconcile(
+            current,
+            group.target_epoch,
+            target,
+            owned.as_ref(),
+            |task| holdings.holder(task).is_some_and(|h| h != slot),
+        );
+        let changed = next != *current;
+        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        if next.state == MemberState::UnrevokedTasks {
+            liveness
+                .revoking_since_ms
+                .entry(slot.to_owned())
+                .or_insert(now);
+        } else {
+            liveness.revoking_since_ms.remove(slot);
+        }
+        if changed {
+            self.emit(
+                out,
+                Record::MemberReconciled {
+                    group: group_name.to_owned(),
+                    slot: slot.to_owned(),
+                    assignment: next,
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! What an assignor sees: a group's `GroupInput` built from its members,
+//! installed target and reported lags, with the slot of each member index and
+//! the task of each task index; and the preview, which shows the target the
+//! host would install for a candidate's answer, changing nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use assignd_guest_sdk::{Assignment, GroupInput, Member as InputMember, NO_MEMBER, Topic};
+
+use super::{Coordinator, HOST_PARAMS, PreviewInput, ProtocolError, learners::safe_target};
+use crate::protocol::group::{Group, Liveness, SlotTarget, TaskRef};
+
+impl Coordinator {
+    /// The group's current input for its assignor, as the next call would
+    /// see it.
+    pub fn assignor_input(&self, group_name: &str) -> Option<GroupInput> {
+        let group = self.groups.get(group_name)?;
+        let empty = Liveness::default();
+        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        Some(assignor_input(group, liveness).0)
+    }
+
+    /// What a preview runs its candidate on: the group's current assignor
+    /// input, with `params` (if given) in place of the bound ones and the
+    /// host's keys added as for a real call. `None` for an unknown group.
+    pub fn preview_input(
+        &self,
+        group_name: &str,
+        params: Option<BTreeMap<String, String>>,
+    ) -> Option<PreviewInput> {
+        let group = self.groups.get(group_name)?;
+        let empty = Liveness::default();
+        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        let (input, slots, tasks) = match params {
+            None => assignor_input(group, liveness),
+            Some(params) => {
+                let mut group = group.clone();
+                group.config.params = params;
+                assignor_input(&group, liveness)
+            }
+        };
+        Some(PreviewInput {
+            input,
+            slots,
+            tasks,
+        })
+    }
+
+    /// The target the host would install for `assignment`, an answer to
+    /// `prepared` (from [`Coordinator::preview_input`]): the answer after
+    /// the host's learner safety (`safe_target`, in learners.rs), with
+    /// nothing emitted and nothing changed. Refused if the group changed
+    /// since `prepared` was taken (the answer's indices would not mean the
+    /// same members).
+    pub fn preview_target(
+        &self,
+        group_name: &str,
+        prepared: &PreviewInput,
+        assignment: &Assignment,
+    ) -> Result<BTreeMap<String, SlotTarget>, ProtocolError> {
+        let group = self
+            .groups
+            .get(group_name)
+            .ok_or_else(|| ProtocolError::UnknownGroup(group_name.to_owned()))?;
+        let now = self.preview_input(group_name, Some(prepared.input.params.clone()));
+        if now.as_ref() != Some(prepared) {
+            return Err(ProtocolError::Invalid(format!(
+                "group {group_name:?} changed while the preview ran; try again"
+            )));
+        }
+        let members = prepared.slots.len() as u32;
+        let fits = assignment.active_owner.len() == prepared.tasks.len()
+            && assignment
+                .active_owner
+                .iter()
+                .all(|&m| m == NO_MEMBER || m < members)
+            && assignment
+                .learners
+                .iter()
+                .chain(assignment.standbys.iter())
+                .all(|(t, m)| (t as usize) < prepared.tasks.len() && m < members);
+        if !fits {
+            return Err(ProtocolError::Invalid(
+                "the answer does not fit the group's input".to_owned(),
+            ));
+        }
+        let empty = Liveness::default();
+        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        Ok(safe_target(
+            group,
+            liveness,
+            &prepared.slots,
+            &prepared.tasks,
+            assignment,
+        ))
+    }
+}
+
+/// The group's GroupInput for its assignor, with the slot of each member
+/// index and the task of each task index. Draining members are left out:
+/// their tasks look free to the assignor, and the host's learner safety
+/// keeps them on the draining member until a new owner is warm.
+pub(super) fn assignor_input(
+    group: &Group,
+    liveness: &Liveness,
+) -> (GroupInput, Vec<String>, Vec<TaskRef>) {
+    let topic_index: BTreeMap<&str, u32> = group
+        .config
+        .topics
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i as u32))
+        .collect();
+    let tasks: Vec<TaskRef> = group.tasks().collect();
+    let task_index: BTreeMap<&TaskRef, usize> =
+        tasks.iter().enumerate().map(|(i, t)| (t, i)).collect();
+    let mut input = GroupInput {
+        topics: group
+            .config
+            .topics
+            .iter()
+            .map(|t| Topic {
+                name: t.name.clone(),
+                partitions: t.partitions,
+            })
+            .collect(),
+        active_owner: vec![NO_MEMBER; tasks.len()],
+        params: group.config.params.clone(),
+        ..GroupInput::default()
+    };
+    for (key, value) in HOST_PARAMS.into_iter().zip([
+        group.config.acceptable_recovery_lag.to_string(),
+        group.config.max_learners.to_string(),
+    ]) {
+        input.params.entry(key.to_owned()).or_insert(value);
+    }
+    let mut slots = Vec::with_capacity(group.members.len());
+    for (slot, member) in group.members.iter().filter(|(_, m)| !m.draining) {
+        let subscribed: Vec<u32> = member
+            .topics
+            .iter()
+            .filter_map(|t| topic_index.get(t.as_str()).copied())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let subscription = input.intern_subscription(subscribed);
+        let index = input.members.len() as u32;
+        input.members.push(InputMember {
+            id: member.member_id.clone(),
+            name: member.name.clone(),
+            rack: member.rack.clone(),
+            capacity: member.capacity,
+            subscription,
+        });
+        // The previous assignment is the installed target: where the group
+        // is going, which is what stickiness should preserve.
+        if let Some(target) = group.target.get(slot) {
+            for task in &target.active {
+                if let Some(&i) = task_index.get(task) {
+                    input.active_owner[i] = index;
+                }
+            }
+            for task in &target.learner {
+                if let Some(&i) = task_index.get(task) {
+                    input.learners.push(i as u32, index);
+                }
+            }
+            for task in &target.standby {
+                if let Some(&i) = task_index.get(task) {
+                    input.standbys.push(i as u32, index);
+                }
+            }
+        }
+        for (task, &lag) in liveness.lags.get(slot).into_iter().flatten() {
+            if let Some(&i) = task_index.get(task) {
+                input.lags.push(i as u32, index, lag);
+            }
+        }
+        slots.push(slot.clone());
+    }
+    (input, slots, tasks)
+}

@@ -1,0 +1,123 @@
+//! How long a member's tasks stay its own when the host hears nothing more
+//! from it: the lease each answer carries ([`Coordinator::lease_ms`]), the
+//! longest lease an answer can give ([`lease_ms_max`]), and what a restarted
+//! host takes of the leases it cannot know ([`Coordinator::restarted`]). A
+//! handover (a new incarnation of a name waiting for the old one's last
+//! lease) starts at the join (membership.rs) and is honoured in the answer
+//! (heartbeat.rs); the leases it waits for are kept here.
+
+use super::{BACKPRESSURE_TIMEOUT_DIVISOR, Coordinator};
+use crate::protocol::group::{GroupConfig, Member, Millis};
+
+impl Coordinator {
+    /// After recovery, before serving: the previous process may have
+    /// answered any member just before it stopped, and how long that
+    /// answer's lease runs was never logged. So every member that holds
+    /// tasks is taken to hold the longest lease an answer could give it,
+    /// from `now`: a new incarnation of its name (a takeover right after
+    /// the restart) is granted its tasks only once that has passed, as
+    /// invariant 1 asks of every other handover. Timers are not moved: a
+    /// member's timeout from `now` is never shorter.
+    pub fn restarted(&mut self, now: Millis) {
+        for (name, group) in &self.groups {
+            let liveness = self.liveness.entry(name.clone()).or_default();
+            for (slot, member) in &group.members {
+                if group
+                    .holdings
+                    .member(slot)
+                    .is_some_and(|held| held.held().next().is_some())
+                {
+                    let end = now.saturating_add(lease_ms_max(&group.config, member));
+                    let promised = liveness.lease_end_ms.entry(slot.clone()).or_insert(end);
+                    *promised = (*promised).max(end);
+                }
+            }
+        }
+    }
+
+    /// How long after `now` the slot keeps its tasks if the host hears
+    /// nothing more from it: the earliest of its session (or registration)
+    /// timeout, the fence for tasks it has not released, the end of its
+    /// drain, and what could start right after this answer: a drain an
+    /// admin starts, a revocation at its next heartbeat, the name map
+    /// dropped. A member that stops processing once this long has passed
+    /// since it *sent* the heartbeat stops before the host can give its
+    /// tasks to anyone else, however long it was stalled.
+    /// `interval_ms` is the heartbeat interval of this answer: the margin
+    /// for a revocation at the next heartbeat is at least that long (under
+    /// backpressure it is longer than the group's interval).
+    pub(super) fn lease_ms(
+        &self,
+        group_name: &str,
+        slot: &str,
+        now: Millis,
+        interval_ms: u64,
+    ) -> u64 {
+        let group = &self.groups[group_name];
+        let config = &group.config;
+        let member = &group.members[slot];
+        let liveness = self.liveness.get(group_name);
+        let session_ms = member_timeout_ms(config, member);
+        let last_seen = liveness
+            .and_then(|l| l.last_seen_ms.get(slot).copied())
+            .unwrap_or(now);
+        let mut removal = last_seen.saturating_add(session_ms);
+        if let Some(&since) = liveness.and_then(|l| l.revoking_since_ms.get(slot)) {
+            // The grace heartbeat interval of `tick` is left out on purpose:
+            // it stays a margin for the answer's way back.
+            removal = removal.min(since.saturating_add(config.expansion_timeout_ms));
+        } else {
+            // Nothing to release yet, but the next heartbeat may be told to
+            // revoke and its answer be lost: the member, still holding this
+            // lease, cannot know, and `tick` fences it an expansion timeout
+            // and a heartbeat interval after that heartbeat. It comes after
+            // this one: the gap between the two is the margin here.
+            removal = removal.min(
+                now.saturating_add(config.expansion_timeout_ms)
+                    .saturating_add(config.heartbeat_interval_ms.max(interval_ms)),
+            );
+        }
+        let drain_started = if member.draining {
+            liveness
+                .and_then(|l| l.draining_since_ms.get(slot).copied())
+                .unwrap_or(now)
+        } else {
+            now
+        };
+        removal = removal.min(drain_started.saturating_add(config.scale_down_timeout_ms));
+        let lease_ms = removal.saturating_sub(now);
+        debug_assert!(
+            lease_ms <= lease_ms_max(config, member),
+            "a lease past the longest a restarted host assumes"
+        );
+        lease_ms
+    }
+}
+
+/// How long a silent member keeps its tasks at most, as far as one answer
+/// can know: a static member's registration timeout (a nameless join into
+/// a stable group may drop the name map right after the answer: the member
+/// then expires as a dynamic one, after the session timeout), a dynamic
+/// member's session timeout.
+pub(super) fn member_timeout_ms(config: &GroupConfig, member: &Member) -> u64 {
+    if member.name.is_some() {
+        config
+            .registration_timeout_ms
+            .min(config.session_timeout_ms)
+    } else {
+        config.session_timeout_ms
+    }
+}
+
+/// The longest lease one answer can give `member` under `config` (what
+/// [`Coordinator::lease_ms`] computes, at its largest): its timeout, or
+/// the margin for a revocation at its next heartbeat, an expansion timeout
+/// and the longest interval an answer asks for (backpressure's included),
+/// whichever ends first.
+fn lease_ms_max(config: &GroupConfig, member: &Member) -> u64 {
+    let timeout_ms = member_timeout_ms(config, member);
+    let interval_max_ms = config
+        .heartbeat_interval_ms
+        .max(timeout_ms / BACKPRESSURE_TIMEOUT_DIVISOR);
+    timeout_ms.min(config.expansion_timeout_ms.saturating_add(interval_max_ms))
+}

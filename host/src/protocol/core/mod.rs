@@ -1,0 +1,408 @@
+//! The coordinator core: admin commands, member heartbeats and ticks in,
+//! with the time passed in; responses, records and assignor calls out. Each
+//! handler checks its input before anything changes, then emits records,
+//! and every record goes through [`Group::apply`] — the same path replay
+//! takes. No clock, randomness, disk, network or wasm: member ids come from
+//! a seed and a per-group counter, so a simulation is reproducible.
+//!
+//! This module holds the types of the core's inputs and outputs, the
+//! [`Coordinator`] and the one path by which it changes ([`Coordinator::apply`],
+//! through `emit`); the handlers are in child modules, one concern each, all
+//! `impl Coordinator`:
+//!
+//! - `config`: a group's config, its limits, `configure`;
+//! - `bindings`: `bind` and `rollback` (hot swaps);
+//! - `heartbeat`: a member heartbeat and its answer;
+//! - `membership`: join, leave, removal, drain;
+//! - `leases`: the lease an answer gives, and after a restart;
+//! - `targets`: assignor calls in flight, their answers, installing targets;
+//! - `learners`: caught-up signals and the host's learner safety;
+//! - `input`: what an assignor sees, and previews;
+//! - `timers`: `tick`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use assignd_guest_sdk::GroupInput;
+
+use super::group::{CallLimits, Group, Liveness, Millis, Record, TaskRef};
+
+mod bindings;
+mod config;
+mod heartbeat;
+mod input;
+mod learners;
+mod leases;
+mod membership;
+mod targets;
+mod timers;
+
+pub use config::check_config;
+
+/// Bounds on what a request may carry, checked before anything changes.
+pub const GROUP_NAME_LEN_MAX: usize = 255;
+pub const MEMBER_NAME_LEN_MAX: usize = 255;
+/// A member-chosen member id (KIP-848: the client picks it, e.g. a random
+/// UUID, and keeps it across retries of its join) is 1 to this many bytes
+/// of `[A-Za-z0-9._-]`.
+pub const MEMBER_ID_LEN_MAX: usize = 64;
+pub const TOPICS_PER_GROUP_MAX: usize = 10_000;
+pub const PARTITIONS_PER_TOPIC_MAX: u32 = 100_000;
+pub const TASKS_PER_GROUP_MAX: u64 = 1_000_000;
+pub const MEMBERS_PER_GROUP_MAX: usize = 10_000;
+pub const TIMEOUT_MS_MAX: u64 = 24 * 3600 * 1000;
+/// The most params an assignor sees, the group's and the host's
+/// ([`HOST_PARAMS`]) together, and the longest key and value: the guest
+/// SDK's input limits (`InputLimits::default()`), which a guest checks its
+/// input against.
+pub const PARAMS_MAX: usize = 64;
+pub const PARAM_KEY_LEN_MAX: usize = 255;
+pub const PARAM_LEN_MAX: usize = 1024;
+/// The params the host gives every assignor call (from the group's config)
+/// unless the group's params name them.
+pub const HOST_PARAMS: [&str; 2] = ["acceptable_recovery_lag", "max_learners"];
+pub const LEARNERS_PER_GROUP_MAX: u32 = 100_000;
+/// The heartbeat interval of a member in a handoff: one with tasks to
+/// release, with tasks waiting for their old owner's release, or with
+/// learners (which take tasks over once caught up). Only while the handoff
+/// lasts; the group's interval otherwise.
+pub const HANDOFF_HEARTBEAT_INTERVAL_MS: u64 = 100;
+/// Under backpressure (see [`HostLoad`]) a member is told to beat at
+/// least this many times the host's lateness apart: fewer requests until
+/// the host catches up.
+pub const BACKPRESSURE_FACTOR: u64 = 2;
+/// The longest interval backpressure asks for, as a fraction of the
+/// member's session (or registration) timeout: a member may still miss
+/// heartbeats before it expires.
+pub const BACKPRESSURE_TIMEOUT_DIVISOR: u64 = 4;
+/// The largest memory limit a binding may name (a guest is 32-bit).
+pub const MEMORY_MAX_MIB_MAX: u64 = 4096;
+
+/// A refused input; nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("group {0:?} does not exist")]
+    UnknownGroup(String),
+    #[error("member {0:?} is not in group {1:?}")]
+    UnknownMember(String, String),
+    #[error(
+        "member {member_id:?} was fenced: it was removed from the group (it left, expired, or held tasks too long); rejoin with member epoch 0"
+    )]
+    Fenced { member_id: String },
+    /// Kafka's `FENCED_INSTANCE_ID`: rejoining would take the name back
+    /// from the process that now has it, which would be fenced in turn.
+    #[error(
+        "member {member_id:?} was replaced: another incarnation joined with member name {member_name:?} and holds its tasks now; do not rejoin with this name (two processes share it): stop this one"
+    )]
+    Replaced {
+        member_id: String,
+        member_name: String,
+    },
+    #[error("member epoch {sent} is stale; the member is at epoch {current}")]
+    StaleEpoch { sent: i64, current: u64 },
+    #[error("member reports owning {task:?}, which the group never gave it")]
+    NotOwned { task: TaskRef },
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("group {0:?} is full ({MEMBERS_PER_GROUP_MAX} members)")]
+    GroupFull(String),
+    #[error("group {0:?} has no binding before its current one to roll back to")]
+    NoPreviousBinding(String),
+}
+
+impl ProtocolError {
+    /// A short stable code for the API's error body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ProtocolError::UnknownGroup(_) => "unknown_group",
+            ProtocolError::UnknownMember(..) => "unknown_member",
+            ProtocolError::Fenced { .. } => "fenced",
+            ProtocolError::Replaced { .. } => "replaced",
+            ProtocolError::StaleEpoch { .. } => "stale_epoch",
+            ProtocolError::NotOwned { .. } => "not_owned",
+            ProtocolError::Invalid(_) => "invalid_request",
+            ProtocolError::GroupFull(_) => "group_full",
+            ProtocolError::NoPreviousBinding(_) => "no_previous_binding",
+        }
+    }
+}
+
+/// The member epoch a heartbeat sends to join (with an empty member id,
+/// for a host-issued one, or with the id the member chose).
+pub const JOIN_EPOCH: i64 = 0;
+/// The member epoch a heartbeat sends to leave (a static member's leave is
+/// temporary: its slot waits for its registration timeout).
+pub const LEAVE_EPOCH: i64 = -1;
+
+/// One member request: joins, heartbeats, reports owned tasks, leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub group: String,
+    /// On join: empty (the host issues an id) or the id the member chose
+    /// and keeps across retries of the join, so that a retried join is the
+    /// same member. After: the member's id.
+    pub member_id: String,
+    /// A static member's name (KIP-345 group instance id).
+    pub member_name: Option<String>,
+    /// [`JOIN_EPOCH`], [`LEAVE_EPOCH`], or the epoch the member is at.
+    pub member_epoch: i64,
+    /// The subscription; required on join, optional after (unchanged).
+    pub topics: Option<Vec<String>>,
+    pub rack: Option<String>,
+    pub capacity: Option<u32>,
+    /// The tasks the member holds now, if it reports them.
+    pub owned: Option<Vec<TaskRef>>,
+    /// How far behind the member's local state is, per task it has state
+    /// for (learners, standbys), if it reports them. Transient: never
+    /// logged, rebuilt by the next report.
+    pub lags: Option<Vec<(TaskRef, u64)>>,
+    /// The member asks to drain (leave gracefully once its tasks moved).
+    pub drain: bool,
+}
+
+impl Heartbeat {
+    /// A join request with every optional field empty.
+    pub fn join(group: &str, member_name: Option<&str>, topics: Vec<String>) -> Self {
+        Heartbeat {
+            group: group.to_owned(),
+            member_id: String::new(),
+            member_name: member_name.map(str::to_owned),
+            member_epoch: JOIN_EPOCH,
+            topics: Some(topics),
+            rack: None,
+            capacity: None,
+            owned: None,
+            lags: None,
+            drain: false,
+        }
+    }
+}
+
+/// The answer to a heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeartbeatResponse {
+    pub member_id: String,
+    pub member_epoch: u64,
+    pub heartbeat_interval_ms: u64,
+    /// Tasks the member may process.
+    pub active: BTreeSet<TaskRef>,
+    /// Tasks the member must release, then report without.
+    pub revoking: BTreeSet<TaskRef>,
+    /// Tasks to warm up (replay state for, report lag on); they become
+    /// active once caught up.
+    pub learner: BTreeSet<TaskRef>,
+    /// Hot copies to keep for failover.
+    pub standby: BTreeSet<TaskRef>,
+    /// The member is draining.
+    pub draining: bool,
+    /// The member was draining and holds nothing more: it may leave (epoch
+    /// -1) and exit.
+    pub drained: bool,
+    /// The member's lease: if the host hears nothing more from it, it may
+    /// give the member's tasks to others this long after answering.
+    pub lease_ms: u64,
+}
+
+/// A group's assignor input for a preview, with the slot of each member
+/// index and the task of each task index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreviewInput {
+    pub input: GroupInput,
+    pub slots: Vec<String>,
+    pub tasks: Vec<TaskRef>,
+}
+
+/// A target computation the runtime must run (off any request path) and
+/// answer with [`Coordinator::assignment_computed`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct AssignorCall {
+    pub group: String,
+    pub epoch: u64,
+    pub assignor: String,
+    /// The binding's limits on the call, under the host's ceilings.
+    pub limits: CallLimits,
+    /// The assignor to ask when `assignor` fails; its answer goes back
+    /// through [`Coordinator::fallback_computed`].
+    pub fallback: Option<String>,
+    pub input: GroupInput,
+}
+
+/// What one input produced.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Output {
+    /// Records to persist, in order; already applied.
+    pub records: Vec<Record>,
+    /// Target computations to start.
+    pub assignor_calls: Vec<AssignorCall>,
+}
+
+/// What the host knows of its own lateness, passed in with the time: how
+/// far behind it runs (a tick that fired late, requests that waited to be
+/// served). A member is never expired or fenced for time the host itself
+/// was late, and while the host is late members are told to beat less
+/// often (backpressure) rather than being expired.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostLoad {
+    /// How late the host runs now, in ms (0: on time).
+    pub late_ms: u64,
+}
+
+/// Every group and its transient state.
+#[derive(Clone, Debug, Default)]
+pub struct Coordinator {
+    groups: BTreeMap<String, Group>,
+    liveness: BTreeMap<String, Liveness>,
+    /// The assignor call in flight of each group that has one.
+    calls: BTreeMap<String, CallInFlight>,
+    seed: u64,
+}
+
+/// An assignor call the runtime is running for a group, and what the
+/// indices of its answer mean (the group may change while it runs).
+#[derive(Clone, Debug)]
+struct CallInFlight {
+    /// The group epoch the call computes a target for: an answer for
+    /// another epoch is discarded.
+    epoch: u64,
+    /// The slot of each member index of the call's input, in input order
+    /// (draining members are left out).
+    slots: Vec<String>,
+    /// The task of each task index of the call's input.
+    tasks: Vec<TaskRef>,
+}
+
+/// A character a name must not hold: a control character (NUL, CR, …),
+/// or a Unicode format character (Cf: the bidirectional embeddings,
+/// overrides and isolates, zero-width characters, the BOM, tags), which
+/// shows a name as another one.
+fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c as u32,
+            0x00AD | 0x0600..=0x0605 | 0x061C | 0x06DD | 0x070F | 0x0890..=0x0891 | 0x08E2
+            | 0x180E | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F
+            | 0xFEFF | 0xFFF9..=0xFFFB | 0x110BD | 0x110CD | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3 | 0x1D173..=0x1D17A | 0xE0001 | 0xE0020..=0xE007F)
+}
+
+/// Refuses a name (of a group, of a member) that holds an
+/// [`is_invisible`] character.
+fn refuse_invisible(what: &str, name: &str) -> Result<(), ProtocolError> {
+    match name.chars().find(|&c| is_invisible(c)) {
+        Some(c) => invalid(format!(
+            "{what} {name:?} holds {c:?} (U+{:04X}): control, format and \
+             bidirectional characters are refused",
+            c as u32
+        )),
+        None => Ok(()),
+    }
+}
+
+fn invalid<T>(message: String) -> Result<T, ProtocolError> {
+    Err(ProtocolError::Invalid(message))
+}
+
+impl Coordinator {
+    /// A coordinator whose member ids derive from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Coordinator {
+            seed,
+            ..Coordinator::default()
+        }
+    }
+
+    pub fn group(&self, name: &str) -> Option<&Group> {
+        self.groups.get(name)
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = &Group> {
+        self.groups.values()
+    }
+
+    /// Applies a record to its group (creating the group on its first
+    /// config): the replay entry point, and the only way live handlers
+    /// change state.
+    pub fn apply(&mut self, record: &Record) {
+        match record {
+            Record::GroupConfigured { group, config } if !self.groups.contains_key(group) => {
+                self.groups
+                    .insert(group.clone(), Group::new(group, config.clone()));
+            }
+            Record::GroupSnapshot { group, state } if !self.groups.contains_key(group) => {
+                self.groups.insert(group.clone(), (**state).clone());
+                return;
+            }
+            _ => {}
+        }
+        let group = self
+            .groups
+            .get_mut(record.group())
+            .expect("a record of a group that was never configured");
+        group.apply(record);
+    }
+
+    /// [`Coordinator::apply`] for a record the caller is done with: a
+    /// snapshot's state is moved in rather than cloned. Recovery of a
+    /// compacted log (one snapshot per group) is mostly this.
+    pub fn apply_owned(&mut self, record: Record) {
+        match record {
+            Record::GroupSnapshot { group, state } => {
+                assert_eq!(state.name, group, "a snapshot of another group");
+                self.groups.insert(group, *state);
+            }
+            record => self.apply(&record),
+        }
+    }
+
+    fn emit(&mut self, out: &mut Output, record: Record) {
+        // What replay will check, the core must write (protocol/replay.rs).
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.check_replay(&record) {
+            panic!("the core emitted a record replay refuses: {e}: {record:?}");
+        }
+        self.apply(&record);
+        out.records.push(record);
+    }
+
+    /// Writes the group's complete state as one record each time it becomes
+    /// stable (the seed design's durable name map), so that the log can drop
+    /// everything before it.
+    fn snapshot_if_stable(&mut self, group_name: &str, out: &mut Output) {
+        let Some(group) = self.groups.get(group_name) else {
+            return;
+        };
+        if group.target_epoch == 0
+            || group.snapshot_epoch == group.target_epoch
+            || !group.is_stable()
+        {
+            return;
+        }
+        let mut state = group.clone();
+        state.snapshot_epoch = group.target_epoch;
+        self.emit(
+            out,
+            Record::GroupSnapshot {
+                group: group_name.to_owned(),
+                state: Box::new(state),
+            },
+        );
+    }
+
+    /// The group needs a new target: bump its epoch and start (or join) the
+    /// current batch of changes.
+    fn bump(&mut self, group: &str, now: Millis, out: &mut Output) {
+        let epoch = self.groups[group].group_epoch + 1;
+        self.emit(
+            out,
+            Record::GroupEpochBumped {
+                group: group.to_owned(),
+                epoch,
+            },
+        );
+        let liveness = self.liveness.entry(group.to_owned()).or_default();
+        liveness.pending_since_ms.get_or_insert(now);
+    }
+
+    /// The lags each member of a group last reported.
+    pub fn liveness(&self, group_name: &str) -> Option<&Liveness> {
+        self.liveness.get(group_name)
+    }
+}

@@ -1,0 +1,247 @@
+//! New targets: a group's batch of changes waits for its expansion timeout
+//! (none when urgent, a backoff while the assignor fails), then one assignor
+//! call per group goes out in [`Output`] ([`CallInFlight`] remembers what its
+//! indices mean); its answer, or its fallback's, comes back through
+//! [`Coordinator::assignment_computed`] or [`Coordinator::fallback_computed`]
+//! and is installed after the learner safety (learners.rs), or counted as a
+//! failure. No assignor is called here.
+
+use assignd_guest_sdk::Assignment;
+
+use super::{
+    AssignorCall, CallInFlight, Coordinator, Output, input::assignor_input, learners::safe_target,
+};
+use crate::protocol::group::{
+    AssignorFailure, AssignorFailures, GroupConfig, Liveness, Millis, Record, assignor_retry_ms,
+};
+
+impl Coordinator {
+    /// How long until the group's next target should be installed, if one
+    /// is on its way: the batch's wait still to run; while the assignor
+    /// computes it, as long again as it has taken so far (a call takes
+    /// milliseconds, but one that runs to its time limit must not have
+    /// every member beat at the handoff interval all along).
+    pub(super) fn target_due_in_ms(&self, group_name: &str, now: Millis) -> Option<u64> {
+        let group = &self.groups[group_name];
+        if group.group_epoch == group.target_epoch {
+            return None;
+        }
+        let liveness = self.liveness.get(group_name)?;
+        if liveness.computing_epoch.is_some() {
+            return Some(now.saturating_sub(liveness.last_call_ms.unwrap_or(now)));
+        }
+        let since = liveness.pending_since_ms?;
+        let due = since.saturating_add(batch_wait_ms(&group.config, liveness));
+        Some(due.saturating_sub(now))
+    }
+
+    /// Starts a target computation when the group needs one, none is in
+    /// flight, and the current batch of changes has waited the expansion
+    /// timeout (the first target of a group waits too, so that a fleet
+    /// starting together lands in one target).
+    pub(super) fn maybe_call_assignor(&mut self, group_name: &str, now: Millis, out: &mut Output) {
+        let group = &self.groups[group_name];
+        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        if group.group_epoch == group.target_epoch || liveness.computing_epoch.is_some() {
+            return;
+        }
+        let Some(since) = liveness.pending_since_ms else {
+            return;
+        };
+        if now < since.saturating_add(batch_wait_ms(&group.config, liveness)) {
+            return;
+        }
+        liveness.pending_since_ms = None;
+        liveness.urgent = false;
+        liveness.last_call_ms = Some(now);
+        liveness.computing_epoch = Some(group.group_epoch);
+        let (input, slots, tasks) = assignor_input(group, liveness);
+        self.calls.insert(
+            group_name.to_owned(),
+            CallInFlight {
+                epoch: group.group_epoch,
+                slots,
+                tasks,
+            },
+        );
+        out.assignor_calls.push(AssignorCall {
+            group: group_name.to_owned(),
+            epoch: group.group_epoch,
+            assignor: group.config.assignor.clone(),
+            limits: group.config.assignor_limits,
+            fallback: group.config.fallback_assignor.clone(),
+            input,
+        });
+    }
+
+    /// The runtime's answer to an [`AssignorCall`]. An answer for an epoch
+    /// the group has moved past is discarded (and a new call starts when
+    /// due); a failed call keeps the last good target.
+    pub fn assignment_computed(
+        &mut self,
+        group_name: &str,
+        epoch: u64,
+        result: Result<Assignment, impl Into<AssignorFailure>>,
+        now: Millis,
+    ) -> Output {
+        self.answer(group_name, epoch, None, result.map_err(Into::into), now)
+    }
+
+    /// The runtime's answer to an [`AssignorCall`] whose assignor failed
+    /// with `failure`, after it asked the binding's fallback: the failure
+    /// shows on the group as any other, and the fallback's answer, if it
+    /// has one, is installed as the bound assignor's would have been.
+    pub fn fallback_computed(
+        &mut self,
+        group_name: &str,
+        epoch: u64,
+        failure: AssignorFailure,
+        fallback: Result<Assignment, impl Into<AssignorFailure>>,
+        now: Millis,
+    ) -> Output {
+        self.answer(
+            group_name,
+            epoch,
+            Some(failure),
+            fallback.map_err(Into::into),
+            now,
+        )
+    }
+
+    fn answer(
+        &mut self,
+        group_name: &str,
+        epoch: u64,
+        bound_failure: Option<AssignorFailure>,
+        result: Result<Assignment, AssignorFailure>,
+        now: Millis,
+    ) -> Output {
+        let mut out = Output::default();
+        let Some(call) = self.calls.remove(group_name) else {
+            return out;
+        };
+        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        liveness.computing_epoch = None;
+        let Some(group) = self.groups.get(group_name) else {
+            return out;
+        };
+        if call.epoch != epoch || epoch != group.group_epoch {
+            liveness.pending_since_ms.get_or_insert(now);
+            self.maybe_call_assignor(group_name, now, &mut out);
+            return out;
+        }
+        let config = &group.config;
+        let assignment = match (bound_failure, result) {
+            (None, Ok(assignment)) => {
+                if let Some(failures) = &mut liveness.failures {
+                    failures.consecutive = 0;
+                    failures.served_by_fallback = false;
+                    failures.last_success_ms = Some(now);
+                }
+                assignment
+            }
+            (Some(failure), Ok(assignment)) => {
+                let failures = record_failure(liveness, group_name, epoch, config, failure, now);
+                failures.served_by_fallback = true;
+                failures.fallback_answers += 1;
+                failures.fallback_error = None;
+                assignment
+            }
+            (bound_failure, Err(error)) => {
+                // Keep the last good target, record the failure for the
+                // group's view, and try again with backoff.
+                let (failure, fallback_error) = match bound_failure {
+                    Some(failure) => (failure, Some(error)),
+                    None => (error, None),
+                };
+                let failures = record_failure(liveness, group_name, epoch, config, failure, now);
+                failures.served_by_fallback = false;
+                failures.fallback_error =
+                    fallback_error.map(|e| format!("{}: {}", e.code, e.message));
+                liveness.pending_since_ms = Some(now);
+                return out;
+            }
+        };
+        let empty = Liveness::default();
+        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        let target = safe_target(group, liveness, &call.slots, &call.tasks, &assignment);
+        self.emit(
+            &mut out,
+            Record::TargetInstalled {
+                group: group_name.to_owned(),
+                epoch,
+                target,
+            },
+        );
+        // A caught-up signal belongs to one warm-up: once the task is no
+        // longer a learner of that slot, a later warm-up must signal anew.
+        let group = &self.groups[group_name];
+        if let Some(liveness) = self.liveness.get_mut(group_name) {
+            liveness.caught_up_signalled.retain(|(slot, task)| {
+                group
+                    .target
+                    .get(slot)
+                    .is_some_and(|t| t.learner.contains(task))
+            });
+        }
+        // Members learn their new target on their next heartbeat.
+        out
+    }
+}
+
+/// Counts one failure of a group's bound assignor in its transient
+/// liveness, for the group's view and the retry backoff.
+fn record_failure<'a>(
+    liveness: &'a mut Liveness,
+    group: &str,
+    epoch: u64,
+    config: &GroupConfig,
+    failure: AssignorFailure,
+    now: Millis,
+) -> &'a mut AssignorFailures {
+    let failures = liveness.failures.get_or_insert(AssignorFailures {
+        module: String::new(),
+        code: String::new(),
+        message: String::new(),
+        at_ms: now,
+        consecutive: 0,
+        total: 0,
+        last_success_ms: None,
+        fallback: None,
+        served_by_fallback: false,
+        fallback_answers: 0,
+        fallback_error: None,
+    });
+    failures.module = config.assignor.clone();
+    failures.code = failure.code;
+    failures.message = failure.message;
+    failures.at_ms = now;
+    failures.consecutive += 1;
+    failures.total += 1;
+    failures.fallback = config.fallback_assignor.clone();
+    tracing::warn!(
+        group,
+        epoch,
+        module = failures.module,
+        code = failures.code,
+        message = failures.message,
+        consecutive = failures.consecutive,
+        fallback = failures.fallback,
+        "assignor failed"
+    );
+    failures
+}
+
+/// How long a batch of changes waits before the assignor is asked: the
+/// expansion timeout; nothing for an urgent batch (a learner caught up, a
+/// drain began, a member departed); backoff while the assignor fails (not while its fallback
+/// answers for it: the group is served).
+fn batch_wait_ms(config: &GroupConfig, liveness: &Liveness) -> u64 {
+    match &liveness.failures {
+        _ if liveness.urgent => 0,
+        Some(f) if f.consecutive > 0 && !f.served_by_fallback => {
+            assignor_retry_ms(config.expansion_timeout_ms, f.consecutive)
+        }
+        _ => config.expansion_timeout_ms,
+    }
+}

@@ -1,0 +1,97 @@
+//! Timers: [`Coordinator::tick`] judges every member against its session or
+//! registration timeout, its release and its drain deadline (allowing for
+//! the host's own lateness, never before a lease it was given ends), reopens
+//! a batch recovered from the log, probes while learners exist, and starts
+//! the assignor calls that are due.
+
+use super::{Coordinator, HostLoad, Output};
+use crate::protocol::group::{Millis, RemovalReason};
+
+impl Coordinator {
+    /// Advances timers: expired members, members that did not release in
+    /// time, and batches whose expansion timeout has passed; the host on
+    /// time.
+    pub fn tick(&mut self, now: Millis) -> Output {
+        self.tick_loaded(now, HostLoad::default())
+    }
+
+    /// [`Coordinator::tick`] while the host runs `load.late_ms` late: a
+    /// member's silence is judged at `now - late_ms`, since its heartbeats
+    /// of that time may still wait to be served (the tick itself fired
+    /// late, requests queued). Leases are still judged at `now`.
+    pub fn tick_loaded(&mut self, now: Millis, load: HostLoad) -> Output {
+        let judged = now.saturating_sub(load.late_ms);
+        let mut out = Output::default();
+        let names: Vec<String> = self.groups.keys().cloned().collect();
+        for name in names {
+            let group = &self.groups[&name];
+            let liveness = self.liveness.entry(name.clone()).or_default();
+            let mut expired = Vec::new();
+            for (slot, member) in &group.members {
+                // The member may still process under a lease given before
+                // a config change shortened its timeouts: no timer takes
+                // its tasks before that lease ends.
+                if liveness
+                    .lease_end_ms
+                    .get(slot)
+                    .is_some_and(|&end| now < end)
+                {
+                    continue;
+                }
+                if member.draining {
+                    let since = *liveness
+                        .draining_since_ms
+                        .entry(slot.clone())
+                        .or_insert(now);
+                    if judged >= since.saturating_add(group.config.scale_down_timeout_ms) {
+                        expired.push((slot.clone(), RemovalReason::DrainTimedOut));
+                        continue;
+                    }
+                }
+                let last = *liveness.last_seen_ms.entry(slot.clone()).or_insert(now);
+                let timeout = if member.name.is_some() {
+                    group.config.registration_timeout_ms
+                } else {
+                    group.config.session_timeout_ms
+                };
+                if judged >= last.saturating_add(timeout) {
+                    expired.push((slot.clone(), RemovalReason::Expired));
+                } else if liveness.revoking_since_ms.get(slot).is_some_and(|&since| {
+                    // The member can only report the release on a later
+                    // heartbeat: one interval of grace on top.
+                    judged
+                        >= since
+                            .saturating_add(group.config.expansion_timeout_ms)
+                            .saturating_add(group.config.heartbeat_interval_ms)
+                }) {
+                    expired.push((slot.clone(), RemovalReason::Fenced));
+                }
+            }
+            // A group recovered from the log while it waited for a target
+            // has no batch open: start one.
+            if group.group_epoch != group.target_epoch
+                && liveness.computing_epoch.is_none()
+                && liveness.pending_since_ms.is_none()
+            {
+                liveness.pending_since_ms = Some(now);
+            }
+            // The probing safety net: while learners exist, re-ask the
+            // assignor now and then even if no learner reported catching up.
+            let last_call = *liveness.last_call_ms.get_or_insert(now);
+            let probe = expired.is_empty()
+                && group.learner_count() > 0
+                && group.group_epoch == group.target_epoch
+                && liveness.computing_epoch.is_none()
+                && now >= last_call.saturating_add(group.config.probing_interval_ms);
+            for (slot, reason) in expired {
+                self.remove(&name, &slot, reason, now, &mut out);
+            }
+            if probe {
+                self.bump(&name, now, &mut out);
+                self.liveness.get_mut(&name).expect("bumped").urgent = true;
+            }
+            self.maybe_call_assignor(&name, now, &mut out);
+        }
+        out
+    }
+}

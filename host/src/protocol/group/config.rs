@@ -1,0 +1,203 @@
+//! A group's configuration as an admin sets it: its topics, its assignor
+//! binding ([`BindingSpec`], [`CallLimits`]), its timeouts and learner
+//! settings, and their [`defaults`]. The limits it must keep are checked by
+//! the core (`core::check_config`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One topic of a group's task set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicConfig {
+    pub name: String,
+    pub partitions: u32,
+}
+
+/// Who places learners (warm-up copies) in a group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LearnerMode {
+    /// The host makes every assignor safe: an active task that the target
+    /// moves to a member not caught up on it stays on its owner, and the new
+    /// owner gets a learner first (the assignor's own learners are kept too).
+    #[default]
+    Host,
+    /// The assignor's learners are used as they are, with no host check.
+    Assignor,
+    /// No learners: tasks move as soon as their owner releases them.
+    Off,
+}
+
+/// A group's configuration, set by an admin. Every field but `topics` has a
+/// default, so the smallest config is `{"topics": [...]}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupConfig {
+    pub topics: Vec<TopicConfig>,
+    /// A built-in assignor name or a module reference.
+    #[serde(default = "defaults::assignor")]
+    pub assignor: String,
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+    /// How long a silent dynamic member stays in the group.
+    #[serde(default = "defaults::session_timeout_ms")]
+    pub session_timeout_ms: u64,
+    /// How long a silent (or temporarily left) static member keeps its slot.
+    #[serde(default = "defaults::registration_timeout_ms")]
+    pub registration_timeout_ms: u64,
+    /// How long arrivals are batched into one new target, and the longest a
+    /// member may take to release a task before it is fenced.
+    #[serde(default = "defaults::expansion_timeout_ms")]
+    pub expansion_timeout_ms: u64,
+    /// How often members should heartbeat.
+    #[serde(default = "defaults::heartbeat_interval_ms")]
+    pub heartbeat_interval_ms: u64,
+    /// Who places learners.
+    #[serde(default)]
+    pub learners: LearnerMode,
+    /// A member whose reported lag on a task is at or under this counts as
+    /// caught up on it.
+    #[serde(default = "defaults::acceptable_recovery_lag")]
+    pub acceptable_recovery_lag: u64,
+    /// The most learners the host keeps in the group at once.
+    #[serde(default = "defaults::max_learners")]
+    pub max_learners: u32,
+    /// While learners exist, the assignor is re-asked this often as a safety
+    /// net (a learner catching up re-asks at once).
+    #[serde(default = "defaults::probing_interval_ms")]
+    pub probing_interval_ms: u64,
+    /// How long a draining member keeps tasks whose learners elsewhere have
+    /// not caught up; then they move anyway and the member is fenced.
+    #[serde(default = "defaults::scale_down_timeout_ms")]
+    pub scale_down_timeout_ms: u64,
+    /// Limits on this group's assignor calls, each under the host's
+    /// ceiling.
+    #[serde(default)]
+    pub assignor_limits: CallLimits,
+    /// The assignor that answers when the bound one fails (a trap, a
+    /// limit, an invalid answer): the failure still shows on the group,
+    /// and the group still gets a target.
+    #[serde(default)]
+    pub fallback_assignor: Option<String>,
+    /// The sha256 (lowercase hex) of the token members must send as a
+    /// bearer token, if the group has one. The API sets it from a
+    /// plaintext `member_token` and never shows it.
+    #[serde(default)]
+    pub member_token_sha256: Option<String>,
+}
+
+/// Limits one binding puts on its assignor calls. Each lowers the host's
+/// ceiling (the limits `assignd serve` was started with), never raises it;
+/// an unset limit is the ceiling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallLimits {
+    /// Fuel one call may burn (about one unit per wasm instruction).
+    #[serde(default)]
+    pub fuel_max: Option<u64>,
+    /// Wall-clock time one call may take.
+    #[serde(default)]
+    pub time_limit_ms: Option<u64>,
+    /// Memory the guest may grow to.
+    #[serde(default)]
+    pub memory_max_mib: Option<u64>,
+}
+
+/// What a group's assignor binding sets: the part of [`GroupConfig`] that
+/// `PUT .../assignor` and a rollback change, and that a
+/// [`Binding`](super::Binding) keeps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingSpec {
+    pub assignor: String,
+    pub params: BTreeMap<String, String>,
+    pub limits: CallLimits,
+    pub fallback: Option<String>,
+}
+
+impl BindingSpec {
+    /// A binding to `assignor` with no params, limits or fallback.
+    pub fn assignor(assignor: &str) -> Self {
+        BindingSpec {
+            assignor: assignor.to_owned(),
+            params: BTreeMap::new(),
+            limits: CallLimits::default(),
+            fallback: None,
+        }
+    }
+}
+
+/// The defaults of [`GroupConfig`], close to Kafka's where Kafka has one.
+pub mod defaults {
+    pub fn assignor() -> String {
+        "sticky".into()
+    }
+    /// KIP-848's group.consumer.session.timeout.ms.
+    pub fn session_timeout_ms() -> u64 {
+        45_000
+    }
+    pub fn registration_timeout_ms() -> u64 {
+        120_000
+    }
+    pub fn expansion_timeout_ms() -> u64 {
+        3_000
+    }
+    pub fn heartbeat_interval_ms() -> u64 {
+        3_000
+    }
+    /// Kafka Streams' acceptable.recovery.lag.
+    pub fn acceptable_recovery_lag() -> u64 {
+        10_000
+    }
+    /// Kafka Streams' max.warmup.replicas.
+    pub fn max_learners() -> u32 {
+        2
+    }
+    pub fn probing_interval_ms() -> u64 {
+        60_000
+    }
+    pub fn scale_down_timeout_ms() -> u64 {
+        300_000
+    }
+}
+
+impl GroupConfig {
+    /// A config with the given topics and every default.
+    pub fn with_topics(topics: Vec<TopicConfig>) -> Self {
+        GroupConfig {
+            topics,
+            assignor: defaults::assignor(),
+            params: BTreeMap::new(),
+            session_timeout_ms: defaults::session_timeout_ms(),
+            registration_timeout_ms: defaults::registration_timeout_ms(),
+            expansion_timeout_ms: defaults::expansion_timeout_ms(),
+            heartbeat_interval_ms: defaults::heartbeat_interval_ms(),
+            learners: LearnerMode::default(),
+            acceptable_recovery_lag: defaults::acceptable_recovery_lag(),
+            max_learners: defaults::max_learners(),
+            probing_interval_ms: defaults::probing_interval_ms(),
+            scale_down_timeout_ms: defaults::scale_down_timeout_ms(),
+            assignor_limits: CallLimits::default(),
+            fallback_assignor: None,
+            member_token_sha256: None,
+        }
+    }
+
+    /// The binding this config sets.
+    pub fn binding_spec(&self) -> BindingSpec {
+        BindingSpec {
+            assignor: self.assignor.clone(),
+            params: self.params.clone(),
+            limits: self.assignor_limits,
+            fallback: self.fallback_assignor.clone(),
+        }
+    }
+
+    /// Sets the binding part of this config.
+    pub fn set_binding(&mut self, spec: BindingSpec) {
+        self.assignor = spec.assignor;
+        self.params = spec.params;
+        self.assignor_limits = spec.limits;
+        self.fallback_assignor = spec.fallback;
+    }
+}

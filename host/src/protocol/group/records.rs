@@ -1,0 +1,147 @@
+//! The records: every change the core makes to a group is one [`Record`],
+//! written to the log and applied by `Group::apply`; with the reasons a
+//! member is removed and the assignor [`Binding`]s a group keeps.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{BindingSpec, CallLimits, Group, GroupConfig, Member, Millis, SlotTarget, TaskRef};
+use crate::protocol::reconcile::MemberAssignment;
+
+/// Why a member left the group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RemovalReason {
+    /// It asked to leave.
+    Left,
+    /// Its session or registration timeout passed.
+    Expired,
+    /// It held tasks past the expansion timeout after being asked to release
+    /// them.
+    Fenced,
+    /// It was draining and its scale-down timeout passed.
+    DrainTimedOut,
+}
+
+impl RemovalReason {
+    /// The reason as a metric label and log field.
+    pub fn label(self) -> &'static str {
+        match self {
+            RemovalReason::Left => "left",
+            RemovalReason::Expired => "expired",
+            RemovalReason::Fenced => "fenced",
+            RemovalReason::DrainTimedOut => "drain_timed_out",
+        }
+    }
+}
+
+/// Every change the core makes to a group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    /// A group was created or its config replaced.
+    GroupConfigured { group: String, config: GroupConfig },
+    /// A new slot, or a new incarnation of a static slot (which fences the
+    /// previous member id).
+    MemberJoined {
+        group: String,
+        slot: String,
+        member: Member,
+    },
+    /// A static member left temporarily, or came back.
+    MemberAway {
+        group: String,
+        slot: String,
+        away: bool,
+    },
+    /// A slot is gone; its tasks are free at once.
+    MemberRemoved {
+        group: String,
+        slot: String,
+        reason: RemovalReason,
+    },
+    /// The group needs a new target.
+    GroupEpochBumped { group: String, epoch: u64 },
+    /// The target for an epoch, per slot: the assignor's answer after the
+    /// host's learner safety.
+    TargetInstalled {
+        group: String,
+        epoch: u64,
+        target: BTreeMap<String, SlotTarget>,
+    },
+    /// A member was asked to drain (by an admin or itself).
+    MemberDraining { group: String, slot: String },
+    /// A member's reconciled assignment.
+    MemberReconciled {
+        group: String,
+        slot: String,
+        assignment: MemberAssignment<TaskRef>,
+    },
+    /// A join without a name switched the group to dynamic membership:
+    /// every static slot becomes a dynamic one keyed by its member id.
+    NameMapDropped { group: String },
+    /// The group's complete durable state (static name map, epochs, target,
+    /// holdings), written each time the group becomes stable. Applying it
+    /// replaces the group, so every earlier record of the group is garbage
+    /// the log may compact away.
+    GroupSnapshot { group: String, state: Box<Group> },
+    /// The group was bound to an assignor and params (at creation, by a
+    /// config change, by `PUT .../assignor`, or by a rollback): sets
+    /// `config.assignor` / `config.params` and appends to the history.
+    AssignorBound { group: String, binding: Binding },
+}
+
+/// One assignor binding of a group, as kept in its history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// 1 for the group's first binding, one more for each later one.
+    pub seq: u64,
+    /// The assignor reference as written (built-in name, module id, or
+    /// `name@version`).
+    pub assignor: String,
+    pub params: BTreeMap<String, String>,
+    /// Limits on the binding's calls, under the host's ceilings.
+    pub limits: CallLimits,
+    /// The assignor that answers when this one fails.
+    pub fallback: Option<String>,
+    /// The group epoch the binding took effect at.
+    pub epoch: u64,
+    /// The runtime's clock when it was bound (milliseconds since that
+    /// host process started: comparable within one run only).
+    pub at_ms: Millis,
+    /// The `seq` of the binding this one rolled back to, if it is a
+    /// rollback.
+    pub rollback_to: Option<u64>,
+}
+
+impl Binding {
+    /// What this binding set.
+    pub fn spec(&self) -> BindingSpec {
+        BindingSpec {
+            assignor: self.assignor.clone(),
+            params: self.params.clone(),
+            limits: self.limits,
+            fallback: self.fallback.clone(),
+        }
+    }
+}
+
+/// Bindings kept per group; the oldest are forgotten past this.
+pub const BINDINGS_MAX: usize = 32;
+
+impl Record {
+    pub fn group(&self) -> &str {
+        match self {
+            Record::GroupConfigured { group, .. }
+            | Record::MemberJoined { group, .. }
+            | Record::MemberAway { group, .. }
+            | Record::MemberRemoved { group, .. }
+            | Record::GroupEpochBumped { group, .. }
+            | Record::TargetInstalled { group, .. }
+            | Record::MemberReconciled { group, .. }
+            | Record::MemberDraining { group, .. }
+            | Record::GroupSnapshot { group, .. }
+            | Record::AssignorBound { group, .. }
+            | Record::NameMapDropped { group } => group,
+        }
+    }
+}

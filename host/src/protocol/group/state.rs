@@ -1,0 +1,326 @@
+//! A group's durable state ([`Group`]: its members, epochs, target and
+//! holdings), the one code that changes it ([`Group::apply`], live and in
+//! replay alike), and what it can tell of itself: its [`Phase`], its slots,
+//! its fenced ids.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::{BINDINGS_MAX, Binding, GroupConfig, Record, TaskRef};
+use crate::protocol::reconcile::{Holdings, MemberAssignment};
+
+/// What the target gives one slot.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotTarget {
+    /// Tasks the slot processes (granted once their old owner released them).
+    pub active: BTreeSet<TaskRef>,
+    /// Tasks the slot warms up (replays state for) before taking them over.
+    pub learner: BTreeSet<TaskRef>,
+    /// Hot copies kept for failover.
+    pub standby: BTreeSet<TaskRef>,
+}
+
+/// A member slot: one worker identity. A dynamic member's slot is its
+/// member id; a static member's slot is its name, and survives restarts
+/// (each restart is a new incarnation with a new member id).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// The member id the current incarnation must send.
+    pub member_id: String,
+    /// The static member name, if the member is static.
+    pub name: Option<String>,
+    pub topics: BTreeSet<String>,
+    pub rack: Option<String>,
+    pub capacity: u32,
+    /// A static member that left temporarily (it keeps its slot until its
+    /// registration timeout).
+    pub away: bool,
+    /// Asked to leave the group gracefully: the assignor no longer sees it,
+    /// its tasks move as learners elsewhere catch up, then it may exit.
+    #[serde(default)]
+    pub draining: bool,
+}
+
+/// Where a group is on its way to its target: the one rule behind the
+/// state the API shows and the groups the metrics count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Every member holds exactly its target at the target epoch.
+    Stable,
+    /// The group needs a new target.
+    Assigning,
+    /// The target is current; members are still releasing or receiving
+    /// tasks.
+    Reconciling,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 3] = [Phase::Stable, Phase::Assigning, Phase::Reconciling];
+
+    /// The phase as a metric label and log field.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Stable => "stable",
+            Phase::Assigning => "assigning",
+            Phase::Reconciling => "reconciling",
+        }
+    }
+}
+
+/// A group's durable state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub name: String,
+    pub config: GroupConfig,
+    /// Bumped whenever the group needs a new target.
+    pub group_epoch: u64,
+    /// The epoch of the installed target.
+    pub target_epoch: u64,
+    /// Slots by slot key.
+    pub members: BTreeMap<String, Member>,
+    /// The installed target per slot.
+    pub target: BTreeMap<String, SlotTarget>,
+    /// What each slot holds now, and who holds each task.
+    #[serde(with = "holdings_by_slot")]
+    pub holdings: Holdings<TaskRef>,
+    /// Member ids of earlier incarnations (and of removed members) whose
+    /// requests must be refused as fenced, oldest first.
+    pub fenced_member_ids: std::collections::VecDeque<String>,
+    /// Member ids issued so far in this group; the next id derives from it.
+    pub member_ids_issued: u64,
+    /// Once a group has fallen back to dynamic membership, names are
+    /// ignored.
+    pub dynamic_only: bool,
+    /// The target epoch of the last [`Record::GroupSnapshot`].
+    pub snapshot_epoch: u64,
+    /// The last [`BINDINGS_MAX`] assignor bindings, oldest first; the last
+    /// one is the current binding.
+    pub bindings: std::collections::VecDeque<Binding>,
+}
+
+/// Holdings go to disk as each slot's assignment; the task → holder index
+/// is rebuilt on load.
+pub(crate) mod holdings_by_slot {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{Holdings, MemberAssignment, TaskRef};
+
+    pub fn serialize<S: Serializer>(h: &Holdings<TaskRef>, s: S) -> Result<S::Ok, S::Error> {
+        let by_slot: BTreeMap<&String, &MemberAssignment<TaskRef>> = h.members().collect();
+        by_slot.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Holdings<TaskRef>, D::Error> {
+        let by_slot = BTreeMap::<String, MemberAssignment<TaskRef>>::deserialize(d)?;
+        let mut holdings: Holdings<TaskRef> = Holdings::default();
+        for (slot, assignment) in by_slot {
+            // A task held twice (by two slots, or active and released by
+            // one) would trip `Holdings::set`: refuse the snapshot instead.
+            if let Some(task) = assignment.held().find(|task| {
+                holdings.holder(task).is_some()
+                    || assignment.revoking.contains(task) && assignment.active.contains(task)
+            }) {
+                return Err(serde::de::Error::custom(format!(
+                    "snapshot holds {task:?} twice"
+                )));
+            }
+            holdings.set(&slot, assignment);
+        }
+        Ok(holdings)
+    }
+}
+
+/// Fenced ids kept per group to tell "fenced" from "unknown"; the oldest
+/// are forgotten past this, and then answer "unknown member".
+pub const FENCED_MEMBER_IDS_MAX: usize = 1024;
+
+impl Group {
+    pub fn new(name: &str, config: GroupConfig) -> Self {
+        Group {
+            name: name.to_owned(),
+            config,
+            group_epoch: 0,
+            target_epoch: 0,
+            members: BTreeMap::new(),
+            target: BTreeMap::new(),
+            holdings: Holdings::default(),
+            fenced_member_ids: std::collections::VecDeque::new(),
+            member_ids_issued: 0,
+            dynamic_only: false,
+            snapshot_epoch: 0,
+            bindings: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// The binding before the current one, which a rollback returns to.
+    pub fn previous_binding(&self) -> Option<&Binding> {
+        self.bindings
+            .len()
+            .checked_sub(2)
+            .map(|i| &self.bindings[i])
+    }
+
+    /// The slot a join takes: `static:{name}` for a named member (unless
+    /// the group dropped its name map), else its member id (empty while the
+    /// host is still to issue one).
+    pub fn join_slot(&self, member_name: Option<&str>, member_id: &str) -> String {
+        match member_name.filter(|_| !self.dynamic_only) {
+            Some(name) => format!("static:{name}"),
+            None => member_id.to_owned(),
+        }
+    }
+
+    /// The slot a member id belongs to, if it is current.
+    pub fn slot_of(&self, member_id: &str) -> Option<&str> {
+        self.members
+            .iter()
+            .find(|(_, m)| m.member_id == member_id)
+            .map(|(slot, _)| slot.as_str())
+    }
+
+    /// Whether every member holds exactly its target at the target epoch.
+    pub fn is_stable(&self) -> bool {
+        self.group_epoch == self.target_epoch
+            && self.members.keys().all(|slot| {
+                self.holdings.member(slot).is_some_and(|a| {
+                    a.epoch == self.target_epoch
+                        && a.revoking.is_empty()
+                        && self
+                            .target
+                            .get(slot)
+                            .map_or(a.active.is_empty(), |t| a.active == t.active)
+                })
+            })
+    }
+
+    /// The group's [`Phase`].
+    pub fn phase(&self) -> Phase {
+        if self.is_stable() {
+            Phase::Stable
+        } else if self.group_epoch != self.target_epoch {
+            Phase::Assigning
+        } else {
+            Phase::Reconciling
+        }
+    }
+
+    /// The target of a slot (empty if the target does not name it).
+    pub fn target_of(&self, slot: &str) -> &SlotTarget {
+        static NOTHING: SlotTarget = SlotTarget {
+            active: BTreeSet::new(),
+            learner: BTreeSet::new(),
+            standby: BTreeSet::new(),
+        };
+        self.target.get(slot).unwrap_or(&NOTHING)
+    }
+
+    /// Learners in the installed target.
+    pub fn learner_count(&self) -> usize {
+        self.target.values().map(|t| t.learner.len()).sum()
+    }
+
+    /// Every task of the group's topics.
+    pub fn tasks(&self) -> impl Iterator<Item = TaskRef> + '_ {
+        self.config
+            .topics
+            .iter()
+            .flat_map(|t| (0..t.partitions).map(|p| TaskRef::new(&t.name, p)))
+    }
+
+    /// Applies one record: the only way a group changes.
+    pub fn apply(&mut self, record: &Record) {
+        debug_assert_eq!(record.group(), self.name);
+        match record {
+            Record::GroupConfigured { config, .. } => self.config = config.clone(),
+            Record::MemberJoined { slot, member, .. } => {
+                if let Some(previous) = self.members.get(slot) {
+                    self.fence(previous.member_id.clone());
+                }
+                self.members.insert(slot.clone(), member.clone());
+                self.member_ids_issued += 1;
+            }
+            Record::MemberAway { slot, away, .. } => {
+                if let Some(member) = self.members.get_mut(slot) {
+                    member.away = *away;
+                }
+            }
+            Record::MemberRemoved { slot, .. } => {
+                if let Some(member) = self.members.remove(slot) {
+                    self.fence(member.member_id);
+                }
+                self.holdings.remove(slot);
+                self.target.remove(slot);
+            }
+            Record::GroupEpochBumped { epoch, .. } => self.group_epoch = *epoch,
+            Record::TargetInstalled { epoch, target, .. } => {
+                self.target_epoch = *epoch;
+                self.target = target.clone();
+            }
+            Record::MemberReconciled {
+                slot, assignment, ..
+            } => self.holdings.set(slot, assignment.clone()),
+            Record::GroupSnapshot { state, .. } => {
+                assert_eq!(state.name, self.name, "a snapshot of another group");
+                *self = (**state).clone();
+            }
+            Record::AssignorBound { binding, .. } => {
+                self.config.set_binding(binding.spec());
+                if self.bindings.len() == BINDINGS_MAX {
+                    self.bindings.pop_front();
+                }
+                self.bindings.push_back(binding.clone());
+            }
+            Record::MemberDraining { slot, .. } => {
+                if let Some(member) = self.members.get_mut(slot) {
+                    member.draining = true;
+                }
+            }
+            Record::NameMapDropped { .. } => {
+                self.dynamic_only = true;
+                // Each static slot is re-keyed by member id; its target and
+                // holdings move with it.
+                for (slot, key) in self.slots_without_names() {
+                    let member = self.members.remove(&slot).expect("a member's slot");
+                    self.members.insert(key.clone(), member);
+                    if let Some(tasks) = self.target.remove(&slot) {
+                        self.target.insert(key.clone(), tasks);
+                    }
+                    if let Some(held) = self.holdings.remove(&slot) {
+                        self.holdings.set(&key, held);
+                    }
+                }
+                for member in self.members.values_mut() {
+                    member.name = None;
+                    member.away = false;
+                }
+            }
+        }
+    }
+
+    /// Where each static slot moves when the name map is dropped
+    /// ([`Record::NameMapDropped`]): from `static:{name}` to its member's
+    /// id. The core moves the slot's transient state the same way.
+    pub fn slots_without_names(&self) -> Vec<(String, String)> {
+        self.members
+            .iter()
+            .filter(|(_, member)| member.name.is_some())
+            .map(|(slot, member)| (slot.clone(), member.member_id.clone()))
+            .collect()
+    }
+
+    fn fence(&mut self, member_id: String) {
+        if self.fenced_member_ids.len() == FENCED_MEMBER_IDS_MAX {
+            self.fenced_member_ids.pop_front();
+        }
+        self.fenced_member_ids.push_back(member_id);
+    }
+
+    /// Whether `member_id` belonged to an earlier incarnation or a removed
+    /// member (among the last [`FENCED_MEMBER_IDS_MAX`]).
+    pub fn is_fenced(&self, member_id: &str) -> bool {
+        self.fenced_member_ids.iter().any(|id| id == member_id)
+    }
+}
