@@ -726,6 +726,76 @@ fn a_takeover_right_after_a_host_restart_waits_for_the_old_processs_lease() {
     assert_eq!(status, 409, "{error}");
 }
 
+/// Issue 12, item 2, with the host restarted during the wait: a second
+/// process took the name of a first one that still runs on its lease, and
+/// waits for that lease; the host is killed and started again. The wait
+/// was in memory only, so the restarted host granted the second process
+/// the tasks at once while the first still processed them. Now the wait
+/// is in the log (`HandoverStarted`), and a restarted host makes the
+/// second process wait the longest lease an answer could have given the
+/// first (3 s here). The first one is still told `replaced`.
+#[test]
+fn a_second_process_waiting_for_the_first_ones_lease_waits_on_after_a_host_restart() {
+    let data_dir = common::scratch("serve-restart-duplicate");
+    let server = Server::start(&data_dir, &[]);
+    let group = "duplicates-restart";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 4}],
+        "learners": "off",
+        "expansion_timeout_ms": 1_500,
+        "heartbeat_interval_ms": 100,
+        "session_timeout_ms": 6_000,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let mut members = vec![Member::join(&server, group, "worker-a")];
+    beat_until(
+        &server,
+        group,
+        &mut members,
+        "worker-a holds every task",
+        |m| m[0].active.len() == 4,
+    );
+    let mut first = members.remove(0);
+    let sent = Instant::now();
+    let (status, answer) = first.try_heartbeat(&server, group, json!({}));
+    assert_eq!(status, 200, "{answer}");
+    let lease = Duration::from_millis(answer["lease_ms"].as_u64().expect("lease_ms"));
+    let tasks_of_a = first.active.clone();
+    let mut second = Member::join(&server, group, "worker-a");
+    assert!(
+        second.active.is_empty(),
+        "granted {:?} at once while the first process's lease runs",
+        second.active
+    );
+
+    // kill -9 and start again while the second one waits.
+    drop(server);
+    let server = Server::start(&data_dir, &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        second.heartbeat(&server, group);
+        assert!(
+            second.active.is_empty() || sent.elapsed() >= lease,
+            "granted {:?} {:?} after the first process's last answer, within its lease of {lease:?}",
+            second.active,
+            sent.elapsed()
+        );
+        if second.active == tasks_of_a {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never granted: {:?}",
+            second.active
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, error) = first.try_heartbeat(&server, group, json!({"member_name": "worker-a"}));
+    assert_eq!(status, 409, "{error}");
+    assert_eq!(error["error"]["code"], "replaced", "{error}");
+}
+
 /// A join whose answer is lost (the member's request timed out, the host
 /// had handled it) and is sent again with the id the member chose is one
 /// member, not two: before, each retry of a join was a new member, which

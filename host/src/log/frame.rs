@@ -19,9 +19,10 @@ use crate::protocol::group::Record;
 /// The format version written into every frame. Version 2 added
 /// `Group::bindings` (so a `GroupSnapshot` payload changed) and the
 /// `AssignorBound` record; version 3 added the assignor limits, fallback
-/// and member token to `GroupConfig` and `Binding`. Frames of versions 1
-/// and 2 are still read (see `legacy.rs`).
-pub const FORMAT_VERSION: u8 = 3;
+/// and member token to `GroupConfig` and `Binding`; version 4 added
+/// `Group::handovers` and the `HandoverStarted` / `HandoverEnded` records.
+/// Frames of versions 1 to 3 are still read (see `legacy.rs`).
+pub const FORMAT_VERSION: u8 = 4;
 /// The oldest format version still read.
 pub const FORMAT_VERSION_MIN: u8 = 1;
 /// Bytes before the payload.
@@ -46,6 +47,8 @@ pub enum RecordType {
     MemberDraining = 9,
     GroupSnapshot = 10,
     AssignorBound = 11,
+    HandoverStarted = 12,
+    HandoverEnded = 13,
 }
 
 impl RecordType {
@@ -62,6 +65,8 @@ impl RecordType {
             Record::MemberDraining { .. } => RecordType::MemberDraining,
             Record::GroupSnapshot { .. } => RecordType::GroupSnapshot,
             Record::AssignorBound { .. } => RecordType::AssignorBound,
+            Record::HandoverStarted { .. } => RecordType::HandoverStarted,
+            Record::HandoverEnded { .. } => RecordType::HandoverEnded,
         }
     }
 
@@ -78,6 +83,8 @@ impl RecordType {
             RecordType::MemberDraining => "MemberDraining",
             RecordType::GroupSnapshot => "GroupSnapshot",
             RecordType::AssignorBound => "AssignorBound",
+            RecordType::HandoverStarted => "HandoverStarted",
+            RecordType::HandoverEnded => "HandoverEnded",
         }
     }
 
@@ -94,6 +101,8 @@ impl RecordType {
             9 => RecordType::MemberDraining,
             10 => RecordType::GroupSnapshot,
             11 => RecordType::AssignorBound,
+            12 => RecordType::HandoverStarted,
+            13 => RecordType::HandoverEnded,
             _ => return None,
         })
     }

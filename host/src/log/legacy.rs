@@ -6,6 +6,7 @@
 //! - Version 1: `Group` had no `bindings`.
 //! - Version 2: `GroupConfig` had no `assignor_limits`, `fallback_assignor`
 //!   or `member_token_sha256`, and `Binding` no `limits` or `fallback`.
+//! - Version 3: `Group` had no `handovers`.
 //!
 //! Postcard is not self-describing, so each old shape is spelled out field
 //! for field, in order. An enum variant is written as its index (a varint,
@@ -47,6 +48,10 @@ pub(super) fn decode(
         }
         (2, RecordType::GroupSnapshot) => {
             let (old, rest) = postcard::take_from_bytes::<SnapshotV2>(payload)?;
+            snapshot(old.variant, old.group, old.state.into(), rest)
+        }
+        (3, RecordType::GroupSnapshot) => {
+            let (old, rest) = postcard::take_from_bytes::<SnapshotV3>(payload)?;
             snapshot(old.variant, old.group, old.state.into(), rest)
         }
         (2, RecordType::AssignorBound) => {
@@ -110,6 +115,14 @@ pub(super) struct SnapshotV2 {
     pub variant: u32,
     pub group: String,
     pub state: GroupV2,
+}
+
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+pub(super) struct SnapshotV3 {
+    pub variant: u32,
+    pub group: String,
+    pub state: GroupV3,
 }
 
 #[derive(Deserialize)]
@@ -246,6 +259,46 @@ impl From<GroupV1> for Group {
     }
 }
 
+/// `Group` as format version 3 wrote it: no `handovers`.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+pub(super) struct GroupV3 {
+    pub name: String,
+    pub config: GroupConfig,
+    pub group_epoch: u64,
+    pub target_epoch: u64,
+    pub members: BTreeMap<String, Member>,
+    pub target: BTreeMap<String, SlotTarget>,
+    #[serde(with = "holdings_by_slot")]
+    pub holdings: Holdings<TaskRef>,
+    pub fenced_member_ids: VecDeque<String>,
+    pub member_ids_issued: u64,
+    pub dynamic_only: bool,
+    pub snapshot_epoch: u64,
+    pub bindings: VecDeque<Binding>,
+}
+
+impl From<GroupV3> for Group {
+    /// With no handover under way: version 3 did not log them.
+    fn from(old: GroupV3) -> Self {
+        Group {
+            name: old.name,
+            config: old.config,
+            group_epoch: old.group_epoch,
+            target_epoch: old.target_epoch,
+            members: old.members,
+            target: old.target,
+            holdings: old.holdings,
+            fenced_member_ids: old.fenced_member_ids,
+            member_ids_issued: old.member_ids_issued,
+            dynamic_only: old.dynamic_only,
+            snapshot_epoch: old.snapshot_epoch,
+            bindings: old.bindings,
+            handovers: Default::default(),
+        }
+    }
+}
+
 impl From<GroupV2> for Group {
     fn from(old: GroupV2) -> Self {
         Group {
@@ -261,6 +314,7 @@ impl From<GroupV2> for Group {
             dynamic_only: old.dynamic_only,
             snapshot_epoch: old.snapshot_epoch,
             bindings: old.bindings.into_iter().map(Binding::from).collect(),
+            handovers: Default::default(),
         }
     }
 }

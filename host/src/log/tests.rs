@@ -54,6 +54,8 @@ fn every_record_type() -> Vec<Record> {
         at_ms: 0,
         rollback_to: None,
     });
+    let mut waiting = state.clone();
+    waiting.handovers.insert("static:a".into());
     vec![
         Record::GroupConfigured {
             group: group.clone(),
@@ -135,6 +137,18 @@ fn every_record_type() -> Vec<Record> {
                 at_ms: 12_345,
                 rollback_to: Some(1),
             },
+        },
+        Record::HandoverStarted {
+            group: "g".into(),
+            slot: "static:a".into(),
+        },
+        Record::HandoverEnded {
+            group: "g".into(),
+            slot: "static:a".into(),
+        },
+        Record::GroupSnapshot {
+            group: "g".into(),
+            state: Box::new(waiting),
         },
     ]
 }
@@ -420,8 +434,8 @@ fn the_documented_example_frame_is_what_encode_writes() {
     };
     let mut bytes = Vec::new();
     encode(&record, &mut bytes);
-    // version 3, type 5; payload: variant 4, "g" (length 1), 300 as a varint.
-    let body = [0x03, 0x05, 0x04, 0x01, b'g', 0xac, 0x02];
+    // version 4, type 5; payload: variant 4, "g" (length 1), 300 as a varint.
+    let body = [0x04, 0x05, 0x04, 0x01, b'g', 0xac, 0x02];
     let mut expected = (body.len() as u32).to_le_bytes().to_vec();
     expected.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
     expected.extend_from_slice(&body);
@@ -429,7 +443,7 @@ fn the_documented_example_frame_is_what_encode_writes() {
     assert_eq!(
         bytes,
         [
-            0x07, 0, 0, 0, 0x9f, 0x83, 0xc2, 0x87, 0x03, 0x05, 0x04, 0x01, b'g', 0xac, 0x02
+            0x07, 0, 0, 0, 0x16, 0x33, 0x27, 0x9a, 0x04, 0x05, 0x04, 0x01, b'g', 0xac, 0x02
         ]
     );
 }
@@ -440,7 +454,7 @@ fn the_documented_example_frame_is_what_encode_writes() {
 /// check would refuse them).
 #[test]
 fn each_record_types_type_byte_and_variant_index_are_pinned() {
-    let expected: [(u8, u8); 11] = [
+    let expected: [(u8, u8); 14] = [
         (1, 0),   // GroupConfigured
         (2, 1),   // MemberJoined
         (3, 2),   // MemberAway
@@ -452,6 +466,9 @@ fn each_record_types_type_byte_and_variant_index_are_pinned() {
         (9, 6),   // MemberDraining
         (10, 9),  // GroupSnapshot
         (11, 10), // AssignorBound
+        (12, 11), // HandoverStarted
+        (13, 12), // HandoverEnded
+        (10, 9),  // GroupSnapshot, with a handover under way
     ];
     for (record, (type_byte, variant)) in every_record_type().iter().zip(expected) {
         let mut bytes = Vec::new();
@@ -657,7 +674,8 @@ fn decoded(bytes: &[u8]) -> Record {
 fn frames_of_older_versions_are_still_read() {
     use super::frame::RecordType;
     use super::legacy::{
-        BindingV2, BoundV2, ConfiguredV2, GroupConfigV2, GroupV1, GroupV2, SnapshotV1, SnapshotV2,
+        BindingV2, BoundV2, ConfiguredV2, GroupConfigV2, GroupV1, GroupV2, GroupV3, SnapshotV1,
+        SnapshotV2, SnapshotV3,
     };
     let today = config();
     let old_config = GroupConfigV2 {
@@ -737,6 +755,37 @@ fn frames_of_older_versions_are_still_read() {
         RecordType::GroupSnapshot,
         &postcard::to_allocvec(&v2).unwrap(),
     );
+    assert_eq!(
+        decoded(&bytes),
+        Record::GroupSnapshot {
+            group: "g".into(),
+            state: Box::new(state.clone()),
+        }
+    );
+    let v3 = SnapshotV3 {
+        variant: 9,
+        group: "g".into(),
+        state: GroupV3 {
+            name: state.name.clone(),
+            config: state.config.clone(),
+            group_epoch: state.group_epoch,
+            target_epoch: state.target_epoch,
+            members: state.members.clone(),
+            target: state.target.clone(),
+            holdings: state.holdings.clone(),
+            fenced_member_ids: state.fenced_member_ids.clone(),
+            member_ids_issued: state.member_ids_issued,
+            dynamic_only: state.dynamic_only,
+            snapshot_epoch: state.snapshot_epoch,
+            bindings: state.bindings.clone(),
+        },
+    };
+    let bytes = old_frame(
+        3,
+        RecordType::GroupSnapshot,
+        &postcard::to_allocvec(&v3).unwrap(),
+    );
+    assert!(state.handovers.is_empty());
     assert_eq!(
         decoded(&bytes),
         Record::GroupSnapshot {

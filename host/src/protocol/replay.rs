@@ -58,7 +58,13 @@ fn check_record(group: &Group, record: &Record) -> Result<(), String> {
         Record::GroupSnapshot { .. } => unreachable!("checked by the caller"),
         Record::MemberAway { slot, .. }
         | Record::MemberDraining { slot, .. }
-        | Record::MemberRemoved { slot, .. } => member(slot),
+        | Record::MemberRemoved { slot, .. }
+        | Record::HandoverStarted { slot, .. } => member(slot),
+        Record::HandoverEnded { slot, .. } if group.handovers.contains(slot) => Ok(()),
+        Record::HandoverEnded { slot, .. } => Err(format!(
+            "a handover of slot {slot:?} ends that never started in group {:?}",
+            group.name
+        )),
         Record::GroupEpochBumped { epoch, .. } => {
             if *epoch > group.group_epoch {
                 Ok(())
@@ -153,6 +159,15 @@ fn check_snapshot(name: &str, state: &Group) -> Result<(), String> {
     {
         return Err(format!(
             "snapshot of group {name:?}: the target names slot {slot:?}, which is not a member"
+        ));
+    }
+    if let Some(slot) = state
+        .handovers
+        .iter()
+        .find(|s| !state.members.contains_key(*s))
+    {
+        return Err(format!(
+            "snapshot of group {name:?}: slot {slot:?} waits for a handover but is not a member"
         ));
     }
     check_target(name, &state.target)

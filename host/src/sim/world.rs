@@ -764,18 +764,6 @@ impl World {
 
     /// Static names with no running process: crashed or left, and may come
     /// back.
-    /// Names with more than one running process (a duplicate deploy not
-    /// yet told it was replaced).
-    fn shared_names(&self) -> BTreeSet<&String> {
-        let mut seen = BTreeSet::new();
-        self.processes
-            .iter()
-            .filter(|p| p.is_running())
-            .filter_map(|p| p.name.as_ref())
-            .filter(|name| !seen.insert(*name))
-            .collect()
-    }
-
     fn dormant_names(&self) -> Vec<String> {
         let running: BTreeSet<&String> = self
             .processes
@@ -854,11 +842,7 @@ impl World {
             any(&joined, 2),
             2,
             2,
-            // Known gap: a replaced incarnation's hold-back lives in memory
-            // only, so a restart while two live processes share a name
-            // would lose it (docs/architecture.md, "Leases"). Restarts are
-            // drawn only when no name has two.
-            if self.shared_names().is_empty() { 1 } else { 0 },
+            1,
         ];
         match self.rng.weighted(&weights) {
             0 => {

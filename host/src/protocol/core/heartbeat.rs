@@ -204,6 +204,19 @@ impl Coordinator {
         {
             liveness.handover.remove(&slot);
         }
+        // The wait is over (or was lost with nothing to hold back): say so
+        // in the log, so that a restart does not start it again.
+        if !liveness.handover.contains_key(&slot)
+            && self.groups[&request.group].handovers.contains(&slot)
+        {
+            self.emit(
+                &mut out,
+                Record::HandoverEnded {
+                    group: request.group.clone(),
+                    slot: slot.clone(),
+                },
+            );
+        }
         self.reconcile_slot(
             &request.group,
             &slot,

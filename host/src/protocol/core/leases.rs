@@ -7,7 +7,9 @@
 //! (heartbeat.rs); the leases it waits for are kept here.
 
 use super::{BACKPRESSURE_TIMEOUT_DIVISOR, Coordinator};
-use crate::protocol::group::{GroupConfig, Member, Millis};
+use std::collections::BTreeSet;
+
+use crate::protocol::group::{GroupConfig, Member, Millis, TaskRef};
 
 impl Coordinator {
     /// After recovery, before serving: the previous process may have
@@ -16,20 +18,31 @@ impl Coordinator {
     /// tasks is taken to hold the longest lease an answer could give it,
     /// from `now`: a new incarnation of its name (a takeover right after
     /// the restart) is granted its tasks only once that has passed, as
-    /// invariant 1 asks of every other handover. Timers are not moved: a
-    /// member's timeout from `now` is never shorter.
+    /// invariant 1 asks of every other handover, and one that was already
+    /// waiting for the incarnation it replaced ([`Group::handovers`](crate::protocol::group::Group::handovers))
+    /// waits that long again. Timers are not moved: a member's timeout
+    /// from `now` is never shorter.
     pub fn restarted(&mut self, now: Millis) {
         for (name, group) in &self.groups {
             let liveness = self.liveness.entry(name.clone()).or_default();
             for (slot, member) in &group.members {
-                if group
+                let held: BTreeSet<TaskRef> = group
                     .holdings
                     .member(slot)
-                    .is_some_and(|held| held.held().next().is_some())
-                {
-                    let end = now.saturating_add(lease_ms_max(&group.config, member));
-                    let promised = liveness.lease_end_ms.entry(slot.clone()).or_insert(end);
-                    *promised = (*promised).max(end);
+                    .map(|h| h.held().cloned().collect())
+                    .unwrap_or_default();
+                if held.is_empty() {
+                    continue;
+                }
+                let end = now.saturating_add(lease_ms_max(&group.config, member));
+                let promised = liveness.lease_end_ms.entry(slot.clone()).or_insert(end);
+                *promised = (*promised).max(end);
+                // An incarnation that was still waiting for the one it
+                // replaced waits on: that one may still run on its lease.
+                if group.handovers.contains(slot) {
+                    let handover = liveness.handover.entry(slot.clone()).or_default();
+                    handover.until_ms = handover.until_ms.max(end);
+                    handover.tasks.extend(held);
                 }
             }
         }

@@ -161,6 +161,7 @@ impl Coordinator {
         };
         let slot = group.join_slot(name.as_deref(), &member.member_id);
         let mut member = member;
+        let mut handover_started = false;
         let needs_target = match group.members.get(&slot) {
             // A restart (or a second process) with the same name: the new
             // incarnation takes the slot and its tasks, the old one is
@@ -193,6 +194,7 @@ impl Coordinator {
                     let handover = liveness.handover.entry(slot.clone()).or_default();
                     handover.until_ms = handover.until_ms.max(until_ms);
                     handover.tasks.extend(held);
+                    handover_started = true;
                 }
                 previous.topics != member.topics
             }
@@ -231,6 +233,15 @@ impl Coordinator {
                 member,
             },
         );
+        if handover_started {
+            self.emit(
+                out,
+                Record::HandoverStarted {
+                    group: group_name.clone(),
+                    slot: slot.clone(),
+                },
+            );
+        }
         if needs_target {
             self.bump(&group_name, now, out);
         }

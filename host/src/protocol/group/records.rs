@@ -88,6 +88,13 @@ pub enum Record {
     /// config change, by `PUT .../assignor`, or by a rollback): sets
     /// `config.assignor` / `config.params` and appends to the history.
     AssignorBound { group: String, binding: Binding },
+    /// A new incarnation of a static slot waits for the last lease given to
+    /// the one it replaced before it is granted the slot's tasks (the
+    /// previous incarnation may still run). Logged so that a host restarted
+    /// meanwhile keeps waiting ([`Group::handovers`]).
+    HandoverStarted { group: String, slot: String },
+    /// That wait is over.
+    HandoverEnded { group: String, slot: String },
 }
 
 /// One assignor binding of a group, as kept in its history.
@@ -141,6 +148,8 @@ impl Record {
             | Record::MemberDraining { group, .. }
             | Record::GroupSnapshot { group, .. }
             | Record::AssignorBound { group, .. }
+            | Record::HandoverStarted { group, .. }
+            | Record::HandoverEnded { group, .. }
             | Record::NameMapDropped { group } => group,
         }
     }

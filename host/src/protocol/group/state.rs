@@ -97,6 +97,11 @@ pub struct Group {
     /// The last [`BINDINGS_MAX`] assignor bindings, oldest first; the last
     /// one is the current binding.
     pub bindings: std::collections::VecDeque<Binding>,
+    /// Slots whose incarnation waits for the lease of the one it replaced
+    /// ([`Record::HandoverStarted`]). How long is not durable (leases are
+    /// in the process's own time): a restarted host waits the longest lease
+    /// an answer could have given.
+    pub handovers: BTreeSet<String>,
 }
 
 /// Holdings go to disk as each slot's assignment; the task → holder index
@@ -152,6 +157,7 @@ impl Group {
             dynamic_only: false,
             snapshot_epoch: 0,
             bindings: std::collections::VecDeque::new(),
+            handovers: BTreeSet::new(),
         }
     }
 
@@ -253,6 +259,7 @@ impl Group {
                 }
                 self.holdings.remove(slot);
                 self.target.remove(slot);
+                self.handovers.remove(slot);
             }
             Record::GroupEpochBumped { epoch, .. } => self.group_epoch = *epoch,
             Record::TargetInstalled { epoch, target, .. } => {
@@ -278,6 +285,12 @@ impl Group {
                     member.draining = true;
                 }
             }
+            Record::HandoverStarted { slot, .. } => {
+                self.handovers.insert(slot.clone());
+            }
+            Record::HandoverEnded { slot, .. } => {
+                self.handovers.remove(slot);
+            }
             Record::NameMapDropped { .. } => {
                 self.dynamic_only = true;
                 // Each static slot is re-keyed by member id; its target and
@@ -290,6 +303,9 @@ impl Group {
                     }
                     if let Some(held) = self.holdings.remove(&slot) {
                         self.holdings.set(&key, held);
+                    }
+                    if self.handovers.remove(&slot) {
+                        self.handovers.insert(key.clone());
                     }
                 }
                 for member in self.members.values_mut() {
