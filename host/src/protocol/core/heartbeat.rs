@@ -386,7 +386,17 @@ impl Coordinator {
         );
         let changed = next != *current;
         let liveness = self.liveness.entry(group_name.to_owned()).or_default();
-        if next.state == MemberState::UnrevokedTasks {
+        // Tasks a replaced incarnation may still hold cannot be released by
+        // this one: its time to release starts when the wait is over, not
+        // while it lasts (a restarted host waits the longest lease, longer
+        // than the release timeout).
+        let held_back = liveness
+            .handover
+            .get(slot)
+            .is_some_and(|h| next.revoking.iter().any(|t| h.tasks.contains(t)));
+        if next.state == MemberState::UnrevokedTasks && held_back {
+            liveness.revoking_since_ms.insert(slot.to_owned(), now);
+        } else if next.state == MemberState::UnrevokedTasks {
             liveness
                 .revoking_since_ms
                 .entry(slot.to_owned())
