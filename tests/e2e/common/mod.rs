@@ -67,7 +67,13 @@ pub fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
 
 /// Runs `assignd` with `args`, with a cache directory of its own.
 pub fn assignd(args: &[&str]) -> Output {
-    let cache = scratch("cache");
+    // A cache of its own per call: tests run in parallel in one process,
+    // and `scratch` empties the folder it returns, so a shared one could be
+    // removed under another call's feet (its artifact write then fails and
+    // logs a second line on stderr).
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cache = scratch(&format!("cache-{call}"));
     Command::new(env!("CARGO_BIN_EXE_assignd"))
         .args(args)
         .env("ASSIGND_CACHE_DIR", &cache)
