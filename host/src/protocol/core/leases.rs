@@ -7,9 +7,7 @@
 //! (heartbeat.rs); the leases it waits for are kept here.
 
 use super::{BACKPRESSURE_TIMEOUT_DIVISOR, Coordinator};
-use std::collections::BTreeSet;
-
-use crate::protocol::group::{GroupConfig, Member, Millis, TaskRef};
+use crate::protocol::group::{GroupConfig, Member, Millis};
 
 impl Coordinator {
     /// After recovery, before serving: the previous process may have
@@ -26,14 +24,13 @@ impl Coordinator {
         for (name, group) in &self.groups {
             let liveness = self.liveness.entry(name.clone()).or_default();
             for (slot, member) in &group.members {
-                let held: BTreeSet<TaskRef> = group
+                let Some(held) = group
                     .holdings
                     .member(slot)
-                    .map(|h| h.held().cloned().collect())
-                    .unwrap_or_default();
-                if held.is_empty() {
+                    .filter(|h| h.held().next().is_some())
+                else {
                     continue;
-                }
+                };
                 let end = now.saturating_add(lease_ms_max(&group.config, member));
                 let promised = liveness.lease_end_ms.entry(slot.clone()).or_insert(end);
                 *promised = (*promised).max(end);
@@ -42,7 +39,7 @@ impl Coordinator {
                 if group.handovers.contains(slot) {
                     let handover = liveness.handover.entry(slot.clone()).or_default();
                     handover.until_ms = handover.until_ms.max(end);
-                    handover.tasks.extend(held);
+                    handover.tasks.extend(held.held().cloned());
                 }
             }
         }
