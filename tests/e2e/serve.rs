@@ -660,6 +660,38 @@ fn a_second_process_with_one_name_waits_for_the_first_ones_lease() {
     }
 }
 
+/// Creates `group` (4 tasks, learners off, a 1.5 s expansion and 6 s
+/// session timeout, so the longest lease an answer can give is 3 s), in
+/// which the static member `worker-a` comes to hold every task; then one
+/// more heartbeat of it. Returns the member, when that heartbeat was
+/// sent, and the lease its answer gave.
+fn worker_a_holds_every_task(server: &Server, group: &str) -> (Member, Instant, Duration) {
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 4}],
+        "learners": "off",
+        "expansion_timeout_ms": 1_500,
+        "heartbeat_interval_ms": 100,
+        "session_timeout_ms": 6_000,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let mut members = vec![Member::join(server, group, "worker-a")];
+    beat_until(
+        server,
+        group,
+        &mut members,
+        "worker-a holds every task",
+        |m| m[0].active.len() == 4,
+    );
+    let mut first = members.remove(0);
+    let sent = Instant::now();
+    let (status, answer) = first.try_heartbeat(server, group, json!({}));
+    assert_eq!(status, 200, "{answer}");
+    let lease = Duration::from_millis(answer["lease_ms"].as_u64().expect("lease_ms"));
+    assert!(lease > Duration::from_millis(500), "{answer}");
+    (first, sent, lease)
+}
+
 /// Issue 12, item 2, across a host restart: the lease the host gave a
 /// member is kept in memory only, so a host restarted by kill -9 granted a
 /// new incarnation of the name its tasks at once, while the old process
@@ -673,29 +705,7 @@ fn a_takeover_right_after_a_host_restart_waits_for_the_old_processs_lease() {
     let data_dir = common::scratch("serve-restart-takeover");
     let server = Server::start(&data_dir, &[]);
     let group = "restarts";
-    let config = json!({
-        "topics": [{"name": "orders", "partitions": 4}],
-        "learners": "off",
-        "expansion_timeout_ms": 1_500,
-        "heartbeat_interval_ms": 100,
-        "session_timeout_ms": 6_000,
-    });
-    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
-    assert_eq!(status, 201, "{view}");
-    let mut members = vec![Member::join(&server, group, "worker-a")];
-    beat_until(
-        &server,
-        group,
-        &mut members,
-        "worker-a holds every task",
-        |m| m[0].active.len() == 4,
-    );
-    let mut first = members.remove(0);
-    let sent = Instant::now();
-    let (status, answer) = first.try_heartbeat(&server, group, json!({}));
-    assert_eq!(status, 200, "{answer}");
-    let lease = Duration::from_millis(answer["lease_ms"].as_u64().expect("lease_ms"));
-    assert!(lease > Duration::from_millis(500), "{answer}");
+    let (mut first, sent, lease) = worker_a_holds_every_task(&server, group);
     let tasks_of_a = first.active.clone();
 
     // kill -9 and start again on the same data dir; the first process
@@ -739,28 +749,7 @@ fn a_second_process_waiting_for_the_first_ones_lease_waits_on_after_a_host_resta
     let data_dir = common::scratch("serve-restart-duplicate");
     let server = Server::start(&data_dir, &[]);
     let group = "duplicates-restart";
-    let config = json!({
-        "topics": [{"name": "orders", "partitions": 4}],
-        "learners": "off",
-        "expansion_timeout_ms": 1_500,
-        "heartbeat_interval_ms": 100,
-        "session_timeout_ms": 6_000,
-    });
-    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
-    assert_eq!(status, 201, "{view}");
-    let mut members = vec![Member::join(&server, group, "worker-a")];
-    beat_until(
-        &server,
-        group,
-        &mut members,
-        "worker-a holds every task",
-        |m| m[0].active.len() == 4,
-    );
-    let mut first = members.remove(0);
-    let sent = Instant::now();
-    let (status, answer) = first.try_heartbeat(&server, group, json!({}));
-    assert_eq!(status, 200, "{answer}");
-    let lease = Duration::from_millis(answer["lease_ms"].as_u64().expect("lease_ms"));
+    let (mut first, sent, lease) = worker_a_holds_every_task(&server, group);
     let tasks_of_a = first.active.clone();
     let mut second = Member::join(&server, group, "worker-a");
     assert!(
