@@ -15,11 +15,13 @@
 //! - [`replay`]: whether a record read back from the log fits the state
 //!   it is replayed onto (checked before `apply`).
 //! - [`splitmix`]: the seeded mixing function behind member ids.
+//! - [`shard`]: which shard (one core, one log) owns a group.
 
 pub mod core;
 pub mod group;
 pub mod reconcile;
 pub mod replay;
+pub mod shard;
 pub mod splitmix;
 
 #[cfg(test)]
