@@ -204,6 +204,19 @@ pub const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         Unit::Count,
         "Record log maintenance steps that failed and will be retried (compaction, roll: a new segment, head: updating HEAD); appends go on",
     ),
+    // The host's shards (runtime/mod.rs).
+    (
+        "assignd_shards",
+        Kind::Gauge,
+        Unit::Count,
+        "shards the host's groups are spread over (fixed for its data dir)",
+    ),
+    (
+        "assignd_shards_served",
+        Kind::Gauge,
+        Unit::Count,
+        "shards this host serves now (loaded: their groups answer)",
+    ),
     // The HTTP server's connections (api/server.rs).
     (
         "assignd_http_connections",

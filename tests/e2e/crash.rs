@@ -100,10 +100,22 @@ enum Started {
     Exited { status: ExitStatus, stderr: String },
 }
 
+/// The tests that read or damage the log serve one shard, so that one
+/// folder holds every record: `log_dir`.
 fn start(data_dir: &Path) -> Started {
+    start_with(data_dir, &["--shards", "1"])
+}
+
+/// The log folder of a data dir served with one shard.
+fn log_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("shards").join("0000")
+}
+
+fn start_with(data_dir: &Path, extra: &[&str]) -> Started {
     let mut child = Command::new(env!("CARGO_BIN_EXE_assignd"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
+        .args(extra)
         .env("ASSIGND_ADMIN_TOKEN", common::ADMIN_TOKEN)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -149,7 +161,17 @@ fn start(data_dir: &Path) -> Started {
 }
 
 fn serve(data_dir: &Path) -> Server {
-    match start(data_dir) {
+    serve_with(data_dir, &["--shards", "1"])
+}
+
+/// `serve` with the default shard count (the groups of a test are in
+/// different shards).
+fn serve_sharded(data_dir: &Path) -> Server {
+    serve_with(data_dir, &[])
+}
+
+fn serve_with(data_dir: &Path, extra: &[&str]) -> Server {
+    match start_with(data_dir, extra) {
         Started::Serving(server) => server,
         Started::Exited { status, stderr } => {
             panic!("assignd serve exited ({status}) instead of serving: {stderr}")
@@ -831,7 +853,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
     let data_dir = common::scratch("crash-churn");
     let mut world = World::new(seed);
 
-    let mut server = serve(&data_dir);
+    let mut server = serve_sharded(&data_dir);
     let status = world.groups[STATICS_I]
         .configure(&server, config("orders", 12))
         .unwrap_or_else(|Lost(e)| panic!("{e}"));
@@ -877,7 +899,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         }
         drop(server);
 
-        server = serve(&data_dir);
+        server = serve_sharded(&data_dir);
         world.after_restart(&server, cycle);
     }
     let stderr = server.kill();
@@ -909,7 +931,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
 
 /// The only segment file of a data dir (after its first run).
 fn segment(data_dir: &Path) -> PathBuf {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(data_dir.join("log"))
+    let mut files: Vec<PathBuf> = std::fs::read_dir(log_dir(data_dir))
         .expect("the log folder")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "seg"))
@@ -1034,7 +1056,7 @@ fn a_damaged_log_is_refused_until_repaired_and_a_torn_tail_is_cut() {
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "one line: {stderr}");
     assert!(
-        lines[0].starts_with("error: the record log is corrupt in ")
+        lines[0].starts_with("error: shard 0: the record log is corrupt in ")
             && lines[0].contains(&format!("at byte offset {offset}")),
         "{stderr}"
     );
@@ -1070,7 +1092,7 @@ fn a_damaged_log_is_refused_until_repaired_and_a_torn_tail_is_cut() {
 
 /// The segment files of a data dir, in number order.
 fn segments(data_dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(data_dir.join("log"))
+    let mut files: Vec<PathBuf> = std::fs::read_dir(log_dir(data_dir))
         .expect("the log folder")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "seg"))
@@ -1115,7 +1137,7 @@ fn assert_refused(data_dir: &Path, file: &Path, offset: u64, reason: &str) {
 
 /// Every file of the log folder and its bytes (the lock file aside).
 fn log_files(data_dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    std::fs::read_dir(data_dir.join("log"))
+    std::fs::read_dir(log_dir(data_dir))
         .expect("the log folder")
         .map(|e| e.expect("entry").path())
         .filter(|p| !p.ends_with("LOCK"))
@@ -1279,16 +1301,18 @@ fn a_frame_of_a_newer_version_or_an_unknown_type_at_the_tail_is_refused_not_cut(
     let _ = std::fs::remove_dir_all(&data_dir);
 }
 
-/// Copies the log folder of `from` (its lock aside) into a new data dir.
+/// Copies the shard count and the one shard's log folder (its lock
+/// aside) of `from` into a new data dir.
 fn copy_log(from: &Path, name: &str) -> PathBuf {
     let to = common::scratch(name);
-    std::fs::create_dir_all(to.join("log")).expect("a log folder");
+    std::fs::create_dir_all(log_dir(&to)).expect("a log folder");
+    std::fs::copy(
+        from.join("shards").join("SHARD_COUNT"),
+        to.join("shards").join("SHARD_COUNT"),
+    )
+    .expect("copy the shard count");
     for (path, bytes) in log_files(from) {
-        std::fs::write(
-            to.join("log").join(path.file_name().expect("a name")),
-            bytes,
-        )
-        .expect("copy");
+        std::fs::write(log_dir(&to).join(path.file_name().expect("a name")), bytes).expect("copy");
     }
     to
 }
@@ -1324,9 +1348,7 @@ fn a_missing_first_middle_last_or_only_segment_is_refused_with_the_file_named() 
 
     for (i, which) in ["first", "middle", "last"].iter().enumerate() {
         let damaged = copy_log(&data_dir, &format!("crash-missing-{which}"));
-        let missing = damaged
-            .join("log")
-            .join(files[i].file_name().expect("a name"));
+        let missing = log_dir(&damaged).join(files[i].file_name().expect("a name"));
         std::fs::remove_file(&missing).expect("remove");
         assert_refused(&damaged, &missing, 0, "is missing");
         if *which == "middle" {
@@ -1438,9 +1460,7 @@ fn a_compaction_that_cannot_create_its_file_fails_no_request_and_is_retried_late
         .and_then(|s| s.to_str())
         .and_then(|s| s.parse().ok())
         .expect("a numbered segment");
-    let blocker = data_dir
-        .join("log")
-        .join(format!("{:020}.seg.tmp", number + 1));
+    let blocker = log_dir(&data_dir).join(format!("{:020}.seg.tmp", number + 1));
     std::fs::create_dir(&blocker).expect("the blocking directory");
     // About 400 KB a config: the log passes the 4 MiB at which it compacts
     // within a dozen.

@@ -251,10 +251,19 @@ fn big_config(round: usize) -> serde_json::Value {
     json!({"topics": topics, "assignor": "range"})
 }
 
+/// The bytes of every file under `dir`, its folders' included.
 fn dir_bytes(dir: &std::path::Path) -> u64 {
     std::fs::read_dir(dir)
         .unwrap()
-        .map(|entry| entry.unwrap().metadata().unwrap().len())
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let metadata = entry.metadata().unwrap();
+            if metadata.is_dir() {
+                dir_bytes(&entry.path())
+            } else {
+                metadata.len()
+            }
+        })
         .sum()
 }
 
@@ -289,12 +298,14 @@ fn limit_descriptors_to(command: &mut std::process::Command, soft: u64, hard: u6
 #[test]
 fn a_connection_flood_past_the_descriptor_limit_leaves_writes_and_health_intact() {
     // 256 descriptors, soft and hard (serve raises soft to hard): the cap
-    // is 256 less the 128 in reserve.
+    // is 256 less the 131 in reserve (128, and 3 for the one shard).
     const DESCRIPTORS: u64 = 256;
     let data_dir = common::scratch("hardening-descriptors");
-    let server = Server::start_with(&data_dir, &["--fsync", "never"], |command| {
-        limit_descriptors(command, DESCRIPTORS)
-    });
+    let server = Server::start_with(
+        &data_dir,
+        &["--fsync", "never", "--shards", "1"],
+        |command| limit_descriptors(command, DESCRIPTORS),
+    );
     // One connection opened before the flood, kept alive through it.
     let mut admin = connect(&server);
     let (status, _) = request(&mut admin, "GET", "/healthz", None);
@@ -343,7 +354,7 @@ fn a_connection_flood_past_the_descriptor_limit_leaves_writes_and_health_intact(
             "PUT {round}: {status} {answer}"
         );
     }
-    let log_bytes = dir_bytes(&data_dir.join("log"));
+    let log_bytes = dir_bytes(&data_dir.join("shards"));
     assert!(
         log_bytes < written / 2,
         "the log was compacted: {log_bytes} bytes on disk after {written} written"
@@ -536,13 +547,16 @@ fn a_connection_cap_past_the_descriptor_limit_is_refused_at_start() {
             "127.0.0.1:0",
             "--connections-max",
             "200",
+            "--shards",
+            "4",
         ])
         .arg("--data-dir")
         .arg(dir.join("data"))
         .env("ASSIGND_ADMIN_TOKEN", ADMIN_TOKEN);
     limit_descriptors(&mut command, 256);
     let output = command.output().expect("cannot start assignd");
-    common::assert_one_error_line(&output, 1, "at most 128 fit");
+    // 128 in reserve, and 3 for each of the 4 shards.
+    common::assert_one_error_line(&output, 1, "at most 116 fit");
     assert!(
         !dir.join("data").exists(),
         "refused before touching the data dir"
@@ -552,10 +566,11 @@ fn a_connection_cap_past_the_descriptor_limit_is_refused_at_start() {
 #[cfg(target_os = "linux")]
 #[test]
 fn serve_raises_its_soft_descriptor_limit_to_the_hard_one() {
-    // 300 connections fit only under the raised limit (512 less 128).
+    // 300 connections fit only under the raised limit (512 less 128, less
+    // 3 for each of the 4 shards).
     let server = Server::start_with(
         &common::scratch("hardening-raise"),
-        &["--connections-max", "300"],
+        &["--connections-max", "300", "--shards", "4"],
         |command| limit_descriptors_to(command, 200, 512),
     );
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.child.id())).unwrap();

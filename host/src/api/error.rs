@@ -113,6 +113,15 @@ impl ApiError {
             ApiError::Runtime(RuntimeError::Storage(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "storage_failed")
             }
+            ApiError::Runtime(RuntimeError::ShardNotServed { .. }) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "shard_unavailable")
+            }
+            ApiError::Runtime(RuntimeError::UnknownShard { .. }) => {
+                (StatusCode::NOT_FOUND, "unknown_shard")
+            }
+            ApiError::Runtime(RuntimeError::ShardLoadFailed { .. }) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "shard_load_failed")
+            }
             ApiError::Runtime(RuntimeError::Internal(_)) | ApiError::Panicked => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")
             }
@@ -189,6 +198,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let ApiError::Runtime(RuntimeError::ShardNotServed { .. }) = &self {
+            // A shard is unserved while it loads or unloads: briefly.
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(1u32));
         }
         response
     }

@@ -17,7 +17,7 @@ use crate::runtime::Runtime;
 /// Reads the view of `group` (404 if it does not exist).
 async fn view(runtime: &Arc<Runtime>, group: &str) -> Result<GroupView, ApiError> {
     runtime
-        .read(|core, _| group_view(core, group))
+        .read(group, |core, _| group_view(core, group))
         .await?
         .ok_or_else(|| ProtocolError::UnknownGroup(group.to_owned()).into())
 }
@@ -72,9 +72,14 @@ pub async fn put_group(
     )
 )]
 pub async fn list_groups(State(runtime): State<Arc<Runtime>>) -> Result<Json<GroupList>, ApiError> {
-    let groups = runtime
-        .read(|core, _| core.groups().map(group_summary).collect())
-        .await?;
+    let mut groups: Vec<_> = runtime
+        .read_every_shard(|core, _| core.groups().map(group_summary).collect::<Vec<_>>())
+        .await?
+        .into_iter()
+        .flatten()
+        .collect();
+    // By name, whichever shard holds each.
+    groups.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Json(GroupList { groups }))
 }
 
@@ -119,7 +124,7 @@ pub async fn assignor_input(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     tracing::Span::current().record("group", group.as_str());
     let input = runtime
-        .read(|core, _| {
+        .read(&group, |core, _| {
             core.assignor_input(&group)
                 .map(|input| assignd_guest_sdk::json::input_to_json(&input))
         })

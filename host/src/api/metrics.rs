@@ -5,10 +5,11 @@
 //! the per-group gauges of the last scan. And the one middleware that
 //! times every request.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::MatchedPath;
+use axum::extract::{MatchedPath, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{Method, Request, Uri};
 use axum::middleware::Next;
@@ -16,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
 use super::wire::ErrorBody;
+use crate::runtime::Runtime;
 
 /// Every metric, in Prometheus' text exposition format. Open, unless the
 /// host runs with `serve --metrics-auth`: then it needs the admin token
@@ -34,7 +36,10 @@ use super::wire::ErrorBody;
         (status = 400, description = "`groups` is neither `true` nor `false`", body = ErrorBody),
     )
 )]
-pub async fn metrics(uri: Uri) -> Result<impl IntoResponse, ApiError> {
+pub async fn metrics(
+    State(runtime): State<Arc<Runtime>>,
+    uri: Uri,
+) -> Result<impl IntoResponse, ApiError> {
     let mut groups = false;
     for pair in uri.query().unwrap_or("").split('&') {
         match pair.split_once('=').unwrap_or((pair, "")) {
@@ -48,6 +53,9 @@ pub async fn metrics(uri: Uri) -> Result<impl IntoResponse, ApiError> {
             _ => {}
         }
     }
+    // The gauges of groups and members are the scrape's: an idle host
+    // spends nothing on them between scrapes.
+    runtime.refresh_gauges();
     let mut text = crate::telemetry::render();
     if groups {
         crate::runtime::observe::render_groups(&mut text);

@@ -18,6 +18,7 @@ mod members;
 mod metrics;
 mod preview;
 pub mod server;
+mod shards;
 mod views;
 pub mod wire;
 
@@ -62,6 +63,7 @@ use wire::{ErrorBody, Health};
         (name = "members", description = "The member protocol: join, heartbeat, leave"),
         (name = "groups", description = "Administration of groups"),
         (name = "assignors", description = "The assignor registry: upload, list, show, delete modules"),
+        (name = "shards", description = "The host's shards: which it has and serves, loading and unloading"),
         (name = "service", description = "The service itself"),
     )
 )]
@@ -79,6 +81,9 @@ fn admin_routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(groups::bind_assignor))
         .routes(routes!(groups::rollback_assignor))
         .routes(routes!(preview::preview_assignor))
+        .routes(routes!(shards::list_shards))
+        .routes(routes!(shards::load_shard))
+        .routes(routes!(shards::unload_shard))
         .routes(routes!(
             assignors::upload_assignor,
             assignors::list_assignors

@@ -61,6 +61,10 @@ const EXPANSION_MS: u64 = 100;
 /// request carries an `Authorization` header of its own.
 const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
 
+/// Several shards, so that the groups of a test are spread over more
+/// than one (the names of most tests land in different shards).
+const SHARD_COUNT: u32 = 8;
+
 struct Fixture {
     runtime: Arc<Runtime>,
     app: Router,
@@ -74,6 +78,7 @@ fn fixture() -> Fixture {
             seed: SEED,
             limits: Limits::default(),
             admission: Default::default(),
+            shard_count: SHARD_COUNT,
         },
         Clock::manual(0),
         sink.clone(),
@@ -233,11 +238,17 @@ impl Fixture {
         for record in &records {
             replayed.apply(record);
         }
-        let live: Vec<_> = self
+        // Each group's records come from its own shard, in order: one core
+        // replaying them all holds every shard's groups.
+        let mut live: Vec<_> = self
             .runtime
-            .read(|core, _| core.groups().cloned().collect())
+            .read_every_shard(|core, _| core.groups().cloned().collect::<Vec<_>>())
             .await
-            .unwrap();
+            .unwrap()
+            .into_iter()
+            .flatten()
+            .collect();
+        live.sort_by(|a, b| a.name.cmp(&b.name));
         let replayed: Vec<_> = replayed.groups().cloned().collect();
         assert_eq!(live, replayed, "replaying the persisted records");
     }
@@ -942,6 +953,9 @@ fn the_openapi_document_names_every_route() {
         ("/v1/openapi.json", "get"),
         ("/healthz", "get"),
         ("/metrics", "get"),
+        ("/v1/shards", "get"),
+        ("/v1/shards/{shard}/load", "post"),
+        ("/v1/shards/{shard}/unload", "post"),
     ] {
         let operation = &paths[path][method];
         assert!(operation.is_object(), "{method} {path} missing: {paths:?}");
@@ -950,7 +964,7 @@ fn the_openapi_document_names_every_route() {
             "{method} {path}"
         );
     }
-    assert_eq!(paths.len(), 13, "no route left out or added unnoticed");
+    assert_eq!(paths.len(), 16, "no route left out or added unnoticed");
     let schemas = doc["components"]["schemas"].as_object().unwrap();
     for name in [
         "HeartbeatRequest",

@@ -30,6 +30,7 @@ use super::{EXIT_BAD_INPUT, Failure, default_cache_dir};
 use crate::api::AdminToken;
 use crate::api::wire::GroupView;
 use crate::plugins::{EngineConfig, Limits, PluginEngine};
+use crate::protocol::shard::SHARD_COUNT_DEFAULT;
 use crate::runtime::{Clock, CountingSink, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
 
 /// The exit code of a bad command line (clap's).
@@ -173,15 +174,16 @@ async fn start_host(
             seed,
             limits: Limits::default(),
             admission: Default::default(),
+            shard_count: SHARD_COUNT_DEFAULT,
         },
         Clock::monotonic(),
         Arc::new(CountingSink::default()),
         Arc::new(engine),
     );
-    let ticker = runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
+    runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
     runtime.preload_builtins();
     let admin = AdminToken::new(token).map_err(failure)?;
-    let app = crate::api::app(runtime, admin);
+    let app = crate::api::app(runtime.clone(), admin);
     let listener = bind(&args.listen).await?;
     let address = listener
         .local_addr()
@@ -196,7 +198,7 @@ async fn start_host(
         if let Err(e) = served {
             tracing::error!(error = %e, "serving failed");
         }
-        ticker.abort();
+        runtime.stop_timers();
     });
     Ok((format!("http://{address}"), stop))
 }

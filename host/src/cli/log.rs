@@ -1,16 +1,19 @@
-//! `assignd log check|repair --data-dir DIR`: the operator's tools for the
-//! record log. `check` reads every segment and replays it as `serve`
-//! would (each record checked against the state before it), and reports
-//! what it holds and where it stops being usable, changing nothing;
-//! `repair` cuts the log there so the host can start (the records from
-//! there on are lost, and it says how many bytes and which segments).
+//! `assignd log check|repair --data-dir DIR [--shard N]`: the operator's
+//! tools for the record logs, one per shard (a data dir not yet migrated
+//! to shards has one log, checked as it is). `check` reads every segment
+//! and replays it as `serve` would (each record checked against the state
+//! before it), and reports what it holds and where it stops being usable,
+//! changing nothing; `repair` cuts the log there so the host can start
+//! (the records from there on are lost, and it says how many bytes and
+//! which segments). Every shard's lines start `shard N:`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
 use super::{EXIT_BAD_INPUT, Failure};
-use crate::log::{ScanMode, SegmentKind, lock, log_dir, scan};
+use crate::log::shards::recorded_shard_count;
+use crate::log::{ScanMode, SegmentKind, lock, log_dir, scan, shard_log_dir};
 
 #[derive(Debug, Subcommand)]
 pub enum LogCommand {
@@ -30,6 +33,16 @@ pub struct LogArgs {
     /// The data directory given to `assignd serve`.
     #[arg(long, env = "ASSIGND_DATA_DIR", value_name = "DIR")]
     data_dir: PathBuf,
+    /// Only this shard's log (default: every shard's).
+    #[arg(long, value_name = "N")]
+    shard: Option<u32>,
+}
+
+fn bad_input(message: String) -> Failure {
+    Failure {
+        message,
+        exit_code: EXIT_BAD_INPUT,
+    }
 }
 
 pub fn log(command: LogCommand) -> Result<(), Failure> {
@@ -37,33 +50,77 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
         LogCommand::Check(args) => (args, ScanMode::Check),
         LogCommand::Repair(args) => (args, ScanMode::Repair),
     };
-    let dir = log_dir(&args.data_dir);
-    if !dir.is_dir() {
-        return Err(Failure {
-            message: format!(
-                "no record log in {} (expected {})",
+    let count = recorded_shard_count(&args.data_dir).map_err(|e| bad_input(e.to_string()))?;
+    // (prefix, folder) of each log to read.
+    let logs: Vec<(String, PathBuf)> = match (count, args.shard) {
+        (Some(count), Some(shard)) if shard >= count => {
+            return Err(bad_input(format!(
+                "there is no shard {shard}: {} has shards 0 to {}",
                 args.data_dir.display(),
-                dir.display()
-            ),
-            exit_code: EXIT_BAD_INPUT,
-        });
-    }
-    // A repair writes: not while a host serves this log. A check only
+                count - 1
+            )));
+        }
+        (Some(_), Some(shard)) => vec![(
+            format!("shard {shard}: "),
+            shard_log_dir(&args.data_dir, shard),
+        )],
+        (Some(count), None) => (0..count)
+            .map(|shard| {
+                (
+                    format!("shard {shard}: "),
+                    shard_log_dir(&args.data_dir, shard),
+                )
+            })
+            .collect(),
+        (None, Some(_)) => {
+            return Err(bad_input(format!(
+                "{} has no shards (a data dir of one log, from before shards): leave out --shard",
+                args.data_dir.display()
+            )));
+        }
+        (None, None) => {
+            let dir = log_dir(&args.data_dir);
+            if !dir.is_dir() {
+                return Err(bad_input(format!(
+                    "no record log in {} (expected {} or {})",
+                    args.data_dir.display(),
+                    crate::log::shards_dir(&args.data_dir).display(),
+                    dir.display()
+                )));
+            }
+            vec![(String::new(), dir)]
+        }
+    };
+    // A repair writes: not while a host serves this data dir. A check only
     // reads, and may run beside a live host.
     let _lock = match mode {
         ScanMode::Check => None,
-        _ => Some(lock(&dir).map_err(|e| Failure {
-            message: e.to_string(),
-            exit_code: EXIT_BAD_INPUT,
-        })?),
+        _ => Some(lock(&args.data_dir).map_err(|e| bad_input(e.to_string()))?),
     };
-    let scan = scan(&dir, mode).map_err(|e| Failure {
+    let mut failures = Vec::new();
+    for (prefix, dir) in &logs {
+        if let Err(failure) = check_one(dir, mode, prefix) {
+            failures.push(format!("{prefix}{}", failure.message));
+        }
+    }
+    if failures.is_empty() {
+        outln!("ok");
+        Ok(())
+    } else {
+        Err(bad_input(failures.join("; ")))
+    }
+}
+
+/// Checks or repairs one log folder, each line of its report starting
+/// with `prefix`.
+fn check_one(dir: &Path, mode: ScanMode, prefix: &str) -> Result<(), Failure> {
+    let scan = scan(dir, mode).map_err(|e| Failure {
         message: e.to_string(),
         exit_code: EXIT_BAD_INPUT,
     })?;
     for segment in &scan.superseded {
         outln!(
-            "segment {} superseded by a later base segment (not read)",
+            "{prefix}segment {} superseded by a later base segment (not read)",
             segment.display()
         );
     }
@@ -74,21 +131,25 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
             None => "no-header",
         };
         outln!(
-            "segment {} kind={kind} records={} valid_bytes={}",
+            "{prefix}segment {} kind={kind} records={} valid_bytes={}",
             segment.path.display(),
             segment.records,
             segment.valid_bytes
         );
     }
     if let Some(head) = scan.head {
-        outln!("head={head}");
+        outln!("{prefix}head={head}");
     }
     let by_type: Vec<String> = scan
         .records_by_type
         .iter()
         .map(|(kind, n)| format!("{kind}={n}"))
         .collect();
-    outln!("records={} {}", scan.records_read, by_type.join(" "));
+    outln!(
+        "{prefix}records={} {}",
+        scan.records_read,
+        by_type.join(" ")
+    );
     let verb = if mode == ScanMode::Check {
         "would cut"
     } else {
@@ -96,7 +157,7 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
     };
     if let Some(torn) = &scan.torn_tail {
         outln!(
-            "torn tail: {} at offset {}: {} ({verb} {} bytes)",
+            "{prefix}torn tail: {} at offset {}: {} ({verb} {} bytes)",
             torn.file.display(),
             torn.offset,
             torn.reason,
@@ -128,7 +189,7 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
         (Some(bad), _) => {
             if inside(bad) {
                 outln!(
-                    "repaired: cut {} at offset {} ({}), dropping {} bytes and every later segment",
+                    "{prefix}repaired: cut {} at offset {} ({}), dropping {} bytes and every later segment",
                     bad.file.display(),
                     bad.offset,
                     bad.reason,
@@ -136,19 +197,16 @@ pub fn log(command: LogCommand) -> Result<(), Failure> {
                 );
             } else {
                 outln!(
-                    "repaired: {}: {}; the log now ends before it",
+                    "{prefix}repaired: {}: {}; the log now ends before it",
                     bad.file.display(),
                     bad.reason
                 );
             }
             for removed in &scan.removed {
-                outln!("removed {}", removed.display());
+                outln!("{prefix}removed {}", removed.display());
             }
             Ok(())
         }
-        (None, _) => {
-            outln!("ok");
-            Ok(())
-        }
+        (None, _) => Ok(()),
     }
 }

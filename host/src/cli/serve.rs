@@ -1,5 +1,7 @@
-//! `assignd serve`: the coordinator over HTTP. Recovers the record log in
-//! DIR/log (replaying it into the core), starts the plugin engine
+//! `assignd serve`: the coordinator over HTTP. Opens the data dir's shards
+//! (one record log each in DIR/shards/NNNN, a data dir of one log migrated
+//! on first start; `crate::log::shards`), recovers every shard's log
+//! (replaying it into the shard's core), starts the plugin engine
 //! (compiled assignors cached in DIR/cache), the module registry (uploaded
 //! assignors in DIR/modules), the runtime and its ticker, finds the admin
 //! token (flag, environment, or DIR/admin-token, generated at first start),
@@ -7,8 +9,9 @@
 //! so `--listen 127.0.0.1:0` works) and serves until SIGTERM or ctrl-c,
 //! then drains for at most `--shutdown-drain-ms` ([`crate::api::server`]).
 //! At start it raises its soft descriptor limit to the hard one and caps
-//! connections below it, keeping [`DESCRIPTORS_RESERVED`] for the log, the
-//! module store and the runtime.
+//! connections below it, keeping [`DESCRIPTORS_RESERVED`] (and
+//! [`DESCRIPTORS_PER_SHARD`] for each shard) for the logs, the module
+//! store and the runtime.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,9 +25,10 @@ use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::api::AdminToken;
 use crate::api::server::ServerConfig;
-use crate::log::{FsyncPolicy, LogSink, lock, log_dir, recover};
+use crate::log::shards::recorded_shard_count;
+use crate::log::{FsyncPolicy, Opened, ShardedDir, lock};
 use crate::plugins::{EngineConfig, PluginEngine};
-use crate::protocol::core::Coordinator;
+use crate::protocol::shard::{SHARD_COUNT_DEFAULT, SHARD_COUNT_MAX};
 use crate::registry::Registry;
 use crate::runtime::{AdmissionPolicy, Clock, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
 
@@ -33,11 +37,19 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
     listen: String,
-    /// Where assignd keeps its files (created if missing): the record log
-    /// in DIR/log, compiled assignors in DIR/cache, uploaded assignors in
-    /// DIR/modules.
+    /// Where assignd keeps its files (created if missing): one record log
+    /// per shard in DIR/shards/NNNN, compiled assignors in DIR/cache,
+    /// uploaded assignors in DIR/modules.
     #[arg(long, env = "ASSIGND_DATA_DIR", value_name = "DIR")]
     data_dir: PathBuf,
+    /// The shard count of a new data dir: its groups are spread over this
+    /// many shards (by a hash of the group's name), each with its own core,
+    /// lock, timers and record log, run concurrently. Fixed when the data
+    /// dir is created (an existing one keeps its count; another value is
+    /// refused). [default: 64]
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(SHARD_COUNT_MAX)))]
+    shards: Option<u32>,
     /// When changes are made durable before they are acknowledged:
     /// `always` fsyncs (group-committed); `never` leaves it to the OS, which
     /// survives a crash of assignd but may lose the last seconds of
@@ -108,6 +120,10 @@ pub struct ServeArgs {
 /// and its cache, the listener, stdio and the runtime's own.
 pub const DESCRIPTORS_RESERVED: u64 = 128;
 
+/// Descriptors kept for each shard besides: its segment, its folder, and
+/// compaction's new file.
+pub const DESCRIPTORS_PER_SHARD: u64 = 3;
+
 /// The connection cap when the descriptor limit allows more.
 const CONNECTIONS_MAX_DEFAULT: u64 = 10_000;
 
@@ -125,7 +141,17 @@ fn failure(message: String) -> Failure {
 const SHUTDOWN_GRACE_MS: u64 = 2_000;
 
 pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
-    let server = server_config(&args, raise_descriptor_limit())?;
+    // The connection cap is checked before anything is written: the
+    // shards the data dir has, or will have, keep descriptors too.
+    let planned_shards = recorded_shard_count(&args.data_dir)
+        .map_err(|e| failure(e.to_string()))?
+        .or(args.shards)
+        .unwrap_or(SHARD_COUNT_DEFAULT);
+    let server = server_config(
+        &args,
+        raise_descriptor_limit(),
+        DESCRIPTORS_RESERVED + DESCRIPTORS_PER_SHARD * u64::from(planned_shards),
+    )?;
     std::fs::create_dir_all(&args.data_dir).map_err(|e| {
         failure(format!(
             "cannot create data directory {}: {e}",
@@ -147,9 +173,22 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             },
         )?;
     }
-    let log = log_dir(&args.data_dir);
     // Held until the process exits: no second host on this data dir.
-    let _lock = lock(&log).map_err(|e| failure(e.to_string()))?;
+    let _lock = lock(&args.data_dir).map_err(|e| failure(e.to_string()))?;
+    let (store, opened) =
+        ShardedDir::open(&args.data_dir, args.shards, SHARD_COUNT_DEFAULT, args.fsync)
+            .map_err(|e| failure(e.to_string()))?;
+    let shard_count = store.shard_count();
+    match opened {
+        Opened::Existing => {}
+        Opened::Created => tracing::info!(shards = shard_count, "created the data dir's shards"),
+        Opened::Migrated { groups, kept } => tracing::warn!(
+            shards = shard_count,
+            groups,
+            kept = %kept.display(),
+            "migrated the data dir's single record log into shards; the old log is kept and may be removed"
+        ),
+    }
     let admin =
         admin_token(args.admin_token.take(), &args.data_dir)?.guarding_metrics(args.metrics_auth);
     let started = std::time::Instant::now();
@@ -162,19 +201,6 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             .build_hasher()
             .finish()
     };
-    // The scan replays every record (checked first) into the core; the
-    // writer's shadow (what it compacts from) is a copy of the result.
-    let recovered = recover(&log, Coordinator::new(seed)).map_err(|e| failure(e.to_string()))?;
-    let records = recovered.records_read;
-    let core = recovered.core;
-    let sink = LogSink::open_with_state(&log, args.fsync, core.clone())
-        .map_err(|e| failure(e.to_string()))?;
-    tracing::info!(
-        records,
-        groups = core.groups().count(),
-        elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-        "recovered the record log"
-    );
     let limits = args.limits.limits();
     let engine = PluginEngine::new(EngineConfig {
         cache_dir: Some(args.data_dir.join("cache")),
@@ -201,7 +227,9 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         let address = listener
             .local_addr()
             .map_err(|e| failure(format!("cannot read the bound address: {e}")))?;
-        let runtime = Runtime::recovered(
+        // Every shard's log is recovered (several at once) before the
+        // first request.
+        let runtime = Runtime::start(
             RuntimeConfig {
                 seed,
                 limits,
@@ -210,22 +238,30 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
                     tokenless_join_burst_max: args.tokenless_join_burst_max,
                     tokenless_join_rate_per_s: args.tokenless_join_rate_per_s,
                 },
+                shard_count,
             },
-            core,
             Clock::monotonic(),
-            Arc::new(sink),
+            Arc::new(store),
             Arc::new(registry),
+        )
+        .map_err(|e| failure(e.to_string()))?;
+        let statuses = runtime.shard_statuses();
+        tracing::info!(
+            shards = shard_count,
+            groups = statuses.iter().map(|s| s.groups).sum::<u64>(),
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "recovered every shard's record log"
         );
-        let ticker = runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
+        runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
         runtime.preload_builtins();
-        let app = crate::api::app(runtime, admin);
+        let app = crate::api::app(runtime.clone(), admin);
         {
             let mut stdout = std::io::stdout().lock();
             // The one line on stdout: scripts and tests read the address.
             let _ = writeln!(stdout, "listening on http://{address}");
             let _ = stdout.flush();
         }
-        tracing::info!(%address, data_dir = %args.data_dir.display(), "serving");
+        tracing::info!(%address, data_dir = %args.data_dir.display(), shards = shard_count, "serving");
         tracing::info!(
             connections_max = server.connections_max,
             header_read_timeout_ms = server.header_read_timeout_ms,
@@ -234,7 +270,9 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             "connection limits"
         );
         crate::api::server::serve(listener, app, server, shutdown_signal()).await;
-        ticker.abort();
+        runtime.stop_timers();
+        // Every shard flushed and its log released.
+        runtime.unload_all().await;
         Ok(())
     });
     tokio.shutdown_timeout(Duration::from_millis(SHUTDOWN_GRACE_MS));
@@ -242,19 +280,24 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
 }
 
 /// The server's bounds from the flags; the connection cap must leave
-/// [`DESCRIPTORS_RESERVED`] of the `descriptors` limit free.
-fn server_config(args: &ServeArgs, descriptors: u64) -> Result<ServerConfig, Failure> {
-    let available = descriptors.saturating_sub(DESCRIPTORS_RESERVED);
+/// `reserved` (the host's own and its shards') of the `descriptors` limit
+/// free.
+fn server_config(
+    args: &ServeArgs,
+    descriptors: u64,
+    reserved: u64,
+) -> Result<ServerConfig, Failure> {
+    let available = descriptors.saturating_sub(reserved);
     let connections_max = match args.connections_max {
         Some(n) if n > available => {
             return Err(failure(format!(
-                "--connections-max {n} leaves fewer than {DESCRIPTORS_RESERVED} of the {descriptors} file descriptors (RLIMIT_NOFILE) in reserve; at most {available} fit"
+                "--connections-max {n} leaves fewer than {reserved} of the {descriptors} file descriptors (RLIMIT_NOFILE) in reserve (the host's own and its shards'); at most {available} fit"
             )));
         }
         Some(n) => n,
         None if available == 0 => {
             return Err(failure(format!(
-                "the file descriptor limit (RLIMIT_NOFILE) is {descriptors}: more than {DESCRIPTORS_RESERVED} are needed"
+                "the file descriptor limit (RLIMIT_NOFILE) is {descriptors}: more than {reserved} are needed (the host's own and its shards')"
             )));
         }
         None => available.min(CONNECTIONS_MAX_DEFAULT),

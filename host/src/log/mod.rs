@@ -11,9 +11,11 @@
 pub mod frame;
 mod legacy;
 pub mod segment;
+pub mod shards;
 pub mod writer;
 
 pub use segment::{LogError, Scan, ScanMode, SegmentKind, lock, log_dir, recover, scan, scan_into};
+pub use shards::{Opened, ShardedDir, shard_log_dir, shards_dir};
 pub use writer::{FsyncPolicy, LogSink, LogStats, MAINTENANCE_STEPS};
 
 #[cfg(test)]

@@ -43,6 +43,9 @@ mod tests {
             counts[shard_of(&format!("group-{i}"), 64) as usize] += 1;
         }
         // 100 expected per shard; a hash this skewed would be a bug.
-        assert!(counts.iter().all(|&n| (50..=150).contains(&n)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&n| (50..=150).contains(&n)),
+            "{counts:?}"
+        );
     }
 }

@@ -98,7 +98,7 @@ impl Runtime {
                 Ok((first, second)) => {
                     let bound = first.report(&group, epoch, &assignor);
                     let second = second.map(|(name, call)| call.report(&group, epoch, &name));
-                    self.execute(|core, now| {
+                    self.execute(&group, |core, now| {
                         Ok((
                             (),
                             match (bound, second) {
@@ -117,7 +117,7 @@ impl Runtime {
                         "host_panic",
                         format!("the assignor call panicked: {join_error}"),
                     );
-                    self.execute(|core, now| {
+                    self.execute(&group, |core, now| {
                         Ok((
                             (),
                             core.assignment_computed(&group, epoch, Err(failure), now),
@@ -126,8 +126,17 @@ impl Runtime {
                     .await
                 }
             };
-            if let Err(error) = output {
-                tracing::error!(group, epoch, %error, "recording an assignor's answer failed");
+            match output {
+                Ok(()) => {}
+                // The shard was unloaded while the call ran: whoever loads
+                // it next asks again (the recovered group waits for a
+                // target).
+                Err(error @ super::RuntimeError::ShardNotServed { .. }) => {
+                    tracing::info!(group, epoch, %error, "an assignor's answer dropped");
+                }
+                Err(error) => {
+                    tracing::error!(group, epoch, %error, "recording an assignor's answer failed");
+                }
             }
             self.calls_finished.fetch_add(1, Ordering::SeqCst);
             self.calls_in_flight.fetch_sub(1, Ordering::SeqCst);

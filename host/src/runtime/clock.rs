@@ -36,6 +36,15 @@ impl Clock {
         }
     }
 
+    /// When the clock read 0, for a real clock (timers sleep until
+    /// `start + deadline`); `None` for a manual one.
+    pub fn start(&self) -> Option<Instant> {
+        match self {
+            Clock::Monotonic(start) => Some(*start),
+            Clock::Manual(_) => None,
+        }
+    }
+
     /// Moves a manual clock forward by `ms`; a monotonic clock cannot be
     /// moved (a bug if asked).
     pub fn advance(&self, ms: Millis) {

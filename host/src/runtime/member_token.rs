@@ -38,6 +38,21 @@ impl Default for AdmissionPolicy {
     }
 }
 
+impl AdmissionPolicy {
+    /// Refuses a config without a member token (`token_sha256`: the one
+    /// it will have) when the host requires one.
+    pub(super) fn check_config(
+        &self,
+        group: &str,
+        token_sha256: Option<&str>,
+    ) -> Result<(), RuntimeError> {
+        if self.member_token_required && token_sha256.is_none() {
+            return Err(RuntimeError::ConfigWithoutMemberToken(group.to_owned()));
+        }
+        Ok(())
+    }
+}
+
 /// A bucket's level is kept in thousandths of a join: one millisecond at
 /// R joins per second adds R of them.
 const MILLI: u64 = 1_000;
@@ -64,19 +79,6 @@ impl Admission {
             policy,
             buckets: Mutex::default(),
         }
-    }
-
-    /// Refuses a config without a member token (`token_sha256`: the one
-    /// it will have) when the host requires one.
-    pub(super) fn check_config(
-        &self,
-        group: &str,
-        token_sha256: Option<&str>,
-    ) -> Result<(), RuntimeError> {
-        if self.policy.member_token_required && token_sha256.is_none() {
-            return Err(RuntimeError::ConfigWithoutMemberToken(group.to_owned()));
-        }
-        Ok(())
     }
 
     /// Admits a heartbeat to `group` (none: the core answers
@@ -273,7 +275,7 @@ mod tests {
                     .is_ok()
             );
         }
-        assert!(admission.check_config("g", Some(DIGEST)).is_ok());
+        assert!(admission.policy.check_config("g", Some(DIGEST)).is_ok());
     }
 
     #[test]
@@ -286,7 +288,7 @@ mod tests {
             Err(RuntimeError::MemberTokenRequired(_))
         ));
         assert!(matches!(
-            admission.check_config("g", None),
+            admission.policy.check_config("g", None),
             Err(RuntimeError::ConfigWithoutMemberToken(_))
         ));
     }

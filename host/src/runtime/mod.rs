@@ -1,21 +1,25 @@
 //! The runtime: glues the sans-IO protocol core to time, persistence and
-//! the plugin engine. It owns the one [`Coordinator`] behind a
-//! `std::sync::Mutex` (core calls take microseconds; the lock is never held
-//! across an await, a persist or an assignor call), reads the clock and
-//! passes the time into every core call, ticks the core's timers, and
-//! handles every core [`Output`] the same way:
+//! the plugin engine. The host's groups are spread over a fixed number of
+//! shards (`crate::protocol::shard`); each served shard is one
+//! [`Coordinator`] behind its own `std::sync::Mutex` (core calls take
+//! microseconds; a lock is never held across an await, a persist or an
+//! assignor call, and never two at once but for a module's delete), with
+//! its own record queue and sink and its own timer task (`shard.rs`). The
+//! runtime reads the clock and passes the time into every core call, wakes
+//! each shard's timers at the core's earliest deadline, and handles every
+//! core [`Output`] the same way:
 //!
-//! 1. its records are queued for the [`RecordSink`] under the lock, so the
-//!    sink sees them in apply order; the caller's answer waits until they
-//!    are durable;
+//! 1. its records are queued for the shard's [`RecordSink`] under the
+//!    shard's lock, so the sink sees them in apply order; the caller's
+//!    answer waits until they are durable;
 //! 2. its assignor calls each run on `spawn_blocking`, off every request
-//!    path, and their answers go back into the core (whose output is
-//!    handled the same way).
+//!    path, and their answers go back into the group's shard (whose output
+//!    is handled the same way).
 //!
-//! It also measures how late it runs itself (ticks that fire after their
-//! deadline, heartbeats that wait for the core) and hands that to the core
-//! with every tick and heartbeat, so that members are not expired for the
-//! host's own lateness and are told to beat less often instead.
+//! It also measures how late it runs itself (timers that fire after their
+//! deadline, heartbeats that wait for their shard) and hands that to the
+//! core with every tick and heartbeat, so that members are not expired for
+//! the host's own lateness and are told to beat less often instead.
 //!
 //! It knows nothing of HTTP: the `api` module maps its results and errors.
 
@@ -25,21 +29,24 @@ mod lateness;
 mod member_token;
 pub mod observe;
 mod preview;
+mod shard;
 mod sink;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use crate::plugins::{BUILTIN_NAMES, Limits, PluginEngine};
 use crate::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, Output, ProtocolError};
 use crate::protocol::group::{BindingSpec, GroupConfig, Millis};
+use crate::protocol::shard::{ShardId, shard_of};
 use crate::registry::{Entry, Registry, RegistryError, Resolved};
 
 pub use clock::Clock;
 pub use lateness::Lateness;
 pub use member_token::{AdmissionPolicy, MemberTokenChange};
 pub use preview::Preview;
+pub use shard::{MemoryStore, ShardStore};
 pub use sink::{CountingSink, PersistError, RecordQueue, RecordSink};
 
 /// How often the core's timers are advanced by default.
@@ -100,6 +107,18 @@ pub enum RuntimeError {
         "group {group:?} has no member token and takes new members at a limited rate; retry in {retry_after_ms} ms"
     )]
     JoinRateLimited { group: String, retry_after_ms: u64 },
+    /// The group's shard is not served by this host now (it is being
+    /// loaded or unloaded, or its load failed); nothing changed.
+    #[error(
+        "shard {shard} (of group {group:?}) is not served by this host right now; retry shortly"
+    )]
+    ShardNotServed { shard: ShardId, group: String },
+    /// An admin request named a shard this host does not have.
+    #[error("there is no shard {shard}: this host has shards 0 to {}", shard_count - 1)]
+    UnknownShard { shard: u64, shard_count: u32 },
+    /// A shard could not be loaded from its store; it stays unserved.
+    #[error("shard {shard} could not be loaded: {message}")]
+    ShardLoadFailed { shard: ShardId, message: String },
     /// A bug: the core panicked while holding its lock.
     #[error("internal error: {0}")]
     Internal(&'static str),
@@ -114,72 +133,254 @@ pub struct RuntimeConfig {
     pub limits: Limits,
     /// How groups without a member token are treated.
     pub admission: AdmissionPolicy,
+    /// How many shards the host's groups are spread over (fixed for a data
+    /// dir: `crate::log::ShardedDir` records it).
+    pub shard_count: u32,
+}
+
+/// What the host says of one of its shards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardStatus {
+    pub shard: ShardId,
+    pub served: bool,
+    /// Groups in the shard (0 while it is not served).
+    pub groups: u64,
+    /// The shard's earliest timer deadline, if it is served and has one.
+    pub next_deadline_ms: Option<Millis>,
 }
 
 /// The coordinator at run time; share it as `Arc<Runtime>`.
 pub struct Runtime {
-    core: Mutex<Coordinator>,
+    /// Every shard of the host, served or not, by id.
+    shards: Box<[Arc<shard::Shard>]>,
+    store: Arc<dyn ShardStore>,
+    seed: u64,
     clock: Clock,
-    queue: RecordQueue,
     registry: Arc<Registry>,
     limits: Limits,
-    admission: member_token::Admission,
+    admission: AdmissionPolicy,
     calls_in_flight: AtomicU64,
     calls_finished: AtomicU64,
-    /// Rebalances in progress, fed every record under the core's lock.
-    rebalances: Mutex<observe::Rebalances>,
     /// How late the host runs (see [`Lateness`]).
     lateness: Lateness,
+    /// The shortest time between two ticks of a shard, once timers run
+    /// (`spawn_ticker`); `None` before.
+    tick_granularity: Mutex<Option<Duration>>,
 }
 
 impl Runtime {
+    /// A runtime whose shards are kept in memory, every record going to
+    /// `sink`; every shard served.
     pub fn new(
         config: RuntimeConfig,
         clock: Clock,
         sink: Arc<dyn RecordSink>,
         engine: Arc<PluginEngine>,
     ) -> Arc<Self> {
-        Self::recovered(
+        Self::start(
             config,
-            Coordinator::new(config.seed),
             clock,
-            sink,
+            Arc::new(MemoryStore::new(sink)),
             Arc::new(Registry::in_memory(engine)),
         )
+        .expect("a memory store always loads")
     }
 
-    /// A runtime around a core rebuilt from the record log. Its timers
-    /// start afresh: every member gets its full session or registration
-    /// timeout from now, so a restarted host causes no rebalance if members
-    /// come back in time.
-    pub fn recovered(
+    /// A runtime over `store`, every shard loaded (several at once) and
+    /// served. Each shard's timers start afresh: every member gets its
+    /// full session or registration timeout from now, so a restarted host
+    /// causes no rebalance if members come back in time.
+    pub fn start(
         config: RuntimeConfig,
-        mut core: Coordinator,
         clock: Clock,
-        sink: Arc<dyn RecordSink>,
+        store: Arc<dyn ShardStore>,
         registry: Arc<Registry>,
-    ) -> Arc<Self> {
-        core.restarted(clock.now());
+    ) -> Result<Arc<Self>, RuntimeError> {
         // Metrics recorded from here on reach `GET /metrics`.
         crate::telemetry::handle();
-        Arc::new(Runtime {
-            core: Mutex::new(core),
+        let runtime = Arc::new(Runtime {
+            shards: (0..config.shard_count)
+                .map(|id| Arc::new(shard::Shard::new(id)))
+                .collect(),
+            store,
+            seed: config.seed,
             clock,
-            queue: RecordQueue::start(sink),
             registry,
             limits: config.limits,
-            admission: member_token::Admission::new(config.admission),
+            admission: config.admission,
             calls_in_flight: AtomicU64::new(0),
             calls_finished: AtomicU64::new(0),
-            rebalances: Mutex::default(),
             lateness: Lateness::default(),
-        })
+            tick_granularity: Mutex::new(None),
+        });
+        let ids: Vec<ShardId> = (0..config.shard_count).collect();
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let loaded = std::thread::scope(|scope| {
+            let chunks: Vec<_> = ids
+                .chunks(ids.len().div_ceil(workers).max(1))
+                .map(|chunk| {
+                    let runtime = &runtime;
+                    scope.spawn(move || {
+                        chunk
+                            .iter()
+                            .map(|&id| runtime.load_blocking(id))
+                            .collect::<Result<Vec<()>, RuntimeError>>()
+                    })
+                })
+                .collect();
+            chunks
+                .into_iter()
+                .map(|chunk| chunk.join().expect("loading a shard panicked"))
+                .collect::<Result<Vec<_>, RuntimeError>>()
+        });
+        loaded?;
+        runtime.publish_shards();
+        Ok(runtime)
     }
 
-    /// Whether persisting has failed: every request is refused from then
-    /// on.
+    /// Loads shard `id` from the store and serves it (it must not be
+    /// served already).
+    fn load_blocking(&self, id: ShardId) -> Result<(), RuntimeError> {
+        let (mut core, sink) =
+            self.store
+                .load(id, self.seed)
+                .map_err(|e| RuntimeError::ShardLoadFailed {
+                    shard: id,
+                    message: format!("{e:#}"),
+                })?;
+        core.restarted(self.clock.now());
+        let mut state = self.shards[id as usize]
+            .state
+            .lock()
+            .map_err(|_| RuntimeError::Internal("a shard's core panicked earlier"))?;
+        assert!(state.is_none(), "shard {id} loaded twice");
+        *state = Some(shard::Served::new(core, sink, self.admission));
+        Ok(())
+    }
+
+    /// How many shards the host's groups are spread over.
+    pub fn shard_count(&self) -> u32 {
+        self.shards.len() as u32
+    }
+
+    /// The shard that owns `group`.
+    pub fn shard_of(&self, group: &str) -> ShardId {
+        shard_of(group, self.shard_count())
+    }
+
+    fn shard(&self, id: u64) -> Result<&Arc<shard::Shard>, RuntimeError> {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| self.shards.get(i))
+            .ok_or(RuntimeError::UnknownShard {
+                shard: id,
+                shard_count: self.shard_count(),
+            })
+    }
+
+    /// Every shard: served or not, its groups, its next deadline.
+    pub fn shard_statuses(&self) -> Vec<ShardStatus> {
+        self.shards
+            .iter()
+            .map(|shard| {
+                let state = lock_shard(shard);
+                let served = state.as_ref();
+                ShardStatus {
+                    shard: shard.id,
+                    served: served.is_some(),
+                    groups: served.map_or(0, |s| s.core.groups().count() as u64),
+                    next_deadline_ms: served.and_then(|s| s.core.poll_timeout()),
+                }
+            })
+            .collect()
+    }
+
+    /// Sets the shard gauges: how many shards the host has and serves.
+    fn publish_shards(&self) {
+        let served = self
+            .shards
+            .iter()
+            .filter(|shard| lock_shard(shard).is_some())
+            .count();
+        ::metrics::gauge!("assignd_shards").set(self.shard_count() as f64);
+        ::metrics::gauge!("assignd_shards_served").set(served as f64);
+    }
+
+    /// Loads shard `id` (replays its records, starts its timers) and serves
+    /// it; returns false if it was served already.
+    pub async fn load_shard(self: &Arc<Self>, id: u64) -> Result<bool, RuntimeError> {
+        let shard = self.shard(id)?.clone();
+        let _transition = shard.transition.lock().await;
+        if lock_shard(&shard).is_some() {
+            return Ok(false);
+        }
+        let runtime = self.clone();
+        let shard_id = shard.id;
+        tokio::task::spawn_blocking(move || runtime.load_blocking(shard_id))
+            .await
+            .map_err(|_| RuntimeError::Internal("loading a shard panicked"))??;
+        let granularity = *self
+            .tick_granularity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(granularity) = granularity {
+            self.spawn_timers(&shard, granularity);
+        }
+        self.publish_shards();
+        tracing::info!(shard = shard_id, "shard loaded");
+        Ok(true)
+    }
+
+    /// Stops serving shard `id`: its timers stop, its core is taken out
+    /// under its lock (requests for its groups are refused from then on,
+    /// and assignor answers for them dropped), everything it queued is made
+    /// durable, and the store gets its last state back; returns false if
+    /// it was not served.
+    pub async fn unload_shard(self: &Arc<Self>, id: u64) -> Result<bool, RuntimeError> {
+        let shard = self.shard(id)?.clone();
+        let _transition = shard.transition.lock().await;
+        shard.stop_timer();
+        let Some(served) = lock_shard(&shard).take() else {
+            return Ok(false);
+        };
+        let shard::Served { core, queue, .. } = served;
+        let durable = queue.submit(Vec::new());
+        let flushed = durable.await;
+        let store = self.store.clone();
+        let shard_id = shard.id;
+        // Dropping the queue joins its thread (a blocking wait) and
+        // releases the sink.
+        tokio::task::spawn_blocking(move || {
+            drop(queue);
+            store.unloaded(shard_id, core);
+        })
+        .await
+        .map_err(|_| RuntimeError::Internal("unloading a shard panicked"))?;
+        self.publish_shards();
+        tracing::info!(shard = shard_id, "shard unloaded");
+        match flushed {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(PersistError("the persistence thread has stopped".into()).into()),
+        }
+    }
+
+    /// Unloads every served shard (shutdown: everything queued is made
+    /// durable and every sink released).
+    pub async fn unload_all(self: &Arc<Self>) {
+        for id in 0..self.shard_count() {
+            if let Err(error) = self.unload_shard(u64::from(id)).await {
+                tracing::error!(shard = id, %error, "unloading the shard failed");
+            }
+        }
+    }
+
+    /// Whether persisting has failed on a shard: its requests are refused
+    /// from then on.
     pub fn failed(&self) -> bool {
-        self.queue.failed()
+        self.shards
+            .iter()
+            .any(|shard| lock_shard(shard).as_ref().is_some_and(|s| s.queue.failed()))
     }
 
     /// The uploaded modules, and the engine every assignor runs in.
@@ -207,29 +408,41 @@ impl Runtime {
         self.calls_finished.load(Ordering::SeqCst)
     }
 
-    /// Runs `step` on the core, under the lock, with the current time;
-    /// queues its records for persistence before the lock is released;
-    /// starts its assignor calls; and returns once its records (and all
-    /// before them) are durable. An error from `step` changed nothing.
-    async fn execute<T>(
+    /// Runs `step` on a served shard's state, under its lock, with the
+    /// current time; queues its records for persistence before the lock is
+    /// released; wakes the shard's timers if the step brought a deadline
+    /// forward; starts its assignor calls; and returns once its records
+    /// (and all before them) are durable. An error from `step` changed
+    /// nothing.
+    async fn execute_on<T>(
         self: &Arc<Self>,
-        step: impl FnOnce(&mut Coordinator, Millis) -> Result<(T, Output), RuntimeError>,
+        shard: &shard::Shard,
+        group: &str,
+        step: impl FnOnce(&mut shard::Served, Millis) -> Result<(T, Output), RuntimeError>,
     ) -> Result<T, RuntimeError> {
-        if self.queue.failed() {
-            return Err(PersistError("an earlier persist failed".into()).into());
-        }
         let (value, durable, calls) = {
-            let mut core = self
-                .core
+            let mut state = shard
+                .state
                 .lock()
-                .map_err(|_| RuntimeError::Internal("the coordinator core panicked earlier"))?;
-            let now = self.clock.now();
-            let (value, output) = step(&mut core, now)?;
-            if !output.records.is_empty() {
-                let mut rebalances = self.rebalances.lock().unwrap_or_else(|e| e.into_inner());
-                rebalances.observe(&output.records, now, observe::record);
+                .map_err(|_| RuntimeError::Internal("a shard's core panicked earlier"))?;
+            let served = state.as_mut().ok_or_else(|| RuntimeError::ShardNotServed {
+                shard: shard.id,
+                group: group.to_owned(),
+            })?;
+            if served.queue.failed() {
+                return Err(PersistError("an earlier persist failed".into()).into());
             }
-            let durable = self.queue.submit(output.records);
+            let now = self.clock.now();
+            let (value, output) = step(served, now)?;
+            if !output.records.is_empty() {
+                served
+                    .rebalances
+                    .observe(&output.records, now, observe::record);
+            }
+            if let Some(deadline) = served.core.poll_timeout() {
+                shard.wake_before(deadline);
+            }
+            let durable = served.queue.submit(output.records);
             (value, durable, output.assignor_calls)
         };
         self.start_assignor_calls(calls);
@@ -239,14 +452,49 @@ impl Runtime {
         Ok(value)
     }
 
-    /// Reads the core once everything applied before is durable, so that
-    /// nothing is shown that a crash could take back.
+    /// [`Runtime::execute_on`] the shard of `group`, given its core.
+    async fn execute<T>(
+        self: &Arc<Self>,
+        group: &str,
+        step: impl FnOnce(&mut Coordinator, Millis) -> Result<(T, Output), RuntimeError>,
+    ) -> Result<T, RuntimeError> {
+        let shard = self.shards[self.shard_of(group) as usize].clone();
+        self.execute_on(&shard, group, |served, now| step(&mut served.core, now))
+            .await
+    }
+
+    /// Reads the core of `group`'s shard once everything applied before is
+    /// durable, so that nothing is shown that a crash could take back.
     pub async fn read<T>(
         self: &Arc<Self>,
+        group: &str,
         read: impl FnOnce(&Coordinator, Millis) -> T,
     ) -> Result<T, RuntimeError> {
-        self.execute(|core, now| Ok((read(core, now), Output::default())))
+        self.execute(group, |core, now| Ok((read(core, now), Output::default())))
             .await
+    }
+
+    /// [`Runtime::read`] on every served shard, in shard order (a listing
+    /// of every group): each shard's part once what it applied before is
+    /// durable. A shard not served is left out.
+    pub async fn read_every_shard<T>(
+        self: &Arc<Self>,
+        read: impl Fn(&Coordinator, Millis) -> T,
+    ) -> Result<Vec<T>, RuntimeError> {
+        let mut parts = Vec::with_capacity(self.shards.len());
+        for shard in self.shards.iter() {
+            match self
+                .execute_on(shard, "", |served, now| {
+                    Ok((read(&served.core, now), Output::default()))
+                })
+                .await
+            {
+                Ok(part) => parts.push(part),
+                Err(RuntimeError::ShardNotServed { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(parts)
     }
 
     /// Creates or replaces a group's config; returns whether the group was
@@ -264,7 +512,7 @@ impl Runtime {
     ) -> Result<bool, RuntimeError> {
         crate::protocol::core::check_config(&config)?;
         self.check_params(&config.binding_spec()).await?;
-        self.execute(|core, now| {
+        self.execute(group, |core, now| {
             self.check_resolves(&config.binding_spec())?;
             let created = core.group(group).is_none();
             config.member_token_sha256 = member_token.apply(core.group(group));
@@ -286,7 +534,7 @@ impl Runtime {
         spec: BindingSpec,
     ) -> Result<bool, RuntimeError> {
         self.check_params(&spec).await?;
-        self.execute(|core, now| {
+        self.execute(group, |core, now| {
             if core.group(group).is_none() {
                 return Err(ProtocolError::UnknownGroup(group.to_owned()).into());
             }
@@ -332,7 +580,7 @@ impl Runtime {
     /// Binds a group back to its previous binding. A module deleted since
     /// is `unknown_assignor`; nothing changes.
     pub async fn rollback(self: &Arc<Self>, group: &str) -> Result<(), RuntimeError> {
-        self.execute(|core, now| {
+        self.execute(group, |core, now| {
             let previous = core
                 .group(group)
                 .ok_or_else(|| ProtocolError::UnknownGroup(group.to_owned()))?
@@ -359,30 +607,55 @@ impl Runtime {
             }
             Some(Resolved::Uploaded(id)) => id,
         };
-        let entry = self
-            .execute(|core, _| {
-                let bound: Vec<&str> = core
-                    .groups()
-                    .filter(|g| {
-                        std::iter::once(&g.config.assignor)
-                            .chain(&g.config.fallback_assignor)
-                            .any(|name| {
-                                registry.resolve(name) == Some(Resolved::Uploaded(id.clone()))
-                            })
-                    })
-                    .map(|g| g.name.as_str())
-                    .collect();
-                if !bound.is_empty() {
-                    return Err(RegistryError::InUse {
-                        id: id.clone(),
-                        groups: bound.join(", "),
-                    }
-                    .into());
+        let entry = {
+            // Every shard's lock at once (in shard order; nothing else takes
+            // two), so that no config can come to name the module between
+            // the check and the unlisting.
+            let states: Vec<MutexGuard<'_, Option<shard::Served>>> =
+                self.shards.iter().map(|shard| lock_shard(shard)).collect();
+            let mut bound = Vec::new();
+            for (shard, state) in self.shards.iter().zip(&states) {
+                let Some(served) = state.as_ref() else {
+                    return Err(RuntimeError::ShardNotServed {
+                        shard: shard.id,
+                        group: String::new(),
+                    });
+                };
+                bound.extend(
+                    served
+                        .core
+                        .groups()
+                        .filter(|g| {
+                            std::iter::once(&g.config.assignor)
+                                .chain(&g.config.fallback_assignor)
+                                .any(|name| {
+                                    registry.resolve(name) == Some(Resolved::Uploaded(id.clone()))
+                                })
+                        })
+                        .map(|g| g.name.clone()),
+                );
+            }
+            if !bound.is_empty() {
+                bound.sort();
+                return Err(RegistryError::InUse {
+                    id: id.clone(),
+                    groups: bound.join(", "),
                 }
-                let entry = registry.unlist(&id).expect("a resolved module is listed");
-                Ok((entry, Output::default()))
-            })
-            .await?;
+                .into());
+            }
+            registry.unlist(&id).expect("a resolved module is listed")
+        };
+        // A config that stopped naming the module must be durable before
+        // the module's files go.
+        for shard in self.shards.iter() {
+            match self
+                .execute_on(shard, "", |_, _| Ok(((), Output::default())))
+                .await
+            {
+                Ok(()) | Err(RuntimeError::ShardNotServed { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
         registry.remove_files(&id)?;
         Ok(entry)
     }
@@ -397,16 +670,19 @@ impl Runtime {
         member_token_sha256: Option<&str>,
     ) -> Result<HeartbeatResponse, RuntimeError> {
         let arrived = self.clock.now();
-        self.execute(|core, now| {
-            // A heartbeat that waited for the core: the host runs late.
+        let shard = self.shards[self.shard_of(&request.group) as usize].clone();
+        self.execute_on(&shard, &request.group, |served, now| {
+            // A heartbeat that waited for its shard: the host runs late.
             self.lateness.observe(now.saturating_sub(arrived), now);
-            self.admission.admit(
-                core.group(&request.group),
+            served.admission.admit(
+                served.core.group(&request.group),
                 request,
                 member_token_sha256,
                 now,
             )?;
-            Ok(core.heartbeat_loaded(request, now, self.lateness.load(now))?)
+            Ok(served
+                .core
+                .heartbeat_loaded(request, now, self.lateness.load(now))?)
         })
         .await
     }
@@ -414,65 +690,174 @@ impl Runtime {
     /// An admin drain of a member (by member id or static name); returns
     /// whether the drain started now (false: it was already draining).
     pub async fn drain(self: &Arc<Self>, group: &str, member: &str) -> Result<bool, RuntimeError> {
-        self.execute(|core, now| {
+        self.execute(group, |core, now| {
             let output = core.drain(group, member, now)?;
             Ok((!output.records.is_empty(), output))
         })
         .await
     }
 
-    /// Advances the core's timers once, judging members' silence with the
-    /// host's lateness taken off.
+    /// Advances the timers of every served shard once, judging members'
+    /// silence with the host's lateness taken off.
     pub async fn tick(self: &Arc<Self>) -> Result<(), RuntimeError> {
-        self.execute(|core, now| Ok(((), core.tick_loaded(now, self.lateness.load(now)))))
-            .await
+        for shard in self.shards.iter() {
+            match self.tick_shard(shard).await {
+                Ok(()) | Err(RuntimeError::ShardNotServed { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
     }
 
-    /// Scans the core once (under its lock) and sets the group and member
-    /// gauges (after it).
+    async fn tick_shard(self: &Arc<Self>, shard: &shard::Shard) -> Result<(), RuntimeError> {
+        self.execute_on(shard, "", |served, now| {
+            Ok(((), served.core.tick_loaded(now, self.lateness.load(now))))
+        })
+        .await
+    }
+
+    /// Scans every served shard once (under its lock, one at a time) and
+    /// sets the group and member gauges (after the locks). `GET /metrics`
+    /// calls it, so the figures are those of the scrape and an idle host
+    /// spends nothing on them between scrapes.
     pub fn refresh_gauges(&self) {
-        let figures = match self.core.lock() {
-            Ok(core) => observe::scan(&core),
-            Err(_) => return,
-        };
+        let mut figures = Vec::new();
+        for shard in self.shards.iter() {
+            if let Some(served) = lock_shard(shard).as_ref() {
+                figures.extend(observe::scan(&served.core));
+            }
+        }
+        figures.sort_by(|a, b| a.name.cmp(&b.name));
         observe::publish(&figures);
+        self.publish_shards();
     }
 
-    /// Ticks every `period` until the runtime is dropped (the task holds no
-    /// strong reference) or the task is aborted; refreshes the gauges at
-    /// most once a second, after a tick. A tick that fires after its
-    /// deadline tells the runtime it runs late (a stalled process, starved
-    /// workers).
-    pub fn spawn_ticker(self: &Arc<Self>, period: Duration) -> tokio::task::JoinHandle<()> {
+    /// Starts the timers of every served shard, and of every shard loaded
+    /// from now on: each shard's task sleeps until its core's earliest
+    /// deadline (`Coordinator::poll_timeout`), ticks the shard at most once
+    /// per `granularity`, and stops when the shard is unloaded, the
+    /// runtime is dropped (the tasks hold no strong reference) or
+    /// [`Runtime::stop_timers`] is called.
+    pub fn spawn_ticker(self: &Arc<Self>, granularity: Duration) {
+        *self
+            .tick_granularity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(granularity);
+        for shard in self.shards.iter() {
+            if lock_shard(shard).is_some() {
+                self.spawn_timers(shard, granularity);
+            }
+        }
+    }
+
+    /// Stops every shard's timer task.
+    pub fn stop_timers(&self) {
+        *self
+            .tick_granularity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+        for shard in self.shards.iter() {
+            shard.stop_timer();
+        }
+    }
+
+    fn spawn_timers(self: &Arc<Self>, shard: &Arc<shard::Shard>, granularity: Duration) {
         let weak: Weak<Runtime> = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut interval = tokio::time::interval(period);
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let task_shard = shard.clone();
+        let task = tokio::spawn(async move {
+            let shard = task_shard;
+            let granularity_ms = u64::try_from(granularity.as_millis()).unwrap_or(u64::MAX);
             let mut failing = false;
-            let mut scanned: Option<Instant> = None;
+            let mut last_tick_ms: Option<Millis> = None;
             loop {
-                let deadline = interval.tick().await;
+                // When to tick next: the core's earliest deadline, but not
+                // sooner than one granularity after the last tick (a
+                // burst of changes costs one tick, not one each).
+                let (sleep_until, clock_start) = {
+                    let Some(runtime) = weak.upgrade() else {
+                        return;
+                    };
+                    let state = lock_shard(&shard);
+                    let Some(served) = state.as_ref() else {
+                        return;
+                    };
+                    let floor = last_tick_ms.map_or(0, |at| at.saturating_add(granularity_ms));
+                    shard.floor_ms.store(floor, Ordering::Release);
+                    let until = served
+                        .core
+                        .poll_timeout()
+                        .map(|deadline| deadline.max(floor));
+                    shard
+                        .sleeping_until_ms
+                        .store(until.unwrap_or(u64::MAX), Ordering::Release);
+                    (until, runtime.clock.start())
+                };
+                let Some(start) = clock_start else {
+                    // A manual clock: the test ticks by hand.
+                    return;
+                };
+                let fired_late_ms = match sleep_until {
+                    Some(until) => {
+                        let at = start + Duration::from_millis(until);
+                        tokio::select! {
+                            () = tokio::time::sleep_until(at.into()) => {
+                                Some(u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX))
+                            }
+                            () = shard.wake.notified() => None,
+                        }
+                    }
+                    None => {
+                        shard.wake.notified().await;
+                        None
+                    }
+                };
+                let Some(late_ms) = fired_late_ms else {
+                    // Woken for an earlier deadline: compute it again.
+                    continue;
+                };
                 let Some(runtime) = weak.upgrade() else {
                     return;
                 };
-                let late_ms = u64::try_from(deadline.elapsed().as_millis()).unwrap_or(u64::MAX);
-                runtime.lateness.observe(late_ms, runtime.clock.now());
-                match runtime.tick().await {
+                let now = runtime.clock.now();
+                // A timer that fires after its deadline: the host runs late.
+                runtime.lateness.observe(late_ms, now);
+                last_tick_ms = Some(now);
+                match runtime.tick_shard(&shard).await {
                     Ok(()) => failing = false,
+                    Err(RuntimeError::ShardNotServed { .. }) => return,
                     Err(error) if !failing => {
-                        // Logged once per run of failures, not every 50 ms.
-                        tracing::error!(%error, "tick failed");
+                        // Logged once per run of failures, not every tick.
+                        tracing::error!(shard = shard.id, %error, "tick failed");
                         failing = true;
                     }
                     Err(_) => {}
                 }
-                if scanned.is_none_or(|at| {
-                    at.elapsed() >= Duration::from_millis(observe::SCAN_INTERVAL_MS)
-                }) {
-                    runtime.refresh_gauges();
-                    scanned = Some(Instant::now());
-                }
             }
-        })
+        });
+        if let Some(previous) = shard
+            .timer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(task)
+        {
+            previous.abort();
+        }
     }
+}
+
+/// Until the core keeps its deadlines: every tick is due.
+trait PollTimeout {
+    fn poll_timeout(&self) -> Option<Millis>;
+}
+
+impl PollTimeout for Coordinator {
+    fn poll_timeout(&self) -> Option<Millis> {
+        Some(0)
+    }
+}
+
+/// A shard's state under its lock; a panic while it was held is a bug
+/// already reported, and the state is still what `apply` left.
+fn lock_shard(shard: &shard::Shard) -> MutexGuard<'_, Option<shard::Served>> {
+    shard.state.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,8 +1,8 @@
 //! The runtime's figures about groups, for `GET /metrics`. It owns two
 //! things and changes nothing in the core:
 //!
-//! - [`scan`]: one pass over the core (under the runtime's lock, by the
-//!   ticker about once a second, never on a request path) that counts
+//! - [`scan`]: one pass over a shard's core (under its lock, when
+//!   `GET /metrics` is scraped, never on a member's request path) that counts
 //!   groups and members by state, epochs, tasks moving and learners;
 //!   [`publish`] turns the result into gauges after the lock is released;
 //! - [`Rebalances`]: fed every record the core emits, in apply order (under
@@ -20,9 +20,6 @@ use std::collections::HashMap;
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::{Group, Millis, Phase, Record, RemovalReason};
 use crate::protocol::reconcile::MemberState;
-
-/// The most often the ticker scans the core.
-pub const SCAN_INTERVAL_MS: u64 = 1_000;
 
 /// Member states counted per group: a static member away, a draining
 /// member, or else where it is in reaching its target.

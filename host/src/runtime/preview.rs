@@ -33,7 +33,7 @@ impl Runtime {
         params: Option<BTreeMap<String, String>>,
     ) -> Result<Preview, RuntimeError> {
         let prepared = self
-            .read(|core, _| core.preview_input(group, params))
+            .read(group, |core, _| core.preview_input(group, params))
             .await?
             .ok_or_else(|| ProtocolError::UnknownGroup(group.to_owned()))?;
         if self.registry.resolve(module).is_none() {
@@ -72,7 +72,7 @@ impl Runtime {
             }
         };
         let (before, after) = self
-            .read(|core, _| {
+            .read(group, |core, _| {
                 let before = core.group(group).map(|g| g.target.clone());
                 core.preview_target(group, &prepared, &assignment)
                     .map(|after| (before.unwrap_or_default(), after))

@@ -1,0 +1,161 @@
+//! A shard at run time: one protocol core with everything that changes
+//! with it — its record queue (in front of the shard's own record sink),
+//! its rebalance timings and its join buckets — behind the shard's own
+//! lock, and the task that runs its timers. Shards never share a lock, so
+//! heartbeats of groups in different shards never wait on each other.
+//!
+//! A shard is *loaded* (its store replays its records into a core and
+//! opens its sink; its timers start), *served*, and *unloaded* (the core is
+//! taken out under the lock, so nothing more is applied; everything queued
+//! is made durable; the store gets the final state back and the sink is
+//! released). Those three steps are all it takes to move a shard
+//! elsewhere, so nothing outside the shard refers to a group's state.
+//! Where a shard's records live is the [`ShardStore`]'s business: the
+//! record log of `assignd serve` (`crate::log::ShardedDir`), or memory.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::protocol::core::Coordinator;
+use crate::protocol::shard::ShardId;
+
+use super::member_token::Admission;
+use super::sink::{RecordQueue, RecordSink};
+use super::{AdmissionPolicy, observe};
+
+/// Where shards' records are kept: what a shard is loaded from and
+/// written to.
+pub trait ShardStore: Send + Sync {
+    /// The shard's state as its durable records give it (a core whose
+    /// member ids derive from `seed`), and the sink its records go to from
+    /// now on. Called again after [`ShardStore::unloaded`] for the same
+    /// shard, it gives the state the shard was unloaded with.
+    fn load(&self, shard: ShardId, seed: u64)
+    -> anyhow::Result<(Coordinator, Arc<dyn RecordSink>)>;
+
+    /// The shard was unloaded with `core` as its last state, every record
+    /// of which its sink has persisted; the sink has been dropped.
+    fn unloaded(&self, shard: ShardId, core: Coordinator);
+}
+
+/// Shards kept in memory (the demo, tests): every shard's records go to
+/// one sink, and an unloaded shard's core is kept until it is loaded
+/// again.
+pub struct MemoryStore {
+    sink: Arc<dyn RecordSink>,
+    kept: Mutex<HashMap<ShardId, Coordinator>>,
+}
+
+impl MemoryStore {
+    pub fn new(sink: Arc<dyn RecordSink>) -> Self {
+        MemoryStore {
+            sink,
+            kept: Mutex::default(),
+        }
+    }
+}
+
+impl ShardStore for MemoryStore {
+    fn load(
+        &self,
+        shard: ShardId,
+        seed: u64,
+    ) -> anyhow::Result<(Coordinator, Arc<dyn RecordSink>)> {
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&shard);
+        Ok((
+            kept.unwrap_or_else(|| Coordinator::new(seed)),
+            self.sink.clone(),
+        ))
+    }
+
+    fn unloaded(&self, shard: ShardId, core: Coordinator) {
+        self.kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(shard, core);
+    }
+}
+
+/// A served shard's state: all of it changes under the shard's one lock.
+pub(super) struct Served {
+    pub(super) core: Coordinator,
+    /// In front of the shard's sink: records are queued in apply order,
+    /// under the lock.
+    pub(super) queue: RecordQueue,
+    /// The shard's rebalances in progress, fed every record it emits.
+    pub(super) rebalances: observe::Rebalances,
+    /// The join buckets of the shard's groups without a member token.
+    pub(super) admission: Admission,
+}
+
+impl Served {
+    pub(super) fn new(
+        core: Coordinator,
+        sink: Arc<dyn RecordSink>,
+        policy: AdmissionPolicy,
+    ) -> Self {
+        Served {
+            core,
+            queue: RecordQueue::start(sink),
+            rebalances: observe::Rebalances::default(),
+            admission: Admission::new(policy),
+        }
+    }
+}
+
+/// One shard of the host, served or not.
+pub(super) struct Shard {
+    pub(super) id: ShardId,
+    /// `None` while the shard is not served: every request for its groups
+    /// is refused, and nothing is applied.
+    pub(super) state: Mutex<Option<Served>>,
+    /// Loads and unloads of this shard, one at a time.
+    pub(super) transition: tokio::sync::Mutex<()>,
+    /// Wakes the shard's timer task when a deadline earlier than the one
+    /// it sleeps until appears.
+    pub(super) wake: tokio::sync::Notify,
+    /// The deadline (ms on the runtime's clock) the timer task sleeps
+    /// until; `u64::MAX` while it has none.
+    pub(super) sleeping_until_ms: AtomicU64,
+    /// The earliest the timer task ticks again (one granularity after its
+    /// last tick): a deadline before it wakes nothing.
+    pub(super) floor_ms: AtomicU64,
+    /// The shard's timer task, while it is served with timers running.
+    pub(super) timer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Shard {
+    pub(super) fn new(id: ShardId) -> Self {
+        Shard {
+            id,
+            state: Mutex::new(None),
+            transition: tokio::sync::Mutex::new(()),
+            wake: tokio::sync::Notify::new(),
+            sleeping_until_ms: AtomicU64::new(u64::MAX),
+            floor_ms: AtomicU64::new(0),
+            timer: Mutex::new(None),
+        }
+    }
+
+    /// Wakes the timer task if `deadline_ms` comes before the one it
+    /// sleeps until (call it under the shard's lock, which the task holds
+    /// while it chooses its deadline, so that no deadline is missed).
+    pub(super) fn wake_before(&self, deadline_ms: u64) {
+        let due = deadline_ms.max(self.floor_ms.load(Ordering::Acquire));
+        if due < self.sleeping_until_ms.load(Ordering::Acquire) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Stops the timer task, if one runs.
+    pub(super) fn stop_timer(&self) {
+        if let Some(timer) = self.timer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            timer.abort();
+        }
+    }
+}
