@@ -17,7 +17,7 @@ use crate::config::MemberConfig;
 use crate::error::codes;
 use crate::tracker::{Assignment, Change, Tracker};
 use crate::transport::Transport;
-use crate::wire::{HeartbeatRequest, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH};
+use crate::wire::{HeartbeatRequest, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH, LagRow};
 use crate::{ClientError, Task};
 
 /// The heartbeat interval used until the host names one.
@@ -454,7 +454,7 @@ impl Runner {
             .lag_source
             .lags(&assignment)
             .into_iter()
-            .map(|(task, lag)| (task.topic, task.partition, lag))
+            .map(|(task, lag)| LagRow(task.topic, task.partition, lag))
             .collect();
         let joining = self.member_id.is_empty();
         HeartbeatRequest {
@@ -467,9 +467,9 @@ impl Runner {
             member_epoch: self.epoch,
             topics: joining.then(|| self.config.topics.clone()),
             rack: self.config.rack.clone(),
-            capacity: self.config.capacity,
-            owned: self.tracker.owned(),
-            lags,
+            capacity: Some(self.config.capacity),
+            owned: Some(self.tracker.owned()),
+            lags: Some(lags),
             drain: self.drain,
             task_ranges: true,
         }
@@ -662,9 +662,9 @@ impl Runner {
             member_epoch: LEAVE_EPOCH,
             topics: None,
             rack: self.config.rack.clone(),
-            capacity: self.config.capacity,
-            owned: Vec::new(),
-            lags: Vec::new(),
+            capacity: Some(self.config.capacity),
+            owned: Some(Vec::new()),
+            lags: Some(Vec::new()),
             drain: self.drain,
             task_ranges: true,
         };

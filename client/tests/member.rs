@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use assignd_client::wire::{HeartbeatRequest, HeartbeatResponse};
+use assignd_client::wire::{HeartbeatRequest, HeartbeatResponseBody, LagRow};
 use assignd_client::{Assignment, ClientError, Event, Member, MemberConfig, NoLags, Task};
 use axum::Router;
 use axum::extract::{Path, State};
@@ -20,13 +20,13 @@ const DEADLINE: Duration = Duration::from_secs(10);
 
 /// What the fake host answers.
 enum Reply {
-    Ok(HeartbeatResponse),
+    Ok(HeartbeatResponseBody),
     Error(u16, &'static str),
     /// An error answer with `Retry-After: SECONDS`.
     ErrorRetryAfter(u16, &'static str, u64),
     /// Answer only after this long: past the client's request timeout, the
     /// answer is lost (the host did process the request).
-    Late(Duration, HeartbeatResponse),
+    Late(Duration, HeartbeatResponseBody),
 }
 
 type Script = Box<dyn FnMut(usize, &HeartbeatRequest) -> Reply + Send>;
@@ -147,13 +147,13 @@ fn set(ps: &[u32]) -> BTreeSet<Task> {
     ps.iter().map(|&p| Task::new("orders", p)).collect()
 }
 
-fn answer(member_id: &str, epoch: i64, active: &[u32]) -> HeartbeatResponse {
-    HeartbeatResponse {
+fn answer(member_id: &str, epoch: u64, active: &[u32]) -> HeartbeatResponseBody {
+    HeartbeatResponseBody {
         member_id: member_id.into(),
         member_epoch: epoch,
         heartbeat_interval_ms: 20,
-        active: set(active),
-        ..HeartbeatResponse::default()
+        active: tasks(active),
+        ..HeartbeatResponseBody::default()
     }
 }
 
@@ -249,9 +249,14 @@ async fn owned_includes_unacknowledged_revocations_and_excludes_acknowledged_one
         if index == 0 {
             return Reply::Ok(answer("m-1", 1, &[0, 1]));
         }
-        if request.owned.contains(&Task::new("orders", 1)) {
+        if request
+            .owned
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&Task::new("orders", 1))
+        {
             let mut revoking = answer("m-1", 1, &[0]);
-            revoking.revoking = set(&[1]);
+            revoking.revoking = tasks(&[1]);
             Reply::Ok(revoking)
         } else {
             Reply::Ok(answer("m-1", 2, &[0]))
@@ -486,15 +491,16 @@ async fn lags_are_reported_for_learners_and_a_caught_up_learner_is_promoted() {
         let lag = request
             .lags
             .iter()
-            .find(|(topic, partition, _)| topic == "orders" && *partition == 5)
+            .flatten()
+            .find(|LagRow(topic, partition, _)| topic == "orders" && *partition == 5)
             .map(|row| row.2);
         promoted |= lag.is_some_and(|lag| lag <= 100);
         match promoted {
             true => Reply::Ok(answer("m-1", 2, &[0, 5])),
             false => {
                 let mut warming = answer("m-1", 1, &[0]);
-                warming.learner = set(&[5]);
-                warming.standby = set(&[7]);
+                warming.learner = tasks(&[5]);
+                warming.standby = tasks(&[7]);
                 Reply::Ok(warming)
             }
         }
@@ -564,13 +570,13 @@ async fn a_drain_releases_everything_then_leaves() {
         if !request.drain {
             return Reply::Ok(answer("m-1", 1, &[0]));
         }
-        let mut reply = if request.owned.is_empty() {
+        let mut reply = if request.owned.as_deref().unwrap_or_default().is_empty() {
             let mut drained = answer("m-1", 2, &[]);
             drained.drained = true;
             drained
         } else {
             let mut releasing = answer("m-1", 1, &[]);
-            releasing.revoking = set(&[0]);
+            releasing.revoking = tasks(&[0]);
             releasing
         };
         reply.draining = true;
@@ -781,7 +787,7 @@ async fn a_member_token_is_sent_as_a_bearer_token_and_never_printed() {
 #[tokio::test]
 async fn a_lease_that_runs_out_stops_every_task_until_the_host_answers_again() {
     const LEASE_MS: u64 = 300;
-    let leased = |active: &[u32]| HeartbeatResponse {
+    let leased = |active: &[u32]| HeartbeatResponseBody {
         lease_ms: Some(LEASE_MS),
         ..answer("m-1", 1, active)
     };

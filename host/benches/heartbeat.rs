@@ -224,13 +224,13 @@ fn million_answer(
         member_id: response.member_id.clone(),
         member_epoch: response.member_epoch,
         heartbeat_interval_ms: response.heartbeat_interval_ms,
-        active: response.active.iter().cloned().collect(),
+        active: response.active.iter().cloned().map(Into::into).collect(),
         revoking: Vec::new(),
         learner: Vec::new(),
         standby: Vec::new(),
         draining: false,
         drained: false,
-        lease_ms: response.lease_ms,
+        lease_ms: Some(response.lease_ms),
         task_ranges,
     };
     for (name, ranges) in [("answer-json-pairs", false), ("answer-json-ranges", true)] {

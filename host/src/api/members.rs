@@ -8,10 +8,8 @@ use axum::extract::State;
 
 use super::auth::MemberCredential;
 use super::error::{ApiError, ApiJson, ApiPath};
-use super::views::heartbeat_response;
-use super::wire::{ErrorBody, HeartbeatRequest, HeartbeatResponseBody, LagRow};
-use crate::protocol::core::Heartbeat;
-use crate::protocol::group::TaskRef;
+use super::wire::{ErrorBody, HeartbeatRequest, HeartbeatResponseBody};
+use super::wire::{heartbeat_request, heartbeat_response};
 use crate::runtime::Runtime;
 
 /// A member's heartbeat.
@@ -69,22 +67,7 @@ pub async fn heartbeat(
     span.record("member", member);
     let nameless_join = member.is_empty();
     let task_ranges = body.task_ranges;
-    let request = Heartbeat {
-        group,
-        member_id: body.member_id,
-        member_name: body.member_name,
-        member_epoch: body.member_epoch,
-        topics: body.topics,
-        rack: body.rack,
-        capacity: body.capacity,
-        owned: body.owned,
-        lags: body.lags.map(|rows| {
-            rows.into_iter()
-                .map(|LagRow(topic, partition, lag)| (TaskRef { topic, partition }, lag))
-                .collect()
-        }),
-        drain: body.drain,
-    };
+    let request = heartbeat_request(group, body);
     let response = runtime.heartbeat(&request, token.as_deref()).await?;
     if nameless_join {
         // A nameless join: the span gets the id the host just issued.

@@ -1,31 +1,14 @@
 //! Read-only renderings of the core's state as wire types. They run under
 //! the runtime's lock, so they only copy.
 
-use crate::protocol::core::{Coordinator, HeartbeatResponse};
+use crate::protocol::core::Coordinator;
 use crate::protocol::group::{Group, GroupConfig, Phase, TaskRef};
 use crate::protocol::reconcile::MemberState;
 
 use super::wire::{
-    AssignorFailuresView, BindingView, GroupState, GroupSummary, GroupView, HeartbeatResponseBody,
-    LagRow, LearnerView, MemberView, ReconcileState, TargetView,
+    AssignorFailuresView, BindingView, GroupState, GroupSummary, GroupView, LagRow, LearnerView,
+    MemberView, ReconcileState, TargetView,
 };
-
-/// `task_ranges`: the request asked for its answer's task lists as ranges.
-pub fn heartbeat_response(response: HeartbeatResponse, task_ranges: bool) -> HeartbeatResponseBody {
-    HeartbeatResponseBody {
-        member_id: response.member_id,
-        member_epoch: response.member_epoch,
-        heartbeat_interval_ms: response.heartbeat_interval_ms,
-        active: response.active.into_iter().collect(),
-        revoking: response.revoking.into_iter().collect(),
-        learner: response.learner.into_iter().collect(),
-        standby: response.standby.into_iter().collect(),
-        draining: response.draining,
-        drained: response.drained,
-        lease_ms: response.lease_ms,
-        task_ranges,
-    }
-}
 
 /// The group's state on the wire: its [`Group::phase`] (the metrics count
 /// groups by the same rule).

@@ -1,361 +1,97 @@
-//! The API's wire types: request and response bodies with their OpenAPI
-//! schemas. The heartbeat's names are the member protocol the client
-//! library speaks; do not rename them. Tasks are `[topic, partition]` and
-//! lag rows `[topic, partition, lag]`, as in docs/design.md's offline contract.
+//! The API's wire types: the admin routes' request and response bodies
+//! with their OpenAPI schemas, and the conversions between the member
+//! protocol's bodies (the `assignd-wire` crate, which the client library
+//! speaks too) and the protocol core's heartbeat input and answer. Tasks
+//! are `[topic, partition]` and lag rows `[topic, partition, lag]`, as in
+//! docs/design.md's offline contract.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+pub use assignd_wire::{HeartbeatRequest, HeartbeatResponseBody, LagRow, TaskItem};
 use serde::{Deserialize, Serialize};
-use utoipa::openapi::schema::{ArrayBuilder, ArrayItems, ObjectBuilder, Schema, Type};
-use utoipa::openapi::{KnownFormat, RefOr, SchemaFormat};
+use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
+use crate::protocol::core::{Heartbeat, HeartbeatResponse, TASKS_PER_GROUP_MAX};
 use crate::protocol::group::{CallLimits, GroupConfig, TaskRef};
 
-// `TaskRef` lives in the protocol core, which knows nothing of OpenAPI; its
-// schema is written here.
+// The wire refuses a task list longer than a group may have tasks, before
+// it expands one.
+const _: () = assert!(assignd_wire::TASKS_PER_LIST_MAX == TASKS_PER_GROUP_MAX);
+
+// `TaskRef` lives in the protocol core, which knows nothing of OpenAPI; it
+// is written as the wire's task, and so has its schema.
 impl PartialSchema for TaskRef {
     fn schema() -> RefOr<Schema> {
-        tuple_schema(
-            "A task: `[topic, partition]`.",
-            vec![
-                string_schema(),
-                integer_schema(KnownFormat::Int32, "partition"),
-            ],
-            serde_json::json!(["orders", 0]),
-        )
+        assignd_wire::Task::schema()
     }
 }
 
 impl ToSchema for TaskRef {
     fn name() -> Cow<'static, str> {
-        "Task".into()
+        assignd_wire::Task::name()
     }
 }
 
-/// A member's lag on one task: `[topic, partition, lag]`, the number of
-/// records its local state is behind.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LagRow(pub String, pub u32, pub u64);
-
-impl PartialSchema for LagRow {
-    fn schema() -> RefOr<Schema> {
-        tuple_schema(
-            "A lag report: `[topic, partition, lag]`.",
-            vec![
-                string_schema(),
-                integer_schema(KnownFormat::Int32, "partition"),
-                integer_schema(KnownFormat::Int64, "lag in records"),
-            ],
-            serde_json::json!(["orders", 3, 1500]),
-        )
-    }
-}
-
-impl ToSchema for LagRow {
-    fn name() -> Cow<'static, str> {
-        "LagRow".into()
-    }
-}
-
-fn string_schema() -> Schema {
-    ObjectBuilder::new().schema_type(Type::String).into()
-}
-
-fn integer_schema(format: KnownFormat, description: &str) -> Schema {
-    ObjectBuilder::new()
-        .schema_type(Type::Integer)
-        .format(Some(SchemaFormat::KnownFormat(format)))
-        .minimum(Some(0))
-        .description(Some(description))
-        .into()
-}
-
-fn tuple_schema(
-    description: &str,
-    items: Vec<Schema>,
-    example: serde_json::Value,
-) -> RefOr<Schema> {
-    let len = items.len();
-    ArrayBuilder::new()
-        .prefix_items(items)
-        .items(ArrayItems::False)
-        .min_items(Some(len))
-        .max_items(Some(len))
-        .description(Some(description))
-        .examples([example])
-        .into()
-}
-
-/// `POST /v1/groups/{group}/heartbeat`: a member joins (member epoch 0,
-/// with an empty member id or one it chose), heartbeats (its member id and
-/// epoch), or leaves (member epoch -1).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HeartbeatRequest {
-    /// The member's id. On join (member epoch 0): empty, and the host
-    /// issues one; or an id the member chose (1 to 64 bytes of A-Z, a-z,
-    /// 0-9, '.', '_', '-'; e.g. a random UUID) and sends again if it
-    /// retries the join, which then answers as the same member (KIP-848).
-    /// After: the id of the join's answer.
-    #[schema(max_length = 64)]
-    pub member_id: String,
-    /// A static member's name: it keeps its tasks across restarts.
-    #[serde(default)]
-    pub member_name: Option<String>,
-    /// 0 to join, -1 to leave, otherwise the member's epoch.
-    pub member_epoch: i64,
-    /// The topics the member subscribes to; required on join, optional
-    /// after (unchanged when absent).
-    #[serde(default)]
-    pub topics: Option<Vec<String>>,
-    #[serde(default)]
-    pub rack: Option<String>,
-    /// The member's relative weight (default 1), up to 2^32 − 1.
-    #[serde(default)]
-    #[schema(minimum = 1, maximum = 4294967295.0, format = Int64)]
-    pub capacity: Option<u32>,
-    /// The tasks the member holds now (active, and revoking ones not yet
-    /// released): each item a task `[topic, partition]` or a range
-    /// `[topic, first, last]` (inclusive), so a member of a million tasks
-    /// reports them in a few bytes; at most a group's task limit in all.
-    #[serde(default, deserialize_with = "owned_tasks")]
-    #[schema(value_type = Option<Vec<TaskItem>>)]
-    pub owned: Option<Vec<TaskRef>>,
-    /// How far behind the member's local state is per task it has state
-    /// for.
-    #[serde(default)]
-    pub lags: Option<Vec<LagRow>>,
-    /// Ask to leave gracefully once the member's tasks have moved.
-    #[serde(default)]
-    pub drain: bool,
-    /// Answer with the task lists compact, as `owned` is sent: each run of
-    /// consecutive partitions of a topic as one range `[topic, first,
-    /// last]`, a lone task as `[topic, partition]`. Without it every task
-    /// is a `[topic, partition]` item (about 17 bytes a task: 17 MB for a
-    /// member of a million).
-    #[serde(default)]
-    pub task_ranges: bool,
-}
-
-/// An item of a heartbeat's `owned` (and, with `task_ranges`, of its
-/// answer's task lists): `[topic, partition]` or `[topic, first, last]`.
-/// Only its schema: `owned_tasks` reads it, `write_tasks` writes it.
-pub struct TaskItem;
-
-impl PartialSchema for TaskItem {
-    fn schema() -> RefOr<Schema> {
-        utoipa::openapi::schema::OneOfBuilder::new()
-            .item(TaskRef::schema())
-            .item(tuple_schema(
-                "Tasks `[topic, first, last]`: partitions first to last, both included.",
-                vec![
-                    string_schema(),
-                    integer_schema(KnownFormat::Int32, "first partition"),
-                    integer_schema(KnownFormat::Int32, "last partition"),
-                ],
-                serde_json::json!(["orders", 0, 99999]),
-            ))
-            .description(Some("A task, or a range of one topic's partitions"))
-            .into()
-    }
-}
-
-impl ToSchema for TaskItem {
-    fn name() -> Cow<'static, str> {
-        "TaskItem".into()
-    }
-}
-
-/// Reads `owned`: tasks and ranges expanded to tasks, refused past
-/// [`crate::protocol::core::TASKS_PER_GROUP_MAX`] in all (a range is
-/// cheap to send, not to expand) or with `first > last`.
-fn owned_tasks<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Vec<TaskRef>>, D::Error> {
-    struct Items;
-    impl<'de> serde::de::Visitor<'de> for Items {
-        type Value = Option<Vec<TaskRef>>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a list of [topic, partition] or [topic, first, last]")
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_none<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_seq(self)
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            use serde::de::Error;
-            let max = crate::protocol::core::TASKS_PER_GROUP_MAX;
-            let mut tasks = Vec::new();
-            while let Some(item) = seq.next_element::<OwnedRange>()? {
-                let OwnedRange(topic, first, last) = item;
-                if first > last {
-                    return Err(A::Error::custom(format!(
-                        "owned: [{topic:?}, {first}, {last}] ends before it starts"
-                    )));
-                }
-                if tasks.len() as u64 + u64::from(last - first) + 1 > max {
-                    return Err(A::Error::custom(format!("owned: more than {max} tasks")));
-                }
-                tasks.extend((first..=last).map(|partition| TaskRef {
-                    topic: topic.clone(),
-                    partition,
-                }));
-            }
-            Ok(Some(tasks))
+impl From<assignd_wire::Task> for TaskRef {
+    fn from(task: assignd_wire::Task) -> Self {
+        TaskRef {
+            topic: task.topic,
+            partition: task.partition,
         }
     }
-    deserializer.deserialize_option(Items)
 }
 
-/// `[topic, partition]` as `(topic, partition, partition)`, or
-/// `[topic, first, last]`.
-struct OwnedRange(String, u32, u32);
-
-impl<'de> Deserialize<'de> for OwnedRange {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Item;
-        impl<'de> serde::de::Visitor<'de> for Item {
-            type Value = OwnedRange;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("[topic, partition] or [topic, first, last]")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<OwnedRange, A::Error> {
-                use serde::de::Error;
-                let topic: String = seq
-                    .next_element()?
-                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
-                let first: u32 = seq
-                    .next_element()?
-                    .ok_or_else(|| A::Error::invalid_length(1, &self))?;
-                let last: u32 = seq.next_element()?.unwrap_or(first);
-                if seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
-                    return Err(A::Error::invalid_length(4, &self));
-                }
-                Ok(OwnedRange(topic, first, last))
-            }
-        }
-        deserializer.deserialize_seq(Item)
-    }
-}
-
-/// The answer to a heartbeat. Its task lists are `[topic, partition]`
-/// items, or compact (see [`TaskItem`]) when the request asked for
-/// `task_ranges`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize, ToSchema)]
-pub struct HeartbeatResponseBody {
-    pub member_id: String,
-    pub member_epoch: u64,
-    /// How often to heartbeat.
-    pub heartbeat_interval_ms: u64,
-    /// Tasks the member may process.
-    #[serde(deserialize_with = "task_items")]
-    #[schema(value_type = Vec<TaskItem>)]
-    pub active: Vec<TaskRef>,
-    /// Tasks the member must release, then report without.
-    #[serde(deserialize_with = "task_items")]
-    #[schema(value_type = Vec<TaskItem>)]
-    pub revoking: Vec<TaskRef>,
-    /// Tasks to warm up (report lag on); they become active once caught up.
-    #[serde(deserialize_with = "task_items")]
-    #[schema(value_type = Vec<TaskItem>)]
-    pub learner: Vec<TaskRef>,
-    /// Hot copies to keep for failover.
-    #[serde(deserialize_with = "task_items")]
-    #[schema(value_type = Vec<TaskItem>)]
-    pub standby: Vec<TaskRef>,
-    /// The member is draining.
-    pub draining: bool,
-    /// The member was draining and holds nothing more: it may leave and
-    /// exit.
-    pub drained: bool,
-    /// The member's lease, in ms: if the host hears nothing more from the
-    /// member, it may give the member's tasks to others this long after
-    /// answering (session or registration timeout, an unreleased task's
-    /// fence, a drain's end). A member must stop processing every task
-    /// once this long has passed since it *sent* this heartbeat without a
-    /// newer answer: then it has stopped before anyone else starts.
-    pub lease_ms: u64,
-    /// Write the task lists as ranges (the request's `task_ranges`); not a
-    /// field of the answer.
-    #[serde(skip)]
-    pub task_ranges: bool,
-}
-
-impl Serialize for HeartbeatResponseBody {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        struct Tasks<'a>(&'a [TaskRef], bool);
-        impl Serialize for Tasks<'_> {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                write_tasks(self.0, self.1, serializer)
-            }
-        }
-        let ranges = self.task_ranges;
-        let mut body = serializer.serialize_struct("HeartbeatResponseBody", 10)?;
-        body.serialize_field("member_id", &self.member_id)?;
-        body.serialize_field("member_epoch", &self.member_epoch)?;
-        body.serialize_field("heartbeat_interval_ms", &self.heartbeat_interval_ms)?;
-        body.serialize_field("active", &Tasks(&self.active, ranges))?;
-        body.serialize_field("revoking", &Tasks(&self.revoking, ranges))?;
-        body.serialize_field("learner", &Tasks(&self.learner, ranges))?;
-        body.serialize_field("standby", &Tasks(&self.standby, ranges))?;
-        body.serialize_field("draining", &self.draining)?;
-        body.serialize_field("drained", &self.drained)?;
-        body.serialize_field("lease_ms", &self.lease_ms)?;
-        body.end()
-    }
-}
-
-/// Writes sorted `tasks` as `[topic, partition]` items or, with `ranges`,
-/// each run of consecutive partitions of a topic as `[topic, first, last]`
-/// (a lone task still `[topic, partition]`).
-fn write_tasks<S: serde::Serializer>(
-    tasks: &[TaskRef],
-    ranges: bool,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeSeq;
-    if !ranges {
-        return tasks.serialize(serializer);
-    }
-    let mut runs: Vec<(&str, u32, u32)> = Vec::new();
-    for task in tasks {
-        match runs.last_mut() {
-            Some((topic, _, last))
-                if *topic == task.topic && last.checked_add(1) == Some(task.partition) =>
-            {
-                *last = task.partition;
-            }
-            _ => runs.push((&task.topic, task.partition, task.partition)),
+impl From<TaskRef> for assignd_wire::Task {
+    fn from(task: TaskRef) -> Self {
+        assignd_wire::Task {
+            topic: task.topic,
+            partition: task.partition,
         }
     }
-    let mut seq = serializer.serialize_seq(Some(runs.len()))?;
-    for (topic, first, last) in runs {
-        if first == last {
-            seq.serialize_element(&(topic, first))?;
-        } else {
-            seq.serialize_element(&(topic, first, last))?;
-        }
-    }
-    seq.end()
 }
 
-/// Reads an answer's task list in either form (the tests read answers).
-fn task_items<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<TaskRef>, D::Error> {
-    Ok(owned_tasks(deserializer)?.unwrap_or_default())
+/// A member's heartbeat body to `group` as the core's input.
+pub fn heartbeat_request(group: String, body: HeartbeatRequest) -> Heartbeat {
+    Heartbeat {
+        group,
+        member_id: body.member_id,
+        member_name: body.member_name,
+        member_epoch: body.member_epoch,
+        topics: body.topics,
+        rack: body.rack,
+        capacity: body.capacity,
+        owned: body
+            .owned
+            .map(|tasks| tasks.into_iter().map(TaskRef::from).collect()),
+        lags: body.lags.map(|rows| {
+            rows.into_iter()
+                .map(|LagRow(topic, partition, lag)| (TaskRef { topic, partition }, lag))
+                .collect()
+        }),
+        drain: body.drain,
+    }
+}
+
+/// The core's answer to a heartbeat as its body; `task_ranges`: the
+/// request asked for the task lists as ranges.
+pub fn heartbeat_response(response: HeartbeatResponse, task_ranges: bool) -> HeartbeatResponseBody {
+    let tasks =
+        |tasks: std::collections::BTreeSet<TaskRef>| tasks.into_iter().map(Into::into).collect();
+    HeartbeatResponseBody {
+        member_id: response.member_id,
+        member_epoch: response.member_epoch,
+        heartbeat_interval_ms: response.heartbeat_interval_ms,
+        active: tasks(response.active),
+        revoking: tasks(response.revoking),
+        learner: tasks(response.learner),
+        standby: tasks(response.standby),
+        draining: response.draining,
+        drained: response.drained,
+        lease_ms: Some(response.lease_ms),
+        task_ranges,
+    }
 }
 
 /// Where a group is on its way to its target.

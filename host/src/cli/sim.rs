@@ -21,6 +21,11 @@ pub struct SimArgs {
     /// Steps of random events per schedule, before its quiet phase.
     #[arg(long, default_value_t = sim::DEFAULT_STEPS)]
     steps: u64,
+    /// The simulated host's shard count; each schedule's groups go to the
+    /// shards their names hash to, at least two of them on two shards.
+    #[arg(long, default_value_t = sim::DEFAULT_SHARDS,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::protocol::shard::SHARD_COUNT_MAX)))]
+    shards: u32,
     /// One line per schedule.
     #[arg(long)]
     verbose: bool,
@@ -45,6 +50,7 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
         trace: args.trace,
         trace_inputs: args.trace_inputs,
         fault: None,
+        shards: args.shards,
     };
     let threads = args
         .threads
@@ -60,9 +66,11 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
         if args.verbose {
             let s = &report.stats;
             println!(
-                "seed={} steps={} targets={} learners_promoted={} drains={} fenced={} static_returns={} fingerprint={:016x} {}",
+                "seed={} steps={} shard_groups={} shard_records={} targets={} learners_promoted={} drains={} fenced={} static_returns={} fingerprint={:016x} {}",
                 report.seed,
                 s.steps,
+                sim::by_shard(&s.shard_groups),
+                sim::by_shard(&s.shard_records),
                 s.targets,
                 s.learners_promoted,
                 s.drains,
@@ -114,8 +122,8 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
     }
     Err(Failure {
         message: format!(
-            "{first} (trace: assignd sim --seed {} --schedules 1 --steps {} --trace)",
-            first.seed, args.steps
+            "{first} (trace: assignd sim --seed {} --schedules 1 --steps {} --shards {} --trace)",
+            first.seed, args.steps, args.shards
         ),
         exit_code: EXIT_SIM_VIOLATION,
     })

@@ -46,6 +46,9 @@ pub struct Store {
 pub struct SimMember {
     /// The simulator's process number (one per incarnation).
     pub pid: usize,
+    /// Which of the schedule's groups it is a member of (an index into
+    /// them).
+    pub lane: usize,
     /// `p3` or `p3(name)`, for traces and messages.
     pub label: String,
     /// A static member's name.
@@ -99,6 +102,7 @@ impl SimMember {
         };
         SimMember {
             pid,
+            lane: 0,
             label,
             name,
             member_id: String::new(),

@@ -1,6 +1,7 @@
-//! The deterministic simulator: the protocol core under virtual time with
-//! many simulated members, driven by seeded random schedules, with the
-//! invariants of docs/design.md checked after every step.
+//! The deterministic simulator: a sharded host of protocol cores (one per
+//! shard, each with its own record log) under virtual time with a few
+//! groups of many simulated members, driven by seeded random schedules,
+//! with the invariants of docs/design.md checked after every step.
 //!
 //! It owns the schedules ([`world`]), the simulated member processes
 //! ([`member`]), the invariant checks ([`check`]) and its generator
@@ -25,10 +26,14 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::protocol::group::Millis;
-pub use world::{ASSIGNORS, GROUP, World, assign_natively};
+pub use world::{ASSIGNORS, World, assign_natively};
 
 /// Steps of random events per schedule before its quiet phase.
 pub const DEFAULT_STEPS: u64 = 300;
+
+/// The simulated host's shards: few, so that a schedule's groups share a
+/// shard as often as they are spread over several.
+pub const DEFAULT_SHARDS: u32 = 4;
 
 /// A deliberately broken behaviour, to show that the checks catch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,12 +53,16 @@ pub struct Options {
     /// (the offline contract: `assignd run` replays it).
     pub trace_inputs: bool,
     pub fault: Option<Fault>,
+    /// The host's shard count (each group's shard is
+    /// [`crate::protocol::shard::shard_of`] its name).
+    pub shards: u32,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             steps: DEFAULT_STEPS,
+            shards: DEFAULT_SHARDS,
             trace: false,
             trace_inputs: false,
             fault: None,
@@ -104,6 +113,28 @@ pub struct Stats {
     /// stopped moving tasks through learners (a liveness finding about the
     /// assignor, not a breach of the invariants).
     pub unsettled: u64,
+    /// Schedules whose groups are on more than one shard.
+    pub multi_shard_schedules: u64,
+    /// Records appended to each shard's log, by shard.
+    pub shard_records: Vec<u64>,
+    /// Groups on each shard, by shard.
+    pub shard_groups: Vec<u64>,
+}
+
+/// `into[i] += from[i]`, `into` grown to fit.
+fn add_by_shard(into: &mut Vec<u64>, from: &[u64]) {
+    if into.len() < from.len() {
+        into.resize(from.len(), 0);
+    }
+    for (sum, count) in into.iter_mut().zip(from) {
+        *sum += count;
+    }
+}
+
+/// Per-shard counts as `a/b/c`.
+pub fn by_shard(counts: &[u64]) -> String {
+    let counts: Vec<String> = counts.iter().map(u64::to_string).collect();
+    counts.join("/")
 }
 
 impl Stats {
@@ -128,6 +159,9 @@ impl Stats {
         self.host_stalls += other.host_stalls;
         self.host_restarts += other.host_restarts;
         self.unsettled += other.unsettled;
+        self.multi_shard_schedules += other.multi_shard_schedules;
+        add_by_shard(&mut self.shard_records, &other.shard_records);
+        add_by_shard(&mut self.shard_groups, &other.shard_groups);
     }
 }
 
@@ -224,7 +258,7 @@ pub fn summary_line(reports: &[Report]) -> String {
     }
     let violations = reports.iter().filter(|r| r.violation.is_some()).count();
     format!(
-        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={}",
+        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={} multi_shard_schedules={} shard_groups={} shard_records={}",
         stats.schedules,
         stats.steps,
         stats.targets,
@@ -244,6 +278,9 @@ pub fn summary_line(reports: &[Report]) -> String {
         stats.configs,
         stats.host_stalls,
         stats.host_restarts,
-        stats.unsettled
+        stats.unsettled,
+        stats.multi_shard_schedules,
+        by_shard(&stats.shard_groups),
+        by_shard(&stats.shard_records)
     )
 }

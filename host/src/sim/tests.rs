@@ -60,6 +60,53 @@ fn two_thousand_random_schedules_keep_every_invariant() {
     ] {
         assert!(count >= SCHEDULES / 20, "too few {what}: {count}");
     }
+    // Every schedule runs groups of more than one shard, and every shard
+    // of the host serves groups and keeps records.
+    assert_eq!(stats.multi_shard_schedules, SCHEDULES);
+    let shards = super::DEFAULT_SHARDS as usize;
+    assert!(shards > 1);
+    assert_eq!(stats.shard_groups.len(), shards);
+    assert!(
+        stats
+            .shard_groups
+            .iter()
+            .all(|&groups| groups >= SCHEDULES / 10),
+        "groups by shard: {:?}",
+        stats.shard_groups
+    );
+    assert!(
+        stats.shard_records.iter().all(|&records| records > 0),
+        "records by shard: {:?}",
+        stats.shard_records
+    );
+}
+
+/// One shard holds every group of a schedule in one core; many shards
+/// spread them. Both keep every invariant, and a seed gives the same run.
+#[test]
+fn one_shard_or_many_keep_every_invariant() {
+    for shards in [1, 16] {
+        let options = Options {
+            shards,
+            ..Options::default()
+        };
+        let reports = run_many(100, 40, &options, 2);
+        let failed: Vec<String> = reports
+            .iter()
+            .filter_map(|r| r.violation.as_ref().map(ToString::to_string))
+            .collect();
+        assert!(failed.is_empty(), "{shards} shards:\n{}", failed.join("\n"));
+        let stats = reports.iter().fold(super::Stats::default(), |mut s, r| {
+            s.add(&r.stats);
+            s
+        });
+        assert_eq!(stats.shard_groups.len(), shards as usize);
+        let spanning = if shards == 1 { 0 } else { 40 };
+        assert_eq!(stats.multi_shard_schedules, spanning, "{shards} shards");
+        let again = run_schedule(reports[0].seed, &options);
+        assert_eq!(again.fingerprint, reports[0].fingerprint, "{shards} shards");
+        assert_eq!(again.stats, reports[0].stats);
+    }
 }
 
 #[test]

@@ -1,8 +1,11 @@
-//! One schedule: a coordinator, a group drawn at random, simulated member
-//! processes and a queue of assignor calls, all on a virtual clock driven
-//! by one seeded generator. A chaos phase of random events is followed by
-//! a quiet phase; every input to the core is a step, and the invariants are
-//! checked after each one.
+//! One schedule: a sharded host (one coordinator per shard, each with its
+//! own record log), a few groups drawn at random over more than one shard,
+//! simulated member processes of each group and a queue of assignor calls,
+//! all on a virtual clock driven by one seeded generator. Every input of a
+//! group goes to its shard's core, a tick reaches every shard, and nothing
+//! outside a shard refers to a group's state. A chaos phase of random
+//! events is followed by a quiet phase; every input to a core is a step,
+//! and the invariants are checked after each one, in every group.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,9 +21,11 @@ use crate::protocol::core::{
 use crate::protocol::group::{
     Group, GroupConfig, LearnerMode, Liveness, Millis, Record, RemovalReason, TopicConfig,
 };
+use crate::protocol::shard::shard_of;
 
-/// The simulated group's name.
-pub const GROUP: &str = "sim";
+/// The groups one schedule runs at most (at least two, on two shards, when
+/// the host has more than one).
+const GROUPS_MAX: u64 = 3;
 
 /// The built-in assignors, answered natively.
 pub const ASSIGNORS: [&str; 4] = ["range", "round-robin", "sticky", "learner-aware"];
@@ -134,26 +139,75 @@ fn draw(rng: &mut Rng) -> (GroupConfig, Scenario) {
     (config, scenario)
 }
 
-/// A pending answer to an assignor call.
+/// The names of a schedule's groups: two to [`GROUPS_MAX`], the second on
+/// another shard than the first when there is more than one (a third may
+/// share a shard with either).
+fn draw_group_names(rng: &mut Rng, shard_count: u32) -> Vec<String> {
+    let count = rng.range(2, GROUPS_MAX) as usize;
+    let mut names: Vec<String> = Vec::new();
+    while names.len() < count {
+        let name = format!("g{}", rng.below(10_000));
+        let spans = names.len() != 1
+            || shard_count == 1
+            || shard_of(&name, shard_count) != shard_of(&names[0], shard_count);
+        if spans && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// A pending answer to an assignor call of group `lane`.
 struct PendingCall {
     due_ms: Millis,
+    lane: usize,
     call: AssignorCall,
+}
+
+/// One shard of the simulated host: its core and its own record log.
+struct Shard {
+    core: Coordinator,
+    /// Fed only this shard's records, one by one: the replay that must
+    /// match.
+    replica: Coordinator,
+    log: Vec<Record>,
+    /// The log's length at the last replica comparison.
+    log_compared: usize,
+}
+
+impl Shard {
+    fn new(seed: u64) -> Self {
+        Shard {
+            core: Coordinator::new(seed),
+            replica: Coordinator::new(seed),
+            log: Vec::new(),
+            log_compared: 0,
+        }
+    }
+}
+
+/// One group of the schedule and what it drew.
+struct Lane {
+    name: String,
+    /// `shard_of(name)`: the only core its inputs go to.
+    shard: usize,
+    scenario: Scenario,
+    /// The drawn config, until the schedule configures the group with it.
+    initial: Option<GroupConfig>,
+}
+
+/// The seed of shard `shard`'s core (the member ids it issues).
+fn shard_seed(seed: u64, shard: usize) -> u64 {
+    seed ^ ((shard as u64) << 48)
 }
 
 pub struct World {
     seed: u64,
     rng: Rng,
-    scenario: Scenario,
-    /// The drawn config, until the schedule configures the group with it.
-    initial: Option<GroupConfig>,
+    lanes: Vec<Lane>,
     steps_max: u64,
     fault: Option<Fault>,
-    core: Coordinator,
-    /// Fed only the records, one by one: the replay that must match.
-    replica: Coordinator,
-    log: Vec<Record>,
-    /// The log's length at the last replica comparison.
-    log_compared: usize,
+    shards: Vec<Shard>,
     now: Millis,
     step: u64,
     processes: Vec<SimMember>,
@@ -176,18 +230,29 @@ pub struct World {
 impl World {
     pub fn new(seed: u64, options: &Options) -> Self {
         let mut rng = Rng::new(seed);
-        let (config, scenario) = draw(&mut rng);
+        let shard_count = options.shards;
+        let names = draw_group_names(&mut rng, shard_count);
+        let lanes = names
+            .into_iter()
+            .map(|name| {
+                let (config, scenario) = draw(&mut rng);
+                Lane {
+                    shard: shard_of(&name, shard_count) as usize,
+                    name,
+                    scenario,
+                    initial: Some(config),
+                }
+            })
+            .collect();
         World {
             seed,
             rng,
-            scenario,
-            initial: Some(config),
+            lanes,
             steps_max: options.steps,
             fault: options.fault,
-            core: Coordinator::new(seed),
-            replica: Coordinator::new(seed),
-            log: Vec::new(),
-            log_compared: 0,
+            shards: (0..shard_count as usize)
+                .map(|shard| Shard::new(shard_seed(seed, shard)))
+                .collect(),
             now: 0,
             step: 0,
             processes: Vec::new(),
@@ -205,43 +270,59 @@ impl World {
 
     /// Runs the schedule: config, chaos, quiet, final checks.
     pub fn run(&mut self) -> Result<(), Violation> {
-        let config = self.initial.take().expect("run once");
-        self.note(|w| {
-            format!(
-                "scenario {:?} members<={} lost={} chaos={} slow={} racks={}",
-                w.scenario.membership,
-                w.scenario.members_max,
-                w.scenario.lost_response_p,
-                w.scenario.chaos_p,
-                w.scenario.slow_p,
-                w.scenario.racks
-            )
-        });
-        self.configure(config)?;
-        for _ in 0..self.rng.range(1, self.scenario.members_max as u64) {
-            let name = self.draw_name();
-            let topics = self.draw_topics();
-            let pid = self.spawn(name, topics, BTreeMap::new());
-            self.processes[pid].next_beat_ms = self.rng.range(0, 200);
+        for lane in 0..self.lanes.len() {
+            let config = self.lanes[lane].initial.take().expect("run once");
+            self.note(|w| {
+                let Lane {
+                    name,
+                    shard,
+                    scenario,
+                    ..
+                } = &w.lanes[lane];
+                format!(
+                    "group {name} on shard {shard}: scenario {:?} members<={} lost={} chaos={} slow={} racks={}",
+                    scenario.membership,
+                    scenario.members_max,
+                    scenario.lost_response_p,
+                    scenario.chaos_p,
+                    scenario.slow_p,
+                    scenario.racks
+                )
+            });
+            self.configure(lane, config)?;
+            for _ in 0..self
+                .rng
+                .range(1, self.lanes[lane].scenario.members_max as u64)
+            {
+                let name = self.draw_name(lane);
+                let topics = self.draw_topics(lane);
+                let pid = self.spawn(lane, name, topics, BTreeMap::new());
+                self.processes[pid].next_beat_ms = self.rng.range(0, 200);
+            }
         }
         // Chaos. Some events send nothing; the bound keeps the loop finite.
         let mut events = 0u64;
         while self.step < self.steps_max && events < 4 * self.steps_max {
             events += 1;
-            if self.rng.chance(self.scenario.chaos_p) {
-                self.chaos()?;
+            let lane = self.rng.below(self.lanes.len() as u64) as usize;
+            if self.rng.chance(self.lanes[lane].scenario.chaos_p) {
+                self.chaos(lane)?;
             } else {
                 self.advance()?;
             }
         }
         self.quiet_phase()?;
-        // The whole log, replayed into a fresh coordinator.
-        let mut fresh = Coordinator::new(self.seed);
-        for record in &self.log {
-            fresh.apply(record);
-        }
-        if fresh.group(GROUP) != self.core.group(GROUP) {
-            return Err(self.violation("replaying the whole log gives a different group".into()));
+        // Each shard's whole log, replayed into a fresh coordinator.
+        for (number, shard) in self.shards.iter().enumerate() {
+            let mut fresh = Coordinator::new(shard_seed(self.seed, number));
+            for record in &shard.log {
+                fresh.apply(record);
+            }
+            if !fresh.groups().eq(shard.core.groups()) {
+                return Err(self.violation(format!(
+                    "replaying shard {number}'s whole log gives different groups"
+                )));
+            }
         }
         Ok(())
     }
@@ -250,9 +331,20 @@ impl World {
         let mut stats = self.stats;
         stats.schedules = 1;
         stats.steps = self.step;
+        stats.shard_records = self.shards.iter().map(|s| s.log.len() as u64).collect();
+        stats.shard_groups = self.shards.iter().map(|_| 0).collect();
+        for lane in &self.lanes {
+            stats.shard_groups[lane.shard] += 1;
+        }
+        let shards_spanned = stats.shard_groups.iter().filter(|&&g| g > 0).count();
+        stats.multi_shard_schedules = u64::from(shards_spanned > 1);
         let mut hash = Fnv::default();
-        hash.write(format!("{:?}", self.core.group(GROUP)).as_bytes());
-        hash.write(format!("{stats:?} {}", self.log.len()).as_bytes());
+        for shard in &self.shards {
+            for group in shard.core.groups() {
+                hash.write(format!("{group:?}").as_bytes());
+            }
+        }
+        hash.write(format!("{stats:?}").as_bytes());
         Report {
             seed: self.seed,
             stats,
@@ -286,12 +378,25 @@ impl World {
         }
     }
 
-    fn group(&self) -> &Group {
-        self.core.group(GROUP).expect("configured first")
+    /// Group `lane`, as its shard's core holds it.
+    fn group(&self, lane: usize) -> &Group {
+        let Lane { name, shard, .. } = &self.lanes[lane];
+        self.shards[*shard]
+            .core
+            .group(name)
+            .expect("configured first")
     }
 
-    fn configured_topics(&self) -> BTreeSet<String> {
-        self.group()
+    /// The lane of group `name`.
+    fn lane_named(&self, name: &str) -> usize {
+        self.lanes
+            .iter()
+            .position(|lane| lane.name == name)
+            .expect("a group of the schedule")
+    }
+
+    fn configured_topics(&self, lane: usize) -> BTreeSet<String> {
+        self.group(lane)
             .config
             .topics
             .iter()
@@ -299,8 +404,8 @@ impl World {
             .collect()
     }
 
-    fn draw_name(&mut self) -> Option<String> {
-        let named = match self.scenario.membership {
+    fn draw_name(&mut self, lane: usize) -> Option<String> {
+        let named = match self.lanes[lane].scenario.membership {
             Membership::Static => true,
             Membership::Dynamic => false,
             Membership::Mixed => self.rng.chance(0.5),
@@ -311,8 +416,8 @@ impl World {
         })
     }
 
-    fn draw_topics(&mut self) -> BTreeSet<String> {
-        let all = self.configured_topics();
+    fn draw_topics(&mut self, lane: usize) -> BTreeSet<String> {
+        let all = self.configured_topics(lane);
         if all.len() == 1 || self.rng.chance(0.7) {
             return all;
         }
@@ -328,8 +433,8 @@ impl World {
         some
     }
 
-    fn release_delay(&mut self, slow: bool) -> (u64, u64) {
-        let expansion = self.group().config.expansion_timeout_ms;
+    fn release_delay(&mut self, lane: usize, slow: bool) -> (u64, u64) {
+        let expansion = self.group(lane).config.expansion_timeout_ms;
         if slow {
             (expansion / 2, expansion * 2)
         } else {
@@ -337,29 +442,32 @@ impl World {
         }
     }
 
-    /// A new process (not joined yet; it joins on its first beat).
+    /// A new process of group `lane` (not joined yet; it joins on its
+    /// first beat).
     fn spawn(
         &mut self,
+        lane: usize,
         name: Option<String>,
         topics: BTreeSet<String>,
         store: BTreeMap<crate::protocol::group::TaskRef, super::member::Store>,
     ) -> usize {
         let pid = self.processes.len();
         let mut member = SimMember::new(pid, name, topics, self.now);
-        if self.scenario.racks {
+        member.lane = lane;
+        if self.lanes[lane].scenario.racks {
             member.rack = Some(format!("r{}", self.rng.below(3)));
         }
         if self.rng.chance(0.2) {
             member.capacity = self.rng.range(2, 3) as u32;
         }
-        let slow = self.rng.chance(self.scenario.slow_p);
-        member.release_delay_ms = self.release_delay(slow);
-        member.catch_up_per_ms = *self.rng.pick(&self.scenario.catch_up_per_ms);
-        member.interval_ms = self.group().config.heartbeat_interval_ms;
+        let slow = self.rng.chance(self.lanes[lane].scenario.slow_p);
+        member.release_delay_ms = self.release_delay(lane, slow);
+        member.catch_up_per_ms = *self.rng.pick(&self.lanes[lane].scenario.catch_up_per_ms);
+        member.interval_ms = self.group(lane).config.heartbeat_interval_ms;
         member.keep_revoked = self.fault == Some(Fault::KeepRevoked) && pid % 3 == 1;
         member.store = store;
         member.join_id = self.draw_join_id(pid);
-        self.note(|_| format!("spawn {}", member.label()));
+        self.note(|w| format!("spawn {} in {}", member.label(), w.lanes[lane].name));
         self.processes.push(member);
         pid
     }
@@ -391,16 +499,17 @@ impl World {
         HostLoad { late_ms }
     }
 
-    fn configure(&mut self, config: GroupConfig) -> Result<(), Violation> {
+    fn configure(&mut self, lane: usize, config: GroupConfig) -> Result<(), Violation> {
         self.step += 1;
-        self.note(|_| {
+        self.note(|w| {
             let topics: Vec<String> = config
                 .topics
                 .iter()
                 .map(|t| format!("{}/{}", t.name, t.partitions))
                 .collect();
             format!(
-                "configure topics=[{}] assignor={} learners={:?} acceptable_lag={} max_learners={} hb={} session={} registration={} expansion={} scale_down={} probing={}",
+                "configure {} topics=[{}] assignor={} learners={:?} acceptable_lag={} max_learners={} hb={} session={} registration={} expansion={} scale_down={} probing={}",
+                w.lanes[lane].name,
                 topics.join(" "),
                 config.assignor,
                 config.learners,
@@ -414,26 +523,34 @@ impl World {
                 config.probing_interval_ms
             )
         });
-        let out = self
+        let Lane { name, shard, .. } = &self.lanes[lane];
+        let out = self.shards[*shard]
             .core
-            .configure(GROUP, config, self.now)
+            .configure(name, config, self.now)
             .map_err(|e| self.violation(format!("a drawn config was refused: {e}")))?;
         self.stats.configs += 1;
-        self.absorb(out)?;
+        self.absorb(self.lanes[lane].shard, out)?;
         self.check_state()
     }
 
-    /// Keeps the records (checking each against the state before it and
-    /// applying it to the replica) and queues the assignor calls.
-    fn absorb(&mut self, out: Output) -> Result<(), Violation> {
+    /// Keeps the records of shard `shard`'s output in its log (checking
+    /// each against the state before it and applying it to the shard's
+    /// replica) and queues the assignor calls.
+    fn absorb(&mut self, shard: usize, out: Output) -> Result<(), Violation> {
         for record in out.records {
-            self.check_record(&record)?;
-            self.replica.apply(&record);
+            assert_eq!(
+                self.lanes[self.lane_named(record.group())].shard,
+                shard,
+                "a record of another shard's group"
+            );
+            self.check_record(shard, &record)?;
+            self.shards[shard].replica.apply(&record);
             self.note(|_| format!("  {}", describe(&record)));
-            self.log.push(record);
+            self.shards[shard].log.push(record);
         }
         for call in out.assignor_calls {
-            let expansion = self.group().config.expansion_timeout_ms;
+            let lane = self.lane_named(&call.group);
+            let expansion = self.group(lane).config.expansion_timeout_ms;
             let delay = if self.quiet {
                 self.rng.range(0, 20)
             } else {
@@ -453,12 +570,13 @@ impl World {
                     String::new()
                 };
                 format!(
-                    "  assignor call epoch {} answered in {delay} ms{input}",
-                    call.epoch
+                    "  assignor call {} epoch {} answered in {delay} ms{input}",
+                    call.group, call.epoch
                 )
             });
             self.calls.push(PendingCall {
                 due_ms: self.now + delay,
+                lane,
                 call,
             });
         }
@@ -467,8 +585,9 @@ impl World {
 
     /// Invariants 4 and 5 at the record that could break them, against the
     /// state before it; and the statistics.
-    fn check_record(&mut self, record: &Record) -> Result<(), Violation> {
-        let Some(before) = self.replica.group(GROUP) else {
+    fn check_record(&mut self, shard: usize, record: &Record) -> Result<(), Violation> {
+        let shard = &self.shards[shard];
+        let Some(before) = shard.replica.group(record.group()) else {
             return Ok(());
         };
         match record {
@@ -481,7 +600,7 @@ impl World {
                     }
                 }
                 let empty = Liveness::default();
-                let liveness = self.core.liveness(GROUP).unwrap_or(&empty);
+                let liveness = shard.core.liveness(record.group()).unwrap_or(&empty);
                 check::check_installed(before, liveness, target, self.now)
                     .map_err(|e| self.violation(e))?;
             }
@@ -507,31 +626,66 @@ impl World {
     /// in the host and replay after every step that emitted records. (A step
     /// without records must leave the group as it was; a change made
     /// without a record would show at the next comparison, or in the final
-    /// replay of the whole log.)
+    /// replay of the whole log.) Every group of every shard, each against
+    /// its own shard's replica.
     fn check_state(&mut self) -> Result<(), Violation> {
-        let group = self.group();
-        let changed = self.log.len() != self.log_compared;
+        for lane in 0..self.lanes.len() {
+            self.check_group(lane)?;
+        }
+        self.compared();
+        Ok(())
+    }
+
+    /// [`Self::check_state`] after a step that changed nothing outside
+    /// group `touched` but what its records show: the groups of the shards
+    /// that appended records, and `touched` (whose processes may have
+    /// changed their beliefs). A group whose state and processes did not
+    /// change still passes (a lease only ends with time).
+    fn check_step(&mut self, touched: Option<usize>) -> Result<(), Violation> {
+        for lane in 0..self.lanes.len() {
+            let shard = &self.shards[self.lanes[lane].shard];
+            if touched == Some(lane) || shard.log.len() != shard.log_compared {
+                self.check_group(lane)?;
+            }
+        }
+        self.compared();
+        Ok(())
+    }
+
+    fn compared(&mut self) {
+        for shard in &mut self.shards {
+            shard.log_compared = shard.log.len();
+        }
+    }
+
+    fn check_group(&self, lane: usize) -> Result<(), Violation> {
+        let Lane { name, shard, .. } = &self.lanes[lane];
+        let shard = &self.shards[*shard];
+        let Some(group) = shard.core.group(name) else {
+            // Not configured yet.
+            return Ok(());
+        };
+        let changed = shard.log.len() != shard.log_compared;
         if changed {
-            check::check_holdings(group).map_err(|e| self.violation(e))?;
+            check::check_holdings(group)
+                .map_err(|e| self.violation(format!("{e} (group {name})")))?;
         }
         let beliefs: Vec<Belief<'_>> = self
             .processes
             .iter()
-            .filter(|p| p.is_running())
+            .filter(|p| p.lane == lane && p.is_running())
             .map(SimMember::belief)
             .collect();
-        check::check_beliefs(group, &beliefs).map_err(|e| self.violation(e))?;
-        check::check_leased_beliefs(&beliefs, self.now).map_err(|e| self.violation(e))?;
-        if !changed {
-            return Ok(());
-        }
-        if self.replica.group(GROUP) != Some(group) {
+        check::check_beliefs(group, &beliefs)
+            .map_err(|e| self.violation(format!("{e} (group {name})")))?;
+        check::check_leased_beliefs(&beliefs, self.now)
+            .map_err(|e| self.violation(format!("{e} (group {name})")))?;
+        if changed && shard.replica.group(name) != Some(group) {
             return Err(self.violation(format!(
-                "replaying the records gives a different group: {}",
-                first_difference(self.replica.group(GROUP), group)
+                "replaying the records gives a different group {name}: {}",
+                first_difference(shard.replica.group(name), group)
             )));
         }
-        self.log_compared = self.log.len();
         Ok(())
     }
 
@@ -572,17 +726,23 @@ impl World {
         self.wait_out_stall();
         self.step += 1;
         self.note(|_| "tick".into());
-        let out = self.core.tick_loaded(self.now, self.host_load());
-        self.absorb(out)?;
-        let interval = self.group().config.heartbeat_interval_ms;
+        let load = self.host_load();
+        for shard in 0..self.shards.len() {
+            let out = self.shards[shard].core.tick_loaded(self.now, load);
+            self.absorb(shard, out)?;
+        }
+        let interval = (0..self.lanes.len())
+            .map(|lane| self.group(lane).config.heartbeat_interval_ms)
+            .min()
+            .expect("a schedule has groups");
         self.next_tick_ms = self.now + self.rng.range(interval / 3, interval);
-        self.check_state()
+        self.check_step(None)
     }
 
     fn deliver(&mut self, index: usize) -> Result<(), Violation> {
-        let PendingCall { call, .. } = self.calls.remove(index);
+        let PendingCall { call, lane, .. } = self.calls.remove(index);
         self.step += 1;
-        if call.epoch != self.group().group_epoch {
+        if call.epoch != self.group(lane).group_epoch {
             self.stats.stale_answers += 1;
         }
         let injected = !self.quiet && self.rng.chance(ASSIGNOR_FAILURE_P);
@@ -600,9 +760,10 @@ impl World {
         }
         self.note(|w| {
             format!(
-                "answer epoch {} (group epoch {}){}: {}",
+                "answer {} epoch {} (group epoch {}){}: {}",
+                call.group,
                 call.epoch,
-                w.group().group_epoch,
+                w.group(lane).group_epoch,
                 if injected { " FAILED (injected)" } else { "" },
                 answer
                     .as_ref()
@@ -610,18 +771,22 @@ impl World {
                     .unwrap_or_default()
             )
         });
-        let out = self
-            .core
-            .assignment_computed(&call.group, call.epoch, answer, self.now);
-        self.absorb(out)?;
-        self.check_state()
+        let shard = self.lanes[lane].shard;
+        let out =
+            self.shards[shard]
+                .core
+                .assignment_computed(&call.group, call.epoch, answer, self.now);
+        self.absorb(shard, out)?;
+        self.check_step(Some(lane))
     }
 
     /// One heartbeat (join, heartbeat or leave) of process `pid`.
     fn beat(&mut self, pid: usize) -> Result<(), Violation> {
         self.wait_out_stall();
         let now = self.now;
-        let configured = self.configured_topics();
+        let lane = self.processes[pid].lane;
+        let shard = self.lanes[lane].shard;
+        let configured = self.configured_topics(lane);
         let process = &mut self.processes[pid];
         if process.status == Status::Leaving && process.member_id.is_empty() {
             // Never joined (or must rejoin): nothing to leave.
@@ -638,7 +803,7 @@ impl World {
             )
         });
         let joining = process.member_id.is_empty();
-        let request = process.request(GROUP, &configured, now);
+        let request = process.request(&self.lanes[lane].name, &configured, now);
         let label = process.label().to_owned();
         if let Some(line) = lease_over {
             self.stats.leases_lapsed += 1;
@@ -651,7 +816,7 @@ impl World {
             .then_some(())
             .and(request.member_name.as_ref())
             .and_then(|name| {
-                let group = self.group();
+                let group = self.group(lane);
                 let slot = format!("static:{name}");
                 let topics: Option<BTreeSet<String>> =
                     request.topics.as_ref().map(|t| t.iter().cloned().collect());
@@ -663,8 +828,12 @@ impl World {
                 .then(|| (slot, group.clone()))
             });
         self.step += 1;
-        let result = self.core.heartbeat_loaded(&request, now, self.host_load());
-        let lost = !self.quiet && !leaving && self.rng.chance(self.scenario.lost_response_p);
+        let load = self.host_load();
+        let result = self.shards[shard]
+            .core
+            .heartbeat_loaded(&request, now, load);
+        let lost =
+            !self.quiet && !leaving && self.rng.chance(self.lanes[lane].scenario.lost_response_p);
         self.note(|_| {
             let kind = if leaving {
                 "leave".to_owned()
@@ -708,12 +877,18 @@ impl World {
         match result {
             Ok((response, out)) => {
                 if let Some((slot, before)) = &static_return {
-                    check::check_static_return(before, self.group(), slot, &response, &out.records)
-                        .map_err(|e| self.violation(e))?;
+                    check::check_static_return(
+                        before,
+                        self.group(lane),
+                        slot,
+                        &response,
+                        &out.records,
+                    )
+                    .map_err(|e| self.violation(e))?;
                     self.stats.static_returns += 1;
                 }
-                self.absorb(out)?;
-                let initial_lag_max = 5 * self.group().config.acceptable_recovery_lag + 2_000;
+                self.absorb(shard, out)?;
+                let initial_lag_max = 5 * self.group(lane).config.acceptable_recovery_lag + 2_000;
                 let process = &mut self.processes[pid];
                 if leaving {
                     process.stop(Status::Gone);
@@ -759,21 +934,22 @@ impl World {
                 }
             }
         }
-        self.check_state()
+        self.check_step(Some(lane))
     }
 
     /// Static names with no running process: crashed or left, and may come
     /// back.
-    fn dormant_names(&self) -> Vec<String> {
+    fn dormant_names(&self, lane: usize) -> Vec<String> {
         let running: BTreeSet<&String> = self
             .processes
             .iter()
-            .filter(|p| p.is_running())
+            .filter(|p| p.lane == lane && p.is_running())
             .filter_map(|p| p.name.as_ref())
             .collect();
         let names: BTreeSet<&String> = self
             .processes
             .iter()
+            .filter(|p| p.lane == lane)
             .filter_map(|p| p.name.as_ref())
             .filter(|n| !running.contains(n))
             .collect();
@@ -782,7 +958,7 @@ impl World {
 
     /// A new incarnation of static `name`, from its last process (same
     /// subscription mostly, local state kept mostly), joining now.
-    fn reincarnate(&mut self, name: String) -> Result<(), Violation> {
+    fn reincarnate(&mut self, lane: usize, name: String) -> Result<(), Violation> {
         let last = self
             .processes
             .iter()
@@ -793,7 +969,7 @@ impl World {
         let topics = if self.rng.chance(0.85) {
             topics
         } else {
-            self.draw_topics()
+            self.draw_topics(lane)
         };
         let store = if self.rng.chance(0.7) {
             store
@@ -801,15 +977,17 @@ impl World {
             BTreeMap::new()
         };
         self.stats.restarts += 1;
-        let pid = self.spawn(Some(name), topics, store);
+        let pid = self.spawn(lane, Some(name), topics, store);
         self.beat(pid)
     }
 
-    fn chaos(&mut self) -> Result<(), Violation> {
+    /// A random event in group `lane` (or, for a tick, a stall or a
+    /// restart, in the whole host).
+    fn chaos(&mut self, lane: usize) -> Result<(), Violation> {
         let running: Vec<usize> = self
             .processes
             .iter()
-            .filter(|p| p.status == Status::Running)
+            .filter(|p| p.lane == lane && p.status == Status::Running)
             .map(|p| p.pid)
             .collect();
         let joined: Vec<usize> = running
@@ -822,10 +1000,10 @@ impl World {
             .copied()
             .filter(|&pid| self.processes[pid].name.is_some())
             .collect();
-        let dormant = self.dormant_names();
+        let dormant = self.dormant_names(lane);
         let any = |v: &[usize], w: u64| if v.is_empty() { 0 } else { w };
         let weights = [
-            if running.len() < self.scenario.members_max {
+            if running.len() < self.lanes[lane].scenario.members_max {
                 10
             } else {
                 0
@@ -846,15 +1024,15 @@ impl World {
         ];
         match self.rng.weighted(&weights) {
             0 => {
-                let name = self.draw_name();
-                let topics = self.draw_topics();
-                let pid = self.spawn(name, topics, BTreeMap::new());
+                let name = self.draw_name(lane);
+                let topics = self.draw_topics(lane);
+                let pid = self.spawn(lane, name, topics, BTreeMap::new());
                 self.beat(pid)
             }
             1 => {
                 let name = self.rng.pick(&dormant).clone();
                 self.note(|_| format!("{name} comes back"));
-                self.reincarnate(name)
+                self.reincarnate(lane, name)
             }
             2 => {
                 let pid = *self.rng.pick(&joined);
@@ -884,11 +1062,11 @@ impl World {
                     self.processes[pid].stop(Status::Crashed);
                 }
                 let name = self.processes[pid].name.clone().expect("static");
-                self.reincarnate(name)
+                self.reincarnate(lane, name)
             }
             5 => {
                 let pid = *self.rng.pick(&running);
-                let session = self.group().config.session_timeout_ms;
+                let session = self.group(lane).config.session_timeout_ms;
                 let interval = self.processes[pid].interval_ms;
                 let until = self.now + self.rng.range(interval, 3 * session);
                 self.note(|w| format!("{} stalls until {until}", w.processes[pid].label()));
@@ -898,30 +1076,33 @@ impl World {
             6 => {
                 let pid = *self.rng.pick(&running);
                 let slow = self.processes[pid].release_delay_ms.0 == 0;
-                let delay = self.release_delay(slow);
+                let delay = self.release_delay(lane, slow);
                 self.note(|w| format!("{} releases in {delay:?} ms", w.processes[pid].label()));
                 self.processes[pid].release_delay_ms = delay;
                 Ok(())
             }
             7 => {
-                let config = self.mutate_config();
-                self.configure(config)
+                let config = self.mutate_config(lane);
+                self.configure(lane, config)
             }
             8 => {
                 let pid = *self.rng.pick(&joined);
                 let process = &self.processes[pid];
-                let by_name =
-                    process.name.is_some() && !self.group().dynamic_only && self.rng.chance(0.5);
+                let by_name = process.name.is_some()
+                    && !self.group(lane).dynamic_only
+                    && self.rng.chance(0.5);
                 let member = if by_name {
                     process.name.clone().expect("static")
                 } else {
                     process.member_id.clone()
                 };
                 self.step += 1;
-                let result = self.core.drain(GROUP, &member, self.now);
+                let Lane { name, shard, .. } = &self.lanes[lane];
+                let shard = *shard;
+                let result = self.shards[shard].core.drain(name, &member, self.now);
                 self.note(|_| format!("admin drains {member}: {:?}", result.as_ref().err()));
                 match result {
-                    Ok(out) => self.absorb(out)?,
+                    Ok(out) => self.absorb(shard, out)?,
                     // A process may not know yet that it was removed.
                     Err(ProtocolError::UnknownMember(..)) => {}
                     Err(other) => {
@@ -938,7 +1119,7 @@ impl World {
             }
             10 => {
                 let pid = *self.rng.pick(&joined);
-                let topics = self.draw_topics();
+                let topics = self.draw_topics(lane);
                 self.note(|w| format!("{} subscribes to {topics:?}", w.processes[pid].label()));
                 self.processes[pid].pending_topics = Some(topics);
                 Ok(())
@@ -950,19 +1131,22 @@ impl World {
                 // gone. Members keep running on the leases it gave them.
                 self.note(|_| "the host restarts".to_owned());
                 self.stats.host_restarts += 1;
-                let mut core = Coordinator::new(self.seed);
-                for record in &self.log {
-                    core.apply(record);
+                // Each shard is rebuilt from its own records only.
+                for (number, shard) in self.shards.iter_mut().enumerate() {
+                    let mut core = Coordinator::new(shard_seed(self.seed, number));
+                    for record in &shard.log {
+                        core.apply(record);
+                    }
+                    core.restarted(self.now);
+                    shard.core = core;
                 }
-                core.restarted(self.now);
-                self.core = core;
                 self.calls.clear();
                 self.check_state()
             }
             _ => {
                 // The host stalls (a GC-like pause, starved of CPU, its
                 // requests queued): nothing is served until the end.
-                let session = self.group().config.session_timeout_ms;
+                let session = self.group(lane).config.session_timeout_ms;
                 let start = self.now;
                 let end = start + self.rng.range(1, 2 * session);
                 self.note(|_| format!("the host stalls until {end}"));
@@ -975,8 +1159,8 @@ impl World {
 
     /// A config change: partitions, topics added or removed, another
     /// assignor, other learner settings, other timeouts.
-    fn mutate_config(&mut self) -> GroupConfig {
-        let mut config = self.group().config.clone();
+    fn mutate_config(&mut self, lane: usize) -> GroupConfig {
+        let mut config = self.group(lane).config.clone();
         match self.rng.weighted(&[4, 2, 2, 1, 1, 3]) {
             0 => {
                 let i = self.rng.below(config.topics.len() as u64) as usize;
@@ -1048,8 +1232,8 @@ impl World {
 
     /// No more churn: every process heartbeats on time and releases at
     /// once, learners catch up fast, answers come at once, nothing is lost.
-    /// Runs until the group settles (then checks invariant 2) or a generous
-    /// bound passes (a liveness failure).
+    /// Runs until every group settles (then checks invariant 2 in each) or
+    /// a generous bound passes (a liveness failure).
     fn quiet_phase(&mut self) -> Result<(), Violation> {
         self.quiet = true;
         self.note(|_| "quiet phase".into());
@@ -1062,32 +1246,36 @@ impl World {
         for call in &mut self.calls {
             call.due_ms = call.due_ms.min(now + 20);
         }
-        let serving = self
-            .processes
-            .iter()
-            .any(|p| p.status == Status::Running && !p.draining && !p.want_drain);
-        if !serving {
-            let name = self.draw_name();
-            let topics = self.configured_topics();
-            let pid = self.spawn(name, topics, BTreeMap::new());
-            self.processes[pid].release_delay_ms = (0, 0);
-            self.processes[pid].catch_up_per_ms = u64::MAX / 4;
+        let mut budget_ms = 0;
+        for lane in 0..self.lanes.len() {
+            let serving = self.processes.iter().any(|p| {
+                p.lane == lane && p.status == Status::Running && !p.draining && !p.want_drain
+            });
+            if !serving {
+                let name = self.draw_name(lane);
+                let topics = self.configured_topics(lane);
+                let pid = self.spawn(lane, name, topics, BTreeMap::new());
+                self.processes[pid].release_delay_ms = (0, 0);
+                self.processes[pid].catch_up_per_ms = u64::MAX / 4;
+            }
+            let config = &self.group(lane).config;
+            let tasks: u64 = config.topics.iter().map(|t| u64::from(t.partitions)).sum();
+            let lane_budget_ms = 3
+                * (config.registration_timeout_ms
+                    + config.scale_down_timeout_ms
+                    + config.session_timeout_ms
+                    + config.probing_interval_ms)
+                + (tasks + 10) * (config.expansion_timeout_ms + 4 * config.heartbeat_interval_ms);
+            budget_ms = budget_ms.max(lane_budget_ms);
         }
-        let config = &self.group().config;
-        let tasks: u64 = config.topics.iter().map(|t| u64::from(t.partitions)).sum();
-        let budget_ms = 3
-            * (config.registration_timeout_ms
-                + config.scale_down_timeout_ms
-                + config.session_timeout_ms
-                + config.probing_interval_ms)
-            + (tasks + 10) * (config.expansion_timeout_ms + 4 * config.heartbeat_interval_ms);
         let deadline = self.now + budget_ms;
+        let lanes = 0..self.lanes.len();
         loop {
-            if self.settled(false) {
+            if lanes.clone().all(|lane| self.settled(lane, false)) {
                 self.note(|_| "settled".into());
                 return self.check_settled();
             }
-            if self.now > deadline && self.settled(true) {
+            if self.now > deadline && lanes.clone().all(|lane| self.settled(lane, true)) {
                 // Learners keep coming and going (an assignor whose plan
                 // never converges): invariant 2 must hold all the same
                 // whenever the group is stable.
@@ -1096,40 +1284,54 @@ impl World {
                 return self.check_settled();
             }
             if self.now > deadline + budget_ms {
+                let unsettled: Vec<String> = lanes
+                    .clone()
+                    .filter(|&lane| !self.settled(lane, true))
+                    .map(|lane| self.describe(lane))
+                    .collect();
                 return Err(self.violation(format!(
                     "invariant 2: not stable after {} ms without churn: {}",
                     2 * budget_ms,
-                    self.describe()
+                    unsettled.join("; ")
                 )));
             }
             self.advance()?;
         }
     }
 
+    /// Invariant 2 in every group.
     fn check_settled(&self) -> Result<(), Violation> {
-        let beliefs: Vec<Belief<'_>> = self
-            .processes
-            .iter()
-            .filter(|p| p.is_running())
-            .map(SimMember::belief)
-            .collect();
-        check::check_settled(self.group(), &beliefs).map_err(|e| self.violation(e))
+        for lane in 0..self.lanes.len() {
+            let beliefs: Vec<Belief<'_>> = self
+                .processes
+                .iter()
+                .filter(|p| p.lane == lane && p.is_running())
+                .map(SimMember::belief)
+                .collect();
+            check::check_settled(self.group(lane), &beliefs)
+                .map_err(|e| self.violation(format!("{e} (group {})", self.lanes[lane].name)))?;
+        }
+        Ok(())
     }
 
-    /// Whether nothing is left to happen: a stable group with no learners
-    /// (unless `learners_allowed`), no call pending, every slot served by a
-    /// running process that is up to date with the host.
-    fn settled(&self, learners_allowed: bool) -> bool {
-        let group = self.group();
+    /// Whether nothing is left to happen in group `lane`: a stable group
+    /// with no learners (unless `learners_allowed`), no call pending, every
+    /// slot served by a running process that is up to date with the host.
+    fn settled(&self, lane: usize, learners_allowed: bool) -> bool {
+        let group = self.group(lane);
         if group.group_epoch != group.target_epoch
-            || !self.calls.is_empty()
+            || self.calls.iter().any(|call| call.lane == lane)
             || !group.is_stable()
             || (!learners_allowed && group.learner_count() > 0)
         {
             return false;
         }
         let mut served = BTreeSet::new();
-        for process in self.processes.iter().filter(|p| p.is_running()) {
+        for process in self
+            .processes
+            .iter()
+            .filter(|p| p.lane == lane && p.is_running())
+        {
             if process.status != Status::Running
                 || process.want_drain
                 || process.pending_topics.is_some()
@@ -1154,14 +1356,15 @@ impl World {
             .all(|(slot, m)| !m.draining && !m.away && served.contains(slot.as_str()))
     }
 
-    /// The group and the processes, for a liveness failure.
-    fn describe(&self) -> String {
-        let group = self.group();
+    /// Group `lane` and its processes, for a liveness failure.
+    fn describe(&self, lane: usize) -> String {
+        let group = self.group(lane);
         let mut parts = vec![format!(
-            "group epoch {} target epoch {} calls pending {}",
+            "group {} epoch {} target epoch {} calls pending {}",
+            group.name,
             group.group_epoch,
             group.target_epoch,
-            self.calls.len()
+            self.calls.iter().filter(|call| call.lane == lane).count()
         )];
         for (slot, member) in &group.members {
             let held = group.holdings.member(slot).cloned().unwrap_or_default();
@@ -1179,7 +1382,11 @@ impl World {
                 tasks_str(&target.learner)
             ));
         }
-        for process in self.processes.iter().filter(|p| p.is_running()) {
+        for process in self
+            .processes
+            .iter()
+            .filter(|p| p.lane == lane && p.is_running())
+        {
             parts.push(format!(
                 "{} {} e{} {:?} active=[{}] revoking=[{}] learner=[{}]",
                 process.label(),

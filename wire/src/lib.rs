@@ -1,0 +1,32 @@
+//! The member protocol as it crosses HTTP: the JSON bodies of `POST
+//! /v1/groups/{group}/heartbeat` (request and answer) and the compact
+//! task-list form both sides write and read. The host (its API layer) and
+//! the member client both speak these types, so the two cannot drift.
+//!
+//! It owns the encoding only: what a field means to the group is decided
+//! by the host's protocol core, what it means to a member by the client.
+//! Each side converts these bodies to its own types. With the `openapi`
+//! feature the bodies also describe themselves as utoipa schemas, for the
+//! host's OpenAPI document.
+//!
+//! Tasks are `[topic, partition]`, lag rows `[topic, partition, lag]`; a
+//! task list may also hold ranges `[topic, first, last]` (see [`ranges`]).
+
+mod heartbeat;
+pub mod ranges;
+#[cfg(feature = "openapi")]
+mod schema;
+mod task;
+
+pub use heartbeat::{HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH};
+#[cfg(feature = "openapi")]
+pub use schema::TaskItem;
+pub use task::{LagRow, Task};
+
+/// The most tasks one task list of a body may hold once its ranges are
+/// expanded (a range is cheap to send, not to expand); a longer list is
+/// refused while it is read. The host's limit on a group's tasks.
+pub const TASKS_PER_LIST_MAX: u64 = 1_000_000;
+
+#[cfg(test)]
+mod tests;
