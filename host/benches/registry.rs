@@ -315,6 +315,25 @@ struct Swap {
     installed: tokio::sync::oneshot::Receiver<()>,
 }
 
+/// The bench's one shard: the stable group, its records to the probe.
+struct OneShard {
+    core: Mutex<Option<Coordinator>>,
+    sink: Arc<Probe>,
+}
+
+impl assignd::runtime::ShardStore for OneShard {
+    fn load(
+        &self,
+        _shard: u32,
+        _seed: u64,
+    ) -> anyhow::Result<(Coordinator, Arc<dyn assignd::runtime::RecordSink>)> {
+        let core = self.core.lock().unwrap().take().expect("loaded once");
+        Ok((core, self.sink.clone()))
+    }
+
+    fn unloaded(&self, _shard: u32, _core: Coordinator) {}
+}
+
 fn swap_setup(stable: &Coordinator, now: Millis, registry: &Arc<Registry>, log: &Path) -> Swap {
     let _ = std::fs::remove_dir_all(log);
     let (signal, installed) = tokio::sync::oneshot::channel();
@@ -323,17 +342,21 @@ fn swap_setup(stable: &Coordinator, now: Millis, registry: &Arc<Registry>, log: 
         installed: Mutex::new(None),
         signal: Mutex::new(Some(signal)),
     });
-    let runtime = Runtime::recovered(
+    let runtime = Runtime::start(
         RuntimeConfig {
             seed: SEED,
             limits: Limits::default(),
             admission: Default::default(),
+            shard_count: 1,
         },
-        stable.clone(),
         Clock::manual(now + 1),
-        probe.clone(),
+        Arc::new(OneShard {
+            core: Mutex::new(Some(stable.clone())),
+            sink: probe.clone(),
+        }),
         registry.clone(),
-    );
+    )
+    .expect("the one shard loads");
     Swap {
         runtime,
         probe,
