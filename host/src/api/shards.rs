@@ -34,10 +34,6 @@ pub struct ShardView {
     pub served: bool,
     /// Its groups (0 while not served).
     pub groups: u64,
-    /// Its earliest timer deadline, in ms on the host's clock (ms since it
-    /// started), if it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_deadline_ms: Option<u64>,
 }
 
 /// What a load or unload did.
@@ -57,7 +53,6 @@ fn list(runtime: &Runtime) -> ShardList {
             shard: s.shard,
             served: s.served,
             groups: s.groups,
-            next_deadline_ms: s.next_deadline_ms,
         })
         .collect();
     ShardList {

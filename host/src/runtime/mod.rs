@@ -145,8 +145,6 @@ pub struct ShardStatus {
     pub served: bool,
     /// Groups in the shard (0 while it is not served).
     pub groups: u64,
-    /// The shard's earliest timer deadline, if it is served and has one.
-    pub next_deadline_ms: Option<Millis>,
 }
 
 /// The coordinator at run time; share it as `Arc<Runtime>`.
@@ -278,7 +276,7 @@ impl Runtime {
             })
     }
 
-    /// Every shard: served or not, its groups, its next deadline.
+    /// Every shard: served or not, and its groups.
     pub fn shard_statuses(&self) -> Vec<ShardStatus> {
         self.shards
             .iter()
@@ -289,7 +287,6 @@ impl Runtime {
                     shard: shard.id,
                     served: served.is_some(),
                     groups: served.map_or(0, |s| s.core.groups().count() as u64),
-                    next_deadline_ms: served.and_then(|s| s.core.poll_timeout()),
                 }
             })
             .collect()
@@ -845,7 +842,9 @@ impl Runtime {
     }
 }
 
-/// Until the core keeps its deadlines: every tick is due.
+/// The earliest deadline of a shard's core. The core keeps no deadline
+/// table yet, so every shard is due at once and its timer task ticks it
+/// once per granularity (docs/architecture.md, "Where this departs").
 trait PollTimeout {
     fn poll_timeout(&self) -> Option<Millis>;
 }
