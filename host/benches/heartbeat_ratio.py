@@ -383,7 +383,7 @@ def main():
         bare_rps = median(bare.name, "rps")
         print(f"\n{args.groups * args.members} settled members in {args.groups} groups "
               f"({args.partitions} tasks, {args.members} members each); "
-              f"`{' '.join(results[bare.name][0]['argv'][:6])}`, {args.rounds} round(s) per "
+              f"`{' '.join(results[bare.name][0]['argv'][:5])}`, {args.rounds} round(s) per "
               f"target, medians; fsync {args.fsync}; nproc {os.cpu_count()}; "
               f"load average before `{load_before}`, after `{load_after}`\n")
         print("| target | requests/s | p50 ms | p99 ms | ratio to bare | non-2xx | "
