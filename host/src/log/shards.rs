@@ -13,7 +13,6 @@
 //! again), and the old folder is then renamed `DIR/log.before-shards/`
 //! for the operator to remove.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -23,7 +22,7 @@ use crate::protocol::group::Record;
 use crate::protocol::shard::{SHARD_COUNT_MAX, ShardId, shard_of};
 use crate::runtime::{RecordSink, ShardStore};
 
-use super::segment::io_error;
+use super::segment::{io_error, sync_dir};
 use super::{FsyncPolicy, LogError, LogSink, log_dir, recover};
 
 /// The file holding a data dir's shard count, in its shards folder.
@@ -187,9 +186,9 @@ fn create_shards(data_dir: &Path, shard_count: u32) -> Result<Opened, LogError> 
     for (shard, part) in (0..shard_count).zip(parts) {
         let dir = building.join(format!("{shard:04}"));
         // Opening a log in an empty folder writes the state it is given as
-        // its first base segment, fsynced with its folder.
+        // its first base segment, fsynced with its folder; the folder's own
+        // entry is made durable by the fsync of `building` below.
         drop(LogSink::open_with_state(&dir, FsyncPolicy::Always, part)?);
-        sync_folder(&dir)?;
     }
     durable::write_file(
         &building.join(format!("{SHARD_COUNT_FILE}.tmp")),
@@ -208,7 +207,7 @@ fn create_shards(data_dir: &Path, shard_count: u32) -> Result<Opened, LogError> 
         building.display(),
         shards.display()
     )))?;
-    sync_folder(data_dir)?;
+    sync_dir(data_dir)?;
     if old.is_none() {
         return Ok(Opened::Created);
     }
@@ -218,7 +217,7 @@ fn create_shards(data_dir: &Path, shard_count: u32) -> Result<Opened, LogError> 
         old_log.display(),
         kept.display()
     )))?;
-    sync_folder(data_dir)?;
+    sync_dir(data_dir)?;
     Ok(Opened::Migrated { groups, kept })
 }
 
@@ -236,10 +235,4 @@ fn has_segments(dir: &Path) -> Result<bool, LogError> {
         }
     }
     Ok(false)
-}
-
-fn sync_folder(dir: &Path) -> Result<(), LogError> {
-    File::open(dir)
-        .and_then(|folder| folder.sync_all())
-        .map_err(io_error(format!("syncing {}", dir.display())))
 }

@@ -299,6 +299,10 @@ impl Runtime {
             .iter()
             .filter(|shard| lock_shard(shard).is_some())
             .count();
+        self.publish_shard_counts(served);
+    }
+
+    fn publish_shard_counts(&self, served: usize) {
         ::metrics::gauge!("assignd_shards").set(self.shard_count() as f64);
         ::metrics::gauge!("assignd_shards_served").set(served as f64);
     }
@@ -719,14 +723,16 @@ impl Runtime {
     /// spends nothing on them between scrapes.
     pub fn refresh_gauges(&self) {
         let mut figures = Vec::new();
+        let mut served_count = 0;
         for shard in self.shards.iter() {
             if let Some(served) = lock_shard(shard).as_ref() {
                 figures.extend(observe::scan(&served.core));
+                served_count += 1;
             }
         }
         figures.sort_by(|a, b| a.name.cmp(&b.name));
         observe::publish(&figures);
-        self.publish_shards();
+        self.publish_shard_counts(served_count);
     }
 
     /// Starts the timers of every served shard, and of every shard loaded

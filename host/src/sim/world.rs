@@ -670,12 +670,7 @@ impl World {
             check::check_holdings(group)
                 .map_err(|e| self.violation(format!("{e} (group {name})")))?;
         }
-        let beliefs: Vec<Belief<'_>> = self
-            .processes
-            .iter()
-            .filter(|p| p.lane == lane && p.is_running())
-            .map(SimMember::belief)
-            .collect();
+        let beliefs = self.beliefs(lane);
         check::check_beliefs(group, &beliefs)
             .map_err(|e| self.violation(format!("{e} (group {name})")))?;
         check::check_leased_beliefs(&beliefs, self.now)
@@ -1299,16 +1294,19 @@ impl World {
         }
     }
 
+    /// What each running process of a lane's group believes it owns.
+    fn beliefs(&self, lane: usize) -> Vec<Belief<'_>> {
+        self.processes
+            .iter()
+            .filter(|p| p.lane == lane && p.is_running())
+            .map(SimMember::belief)
+            .collect()
+    }
+
     /// Invariant 2 in every group.
     fn check_settled(&self) -> Result<(), Violation> {
         for lane in 0..self.lanes.len() {
-            let beliefs: Vec<Belief<'_>> = self
-                .processes
-                .iter()
-                .filter(|p| p.lane == lane && p.is_running())
-                .map(SimMember::belief)
-                .collect();
-            check::check_settled(self.group(lane), &beliefs)
+            check::check_settled(self.group(lane), &self.beliefs(lane))
                 .map_err(|e| self.violation(format!("{e} (group {})", self.lanes[lane].name)))?;
         }
         Ok(())
