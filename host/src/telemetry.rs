@@ -217,6 +217,25 @@ pub const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         Unit::Count,
         "shards this host serves now (loaded: their groups answer)",
     ),
+    // The shards' timer tables (protocol/core/deadlines.rs).
+    (
+        "assignd_timers",
+        Kind::Gauge,
+        Unit::Count,
+        "deadlines in the served shards' timer tables, by kind (at the scrape)",
+    ),
+    (
+        "assignd_timer_ticks_total",
+        Kind::Counter,
+        Unit::Count,
+        "ticks of a shard: each at its earliest deadline, at most one per 50 ms",
+    ),
+    (
+        "assignd_timer_groups_visited_total",
+        Kind::Counter,
+        Unit::Count,
+        "groups the ticks visited (those due): an idle group is not visited",
+    ),
     // The HTTP server's connections (api/server.rs).
     (
         "assignd_http_connections",

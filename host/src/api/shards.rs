@@ -34,6 +34,14 @@ pub struct ShardView {
     pub served: bool,
     /// Its groups (0 while not served).
     pub groups: u64,
+    /// When its timers next fire, in ms from now (0: due); absent while no
+    /// timer runs or the shard is not served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_deadline_in_ms: Option<u64>,
+    /// Its deadlines by kind (`session`, `registration`, `release_fence`,
+    /// `drain`, `lease`, `expansion`, `assignor_retry`, `probing`, `start`):
+    /// the kinds it has.
+    pub timers: std::collections::BTreeMap<String, usize>,
 }
 
 /// What a load or unload did.
@@ -53,6 +61,12 @@ fn list(runtime: &Runtime) -> ShardList {
             shard: s.shard,
             served: s.served,
             groups: s.groups,
+            next_deadline_in_ms: s.next_deadline_in_ms,
+            timers: s
+                .timers
+                .into_iter()
+                .map(|(kind, n)| (kind.to_owned(), n))
+                .collect(),
         })
         .collect();
     ShardList {

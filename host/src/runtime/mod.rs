@@ -37,7 +37,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use crate::plugins::{BUILTIN_NAMES, Limits, PluginEngine};
-use crate::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, Output, ProtocolError};
+use crate::protocol::core::{
+    Coordinator, Heartbeat, HeartbeatResponse, Output, ProtocolError, TimerKind,
+};
 use crate::protocol::group::{BindingSpec, GroupConfig, Millis};
 use crate::protocol::shard::{ShardId, shard_of};
 use crate::registry::{Entry, Registry, RegistryError, Resolved};
@@ -145,6 +147,11 @@ pub struct ShardStatus {
     pub served: bool,
     /// Groups in the shard (0 while it is not served).
     pub groups: u64,
+    /// When its timers next fire, in ms from now (0: due now); `None`
+    /// while no timer runs or the shard is not served.
+    pub next_deadline_in_ms: Option<u64>,
+    /// Its deadlines by kind (`TimerKind::name`), the kinds it has.
+    pub timers: Vec<(&'static str, usize)>,
 }
 
 /// The coordinator at run time; share it as `Arc<Runtime>`.
@@ -281,12 +288,30 @@ impl Runtime {
         self.shards
             .iter()
             .map(|shard| {
-                let state = lock_shard(shard);
-                let served = state.as_ref();
+                let mut state = lock_shard(shard);
+                let now = self.clock.now();
+                let served = state.as_mut();
+                let is_served = served.is_some();
+                let (groups, next_deadline_in_ms, timers) = match served {
+                    Some(served) => (
+                        served.core.groups().count() as u64,
+                        served.core.poll_timeout().map(|at| at.saturating_sub(now)),
+                        served
+                            .core
+                            .timers_by_kind()
+                            .into_iter()
+                            .filter(|(_, n)| *n > 0)
+                            .map(|(kind, n)| (kind.name(), n))
+                            .collect(),
+                    ),
+                    None => (0, None, Vec::new()),
+                };
                 ShardStatus {
                     shard: shard.id,
-                    served: served.is_some(),
-                    groups: served.map_or(0, |s| s.core.groups().count() as u64),
+                    served: is_served,
+                    groups,
+                    next_deadline_in_ms,
+                    timers,
                 }
             })
             .collect()
@@ -712,7 +737,11 @@ impl Runtime {
 
     async fn tick_shard(self: &Arc<Self>, shard: &shard::Shard) -> Result<(), RuntimeError> {
         self.execute_on(shard, "", |served, now| {
-            Ok(((), served.core.tick_loaded(now, self.lateness.load(now))))
+            let output = served.core.tick_loaded(now, self.lateness.load(now));
+            ::metrics::counter!("assignd_timer_ticks_total").increment(1);
+            ::metrics::counter!("assignd_timer_groups_visited_total")
+                .increment(served.core.groups_ticked_last() as u64);
+            Ok(((), output))
         })
         .await
     }
@@ -724,11 +753,18 @@ impl Runtime {
     pub fn refresh_gauges(&self) {
         let mut figures = Vec::new();
         let mut served_count = 0;
+        let mut timers = [0usize; TimerKind::ALL.len()];
         for shard in self.shards.iter() {
-            if let Some(served) = lock_shard(shard).as_ref() {
+            if let Some(served) = lock_shard(shard).as_mut() {
                 figures.extend(observe::scan(&served.core));
+                for (i, (_, n)) in served.core.timers_by_kind().into_iter().enumerate() {
+                    timers[i] += n;
+                }
                 served_count += 1;
             }
+        }
+        for (kind, n) in TimerKind::ALL.iter().zip(timers) {
+            ::metrics::gauge!("assignd_timers", "kind" => kind.name()).set(n as f64);
         }
         figures.sort_by(|a, b| a.name.cmp(&b.name));
         observe::publish(&figures);
@@ -780,8 +816,8 @@ impl Runtime {
                     let Some(runtime) = weak.upgrade() else {
                         return;
                     };
-                    let state = lock_shard(&shard);
-                    let Some(served) = state.as_ref() else {
+                    let mut state = lock_shard(&shard);
+                    let Some(served) = state.as_mut() else {
                         return;
                     };
                     let floor = last_tick_ms.map_or(0, |at| at.saturating_add(granularity_ms));
@@ -845,19 +881,6 @@ impl Runtime {
         {
             previous.abort();
         }
-    }
-}
-
-/// The earliest deadline of a shard's core. The core keeps no deadline
-/// table yet, so every shard is due at once and its timer task ticks it
-/// once per granularity (docs/architecture.md, "Where this departs").
-trait PollTimeout {
-    fn poll_timeout(&self) -> Option<Millis>;
-}
-
-impl PollTimeout for Coordinator {
-    fn poll_timeout(&self) -> Option<Millis> {
-        Some(0)
     }
 }
 

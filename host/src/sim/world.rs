@@ -723,7 +723,25 @@ impl World {
         self.note(|_| "tick".into());
         let load = self.host_load();
         for shard in 0..self.shards.len() {
-            let out = self.shards[shard].core.tick_loaded(self.now, load);
+            // The timer table must agree with a scan of every group: the
+            // same output and the same state on a copy of the core.
+            let mut scanned = self.shards[shard].core.clone();
+            let reference = scanned.tick_every_group(self.now, load);
+            let core = &mut self.shards[shard].core;
+            let out = core.tick_loaded(self.now, load);
+            if out != reference {
+                return Err(self.violation(format!(
+                    "a tick of the due groups gave {out:?}, a scan of every group {reference:?}"
+                )));
+            }
+            if let Some(difference) = core.difference_from(&scanned) {
+                return Err(self.violation(format!(
+                    "a tick of the due groups and a scan of every group differ: {difference}"
+                )));
+            }
+            if let Err(error) = core.check_deadlines() {
+                return Err(self.violation(format!("the timer table: {error}")));
+            }
             self.absorb(shard, out)?;
         }
         let interval = (0..self.lanes.len())

@@ -22,6 +22,7 @@ impl Coordinator {
         config: GroupConfig,
         now: Millis,
     ) -> Result<Output, ProtocolError> {
+        self.deadlines.mark_group(name);
         if name.is_empty() || name.len() > GROUP_NAME_LEN_MAX {
             return invalid(format!(
                 "group name must be 1 to {GROUP_NAME_LEN_MAX} bytes"

@@ -125,6 +125,7 @@ impl Coordinator {
                 let slot = self.current_slot(request)?;
                 self.leave(&request.group, &slot, now, &mut out);
                 self.maybe_call_assignor(&request.group, now, &mut out);
+                self.deadlines.mark_group(&request.group);
                 let group = &self.groups[&request.group];
                 return Ok((
                     HeartbeatResponse {
@@ -232,8 +233,18 @@ impl Coordinator {
             .liveness
             .get_mut(&request.group)
             .expect("the heartbeat was recorded above");
-        let promised = liveness.lease_end_ms.entry(slot).or_insert(lease_end);
+        let promised = liveness
+            .lease_end_ms
+            .entry(slot.clone())
+            .or_insert(lease_end);
         *promised = (*promised).max(lease_end);
+        // A heartbeat that wrote no record and started no call changed
+        // only its own slot's timers (a record marks its whole group).
+        if out.assignor_calls.is_empty() {
+            self.deadlines.mark_slot(&request.group, &slot);
+        } else {
+            self.deadlines.mark_group(&request.group);
+        }
         Ok((response, out))
     }
 

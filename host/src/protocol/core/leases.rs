@@ -22,6 +22,7 @@ impl Coordinator {
     /// from `now` is never shorter.
     pub fn restarted(&mut self, now: Millis) {
         for (name, group) in &self.groups {
+            self.deadlines.mark_group(name);
             let liveness = self.liveness.entry(name.clone()).or_default();
             for (slot, member) in &group.members {
                 let Some(held) = group

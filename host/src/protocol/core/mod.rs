@@ -18,7 +18,8 @@
 //! - `targets`: assignor calls in flight, their answers, installing targets;
 //! - `learners`: caught-up signals and the host's learner safety;
 //! - `input`: what an assignor sees, and previews;
-//! - `timers`: `tick`.
+//! - `timers`: `tick`, over the groups that are due;
+//! - `deadlines`: the timer table, `poll_timeout`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +29,7 @@ use super::group::{CallLimits, Group, Liveness, Millis, Record, TaskRef};
 
 mod bindings;
 mod config;
+mod deadlines;
 mod heartbeat;
 mod input;
 mod learners;
@@ -37,6 +39,7 @@ mod targets;
 mod timers;
 
 pub use config::check_config;
+pub use deadlines::{Deadline, TimerKind, group_deadline, slot_deadline};
 
 /// Bounds on what a request may carry, checked before anything changes.
 pub const GROUP_NAME_LEN_MAX: usize = 255;
@@ -253,12 +256,14 @@ pub struct Coordinator {
     liveness: BTreeMap<String, Liveness>,
     /// The assignor call in flight of each group that has one.
     calls: BTreeMap<String, CallInFlight>,
+    /// Every group's deadlines, derived from the two maps above.
+    deadlines: deadlines::Deadlines,
     seed: u64,
 }
 
 /// An assignor call the runtime is running for a group, and what the
 /// indices of its answer mean (the group may change while it runs).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct CallInFlight {
     /// The group epoch the call computes a target for: an answer for
     /// another epoch is discarded.
@@ -321,6 +326,7 @@ impl Coordinator {
     /// config): the replay entry point, and the only way live handlers
     /// change state.
     pub fn apply(&mut self, record: &Record) {
+        self.deadlines.mark_group(record.group());
         match record {
             Record::GroupConfigured { group, config } if !self.groups.contains_key(group) => {
                 self.groups
@@ -346,6 +352,7 @@ impl Coordinator {
         match record {
             Record::GroupSnapshot { group, state } => {
                 assert_eq!(state.name, group, "a snapshot of another group");
+                self.deadlines.mark_group(&group);
                 self.groups.insert(group, *state);
             }
             record => self.apply(&record),

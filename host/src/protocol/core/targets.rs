@@ -116,6 +116,7 @@ impl Coordinator {
         result: Result<Assignment, AssignorFailure>,
         now: Millis,
     ) -> Output {
+        self.deadlines.mark_group(group_name);
         let mut out = Output::default();
         let Some(call) = self.calls.remove(group_name) else {
             return out;
@@ -236,7 +237,7 @@ fn record_failure<'a>(
 /// expansion timeout; nothing for an urgent batch (a learner caught up, a
 /// drain began, a member departed); backoff while the assignor fails (not while its fallback
 /// answers for it: the group is served).
-fn batch_wait_ms(config: &GroupConfig, liveness: &Liveness) -> u64 {
+pub(super) fn batch_wait_ms(config: &GroupConfig, liveness: &Liveness) -> u64 {
     match &liveness.failures {
         _ if liveness.urgent => 0,
         Some(f) if f.consecutive > 0 && !f.served_by_fallback => {

@@ -1,8 +1,11 @@
-//! Timers: [`Coordinator::tick`] judges every member against its session or
-//! registration timeout, its release and its drain deadline (allowing for
-//! the host's own lateness, never before a lease it was given ends), reopens
-//! a batch recovered from the log, probes while learners exist, and starts
-//! the assignor calls that are due.
+//! Timers: [`Coordinator::tick`] visits the groups whose deadline has come
+//! (the table of deadlines.rs) and judges each member against its session
+//! or registration timeout, its release and its drain deadline (allowing
+//! for the host's own lateness, never before a lease it was given ends),
+//! reopens a batch recovered from the log, probes while learners exist,
+//! and starts the assignor calls that are due.
+
+use std::collections::BTreeSet;
 
 use super::{Coordinator, HostLoad, Output};
 use crate::protocol::group::{Millis, RemovalReason};
@@ -18,14 +21,38 @@ impl Coordinator {
     /// [`Coordinator::tick`] while the host runs `load.late_ms` late: a
     /// member's silence is judged at `now - late_ms`, since its heartbeats
     /// of that time may still wait to be served (the tick itself fired
-    /// late, requests queued). Leases are still judged at `now`.
+    /// late, requests queued). Leases are still judged at `now`. Only the
+    /// groups with a deadline at or before `now` are visited: for any
+    /// other, a visit would change nothing.
     pub fn tick_loaded(&mut self, now: Millis, load: HostLoad) -> Output {
-        let judged = now.saturating_sub(load.late_ms);
+        let due = self.due_groups(now);
+        self.tick_groups(due, now, load)
+    }
+
+    /// [`Coordinator::tick_loaded`] visiting every group, due or not: the
+    /// full scan the timer table must agree with (the simulator runs both).
+    pub fn tick_every_group(&mut self, now: Millis, load: HostLoad) -> Output {
+        let every = self.groups.keys().cloned().collect();
+        self.tick_groups(every, now, load)
+    }
+
+    fn tick_groups(&mut self, names: BTreeSet<String>, now: Millis, load: HostLoad) -> Output {
         let mut out = Output::default();
-        let names: Vec<String> = self.groups.keys().cloned().collect();
+        self.deadlines.ticked_last = names.len();
         for name in names {
-            let group = &self.groups[&name];
-            let liveness = self.liveness.entry(name.clone()).or_default();
+            self.tick_group(&name, now, load, &mut out);
+            self.deadlines.mark_group(&name);
+        }
+        out
+    }
+
+    fn tick_group(&mut self, name: &str, now: Millis, load: HostLoad, out: &mut Output) {
+        let judged = now.saturating_sub(load.late_ms);
+        {
+            let Some(group) = self.groups.get(name) else {
+                return;
+            };
+            let liveness = self.liveness.entry(name.to_owned()).or_default();
             let mut expired = Vec::new();
             for (slot, member) in &group.members {
                 // The member may still process under a lease given before
@@ -84,14 +111,13 @@ impl Coordinator {
                 && liveness.computing_epoch.is_none()
                 && now >= last_call.saturating_add(group.config.probing_interval_ms);
             for (slot, reason) in expired {
-                self.remove(&name, &slot, reason, now, &mut out);
+                self.remove(name, &slot, reason, now, out);
             }
             if probe {
-                self.bump(&name, now, &mut out);
-                self.liveness.get_mut(&name).expect("bumped").urgent = true;
+                self.bump(name, now, out);
+                self.liveness.get_mut(name).expect("bumped").urgent = true;
             }
-            self.maybe_call_assignor(&name, now, &mut out);
+            self.maybe_call_assignor(name, now, out);
         }
-        out
     }
 }
