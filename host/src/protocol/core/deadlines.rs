@@ -360,25 +360,47 @@ impl Coordinator {
                 continue;
             };
             let liveness = self.liveness.get(&name);
-            let mut timers = match self.deadlines.groups.get(&name) {
-                Some(timers) => timers.clone(),
-                None => {
-                    let timers = GroupTimers::computed(group, liveness);
-                    self.deadlines.put(&name, Some(timers));
-                    continue;
+            let deadlines = &mut self.deadlines;
+            let Some(timers) = deadlines.groups.get_mut(&name) else {
+                deadlines.put(&name, Some(GroupTimers::computed(group, liveness)));
+                continue;
+            };
+            // In place, counting each change: a steady heartbeat costs
+            // O(log n), not a pass over its group.
+            let earliest_before = timers.earliest();
+            let by_kind = &mut deadlines.by_kind;
+            let mut replace = |old: Option<Deadline>, new: Option<Deadline>| {
+                if let Some(old) = old {
+                    by_kind[old.kind.index()] -= 1;
+                }
+                if let Some(new) = new {
+                    by_kind[new.kind.index()] += 1;
                 }
             };
-            timers.group = group_deadline(group, liveness);
+            let group_now = group_deadline(group, liveness);
+            replace(timers.group, group_now);
+            timers.group = group_now;
             for slot in slots {
-                if let Some(old) = timers.slots.remove(&slot) {
+                let old = timers.slots.remove(&slot);
+                if let Some(old) = old {
                     timers.slots_by_time.remove(&(old.at_ms, slot.clone()));
                 }
-                if let Some(deadline) = slot_deadline(group, liveness, &slot) {
-                    timers.slots_by_time.insert((deadline.at_ms, slot.clone()));
-                    timers.slots.insert(slot, deadline);
+                let new = slot_deadline(group, liveness, &slot);
+                replace(old, new);
+                if let Some(new) = new {
+                    timers.slots_by_time.insert((new.at_ms, slot.clone()));
+                    timers.slots.insert(slot, new);
                 }
             }
-            self.deadlines.put(&name, Some(timers));
+            let earliest_after = timers.earliest();
+            if earliest_before != earliest_after {
+                if let Some(at) = earliest_before {
+                    deadlines.queue.remove(&(at, name.clone()));
+                }
+                if let Some(at) = earliest_after {
+                    deadlines.queue.insert((at, name));
+                }
+            }
         }
     }
 
