@@ -1930,17 +1930,21 @@ mod timer_table {
     }
 
     /// `groups` groups of `members` settled dynamic members each, every
-    /// member's last heartbeat at `settled_at`.
-    fn settled_groups(groups: usize, members: usize) -> (Coordinator, Millis) {
+    /// member's last heartbeat at `settled_at`, with each member's group
+    /// and last answer.
+    fn settled_groups(
+        groups: usize,
+        members: usize,
+    ) -> (Coordinator, Millis, Vec<(String, HeartbeatResponse)>) {
         let mut core = Coordinator::new(3);
-        let mut beats: Vec<HeartbeatResponse> = Vec::new();
+        let mut beats: Vec<(String, HeartbeatResponse)> = Vec::new();
         let mut now = 0;
         for g in 0..groups {
             let name = format!("g{g}");
             core.configure(&name, config(4), now).unwrap();
             for _ in 0..members {
                 let join = Heartbeat::join(&name, None, vec!["orders".into()]);
-                beats.push(core.heartbeat(&join, now).unwrap().0);
+                beats.push((name.clone(), core.heartbeat(&join, now).unwrap().0));
             }
         }
         let answer = |core: &mut Coordinator, out: Output, now| {
@@ -1955,10 +1959,9 @@ mod timer_table {
         let out = core.tick(now);
         answer(&mut core, out, now);
         for _ in 0..4 {
-            for (i, beat) in beats.iter_mut().enumerate() {
-                let group = format!("g{}", i / members);
+            for (group, beat) in beats.iter_mut() {
                 let request = Heartbeat {
-                    group,
+                    group: group.clone(),
                     owned: Some(beat.active.iter().cloned().collect()),
                     ..request_from(beat)
                 };
@@ -1971,12 +1974,12 @@ mod timer_table {
             assert!(core.group(&format!("g{g}")).unwrap().is_stable());
         }
         core.check_deadlines().unwrap();
-        (core, now)
+        (core, now, beats)
     }
 
     #[test]
     fn idle_groups_are_not_visited_before_their_members_deadlines() {
-        let (mut core, settled_at) = settled_groups(200, 3);
+        let (mut core, settled_at, _) = settled_groups(200, 3);
         assert_eq!(count(&mut core, TimerKind::Session), 600);
         assert_eq!(count(&mut core, TimerKind::Start), 0);
         let first = core.poll_timeout().expect("members have session timeouts");
@@ -2011,53 +2014,31 @@ mod timer_table {
 
     #[test]
     fn a_heartbeat_moves_only_its_own_members_deadline() {
-        let (mut core, settled_at) = settled_groups(3, 2);
+        let (mut core, settled_at, beats) = settled_groups(3, 2);
         let before = core.poll_timeout().unwrap();
         // Every member but one beats later: the earliest deadline is the
         // silent one's, and only its group is due then.
         let later = settled_at + 2_000;
-        let silent = core
-            .group("g0")
-            .unwrap()
-            .members
-            .keys()
-            .next()
-            .unwrap()
-            .clone();
-        for g in 0..3 {
-            let name = format!("g{g}");
-            let slots: Vec<(String, u64)> = core
-                .group(&name)
-                .unwrap()
-                .holdings
-                .members()
-                .map(|(slot, held)| (slot.clone(), held.epoch))
-                .collect();
-            for (slot, epoch) in slots {
-                if slot == silent {
-                    continue;
-                }
-                let request = Heartbeat {
-                    group: name.clone(),
-                    member_id: slot,
-                    member_name: None,
-                    member_epoch: epoch as i64,
-                    topics: None,
-                    rack: None,
-                    capacity: None,
-                    owned: None,
-                    lags: None,
-                    drain: false,
-                };
-                let (_, out) = core.heartbeat(&request, later).unwrap();
-                assert!(out.records.is_empty(), "a steady heartbeat");
-            }
+        let (_, silent) = &beats[0];
+        for (group, beat) in &beats[1..] {
+            let request = Heartbeat {
+                group: group.clone(),
+                ..request_from(beat)
+            };
+            let (_, out) = core.heartbeat(&request, later).unwrap();
+            assert!(out.records.is_empty(), "a steady heartbeat");
         }
         core.check_deadlines().unwrap();
         assert_eq!(core.poll_timeout(), Some(before), "the silent member's");
         let out = core.tick(before);
         assert_eq!(core.groups_ticked_last(), 1, "only g0 is due");
-        assert!(!core.group("g0").unwrap().members.contains_key(&silent));
+        assert!(
+            !core
+                .group("g0")
+                .unwrap()
+                .members
+                .contains_key(&silent.member_id)
+        );
         // A departure asks for a target at once: the call's answer is an
         // input, not a deadline; the others are the beats' session timeouts.
         assert_eq!(out.assignor_calls.len(), 1);
@@ -2116,7 +2097,7 @@ mod timer_table {
 
     #[test]
     fn a_restarted_core_starts_every_timer_at_its_first_tick() {
-        let (core, settled_at) = settled_groups(10, 2);
+        let (core, settled_at, _) = settled_groups(10, 2);
         let mut recovered = Coordinator::new(3);
         for group in core.groups() {
             recovered.apply(&Record::GroupSnapshot {

@@ -345,7 +345,7 @@ impl Coordinator {
     }
 
     /// Computes what inputs marked since the last time.
-    pub(super) fn refresh_deadlines(&mut self) {
+    fn refresh_deadlines(&mut self) {
         for name in std::mem::take(&mut self.deadlines.dirty_groups) {
             let timers = self
                 .groups
