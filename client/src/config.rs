@@ -1,5 +1,6 @@
 //! What a member needs to know before it joins.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::ClientError;
@@ -32,6 +33,45 @@ pub struct MemberConfig {
     /// The group's member token, sent as `Authorization: Bearer TOKEN` on
     /// every heartbeat; needed when the group's config has one.
     pub member_token: Option<String>,
+    /// The connections to the host, shared with other members of this
+    /// process; `None`: the member opens its own.
+    pub connections: Option<Connections>,
+}
+
+/// A pool of HTTP connections that members of one process share: a
+/// process running many members (a load generator, a worker process with
+/// one member per thread of work) holds a few connections to the host
+/// rather than one per member, under its file descriptor limit. Clones
+/// share the pool; two configs are equal in it when they share one.
+#[derive(Clone)]
+pub struct Connections(Arc<reqwest::Client>);
+
+impl Connections {
+    /// A new pool. The timeouts stay each member's (its `request_timeout`).
+    pub fn new() -> Result<Self, ClientError> {
+        reqwest::Client::builder()
+            .build()
+            .map(|client| Connections(Arc::new(client)))
+            .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))
+    }
+
+    pub(crate) fn client(&self) -> &reqwest::Client {
+        &self.0
+    }
+}
+
+impl PartialEq for Connections {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Connections {}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Connections(shared)")
+    }
 }
 
 impl std::fmt::Debug for MemberConfig {
@@ -47,6 +87,7 @@ impl std::fmt::Debug for MemberConfig {
             .field("event_buffer", &self.event_buffer)
             // Never printed.
             .field("member_token", &self.member_token.as_ref().map(|_| ".."))
+            .field("connections", &self.connections)
             .finish()
     }
 }
@@ -69,6 +110,7 @@ impl MemberConfig {
             request_timeout: REQUEST_TIMEOUT_DEFAULT,
             event_buffer: EVENT_BUFFER_DEFAULT,
             member_token: None,
+            connections: None,
         }
     }
 
@@ -96,6 +138,12 @@ impl MemberConfig {
     /// Sends `token` as the group's member token.
     pub fn with_member_token(mut self, token: impl Into<String>) -> Self {
         self.member_token = Some(token.into());
+        self
+    }
+
+    /// Sends the heartbeats over `connections`, shared with other members.
+    pub fn with_connections(mut self, connections: Connections) -> Self {
+        self.connections = Some(connections);
         self
     }
 

@@ -54,7 +54,7 @@ mod tracker;
 mod transport;
 pub mod wire;
 
-pub use config::{EVENT_BUFFER_DEFAULT, MemberConfig, REQUEST_TIMEOUT_DEFAULT};
+pub use config::{Connections, EVENT_BUFFER_DEFAULT, MemberConfig, REQUEST_TIMEOUT_DEFAULT};
 pub use error::{ClientError, codes};
 pub use member::{
     Event, HeartbeatObserver, LagSource, Member, MemberHandle, NoLags, RevokeAck, Status,

@@ -18,6 +18,8 @@ const RETRY_AFTER_S_MAX: u64 = 60;
 
 pub struct Transport {
     client: reqwest::Client,
+    /// Each request's, on a shared pool as on the member's own.
+    request_timeout: std::time::Duration,
     heartbeat_url: reqwest::Url,
     /// `Bearer TOKEN` of the member token, if any (marked sensitive).
     authorization: Option<HeaderValue>,
@@ -37,11 +39,13 @@ impl Transport {
             .expect("checked: a base URL")
             .pop_if_empty()
             .extend(["v1", "groups", &config.group, "heartbeat"]);
-        let client = reqwest::Client::builder()
-            .timeout(config.request_timeout)
-            .connect_timeout(config.request_timeout)
-            .build()
-            .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?;
+        let client = match &config.connections {
+            Some(shared) => shared.client().clone(),
+            None => reqwest::Client::builder()
+                .connect_timeout(config.request_timeout)
+                .build()
+                .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?,
+        };
         let authorization = config
             .member_token
             .as_ref()
@@ -49,6 +53,7 @@ impl Transport {
             .transpose()?;
         Ok(Transport {
             client,
+            request_timeout: config.request_timeout,
             heartbeat_url: url,
             authorization,
         })
@@ -58,7 +63,11 @@ impl Transport {
         &self,
         request: &HeartbeatRequest,
     ) -> Result<HeartbeatResponse, ClientError> {
-        let mut post = self.client.post(self.heartbeat_url.clone()).json(request);
+        let mut post = self
+            .client
+            .post(self.heartbeat_url.clone())
+            .timeout(self.request_timeout)
+            .json(request);
         if let Some(authorization) = &self.authorization {
             post = post.header(AUTHORIZATION, authorization.clone());
         }

@@ -1,16 +1,17 @@
 //! The member side of the heartbeat protocol as it crosses HTTP. The
 //! request and answer bodies are the `assignd-wire` crate's, the ones the
-//! host reads and writes; this module reads an answer into the client's
-//! own [`HeartbeatResponse`] and holds the error body. It owns the
-//! encoding only; what the fields mean to a member is decided in `tracker`
-//! and `member`.
+//! host reads and writes, and so is the error body; this module reads an
+//! answer into the client's own [`HeartbeatResponse`]. It owns the encoding
+//! only; what the fields mean to a member is decided in `tracker` and
+//! `member`.
 
 use std::collections::BTreeSet;
 
 pub use assignd_wire::{
-    HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH, LagRow, Task,
+    ErrorBody, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH,
+    LagRow, Task,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// The 200 answer to a heartbeat, as the member loop uses it: task sets,
 /// and the epoch in the signed space of the epoch a request sends.
@@ -51,18 +52,6 @@ impl TryFrom<HeartbeatResponseBody> for HeartbeatResponse {
             lease_ms: body.lease_ms,
         })
     }
-}
-
-/// The body of every 4xx/5xx answer: `{"error": {"code", "message"}}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorDetail {
-    pub code: String,
-    pub message: String,
 }
 
 #[cfg(test)]

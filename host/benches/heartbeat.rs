@@ -28,7 +28,7 @@
 
 use std::hint::black_box;
 
-use assignd::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse};
+use assignd::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, HostLoad};
 use assignd::protocol::group::{GroupConfig, Millis, TopicConfig};
 use assignd::sim::assign_natively;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
@@ -174,8 +174,36 @@ fn tick(c: &mut Criterion) {
     let now = 5_000;
     let out = core.tick(now);
     assert!(out.records.is_empty() && out.assignor_calls.is_empty());
+    // Nothing is due: the timer table answers that no group needs a visit.
     c.bench_function(&format!("tick/groups/{GROUPS}"), |b| {
         b.iter(|| black_box(core.tick(black_box(now))))
+    });
+    // The same tick as the scan of every group that ticks did before the
+    // timer table (the simulator's reference).
+    c.bench_function(&format!("tick-full-scan/groups/{GROUPS}"), |b| {
+        b.iter(|| black_box(core.tick_every_group(black_box(now), HostLoad::default())))
+    });
+    // Every member's session timeout has passed: the tick expires all
+    // 10,000 members (one due timer each), removing them and bumping each
+    // group; per due timer, divide by 10,000.
+    let expired = now + config(100).session_timeout_ms + 1;
+    let mut probe = core.clone();
+    let out = probe.tick(expired);
+    let removed = out
+        .records
+        .iter()
+        .filter(|r| matches!(r, assignd::protocol::group::Record::MemberRemoved { .. }))
+        .count();
+    assert_eq!(removed, GROUPS * 10, "every member expires");
+    c.bench_function(&format!("tick-expiry/members/{}", GROUPS * 10), |b| {
+        b.iter_batched(
+            || core.clone(),
+            |mut core| {
+                let out = core.tick(black_box(expired));
+                (core, out)
+            },
+            BatchSize::LargeInput,
+        )
     });
     // The runtime's once-a-second scan for the group and member gauges,
     // under the core's lock, and setting the gauges after it.

@@ -19,6 +19,10 @@ requests/s, p50 and p99, the ratio of each assignd's requests/s to the bare
 handler's, non-2xx answers, and each server's CPU during its rounds
 (/proc/PID/stat) and RSS after (/proc/PID/status).
 
+With `--assignd` given more than once (a previous commit's build and this
+one's, say), every binary is measured, each with 1 shard and the default,
+in the same rotation, each target named by its binary's path.
+
 Builds nothing:
     cargo build --release -p assignd --bin assignd --example bare_heartbeat
     python3 host/benches/heartbeat_ratio.py [--rounds 3] [--assignd target/release/assignd]
@@ -45,7 +49,9 @@ STARTUP_TIMEOUT_S = 60
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--assignd", default="target/release/assignd")
+    parser.add_argument("--assignd", action="append",
+                        help="an assignd binary (default target/release/assignd); give it "
+                             "twice to measure two builds side by side in one run")
     parser.add_argument("--bare", default="target/release/examples/bare_heartbeat")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per target")
     parser.add_argument("--groups", type=int, default=100)
@@ -321,41 +327,42 @@ def run_wrk(server, args):
 
 def main():
     args = parse_args()
+    binaries = args.assignd or ["target/release/assignd"]
     if shutil.which("wrk") is None:
         print("wrk is not on PATH; install it with: apt-get install -y wrk", file=sys.stderr)
         return 2
-    for binary in (args.assignd, args.bare):
+    for binary in binaries + [args.bare]:
         if not os.access(binary, os.X_OK):
             print(f"{binary} is not an executable; build it first:\n"
                   "  cargo build --release -p assignd --bin assignd --example bare_heartbeat",
                   file=sys.stderr)
             return 2
-    help_text = subprocess.run([args.assignd, "serve", "--help"], capture_output=True,
-                               text=True).stdout
-    has_shards = "--shards" in help_text
     scratch = tempfile.mkdtemp(prefix="heartbeat-ratio-")
     env = dict(os.environ, ASSIGND_ADMIN_TOKEN=TOKEN)
     env.pop("ASSIGND_DATA_DIR", None)
 
-    def assignd(name, extra):
+    def assignd(binary, name, extra):
         data_dir = os.path.join(scratch, re.sub(r"[^a-z0-9]+", "-", name.lower()))
-        argv = [args.assignd, "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
+        argv = [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
                 "--fsync", args.fsync] + extra
         return Server(name, argv, scratch, env)
 
     servers = []
     try:
-        if has_shards:
-            servers.append(assignd("assignd, 1 shard", ["--shards", "1"]))
+        for binary in binaries:
+            prefix = f"{binary}, " if len(binaries) > 1 else "assignd, "
+            help_text = subprocess.run([binary, "serve", "--help"], capture_output=True,
+                                       text=True).stdout
+            if "--shards" not in help_text:
+                print(f"note: {binary} has no `serve --shards`; one target", file=sys.stderr)
+                servers.append(assignd(binary, prefix + "one core", []))
+                continue
+            servers.append(assignd(binary, prefix + "1 shard", ["--shards", "1"]))
             # The default's label: the `[default: N]` of `--shards`' help.
             option = re.split(r"\n\s+-", help_text[help_text.index("--shards"):], maxsplit=1)[0]
             default = re.search(r"\[default: (\d+)\]", option)
-            servers.append(assignd(f"assignd, {default.group(1)} shards" if default
-                                   else "assignd, default shards", []))
-        else:
-            print("note: this assignd has no `serve --shards`; one assignd target",
-                  file=sys.stderr)
-            servers.append(assignd("assignd", []))
+            servers.append(assignd(binary, prefix + (f"{default.group(1)} shards" if default
+                                                     else "default shards"), []))
         bare = Server("bare handler", [args.bare, "--listen", "127.0.0.1:0"], scratch)
         for server in servers:
             server.script = os.path.join(scratch, re.sub(r"[^a-z0-9]+", "-", server.name) + ".lua")

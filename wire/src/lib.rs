@@ -12,12 +12,14 @@
 //! Tasks are `[topic, partition]`, lag rows `[topic, partition, lag]`; a
 //! task list may also hold ranges `[topic, first, last]` (see [`ranges`]).
 
+mod error;
 mod heartbeat;
 pub mod ranges;
 #[cfg(feature = "openapi")]
 mod schema;
 mod task;
 
+pub use error::{ErrorBody, ErrorDetail};
 pub use heartbeat::{HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH};
 #[cfg(feature = "openapi")]
 pub use schema::TaskItem;

@@ -258,19 +258,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        if !json_content_type(request.headers()) {
-            return Err(ApiError::UnsupportedMediaType(
-                "Expected request with `Content-Type: application/json`".into(),
-            ));
-        }
-        let bytes = axum::body::Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| match rejection.status() {
-                StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
-                _ => {
-                    ApiError::body_failed(&rejection, ApiError::InvalidJson(rejection.body_text()))
-                }
-            })?;
+        let bytes = json_bytes(request, state).await?;
         // A key twice in one object is refused, at every depth: serde_json
         // keeps the last for a map, so `{"member_token": "…",
         // "member_token": null}` would silently mean the second.
@@ -284,6 +272,47 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
         let Json(value) = Json::<T>::from_bytes(&bytes)?;
         Ok(ApiJson(value))
     }
+}
+
+/// A body type whose own `Deserialize` refuses a key twice: a struct
+/// derived by serde (which answers `duplicate field`) with no map and no
+/// flattened field at any depth. Implement it only for such a type.
+pub trait RefusesDuplicateKeys: DeserializeOwned {}
+
+impl RefusesDuplicateKeys for assignd_wire::HeartbeatRequest {}
+
+/// [`ApiJson`] for a [`RefusesDuplicateKeys`] body: read in one pass,
+/// without the second pass over the body that finds a key twice in a map.
+/// The member route takes it: that pass, with a set of every object's
+/// keys, was about a twentieth of a steady heartbeat's server CPU.
+pub struct StructJson<T>(pub T);
+
+impl<T: RefusesDuplicateKeys, S: Send + Sync> FromRequest<S> for StructJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = json_bytes(request, state).await?;
+        let Json(value) = Json::<T>::from_bytes(&bytes)?;
+        Ok(StructJson(value))
+    }
+}
+
+/// The body of a request that says it is JSON, whole.
+async fn json_bytes<S: Send + Sync>(
+    request: Request,
+    state: &S,
+) -> Result<axum::body::Bytes, ApiError> {
+    if !json_content_type(request.headers()) {
+        return Err(ApiError::UnsupportedMediaType(
+            "Expected request with `Content-Type: application/json`".into(),
+        ));
+    }
+    axum::body::Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+            _ => ApiError::body_failed(&rejection, ApiError::InvalidJson(rejection.body_text())),
+        })
 }
 
 /// Whether the request says its body is JSON (`application/json` or

@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::State;
 
 use super::auth::MemberCredential;
-use super::error::{ApiError, ApiJson, ApiPath};
+use super::error::{ApiError, ApiPath, StructJson};
 use super::wire::{ErrorBody, HeartbeatRequest, HeartbeatResponseBody};
 use super::wire::{heartbeat_request, heartbeat_response};
 use crate::runtime::Runtime;
@@ -55,7 +55,7 @@ pub async fn heartbeat(
     State(runtime): State<Arc<Runtime>>,
     ApiPath(group): ApiPath<String>,
     MemberCredential(token): MemberCredential,
-    ApiJson(body): ApiJson<HeartbeatRequest>,
+    StructJson(body): StructJson<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponseBody>, ApiError> {
     let span = tracing::Span::current();
     span.record("group", group.as_str());

@@ -2255,9 +2255,22 @@ async fn duplicate_json_keys_are_refused() {
         .raw("PUT", &format!("/v1/groups/{GROUP}/assignor"), bind)
         .await;
     assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_json");
+    // The member route reads its body in one pass: serde's derive refuses
+    // a field twice itself.
     let join = r#"{"member_id": "", "member_epoch": 0, "member_epoch": -1, "topics": ["orders"]}"#;
     let answer = f
         .raw("POST", &format!("/v1/groups/{GROUP}/heartbeat"), join)
+        .await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_json");
+    let message = answer.1["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("duplicate field `member_epoch`"),
+        "{message}"
+    );
+    let owned = r#"{"member_id": "", "member_epoch": 0, "topics": ["orders"],
+                    "owned": [], "owned": [["orders", 0]]}"#;
+    let answer = f
+        .raw("POST", &format!("/v1/groups/{GROUP}/heartbeat"), owned)
         .await;
     assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_json");
     assert_eq!(f.snapshot().await, before, "nothing changed");

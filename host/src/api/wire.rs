@@ -8,7 +8,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-pub use assignd_wire::{HeartbeatRequest, HeartbeatResponseBody, LagRow, TaskItem};
+pub use assignd_wire::{
+    ErrorBody, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody, LagRow, TaskItem,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
@@ -305,24 +307,6 @@ pub struct BindingView {
     /// The `seq` of the binding this one rolled back to, if it is a
     /// rollback.
     pub rollback_to: Option<u64>,
-}
-
-/// The error body of every failure.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ErrorDetail {
-    /// A stable code: unknown_group, unknown_member, fenced, replaced, stale_epoch,
-    /// not_owned, group_full, no_previous_binding, invalid_request, unknown_assignor,
-    /// invalid_json, invalid_path, payload_too_large,
-    /// unsupported_media_type, not_found, method_not_allowed,
-    /// unauthorized, forbidden, storage_failed, internal.
-    pub code: String,
-    /// What went wrong, for a person.
-    pub message: String,
 }
 
 /// `GET /healthz`.

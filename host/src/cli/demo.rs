@@ -20,8 +20,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use assignd_client::Task;
 use assignd_client::simulated::Rates;
+use assignd_client::{Connections, Task};
 use clap::Args;
 use serde_json::json;
 
@@ -259,6 +259,7 @@ async fn run(args: DemoArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         host: base.clone(),
         rates,
         changelog_len,
+        connections: Connections::new().map_err(|e| failure(e.to_string()))?,
     };
     let mut fleet = Fleet::new(spec, vec![GROUP.to_owned()]);
     fleet

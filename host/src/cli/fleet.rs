@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use assignd_client::simulated::{
     Changelogs, Listener, MemoryStore, Rates, SimulatedWorker, WorkerView,
 };
-use assignd_client::{ClientError, MemberConfig, Status, Task};
+use assignd_client::{ClientError, Connections, MemberConfig, Status, Task};
 use tokio::sync::watch;
 
 use crate::api::wire::{GroupState, GroupView};
@@ -592,6 +592,10 @@ pub struct MemberSpec {
     pub host: String,
     pub rates: Rates,
     pub changelog_len: u64,
+    /// Every member's heartbeats go over these: a few connections for the
+    /// whole fleet rather than one per member (100,000 members would not
+    /// fit under this process's descriptor limit, nor the host's).
+    pub connections: Connections,
 }
 
 /// A worker with its number in the group.
@@ -649,7 +653,8 @@ impl Fleet {
         for _ in 0..n {
             let number = group.next_number;
             group.next_number += 1;
-            let config = MemberConfig::new(&self.spec.host, &group.name, [TOPIC]);
+            let config = MemberConfig::new(&self.spec.host, &group.name, [TOPIC])
+                .with_connections(self.spec.connections.clone());
             let listener = Arc::new(Entry {
                 ledger: self.ledger.clone(),
                 beats: self.beats.clone(),

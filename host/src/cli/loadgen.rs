@@ -19,6 +19,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use assignd_client::Connections;
 use assignd_client::simulated::Rates;
 use clap::Args;
 use serde_json::json;
@@ -191,6 +192,7 @@ async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
             process_per_s: args.process_rate,
         },
         changelog_len: args.changelog_len,
+        connections: Connections::new().map_err(|e| failure(e.to_string()))?,
     };
     let mut fleet = Fleet::new(spec, names.clone());
     for g in 0..names.len() {

@@ -6,10 +6,10 @@
 //! The table is derived data: each deadline is computed from a group's
 //! state and liveness by [`slot_deadline`] and [`group_deadline`], the same
 //! conditions [`Coordinator::tick`] acts on, so it is never written to the
-//! log and a restart rebuilds it. Every input marks what it may have
-//! changed (a record: its whole group; a steady heartbeat: its own slot;
-//! an admin command or an assignor answer: its group), and the marks are
-//! computed again, lazily, before the next tick or `poll_timeout`.
+//! log and a restart rebuilds it. A record, an admin command or an
+//! assignor answer marks its whole group, computed again lazily before the
+//! next tick or `poll_timeout`; a steady heartbeat (no record, no call)
+//! updates its own slot's deadline at once, in place.
 //! [`Coordinator::check_deadlines`] compares the table with a computation
 //! from scratch (the simulator runs it after every tick, beside the full
 //! scan [`Coordinator::tick_every_group`] on a copy of the core).
@@ -244,22 +244,25 @@ pub(super) struct Deadlines {
     by_kind: [usize; TimerKind::ALL.len()],
     /// Groups to compute again whole.
     dirty_groups: BTreeSet<String>,
-    /// Slots to compute again, per group (with the group's own deadline).
+    /// Per group, slots to compute again with the group's own deadline (no
+    /// slot: only the group's own), in place.
     dirty_slots: BTreeMap<String, BTreeSet<String>>,
     /// Groups the last tick visited.
     pub(super) ticked_last: usize,
 }
 
 impl Deadlines {
-    /// Something changed `group` as a whole (a record, an admin command).
+    /// Something changed `group` as a whole (its config, its name map, an
+    /// admin command, an assignor answer).
     pub(super) fn mark_group(&mut self, group: &str) {
         if !self.dirty_groups.contains(group) {
             self.dirty_groups.insert(group.to_owned());
         }
     }
 
-    /// Something changed only what `slot` of `group` is timed by (a steady
-    /// heartbeat).
+    /// Something changed what `slot` of `group` is timed by (a record of
+    /// that slot), and maybe the group's own deadline: a join into a group
+    /// of 10,000 members costs O(log n) here, not a pass over the group.
     pub(super) fn mark_slot(&mut self, group: &str, slot: &str) {
         if self.dirty_groups.contains(group) {
             return;
@@ -274,6 +277,14 @@ impl Deadlines {
                 self.dirty_slots
                     .insert(group.to_owned(), BTreeSet::from([slot.to_owned()]));
             }
+        }
+    }
+
+    /// Something changed only `group`'s own deadline (a new group epoch, a
+    /// target installed).
+    pub(super) fn mark_group_deadline(&mut self, group: &str) {
+        if !self.dirty_groups.contains(group) && !self.dirty_slots.contains_key(group) {
+            self.dirty_slots.insert(group.to_owned(), BTreeSet::new());
         }
     }
 
@@ -355,51 +366,80 @@ impl Coordinator {
             self.deadlines.put(&name, timers);
         }
         for (name, slots) in std::mem::take(&mut self.deadlines.dirty_slots) {
-            let Some(group) = self.groups.get(&name) else {
-                self.deadlines.put(&name, None);
-                continue;
-            };
-            let liveness = self.liveness.get(&name);
-            let deadlines = &mut self.deadlines;
-            let Some(timers) = deadlines.groups.get_mut(&name) else {
-                deadlines.put(&name, Some(GroupTimers::computed(group, liveness)));
-                continue;
-            };
-            // In place, counting each change: a steady heartbeat costs
-            // O(log n), not a pass over its group.
-            let earliest_before = timers.earliest();
-            let by_kind = &mut deadlines.by_kind;
-            let mut replace = |old: Option<Deadline>, new: Option<Deadline>| {
+            self.update_deadlines(&name, slots.iter().map(String::as_str));
+        }
+    }
+
+    /// A steady heartbeat changed only what `slot` of `group` is timed by:
+    /// its deadline and the group's own are updated now, in place, counting
+    /// each change, so the beat costs O(log n) and not a pass over its
+    /// group. A group marked whole is computed later anyway.
+    pub(super) fn refresh_slot_deadline(&mut self, name: &str, slot: &str) {
+        if self.deadlines.dirty_groups.contains(name) {
+            return;
+        }
+        self.update_deadlines(name, std::iter::once(slot));
+    }
+
+    /// Updates `slots` of group `name` and its own deadline in place,
+    /// counting each change.
+    fn update_deadlines<'a>(&mut self, name: &str, slots: impl Iterator<Item = &'a str>) {
+        let Some(group) = self.groups.get(name) else {
+            self.deadlines.put(name, None);
+            return;
+        };
+        let liveness = self.liveness.get(name);
+        let deadlines = &mut self.deadlines;
+        let Some(timers) = deadlines.groups.get_mut(name) else {
+            deadlines.put(name, Some(GroupTimers::computed(group, liveness)));
+            return;
+        };
+        let earliest_before = timers.earliest();
+        let by_kind = &mut deadlines.by_kind;
+        let mut replace = |old: Option<Deadline>, new: Option<Deadline>| {
+            if let Some(old) = old {
+                by_kind[old.kind.index()] -= 1;
+            }
+            if let Some(new) = new {
+                by_kind[new.kind.index()] += 1;
+            }
+        };
+        let group_now = group_deadline(group, liveness);
+        replace(timers.group, group_now);
+        timers.group = group_now;
+        for slot in slots {
+            let new = slot_deadline(group, liveness, slot);
+            let old = timers.slots.get(slot).copied();
+            replace(old, new);
+            if old != new {
+                let mut key = slot.to_owned();
                 if let Some(old) = old {
-                    by_kind[old.kind.index()] -= 1;
+                    let by_time = (old.at_ms, key);
+                    timers.slots_by_time.remove(&by_time);
+                    key = by_time.1;
                 }
-                if let Some(new) = new {
-                    by_kind[new.kind.index()] += 1;
-                }
-            };
-            let group_now = group_deadline(group, liveness);
-            replace(timers.group, group_now);
-            timers.group = group_now;
-            for slot in slots {
-                let old = timers.slots.remove(&slot);
-                if let Some(old) = old {
-                    timers.slots_by_time.remove(&(old.at_ms, slot.clone()));
-                }
-                let new = slot_deadline(group, liveness, &slot);
-                replace(old, new);
-                if let Some(new) = new {
-                    timers.slots_by_time.insert((new.at_ms, slot.clone()));
-                    timers.slots.insert(slot, new);
+                match (new, timers.slots.get_mut(slot)) {
+                    (Some(new), Some(kept)) => {
+                        *kept = new;
+                        timers.slots_by_time.insert((new.at_ms, key));
+                    }
+                    (Some(new), None) => {
+                        timers.slots_by_time.insert((new.at_ms, key.clone()));
+                        timers.slots.insert(key, new);
+                    }
+                    (None, _) => {
+                        timers.slots.remove(slot);
+                    }
                 }
             }
-            let earliest_after = timers.earliest();
-            if earliest_before != earliest_after {
-                if let Some(at) = earliest_before {
-                    deadlines.queue.remove(&(at, name.clone()));
-                }
-                if let Some(at) = earliest_after {
-                    deadlines.queue.insert((at, name));
-                }
+        }
+        let earliest_after = timers.earliest();
+        if earliest_before != earliest_after {
+            if let Some(at) = earliest_before {
+                deadlines.queue.remove(&(at, name.to_owned()));
+            }
+            if let Some(at) = earliest_after {
+                deadlines.queue.insert((at, name.to_owned()));
             }
         }
     }

@@ -77,6 +77,7 @@ impl Coordinator {
             return invalid(format!("rack must be at most {MEMBER_NAME_LEN_MAX} bytes"));
         }
         let lags = match &request.lags {
+            Some(lags) if lags.is_empty() => Some(BTreeMap::new()),
             Some(lags) => {
                 let partitions: BTreeMap<&str, u32> = group
                     .config
@@ -125,7 +126,7 @@ impl Coordinator {
                 let slot = self.current_slot(request)?;
                 self.leave(&request.group, &slot, now, &mut out);
                 self.maybe_call_assignor(&request.group, now, &mut out);
-                self.deadlines.mark_group(&request.group);
+                self.deadlines.mark_slot(&request.group, &slot);
                 let group = &self.groups[&request.group];
                 return Ok((
                     HeartbeatResponse {
@@ -151,7 +152,8 @@ impl Coordinator {
             sent => {
                 let slot = self.current_slot(request)?;
                 let group = &self.groups[&request.group];
-                let held = group.holdings.member(&slot).cloned().unwrap_or_default();
+                let joined = MemberAssignment::new();
+                let held = group.holdings.member(&slot).unwrap_or(&joined);
                 // A member may be one epoch behind (its last response was
                 // lost), or retry its join (epoch 0); anything else is stale.
                 if sent != JOIN_EPOCH
@@ -163,7 +165,15 @@ impl Coordinator {
                         current: held.epoch,
                     });
                 }
+                // A steady member reports what it holds, in order (the
+                // client sends sorted runs): one walk, not a lookup a task.
+                let reports_holdings = |owned: &[TaskRef]| {
+                    held.revoking.is_empty()
+                        && owned.len() == held.active.len()
+                        && owned.iter().eq(held.active.iter())
+                };
                 if let Some(owned) = &request.owned
+                    && !reports_holdings(owned)
                     && let Some(task) = owned
                         .iter()
                         .find(|t| !held.active.contains(*t) && !held.revoking.contains(*t))
@@ -188,8 +198,13 @@ impl Coordinator {
                 slot
             }
         };
-        let liveness = self.liveness.entry(request.group.clone()).or_default();
-        liveness.last_seen_ms.insert(slot.clone(), now);
+        let liveness = self.liveness_mut(&request.group);
+        match liveness.last_seen_ms.get_mut(&slot) {
+            Some(seen) => *seen = now,
+            None => {
+                liveness.last_seen_ms.insert(slot.clone(), now);
+            }
+        }
         if let Some(lags) = lags {
             liveness.lags.insert(slot.clone(), lags);
             self.signal_caught_up_learners(&request.group, &slot, now, &mut out);
@@ -197,7 +212,7 @@ impl Coordinator {
         if request.drain && !self.groups[&request.group].members[&slot].draining {
             self.start_drain(&request.group, &slot, now, &mut out);
         }
-        let liveness = self.liveness.entry(request.group.clone()).or_default();
+        let liveness = self.liveness_mut(&request.group);
         if liveness
             .handover
             .get(&slot)
@@ -233,18 +248,15 @@ impl Coordinator {
             .liveness
             .get_mut(&request.group)
             .expect("the heartbeat was recorded above");
-        let promised = liveness
-            .lease_end_ms
-            .entry(slot.clone())
-            .or_insert(lease_end);
-        *promised = (*promised).max(lease_end);
-        // A heartbeat that wrote no record and started no call changed
-        // only its own slot's timers (a record marks its whole group).
-        if out.assignor_calls.is_empty() {
-            self.deadlines.mark_slot(&request.group, &slot);
-        } else {
-            self.deadlines.mark_group(&request.group);
+        match liveness.lease_end_ms.get_mut(&slot) {
+            Some(promised) => *promised = (*promised).max(lease_end),
+            None => {
+                liveness.lease_end_ms.insert(slot.clone(), lease_end);
+            }
         }
+        // Besides what its records marked, a heartbeat changed its own
+        // slot's timers and, with a call it started, the group's own.
+        self.refresh_slot_deadline(&request.group, &slot);
         Ok((response, out))
     }
 

@@ -22,7 +22,10 @@ impl Coordinator {
         out: &mut Output,
     ) {
         let group = &self.groups[group_name];
-        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        let liveness = self
+            .liveness
+            .get_mut(group_name)
+            .expect("the heartbeat was recorded");
         let acceptable = group.config.acceptable_recovery_lag;
         let mut caught_up = false;
         for task in &group.target_of(slot).learner {

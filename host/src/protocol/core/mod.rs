@@ -326,7 +326,25 @@ impl Coordinator {
     /// config): the replay entry point, and the only way live handlers
     /// change state.
     pub fn apply(&mut self, record: &Record) {
-        self.deadlines.mark_group(record.group());
+        // What the record may have changed of the timer table: one slot's
+        // deadline (with the group's own), the group's own, or the group's
+        // whole (its timeouts, its name map).
+        match record {
+            Record::MemberJoined { group, slot, .. }
+            | Record::MemberAway { group, slot, .. }
+            | Record::MemberRemoved { group, slot, .. }
+            | Record::MemberDraining { group, slot }
+            | Record::MemberReconciled { group, slot, .. }
+            | Record::HandoverStarted { group, slot }
+            | Record::HandoverEnded { group, slot } => self.deadlines.mark_slot(group, slot),
+            Record::GroupEpochBumped { group, .. } | Record::TargetInstalled { group, .. } => {
+                self.deadlines.mark_group_deadline(group)
+            }
+            Record::GroupConfigured { group, .. }
+            | Record::NameMapDropped { group }
+            | Record::GroupSnapshot { group, .. }
+            | Record::AssignorBound { group, .. } => self.deadlines.mark_group(group),
+        }
         match record {
             Record::GroupConfigured { group, config } if !self.groups.contains_key(group) => {
                 self.groups
@@ -406,6 +424,16 @@ impl Coordinator {
         );
         let liveness = self.liveness.entry(group.to_owned()).or_default();
         liveness.pending_since_ms.get_or_insert(now);
+    }
+
+    /// The transient state of a group, created on first use; a group's name
+    /// is copied only then, not on every heartbeat.
+    fn liveness_mut(&mut self, group_name: &str) -> &mut Liveness {
+        if !self.liveness.contains_key(group_name) {
+            self.liveness
+                .insert(group_name.to_owned(), Liveness::default());
+        }
+        self.liveness.get_mut(group_name).expect("inserted above")
     }
 
     /// The lags each member of a group last reported.
