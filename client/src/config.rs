@@ -7,6 +7,11 @@ use crate::ClientError;
 
 /// How long one heartbeat may take before it counts as lost, by default.
 pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+/// How long a kept-alive connection to the host may sit unused before the
+/// client closes it: under the host's idle timeout (`serve
+/// --header-read-timeout-ms`, 10 s by default), so that a request never
+/// goes out on a connection the host is closing.
+pub const CONNECTION_IDLE_MAX: Duration = Duration::from_secs(5);
 /// Events buffered for the application, by default; past this the loop
 /// waits for the application to read (and stops heartbeating meanwhile).
 pub const EVENT_BUFFER_DEFAULT: usize = 1024;
@@ -38,25 +43,59 @@ pub struct MemberConfig {
     pub connections: Option<Connections>,
 }
 
+/// The most requests a shared pool has in flight at once, by default
+/// (so the most connections it opens): a pool without a bound opens a
+/// connection for every request that finds none idle, and 100,000 members
+/// churned through the machine's ephemeral ports (18,000 sockets in
+/// TIME_WAIT) before the host was even busy.
+pub const SHARED_REQUESTS_MAX_DEFAULT: usize = 64;
+
 /// A pool of HTTP connections that members of one process share: a
 /// process running many members (a load generator, a worker process with
 /// one member per thread of work) holds a few connections to the host
-/// rather than one per member, under its file descriptor limit. Clones
-/// share the pool; two configs are equal in it when they share one.
+/// rather than one per member, under its file descriptor limit. At most
+/// [`SHARED_REQUESTS_MAX_DEFAULT`] requests are in flight at once (a
+/// member waits for a turn within its request timeout). Clones share the
+/// pool; two configs are equal in it when they share one.
 #[derive(Clone)]
-pub struct Connections(Arc<reqwest::Client>);
+pub struct Connections(Arc<Shared>);
+
+struct Shared {
+    client: reqwest::Client,
+    turns: tokio::sync::Semaphore,
+}
 
 impl Connections {
     /// A new pool. The timeouts stay each member's (its `request_timeout`).
     pub fn new() -> Result<Self, ClientError> {
-        reqwest::Client::builder()
+        Self::with_requests_max(SHARED_REQUESTS_MAX_DEFAULT)
+    }
+
+    /// A new pool with at most `requests_max` (at least 1) requests, and
+    /// connections, at once.
+    pub fn with_requests_max(requests_max: usize) -> Result<Self, ClientError> {
+        let client = reqwest::Client::builder()
+            .pool_idle_timeout(CONNECTION_IDLE_MAX)
+            .pool_max_idle_per_host(requests_max.max(1))
             .build()
-            .map(|client| Connections(Arc::new(client)))
-            .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))
+            .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?;
+        Ok(Connections(Arc::new(Shared {
+            client,
+            turns: tokio::sync::Semaphore::new(requests_max.max(1)),
+        })))
     }
 
     pub(crate) fn client(&self) -> &reqwest::Client {
-        &self.0
+        &self.0.client
+    }
+
+    /// Waits for a turn to send; the request is sent while it is held.
+    pub(crate) async fn turn(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.0
+            .turns
+            .acquire()
+            .await
+            .expect("the semaphore is never closed")
     }
 }
 

@@ -54,7 +54,10 @@ mod tracker;
 mod transport;
 pub mod wire;
 
-pub use config::{Connections, EVENT_BUFFER_DEFAULT, MemberConfig, REQUEST_TIMEOUT_DEFAULT};
+pub use config::{
+    CONNECTION_IDLE_MAX, Connections, EVENT_BUFFER_DEFAULT, MemberConfig, REQUEST_TIMEOUT_DEFAULT,
+    SHARED_REQUESTS_MAX_DEFAULT,
+};
 pub use error::{ClientError, codes};
 pub use member::{
     Event, HeartbeatObserver, LagSource, Member, MemberHandle, NoLags, RevokeAck, Status,

@@ -18,6 +18,8 @@ const RETRY_AFTER_S_MAX: u64 = 60;
 
 pub struct Transport {
     client: reqwest::Client,
+    /// The shared pool this member sends over, if any (it waits for a turn).
+    shared: Option<crate::Connections>,
     /// Each request's, on a shared pool as on the member's own.
     request_timeout: std::time::Duration,
     heartbeat_url: reqwest::Url,
@@ -43,6 +45,7 @@ impl Transport {
             Some(shared) => shared.client().clone(),
             None => reqwest::Client::builder()
                 .connect_timeout(config.request_timeout)
+                .pool_idle_timeout(crate::config::CONNECTION_IDLE_MAX)
                 .build()
                 .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?,
         };
@@ -53,6 +56,7 @@ impl Transport {
             .transpose()?;
         Ok(Transport {
             client,
+            shared: config.connections.clone(),
             request_timeout: config.request_timeout,
             heartbeat_url: url,
             authorization,
@@ -63,6 +67,20 @@ impl Transport {
         &self,
         request: &HeartbeatRequest,
     ) -> Result<HeartbeatResponse, ClientError> {
+        // On a shared pool the wait for a turn counts in the request's time.
+        let _turn = match &self.shared {
+            Some(shared) => Some(
+                tokio::time::timeout(self.request_timeout, shared.turn())
+                    .await
+                    .map_err(|_| {
+                        ClientError::Transport(format!(
+                            "no turn on the shared connections within {:?}",
+                            self.request_timeout
+                        ))
+                    })?,
+            ),
+            None => None,
+        };
         let mut post = self
             .client
             .post(self.heartbeat_url.clone())

@@ -87,7 +87,7 @@ def create_idle_groups(address, count):
         # The member's slot outlives the measurement: a deadline per group,
         # far away.
         "registration_timeout_ms": 24 * 3600 * 1000,
-        "expansion_timeout_ms": 0,
+        "expansion_timeout_ms": 1,
     }
     for i in range(count):
         group = f"idle-{i}"

@@ -191,19 +191,20 @@ fn a_data_dir_of_one_log_is_migrated_into_shards_on_first_start() {
     let sink = LogSink::open(&data_dir.join("log"), FsyncPolicy::Always, &[]).expect("a log");
     let mut core = Coordinator::new(7);
     let groups: Vec<String> = (0..12).map(|i| format!("legacy-{i}")).collect();
-    for group in &groups {
+    // The core's time only moves forward: each group 2 ms after the last.
+    for (at, group) in (0..).step_by(2).zip(&groups) {
         let topics = vec![TopicConfig {
             name: "orders".into(),
             partitions: 4,
         }];
         let out = core
-            .configure(group, GroupConfig::with_topics(topics), 0)
+            .configure(group, GroupConfig::with_topics(topics), at)
             .expect("configure");
         sink.append(&out.records).expect("append");
         let (_, out) = core
             .heartbeat(
                 &Heartbeat::join(group, Some("keeper"), vec!["orders".into()]),
-                1,
+                at + 1,
             )
             .expect("join");
         sink.append(&out.records).expect("append");

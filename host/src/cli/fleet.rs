@@ -766,6 +766,7 @@ impl Admin {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(4096)
+            .pool_idle_timeout(assignd_client::CONNECTION_IDLE_MAX)
             .build()
             .map_err(|e| format!("HTTP client: {e}"))?;
         Ok(Admin {

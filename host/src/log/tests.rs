@@ -260,6 +260,19 @@ fn history() -> Vec<Record> {
     records
 }
 
+/// What follows [`history`] as a log grows: the group's config written
+/// again `times` times (as an operator's repeated `PUT`s would). Unlike the
+/// history itself, it may follow any state: replaying the same history
+/// twice is refused (an epoch would go back).
+fn churn(times: usize) -> Vec<Record> {
+    (0..times)
+        .map(|_| Record::GroupConfigured {
+            group: "g".into(),
+            config: config(),
+        })
+        .collect()
+}
+
 fn replay(records: &[Record]) -> Coordinator {
     let mut core = Coordinator::new(1);
     for record in records {
@@ -393,11 +406,13 @@ fn corruption_in_the_middle_refuses_to_open_check_reports_it_and_repair_cuts_the
 #[test]
 fn compaction_keeps_the_state_and_shrinks_the_log_to_the_snapshots() {
     let records = history();
+    let more = churn(50 * records.len());
     let dir = tempdir();
     let sink = LogSink::open(dir.path(), FsyncPolicy::Never, &[]).unwrap();
-    // The same history many times over (as churn would write it).
-    for _ in 0..50 {
-        sink.append(&records).unwrap();
+    // The history, then many more records of the group.
+    sink.append(&records).unwrap();
+    for chunk in more.chunks(records.len()) {
+        sink.append(chunk).unwrap();
     }
     let before = sink
         .stats
@@ -411,12 +426,7 @@ fn compaction_keeps_the_state_and_shrinks_the_log_to_the_snapshots() {
     assert!(after * 10 < before, "{after} bytes after, {before} before");
     let read = scan(dir.path(), ScanMode::Open).unwrap();
     assert_eq!(read.records.len(), 1, "one snapshot for the one group");
-    let mut live = Coordinator::new(1);
-    for _ in 0..50 {
-        for record in &records {
-            live.apply(record);
-        }
-    }
+    let live = replay(&[records.clone(), more].concat());
     assert_eq!(groups(&replay(&read.records)), groups(&live));
     assert_eq!(only_segment(dir.path()).metadata().unwrap().len(), after);
     // Appends after compaction land after the snapshots.
@@ -583,7 +593,7 @@ fn replaying_owned_records_builds_the_same_state() {
             state: Box::new(group.clone()),
         });
     }
-    records.extend(history());
+    records.extend(churn(3));
     let by_reference = replay(&records);
     let mut owned = Coordinator::new(1);
     for record in records {

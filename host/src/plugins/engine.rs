@@ -60,15 +60,20 @@ pub struct PluginEngine {
     linker: Linker<GuestState>,
     modules: Mutex<HashMap<ModuleId, Arc<LoadedModule>>>,
     cache_dir: Option<PathBuf>,
-    pub(super) slots: CallSlots,
+    pub(super) slots: Arc<CallSlots>,
     pub(super) memory_ceiling_bytes: u64,
 }
 
 /// A counting semaphore over the pool's instance slots: a call holds a
 /// slot for as long as its `Store` lives, and waits when all are taken.
+/// Every store runs under a slot, so the epoch ticker runs only while one
+/// is held: a host with no guest running spends nothing on it.
 pub(super) struct CallSlots {
+    count: u32,
     free: Mutex<u32>,
     released: Condvar,
+    /// Told when a slot is taken: the ticker waits on it while all are free.
+    taken: Condvar,
 }
 
 /// A held slot; dropping it (after the `Store`) frees it.
@@ -77,9 +82,21 @@ pub(super) struct CallSlot<'a>(&'a CallSlots);
 impl CallSlots {
     fn new(count: u32) -> Self {
         CallSlots {
+            count,
             free: Mutex::new(count),
             released: Condvar::new(),
+            taken: Condvar::new(),
         }
+    }
+
+    /// Waits up to `timeout` for a slot to be held; whether one is.
+    fn wait_until_taken(&self, timeout: Duration) -> bool {
+        let free = self.free.lock().expect("call slots poisoned");
+        let (free, _) = self
+            .taken
+            .wait_timeout_while(free, timeout, |free| *free == self.count)
+            .expect("call slots poisoned");
+        *free < self.count
     }
 
     pub(super) fn acquire(&self) -> CallSlot<'_> {
@@ -88,6 +105,7 @@ impl CallSlots {
             free = self.released.wait(free).expect("call slots poisoned");
         }
         *free -= 1;
+        self.taken.notify_all();
         CallSlot(self)
     }
 }
@@ -101,8 +119,8 @@ impl Drop for CallSlot<'_> {
 
 impl PluginEngine {
     /// An engine with fuel metering and epoch interruption on, and a
-    /// background thread that advances the epoch every
-    /// `EPOCH_TICK_MS` (it stops when the engine is dropped).
+    /// background thread that advances the epoch every `EPOCH_TICK_MS`
+    /// while a guest runs (it stops when the engine is dropped).
     pub fn new(config: EngineConfig) -> anyhow::Result<Self> {
         let mut wasm_config = Config::new();
         wasm_config
@@ -131,7 +149,8 @@ impl PluginEngine {
         let engine = Engine::new(&wasm_config)?;
         let mut linker = Linker::new(&engine);
         Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-        start_epoch_ticker(&engine);
+        let slots = Arc::new(CallSlots::new(slots));
+        start_epoch_ticker(&engine, &slots);
         if let Some(dir) = &config.cache_dir {
             std::fs::create_dir_all(dir).map_err(|e| {
                 anyhow::anyhow!("cannot create cache directory {}: {e}", dir.display())
@@ -142,7 +161,7 @@ impl PluginEngine {
             linker,
             modules: Mutex::new(HashMap::new()),
             cache_dir: config.cache_dir,
-            slots: CallSlots::new(slots),
+            slots,
             memory_ceiling_bytes: config.memory_ceiling_bytes,
         })
     }
@@ -300,12 +319,26 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_epoch_ticker(engine: &Engine) {
+/// How often the idle ticker looks whether its engine is gone.
+const EPOCH_IDLE_CHECK: Duration = Duration::from_secs(1);
+
+fn start_epoch_ticker(engine: &Engine, slots: &Arc<CallSlots>) {
     let weak = engine.weak();
+    let slots = Arc::downgrade(slots);
     std::thread::Builder::new()
         .name("assignd-epoch".into())
         .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
+            // A call's deadline counts ticks from the epoch when its store
+            // was made, so a ticker that stood still while no call ran
+            // gives every call its full time.
+            while let Some(slots) = slots.upgrade() {
+                if !slots.wait_until_taken(EPOCH_IDLE_CHECK) {
+                    continue;
+                }
+                drop(slots);
+                let Some(engine) = weak.upgrade() else {
+                    return;
+                };
                 engine.increment_epoch();
                 drop(engine);
                 std::thread::sleep(Duration::from_millis(EPOCH_TICK_MS));
@@ -377,6 +410,21 @@ fn check_world(engine: &Engine, component: &Component) -> Result<(), PluginError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The epoch ticker waits while every slot is free (an idle host
+    /// spends nothing on it) and runs while one is held.
+    #[test]
+    fn the_epoch_ticker_runs_only_while_a_slot_is_held() {
+        let slots = CallSlots::new(2);
+        assert!(!slots.wait_until_taken(Duration::ZERO), "idle");
+        let first = slots.acquire();
+        assert!(slots.wait_until_taken(Duration::ZERO));
+        let second = slots.acquire();
+        drop(first);
+        assert!(slots.wait_until_taken(Duration::ZERO), "one still held");
+        drop(second);
+        assert!(!slots.wait_until_taken(Duration::ZERO), "idle again");
+    }
 
     #[test]
     fn header_tells_apart_text_core_modules_and_components() {

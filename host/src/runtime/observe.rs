@@ -346,23 +346,43 @@ mod tests {
         members: usize,
         log: &mut Vec<Record>,
     ) -> Vec<HeartbeatResponse> {
-        let out = core
-            .configure(group, config(12, LearnerMode::Off), 0)
-            .unwrap();
-        absorb(core, out, 0, log);
-        let mut answers: Vec<HeartbeatResponse> = (0..members)
-            .map(|_| {
-                let join = Heartbeat::join(group, None, vec!["orders".into()]);
-                let (response, out) = core.heartbeat(&join, 0).unwrap();
-                absorb(core, out, 0, log);
-                response
-            })
-            .collect();
+        stable_groups(core, &[group], members, log)
+            .pop()
+            .expect("one group")
+    }
+
+    /// Creates `groups` at time 0, joins `members` to each, and drives
+    /// them to stable together (time only moves forward in a core).
+    fn stable_groups(
+        core: &mut Coordinator,
+        groups: &[&str],
+        members: usize,
+        log: &mut Vec<Record>,
+    ) -> Vec<Vec<HeartbeatResponse>> {
+        let mut answers: Vec<Vec<HeartbeatResponse>> = Vec::new();
+        for group in groups {
+            let out = core
+                .configure(group, config(12, LearnerMode::Off), 0)
+                .unwrap();
+            absorb(core, out, 0, log);
+            answers.push(
+                (0..members)
+                    .map(|_| {
+                        let join = Heartbeat::join(group, None, vec!["orders".into()]);
+                        let (response, out) = core.heartbeat(&join, 0).unwrap();
+                        absorb(core, out, 0, log);
+                        response
+                    })
+                    .collect(),
+            );
+        }
         let out = core.tick(EXPANSION_MS);
         absorb(core, out, EXPANSION_MS, log);
         for _ in 0..3 {
-            for answer in &mut answers {
-                *answer = beat(core, group, answer, EXPANSION_MS, log);
+            for (group, answers) in groups.iter().zip(&mut answers) {
+                for answer in answers {
+                    *answer = beat(core, group, answer, EXPANSION_MS, log);
+                }
             }
         }
         answers
@@ -512,9 +532,9 @@ mod tests {
         // (`metrics_scan/groups/1000`), not here.
         let mut core = Coordinator::new(7);
         let mut log = Vec::new();
-        for g in 0..1_000 {
-            stable_group(&mut core, &format!("group-{g}"), 4, &mut log);
-        }
+        let names: Vec<String> = (0..1_000).map(|g| format!("group-{g}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        stable_groups(&mut core, &names, 4, &mut log);
         let figures = scan(&core);
         publish(&figures);
         let states: BTreeMap<&str, usize> = figures.iter().fold(BTreeMap::new(), |mut m, f| {

@@ -47,6 +47,7 @@ impl Coordinator {
         spec: BindingSpec,
         now: Millis,
     ) -> Result<Output, ProtocolError> {
+        self.observe_time(now);
         self.deadlines.mark_group(name);
         let group = self
             .groups
@@ -66,6 +67,7 @@ impl Coordinator {
     /// Binds a group back to the binding before its current one (itself a
     /// new binding, so a second rollback returns, like `cd -`).
     pub fn rollback(&mut self, name: &str, now: Millis) -> Result<Output, ProtocolError> {
+        self.observe_time(now);
         self.deadlines.mark_group(name);
         let group = self
             .groups

@@ -22,6 +22,7 @@ impl Coordinator {
         config: GroupConfig,
         now: Millis,
     ) -> Result<Output, ProtocolError> {
+        self.observe_time(now);
         self.deadlines.mark_group(name);
         if name.is_empty() || name.len() > GROUP_NAME_LEN_MAX {
             return invalid(format!(

@@ -33,6 +33,7 @@ impl Coordinator {
         now: Millis,
         load: HostLoad,
     ) -> Result<(HeartbeatResponse, Output), ProtocolError> {
+        self.observe_time(now);
         let group = self
             .groups
             .get(&request.group)

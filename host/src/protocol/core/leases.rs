@@ -21,6 +21,7 @@ impl Coordinator {
     /// waits that long again. Timers are not moved: a member's timeout
     /// from `now` is never shorter.
     pub fn restarted(&mut self, now: Millis) {
+        self.observe_time(now);
         for (name, group) in &self.groups {
             self.deadlines.mark_group(name);
             let liveness = self.liveness.entry(name.clone()).or_default();

@@ -67,6 +67,7 @@ impl Coordinator {
         member: &str,
         now: Millis,
     ) -> Result<Output, ProtocolError> {
+        self.observe_time(now);
         self.deadlines.mark_group(group_name);
         let group = self
             .groups

@@ -258,6 +258,10 @@ pub struct Coordinator {
     calls: BTreeMap<String, CallInFlight>,
     /// Every group's deadlines, derived from the two maps above.
     deadlines: deadlines::Deadlines,
+    /// The latest time an input carried: the handlers and the timer table
+    /// rely on time never going back (the runtime reads its monotonic
+    /// clock under the shard's lock).
+    latest_ms: Millis,
     seed: u64,
 }
 
@@ -320,6 +324,16 @@ impl Coordinator {
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
         self.groups.values()
+    }
+
+    /// Takes the time an input carries, which is never before the last.
+    fn observe_time(&mut self, now: Millis) {
+        assert!(
+            now >= self.latest_ms,
+            "time went back: an input at {now} ms after one at {} ms",
+            self.latest_ms
+        );
+        self.latest_ms = now;
     }
 
     /// Applies a record to its group (creating the group on its first

@@ -116,6 +116,7 @@ impl Coordinator {
         result: Result<Assignment, AssignorFailure>,
         now: Millis,
     ) -> Output {
+        self.observe_time(now);
         self.deadlines.mark_group(group_name);
         let mut out = Output::default();
         let Some(call) = self.calls.remove(group_name) else {

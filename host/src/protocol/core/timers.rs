@@ -37,6 +37,7 @@ impl Coordinator {
     }
 
     fn tick_groups(&mut self, names: BTreeSet<String>, now: Millis, load: HostLoad) -> Output {
+        self.observe_time(now);
         let mut out = Output::default();
         self.deadlines.ticked_last = names.len();
         for name in names {

@@ -236,7 +236,14 @@ impl Group {
             .flat_map(|t| (0..t.partitions).map(|p| TaskRef::new(&t.name, p)))
     }
 
-    /// Applies one record: the only way a group changes.
+    /// Applies one record: the only way a group changes. It asserts what
+    /// it relies on (the record's slot is a member, epochs only move
+    /// forward, a target is never ahead of the group epoch, a reconciled
+    /// epoch never ahead of the target, a handover ends only once
+    /// started): the core's handlers check their input before they emit,
+    /// and replay asks `Coordinator::check_replay` before each record (a
+    /// damaged log is refused, not applied), so a failed assertion is a
+    /// bug.
     pub fn apply(&mut self, record: &Record) {
         debug_assert_eq!(record.group(), self.name);
         match record {
@@ -249,26 +256,49 @@ impl Group {
                 self.member_ids_issued += 1;
             }
             Record::MemberAway { slot, away, .. } => {
-                if let Some(member) = self.members.get_mut(slot) {
-                    member.away = *away;
-                }
+                self.member_mut(slot).away = *away;
             }
             Record::MemberRemoved { slot, .. } => {
-                if let Some(member) = self.members.remove(slot) {
-                    self.fence(member.member_id);
-                }
+                let member = self.members.remove(slot);
+                let member = member.unwrap_or_else(|| panic!("{}", self.no_slot(slot)));
+                self.fence(member.member_id);
                 self.holdings.remove(slot);
                 self.target.remove(slot);
                 self.handovers.remove(slot);
             }
-            Record::GroupEpochBumped { epoch, .. } => self.group_epoch = *epoch,
+            Record::GroupEpochBumped { epoch, .. } => {
+                assert!(
+                    *epoch > self.group_epoch,
+                    "group {:?}: epoch {epoch} is not past {}",
+                    self.name,
+                    self.group_epoch
+                );
+                self.group_epoch = *epoch;
+            }
             Record::TargetInstalled { epoch, target, .. } => {
+                assert!(
+                    self.target_epoch <= *epoch && *epoch <= self.group_epoch,
+                    "group {:?}: target epoch {epoch} is not between {} and the group epoch {}",
+                    self.name,
+                    self.target_epoch,
+                    self.group_epoch
+                );
                 self.target_epoch = *epoch;
                 self.target = target.clone();
             }
             Record::MemberReconciled {
                 slot, assignment, ..
-            } => self.holdings.set(slot, assignment.clone()),
+            } => {
+                assert!(self.members.contains_key(slot), "{}", self.no_slot(slot));
+                assert!(
+                    assignment.epoch <= self.target_epoch,
+                    "group {:?}: slot {slot:?} reconciled at epoch {} past the target epoch {}",
+                    self.name,
+                    assignment.epoch,
+                    self.target_epoch
+                );
+                self.holdings.set(slot, assignment.clone());
+            }
             Record::GroupSnapshot { state, .. } => {
                 assert_eq!(state.name, self.name, "a snapshot of another group");
                 *self = (**state).clone();
@@ -281,15 +311,18 @@ impl Group {
                 self.bindings.push_back(binding.clone());
             }
             Record::MemberDraining { slot, .. } => {
-                if let Some(member) = self.members.get_mut(slot) {
-                    member.draining = true;
-                }
+                self.member_mut(slot).draining = true;
             }
             Record::HandoverStarted { slot, .. } => {
+                assert!(self.members.contains_key(slot), "{}", self.no_slot(slot));
                 self.handovers.insert(slot.clone());
             }
             Record::HandoverEnded { slot, .. } => {
-                self.handovers.remove(slot);
+                assert!(
+                    self.handovers.remove(slot),
+                    "group {:?}: a handover of slot {slot:?} ends that never started",
+                    self.name
+                );
             }
             Record::NameMapDropped { .. } => {
                 self.dynamic_only = true;
@@ -314,6 +347,20 @@ impl Group {
                 }
             }
         }
+    }
+
+    fn member_mut(&mut self, slot: &str) -> &mut Member {
+        if !self.members.contains_key(slot) {
+            panic!("{}", self.no_slot(slot));
+        }
+        self.members.get_mut(slot).expect("checked above")
+    }
+
+    fn no_slot(&self, slot: &str) -> String {
+        format!(
+            "group {:?}: a record of slot {slot:?}, which is not a member",
+            self.name
+        )
     }
 
     /// Where each static slot moves when the name map is dropped
