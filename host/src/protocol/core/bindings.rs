@@ -16,7 +16,7 @@ impl Coordinator {
         now: Millis,
         out: &mut Output,
     ) {
-        let current = &self.groups[group];
+        let current = self.group_at(group);
         let binding = Binding {
             seq: current.bindings.back().map_or(1, |b| b.seq + 1),
             assignor: spec.assignor,
@@ -50,8 +50,7 @@ impl Coordinator {
         self.observe_time(now);
         self.deadlines.mark_group(name);
         let group = self
-            .groups
-            .get(name)
+            .group(name)
             .ok_or_else(|| ProtocolError::UnknownGroup(name.to_owned()))?;
         let mut config = group.config.clone();
         config.set_binding(spec.clone());
@@ -70,8 +69,7 @@ impl Coordinator {
         self.observe_time(now);
         self.deadlines.mark_group(name);
         let group = self
-            .groups
-            .get(name)
+            .group(name)
             .ok_or_else(|| ProtocolError::UnknownGroup(name.to_owned()))?;
         let previous = group
             .previous_binding()
@@ -90,7 +88,7 @@ impl Coordinator {
         now: Millis,
         out: &mut Output,
     ) {
-        let group = &self.groups[name];
+        let group = self.group_at(name);
         if group.bindings.is_empty() {
             // A group from a log written before bindings were recorded:
             // record the binding it has, so that it can be rolled back to.
@@ -99,7 +97,11 @@ impl Coordinator {
         }
         self.emit_binding(name, spec, rollback_to, now, out);
         self.bump(name, now, out);
-        self.liveness.get_mut(name).expect("bumped").urgent = true;
+        self.groups
+            .get_mut(name)
+            .map(|entry| &mut entry.liveness)
+            .expect("bumped")
+            .urgent = true;
         self.maybe_call_assignor(name, now, out);
     }
 }

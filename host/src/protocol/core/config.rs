@@ -32,7 +32,7 @@ impl Coordinator {
         refuse_invisible("group name", name)?;
         check_config(&config)?;
         let mut out = Output::default();
-        let retarget = self.groups.get(name).is_none_or(|g| {
+        let retarget = self.group(name).is_none_or(|g| {
             g.config.topics != config.topics
                 || g.config.assignor != config.assignor
                 || g.config.params != config.params
@@ -40,12 +40,11 @@ impl Coordinator {
                 || g.config.acceptable_recovery_lag != config.acceptable_recovery_lag
                 || g.config.max_learners != config.max_learners
         });
-        if self.groups.get(name).is_some_and(|g| g.config == config) {
+        if self.group(name).is_some_and(|g| g.config == config) {
             return Ok(out);
         }
         let rebind = self
-            .groups
-            .get(name)
+            .group(name)
             .is_none_or(|g| g.config.binding_spec() != config.binding_spec());
         let binding = rebind.then(|| config.binding_spec());
         self.emit(

@@ -359,9 +359,8 @@ impl Coordinator {
     fn refresh_deadlines(&mut self) {
         for name in std::mem::take(&mut self.deadlines.dirty_groups) {
             let timers = self
-                .groups
-                .get(&name)
-                .map(|group| GroupTimers::computed(group, self.liveness.get(&name)));
+                .group(&name)
+                .map(|group| GroupTimers::computed(group, self.liveness(&name)));
             self.deadlines.dirty_slots.remove(&name);
             self.deadlines.put(&name, timers);
         }
@@ -384,11 +383,11 @@ impl Coordinator {
     /// Updates `slots` of group `name` and its own deadline in place,
     /// counting each change.
     fn update_deadlines<'a>(&mut self, name: &str, slots: impl Iterator<Item = &'a str>) {
-        let Some(group) = self.groups.get(name) else {
+        let Some(entry) = self.groups.get(name) else {
             self.deadlines.put(name, None);
             return;
         };
-        let liveness = self.liveness.get(name);
+        let (group, liveness) = (&entry.group, Some(&entry.liveness));
         let deadlines = &mut self.deadlines;
         let Some(timers) = deadlines.groups.get_mut(name) else {
             deadlines.put(name, Some(GroupTimers::computed(group, liveness)));
@@ -449,8 +448,8 @@ impl Coordinator {
     pub fn check_deadlines(&mut self) -> Result<(), String> {
         self.refresh_deadlines();
         let mut by_kind = [0usize; TimerKind::ALL.len()];
-        for (name, group) in &self.groups {
-            let fresh = GroupTimers::computed(group, self.liveness.get(name));
+        for (name, entry) in &self.groups {
+            let fresh = GroupTimers::computed(&entry.group, Some(&entry.liveness));
             for kind in fresh.kinds() {
                 by_kind[kind.index()] += 1;
             }
@@ -493,27 +492,23 @@ impl Coordinator {
     /// calls in flight), if it does: the simulator compares a tick over
     /// the due groups with the full scan on a copy.
     pub fn difference_from(&self, other: &Coordinator) -> Option<String> {
-        if self.groups != other.groups {
-            let name = self
-                .groups
-                .keys()
-                .chain(other.groups.keys())
-                .find(|name| self.groups.get(*name) != other.groups.get(*name));
-            return Some(format!("group {name:?} differs"));
-        }
-        if self.liveness != other.liveness {
-            let name = self
-                .liveness
-                .keys()
-                .chain(other.liveness.keys())
-                .find(|name| self.liveness.get(*name) != other.liveness.get(*name))
-                .expect("the maps differ");
-            return Some(format!(
-                "the liveness of group {name:?} differs: {:?} against {:?}",
-                self.liveness.get(name),
-                other.liveness.get(name)
-            ));
-        }
-        (self.calls != other.calls).then(|| "the calls in flight differ".to_owned())
+        let name = self
+            .groups
+            .keys()
+            .chain(other.groups.keys())
+            .find(|name| self.groups.get(*name) != other.groups.get(*name))?;
+        let (mine, theirs) = (self.groups.get(name), other.groups.get(name));
+        let what = match (mine, theirs) {
+            (Some(a), Some(b)) if a.group != b.group => "state",
+            (Some(a), Some(b)) if a.liveness != b.liveness => {
+                return Some(format!(
+                    "the liveness of group {name:?} differs: {:?} against {:?}",
+                    a.liveness, b.liveness
+                ));
+            }
+            (Some(_), Some(_)) => "call in flight",
+            _ => "existence",
+        };
+        Some(format!("group {name:?} differs: its {what}"))
     }
 }

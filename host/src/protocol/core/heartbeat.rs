@@ -35,8 +35,7 @@ impl Coordinator {
     ) -> Result<(HeartbeatResponse, Output), ProtocolError> {
         self.observe_time(now);
         let group = self
-            .groups
-            .get(&request.group)
+            .group(&request.group)
             .ok_or_else(|| ProtocolError::UnknownGroup(request.group.clone()))?;
         if let Some(name) = &request.member_name
             && (name.is_empty() || name.len() > MEMBER_NAME_LEN_MAX)
@@ -128,7 +127,7 @@ impl Coordinator {
                 self.leave(&request.group, &slot, now, &mut out);
                 self.maybe_call_assignor(&request.group, now, &mut out);
                 self.deadlines.mark_slot(&request.group, &slot);
-                let group = &self.groups[&request.group];
+                let group = self.group_at(&request.group);
                 return Ok((
                     HeartbeatResponse {
                         member_id: request.member_id.clone(),
@@ -152,7 +151,7 @@ impl Coordinator {
             }
             sent => {
                 let slot = self.current_slot(request)?;
-                let group = &self.groups[&request.group];
+                let group = self.group_at(&request.group);
                 let joined = MemberAssignment::new();
                 let held = group.holdings.member(&slot).unwrap_or(&joined);
                 // A member may be one epoch behind (its last response was
@@ -210,7 +209,7 @@ impl Coordinator {
             liveness.lags.insert(slot.clone(), lags);
             self.signal_caught_up_learners(&request.group, &slot, now, &mut out);
         }
-        if request.drain && !self.groups[&request.group].members[&slot].draining {
+        if request.drain && !self.group_at(&request.group).members[&slot].draining {
             self.start_drain(&request.group, &slot, now, &mut out);
         }
         let liveness = self.liveness_mut(&request.group);
@@ -224,7 +223,7 @@ impl Coordinator {
         // The wait is over (or was lost with nothing to hold back): say so
         // in the log, so that a restart does not start it again.
         if !liveness.handover.contains_key(&slot)
-            && self.groups[&request.group].handovers.contains(&slot)
+            && self.group_at(&request.group).handovers.contains(&slot)
         {
             self.emit(
                 &mut out,
@@ -245,10 +244,7 @@ impl Coordinator {
         self.snapshot_if_stable(&request.group, &mut out);
         let response = self.response(&request.group, &slot, now, load);
         let lease_end = now.saturating_add(response.lease_ms);
-        let liveness = self
-            .liveness
-            .get_mut(&request.group)
-            .expect("the heartbeat was recorded above");
+        let liveness = self.liveness_mut(&request.group);
         match liveness.lease_end_ms.get_mut(&slot) {
             Some(promised) => *promised = (*promised).max(lease_end),
             None => {
@@ -270,7 +266,7 @@ impl Coordinator {
         now: Millis,
         load: HostLoad,
     ) -> HeartbeatResponse {
-        let group = &self.groups[group_name];
+        let group = self.group_at(group_name);
         let joined = MemberAssignment::new();
         let mut held = std::borrow::Cow::Borrowed(group.holdings.member(slot).unwrap_or(&joined));
         let target = group.target_of(slot);
@@ -282,8 +278,7 @@ impl Coordinator {
         // Tasks a replaced incarnation may still process are not this
         // incarnation's yet: it warms them up until their lease ends.
         let handover = self
-            .liveness
-            .get(group_name)
+            .liveness(group_name)
             .and_then(|l| l.handover.get(slot))
             .filter(|h| now < h.until_ms);
         let mut waiting = BTreeSet::new();
@@ -372,7 +367,7 @@ impl Coordinator {
         now: Millis,
         out: &mut Output,
     ) {
-        let group = &self.groups[group_name];
+        let group = self.group_at(group_name);
         if group.target_epoch == 0 {
             return;
         }
@@ -381,7 +376,11 @@ impl Coordinator {
         if current.state == MemberState::Stable && current.epoch == group.target_epoch {
             // Nothing to move: a steady heartbeat costs no copy of the
             // member's tasks (a member may hold a million).
-            if let Some(liveness) = self.liveness.get_mut(group_name) {
+            if let Some(liveness) = self
+                .groups
+                .get_mut(group_name)
+                .map(|entry| &mut entry.liveness)
+            {
                 liveness.revoking_since_ms.remove(slot);
             }
             return;
@@ -390,11 +389,7 @@ impl Coordinator {
             let mut owned: BTreeSet<TaskRef> = reported.iter().cloned().collect();
             // The replaced incarnation may still hold these: this one
             // cannot release them for it.
-            if let Some(handover) = self
-                .liveness
-                .get(group_name)
-                .and_then(|l| l.handover.get(slot))
-            {
+            if let Some(handover) = self.liveness(group_name).and_then(|l| l.handover.get(slot)) {
                 owned.extend(handover.tasks.iter().cloned());
             }
             owned
@@ -409,7 +404,7 @@ impl Coordinator {
             |task| holdings.holder(task).is_some_and(|h| h != slot),
         );
         let changed = next != *current;
-        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        let liveness = self.liveness_mut(group_name);
         // Tasks a replaced incarnation may still hold cannot be released by
         // this one: its time to release starts when the wait is over, not
         // while it lasts (a restarted host waits the longest lease, longer

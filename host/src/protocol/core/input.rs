@@ -14,9 +14,9 @@ impl Coordinator {
     /// The group's current input for its assignor, as the next call would
     /// see it.
     pub fn assignor_input(&self, group_name: &str) -> Option<GroupInput> {
-        let group = self.groups.get(group_name)?;
+        let group = self.group(group_name)?;
         let empty = Liveness::default();
-        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        let liveness = self.liveness(group_name).unwrap_or(&empty);
         Some(assignor_input(group, liveness).0)
     }
 
@@ -28,9 +28,9 @@ impl Coordinator {
         group_name: &str,
         params: Option<BTreeMap<String, String>>,
     ) -> Option<PreviewInput> {
-        let group = self.groups.get(group_name)?;
+        let group = self.group(group_name)?;
         let empty = Liveness::default();
-        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        let liveness = self.liveness(group_name).unwrap_or(&empty);
         let (input, slots, tasks) = match params {
             None => assignor_input(group, liveness),
             Some(params) => {
@@ -59,8 +59,7 @@ impl Coordinator {
         assignment: &Assignment,
     ) -> Result<BTreeMap<String, SlotTarget>, ProtocolError> {
         let group = self
-            .groups
-            .get(group_name)
+            .group(group_name)
             .ok_or_else(|| ProtocolError::UnknownGroup(group_name.to_owned()))?;
         let now = self.preview_input(group_name, Some(prepared.input.params.clone()));
         if now.as_ref() != Some(prepared) {
@@ -85,7 +84,7 @@ impl Coordinator {
             ));
         }
         let empty = Liveness::default();
-        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
+        let liveness = self.liveness(group_name).unwrap_or(&empty);
         Ok(safe_target(
             group,
             liveness,

@@ -21,11 +21,7 @@ impl Coordinator {
         now: Millis,
         out: &mut Output,
     ) {
-        let group = &self.groups[group_name];
-        let liveness = self
-            .liveness
-            .get_mut(group_name)
-            .expect("the heartbeat was recorded");
+        let (group, liveness) = self.entry_mut(group_name);
         let acceptable = group.config.acceptable_recovery_lag;
         let mut caught_up = false;
         for task in &group.target_of(slot).learner {
@@ -39,7 +35,11 @@ impl Coordinator {
         }
         if caught_up {
             self.bump(group_name, now, out);
-            self.liveness.get_mut(group_name).expect("bumped").urgent = true;
+            self.groups
+                .get_mut(group_name)
+                .map(|entry| &mut entry.liveness)
+                .expect("bumped")
+                .urgent = true;
         }
     }
 }

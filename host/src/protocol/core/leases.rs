@@ -22,9 +22,9 @@ impl Coordinator {
     /// from `now` is never shorter.
     pub fn restarted(&mut self, now: Millis) {
         self.observe_time(now);
-        for (name, group) in &self.groups {
+        for (name, entry) in &mut self.groups {
             self.deadlines.mark_group(name);
-            let liveness = self.liveness.entry(name.clone()).or_default();
+            let (group, liveness) = (&entry.group, &mut entry.liveness);
             for (slot, member) in &group.members {
                 let Some(held) = group
                     .holdings
@@ -65,10 +65,10 @@ impl Coordinator {
         now: Millis,
         interval_ms: u64,
     ) -> u64 {
-        let group = &self.groups[group_name];
+        let group = self.group_at(group_name);
         let config = &group.config;
         let member = &group.members[slot];
-        let liveness = self.liveness.get(group_name);
+        let liveness = self.liveness(group_name);
         let session_ms = member_timeout_ms(config, member);
         let last_seen = liveness
             .and_then(|l| l.last_seen_ms.get(slot).copied())

@@ -53,10 +53,14 @@ impl Coordinator {
                 slot: slot.to_owned(),
             },
         );
-        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        let liveness = self.liveness_mut(group_name);
         liveness.draining_since_ms.insert(slot.to_owned(), now);
         self.bump(group_name, now, out);
-        self.liveness.get_mut(group_name).expect("bumped").urgent = true;
+        self.groups
+            .get_mut(group_name)
+            .map(|entry| &mut entry.liveness)
+            .expect("bumped")
+            .urgent = true;
     }
 
     /// An admin asks a member to drain; `member` is a member id or a static
@@ -70,8 +74,7 @@ impl Coordinator {
         self.observe_time(now);
         self.deadlines.mark_group(group_name);
         let group = self
-            .groups
-            .get(group_name)
+            .group(group_name)
             .ok_or_else(|| ProtocolError::UnknownGroup(group_name.to_owned()))?;
         let slot = match group.slot_of(member) {
             Some(slot) => slot.to_owned(),
@@ -101,7 +104,7 @@ impl Coordinator {
     /// removed, or it is unknown.
     pub(super) fn current_slot(&self, request: &Heartbeat) -> Result<String, ProtocolError> {
         let (group_name, member_id) = (&request.group, &request.member_id);
-        let group = &self.groups[group_name];
+        let group = self.group_at(group_name);
         if let Some(slot) = group.slot_of(member_id) {
             return Ok(slot.to_owned());
         }
@@ -112,8 +115,7 @@ impl Coordinator {
             .filter(|name| group.members.contains_key(&format!("static:{name}")))
             .cloned();
         let replaced = replaced_by_name.or_else(|| {
-            self.liveness
-                .get(group_name)
+            self.liveness(group_name)
                 .and_then(|l| l.replaced.iter().find(|(id, _)| id == member_id))
                 .map(|(_, name)| name.clone())
         });
@@ -145,7 +147,7 @@ impl Coordinator {
             return invalid("a join must carry the member's topics".into());
         };
         let group_name = request.group.clone();
-        let group = &self.groups[&group_name];
+        let group = self.group_at(&group_name);
         let name = request.member_name.clone().filter(|_| !group.dynamic_only);
         let member_id = if request.member_id.is_empty() {
             self.next_member_id(group)
@@ -181,14 +183,14 @@ impl Coordinator {
                     .member(&slot)
                     .map(|h| h.held().cloned().collect())
                     .unwrap_or_default();
-                let liveness = self.liveness.entry(group_name.clone()).or_default();
+                let previous_id = previous.member_id.clone();
+                let topics_changed = previous.topics != member.topics;
+                let liveness = self.liveness_mut(&group_name);
                 if liveness.replaced.len() == FENCED_MEMBER_IDS_MAX {
                     liveness.replaced.pop_front();
                 }
                 let named = name.clone().expect("a static slot");
-                liveness
-                    .replaced
-                    .push_back((previous.member_id.clone(), named));
+                liveness.replaced.push_back((previous_id, named));
                 if let Some(&until_ms) = liveness.lease_end_ms.get(&slot)
                     && until_ms > now
                     && !held.is_empty()
@@ -198,7 +200,7 @@ impl Coordinator {
                     handover.tasks.extend(held);
                     handover_started = true;
                 }
-                previous.topics != member.topics
+                topics_changed
             }
             None => {
                 if group.members.len() >= MEMBERS_PER_GROUP_MAX {
@@ -219,7 +221,7 @@ impl Coordinator {
                     // The slots' timers, lease promises and lags move with
                     // them: a drain keeps its deadline, and no timer of the
                     // new slot acts before a lease given under the old one.
-                    let liveness = self.liveness.entry(group_name.clone()).or_default();
+                    let liveness = self.liveness_mut(&group_name);
                     for (from, to) in &moves {
                         liveness.rekey(from, to);
                     }
@@ -251,7 +253,7 @@ impl Coordinator {
     }
 
     pub(super) fn leave(&mut self, group_name: &str, slot: &str, now: Millis, out: &mut Output) {
-        let group = &self.groups[group_name];
+        let group = self.group_at(group_name);
         let member = &group.members[slot];
         if member.name.is_some() && !member.draining {
             self.emit(
@@ -264,7 +266,11 @@ impl Coordinator {
             );
             // It stopped processing before it left: no lease of it runs on,
             // and a new incarnation gets the slot's tasks at once.
-            if let Some(liveness) = self.liveness.get_mut(group_name) {
+            if let Some(liveness) = self
+                .groups
+                .get_mut(group_name)
+                .map(|entry| &mut entry.liveness)
+            {
                 liveness.lease_end_ms.remove(slot);
             }
         } else {
@@ -288,7 +294,7 @@ impl Coordinator {
                 reason,
             },
         );
-        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        let liveness = self.liveness_mut(group_name);
         liveness.last_seen_ms.remove(slot);
         liveness.revoking_since_ms.remove(slot);
         liveness.lags.remove(slot);
@@ -301,7 +307,11 @@ impl Coordinator {
         // expiry, a fence, a drain that ran out) leaves tasks without an
         // owner, so the next target is asked for at once (as KIP-848's
         // coordinator does), together with whatever the batch holds.
-        self.liveness.get_mut(group_name).expect("bumped").urgent = true;
+        self.groups
+            .get_mut(group_name)
+            .map(|entry| &mut entry.liveness)
+            .expect("bumped")
+            .urgent = true;
     }
 }
 

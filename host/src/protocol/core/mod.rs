@@ -252,17 +252,35 @@ pub struct HostLoad {
 /// Every group and its transient state.
 #[derive(Clone, Debug, Default)]
 pub struct Coordinator {
-    groups: BTreeMap<String, Group>,
-    liveness: BTreeMap<String, Liveness>,
-    /// The assignor call in flight of each group that has one.
-    calls: BTreeMap<String, CallInFlight>,
-    /// Every group's deadlines, derived from the two maps above.
+    /// One entry per group, by name.
+    groups: BTreeMap<String, GroupEntry>,
+    /// Every group's deadlines, derived from the entries.
     deadlines: deadlines::Deadlines,
     /// The latest time an input carried: the handlers and the timer table
     /// rely on time never going back (the runtime reads its monotonic
     /// clock under the shard's lock).
     latest_ms: Millis,
     seed: u64,
+}
+
+/// A group: its durable state, which records change, and what the core
+/// keeps of it besides (rebuilt after a restart, never logged).
+#[derive(Clone, Debug, PartialEq)]
+struct GroupEntry {
+    group: Group,
+    liveness: Liveness,
+    /// The assignor call in flight, if one is.
+    call: Option<CallInFlight>,
+}
+
+impl GroupEntry {
+    fn new(group: Group) -> Self {
+        GroupEntry {
+            group,
+            liveness: Liveness::default(),
+            call: None,
+        }
+    }
 }
 
 /// An assignor call the runtime is running for a group, and what the
@@ -319,11 +337,25 @@ impl Coordinator {
     }
 
     pub fn group(&self, name: &str) -> Option<&Group> {
-        self.groups.get(name)
+        self.groups.get(name).map(|entry| &entry.group)
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.groups.values()
+        self.groups.values().map(|entry| &entry.group)
+    }
+
+    /// The group `name`, which the caller knows exists.
+    fn group_at(&self, name: &str) -> &Group {
+        &self.groups[name].group
+    }
+
+    /// The group `name` and its liveness, which the caller knows exists.
+    fn entry_mut(&mut self, name: &str) -> (&Group, &mut Liveness) {
+        let entry = self
+            .groups
+            .get_mut(name)
+            .expect("a group the caller checked");
+        (&entry.group, &mut entry.liveness)
     }
 
     /// Takes the time an input carries, which is never before the last.
@@ -361,20 +393,23 @@ impl Coordinator {
         }
         match record {
             Record::GroupConfigured { group, config } if !self.groups.contains_key(group) => {
-                self.groups
-                    .insert(group.clone(), Group::new(group, config.clone()));
+                self.groups.insert(
+                    group.clone(),
+                    GroupEntry::new(Group::new(group, config.clone())),
+                );
             }
             Record::GroupSnapshot { group, state } if !self.groups.contains_key(group) => {
-                self.groups.insert(group.clone(), (**state).clone());
+                self.groups
+                    .insert(group.clone(), GroupEntry::new((**state).clone()));
                 return;
             }
             _ => {}
         }
-        let group = self
+        let entry = self
             .groups
             .get_mut(record.group())
             .expect("a record of a group that was never configured");
-        group.apply(record);
+        entry.group.apply(record);
     }
 
     /// [`Coordinator::apply`] for a record the caller is done with: a
@@ -385,7 +420,14 @@ impl Coordinator {
             Record::GroupSnapshot { group, state } => {
                 assert_eq!(state.name, group, "a snapshot of another group");
                 self.deadlines.mark_group(&group);
-                self.groups.insert(group, *state);
+                // The group's liveness and call stay: a snapshot replaces
+                // only its durable state, as `Group::apply` does.
+                match self.groups.get_mut(&group) {
+                    Some(entry) => entry.group = *state,
+                    None => {
+                        self.groups.insert(group, GroupEntry::new(*state));
+                    }
+                }
             }
             record => self.apply(&record),
         }
@@ -405,7 +447,7 @@ impl Coordinator {
     /// stable (the seed design's durable name map), so that the log can drop
     /// everything before it.
     fn snapshot_if_stable(&mut self, group_name: &str, out: &mut Output) {
-        let Some(group) = self.groups.get(group_name) else {
+        let Some(group) = self.group(group_name) else {
             return;
         };
         if group.target_epoch == 0
@@ -428,7 +470,7 @@ impl Coordinator {
     /// The group needs a new target: bump its epoch and start (or join) the
     /// current batch of changes.
     fn bump(&mut self, group: &str, now: Millis, out: &mut Output) {
-        let epoch = self.groups[group].group_epoch + 1;
+        let epoch = self.group_at(group).group_epoch + 1;
         self.emit(
             out,
             Record::GroupEpochBumped {
@@ -436,22 +478,21 @@ impl Coordinator {
                 epoch,
             },
         );
-        let liveness = self.liveness.entry(group.to_owned()).or_default();
-        liveness.pending_since_ms.get_or_insert(now);
+        self.liveness_mut(group).pending_since_ms.get_or_insert(now);
     }
 
-    /// The transient state of a group, created on first use; a group's name
-    /// is copied only then, not on every heartbeat.
+    /// The transient state of group `group_name`, which the caller knows
+    /// exists.
     fn liveness_mut(&mut self, group_name: &str) -> &mut Liveness {
-        if !self.liveness.contains_key(group_name) {
-            self.liveness
-                .insert(group_name.to_owned(), Liveness::default());
-        }
-        self.liveness.get_mut(group_name).expect("inserted above")
+        &mut self
+            .groups
+            .get_mut(group_name)
+            .expect("a group the caller checked")
+            .liveness
     }
 
     /// The lags each member of a group last reported.
     pub fn liveness(&self, group_name: &str) -> Option<&Liveness> {
-        self.liveness.get(group_name)
+        self.groups.get(group_name).map(|entry| &entry.liveness)
     }
 }

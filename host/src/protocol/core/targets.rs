@@ -22,11 +22,11 @@ impl Coordinator {
     /// milliseconds, but one that runs to its time limit must not have
     /// every member beat at the handoff interval all along).
     pub(super) fn target_due_in_ms(&self, group_name: &str, now: Millis) -> Option<u64> {
-        let group = &self.groups[group_name];
+        let group = self.group_at(group_name);
         if group.group_epoch == group.target_epoch {
             return None;
         }
-        let liveness = self.liveness.get(group_name)?;
+        let liveness = self.liveness(group_name)?;
         if liveness.computing_epoch.is_some() {
             return Some(now.saturating_sub(liveness.last_call_ms.unwrap_or(now)));
         }
@@ -40,8 +40,11 @@ impl Coordinator {
     /// timeout (the first target of a group waits too, so that a fleet
     /// starting together lands in one target).
     pub(super) fn maybe_call_assignor(&mut self, group_name: &str, now: Millis, out: &mut Output) {
-        let group = &self.groups[group_name];
-        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        let entry = self
+            .groups
+            .get_mut(group_name)
+            .expect("a group the caller checked");
+        let (group, liveness) = (&entry.group, &mut entry.liveness);
         if group.group_epoch == group.target_epoch || liveness.computing_epoch.is_some() {
             return;
         }
@@ -56,14 +59,11 @@ impl Coordinator {
         liveness.last_call_ms = Some(now);
         liveness.computing_epoch = Some(group.group_epoch);
         let (input, slots, tasks) = assignor_input(group, liveness);
-        self.calls.insert(
-            group_name.to_owned(),
-            CallInFlight {
-                epoch: group.group_epoch,
-                slots,
-                tasks,
-            },
-        );
+        entry.call = Some(CallInFlight {
+            epoch: group.group_epoch,
+            slots,
+            tasks,
+        });
         out.assignor_calls.push(AssignorCall {
             group: group_name.to_owned(),
             epoch: group.group_epoch,
@@ -119,14 +119,14 @@ impl Coordinator {
         self.observe_time(now);
         self.deadlines.mark_group(group_name);
         let mut out = Output::default();
-        let Some(call) = self.calls.remove(group_name) else {
+        let Some(entry) = self.groups.get_mut(group_name) else {
             return out;
         };
-        let liveness = self.liveness.entry(group_name.to_owned()).or_default();
+        let Some(call) = entry.call.take() else {
+            return out;
+        };
+        let (group, liveness) = (&entry.group, &mut entry.liveness);
         liveness.computing_epoch = None;
-        let Some(group) = self.groups.get(group_name) else {
-            return out;
-        };
         if call.epoch != epoch || epoch != group.group_epoch {
             liveness.pending_since_ms.get_or_insert(now);
             self.maybe_call_assignor(group_name, now, &mut out);
@@ -164,8 +164,6 @@ impl Coordinator {
                 return out;
             }
         };
-        let empty = Liveness::default();
-        let liveness = self.liveness.get(group_name).unwrap_or(&empty);
         let target = safe_target(group, liveness, &call.slots, &call.tasks, &assignment);
         self.emit(
             &mut out,
@@ -177,15 +175,13 @@ impl Coordinator {
         );
         // A caught-up signal belongs to one warm-up: once the task is no
         // longer a learner of that slot, a later warm-up must signal anew.
-        let group = &self.groups[group_name];
-        if let Some(liveness) = self.liveness.get_mut(group_name) {
-            liveness.caught_up_signalled.retain(|(slot, task)| {
-                group
-                    .target
-                    .get(slot)
-                    .is_some_and(|t| t.learner.contains(task))
-            });
-        }
+        let (group, liveness) = self.entry_mut(group_name);
+        liveness.caught_up_signalled.retain(|(slot, task)| {
+            group
+                .target
+                .get(slot)
+                .is_some_and(|t| t.learner.contains(task))
+        });
         // Members learn their new target on their next heartbeat.
         out
     }

@@ -50,10 +50,10 @@ impl Coordinator {
     fn tick_group(&mut self, name: &str, now: Millis, load: HostLoad, out: &mut Output) {
         let judged = now.saturating_sub(load.late_ms);
         {
-            let Some(group) = self.groups.get(name) else {
+            let Some(entry) = self.groups.get_mut(name) else {
                 return;
             };
-            let liveness = self.liveness.entry(name.to_owned()).or_default();
+            let (group, liveness) = (&entry.group, &mut entry.liveness);
             let mut expired = Vec::new();
             for (slot, member) in &group.members {
                 // The member may still process under a lease given before
@@ -116,7 +116,11 @@ impl Coordinator {
             }
             if probe {
                 self.bump(name, now, out);
-                self.liveness.get_mut(name).expect("bumped").urgent = true;
+                self.groups
+                    .get_mut(name)
+                    .map(|entry| &mut entry.liveness)
+                    .expect("bumped")
+                    .urgent = true;
             }
             self.maybe_call_assignor(name, now, out);
         }
