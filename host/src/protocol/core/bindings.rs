@@ -96,12 +96,7 @@ impl Coordinator {
             self.emit_binding(name, current, None, now, out);
         }
         self.emit_binding(name, spec, rollback_to, now, out);
-        self.bump(name, now, out);
-        self.groups
-            .get_mut(name)
-            .map(|entry| &mut entry.liveness)
-            .expect("bumped")
-            .urgent = true;
+        self.bump_urgently(name, now, out);
         self.maybe_call_assignor(name, now, out);
     }
 }

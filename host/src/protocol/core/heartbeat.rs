@@ -376,13 +376,7 @@ impl Coordinator {
         if current.state == MemberState::Stable && current.epoch == group.target_epoch {
             // Nothing to move: a steady heartbeat costs no copy of the
             // member's tasks (a member may hold a million).
-            if let Some(liveness) = self
-                .groups
-                .get_mut(group_name)
-                .map(|entry| &mut entry.liveness)
-            {
-                liveness.revoking_since_ms.remove(slot);
-            }
+            self.liveness_mut(group_name).revoking_since_ms.remove(slot);
             return;
         }
         let owned = reported.map(|reported| {

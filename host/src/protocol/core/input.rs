@@ -14,9 +14,7 @@ impl Coordinator {
     /// The group's current input for its assignor, as the next call would
     /// see it.
     pub fn assignor_input(&self, group_name: &str) -> Option<GroupInput> {
-        let group = self.group(group_name)?;
-        let empty = Liveness::default();
-        let liveness = self.liveness(group_name).unwrap_or(&empty);
+        let (group, liveness) = self.entry(group_name)?;
         Some(assignor_input(group, liveness).0)
     }
 
@@ -28,9 +26,7 @@ impl Coordinator {
         group_name: &str,
         params: Option<BTreeMap<String, String>>,
     ) -> Option<PreviewInput> {
-        let group = self.group(group_name)?;
-        let empty = Liveness::default();
-        let liveness = self.liveness(group_name).unwrap_or(&empty);
+        let (group, liveness) = self.entry(group_name)?;
         let (input, slots, tasks) = match params {
             None => assignor_input(group, liveness),
             Some(params) => {
@@ -58,8 +54,8 @@ impl Coordinator {
         prepared: &PreviewInput,
         assignment: &Assignment,
     ) -> Result<BTreeMap<String, SlotTarget>, ProtocolError> {
-        let group = self
-            .group(group_name)
+        let (group, liveness) = self
+            .entry(group_name)
             .ok_or_else(|| ProtocolError::UnknownGroup(group_name.to_owned()))?;
         let now = self.preview_input(group_name, Some(prepared.input.params.clone()));
         if now.as_ref() != Some(prepared) {
@@ -83,8 +79,6 @@ impl Coordinator {
                 "the answer does not fit the group's input".to_owned(),
             ));
         }
-        let empty = Liveness::default();
-        let liveness = self.liveness(group_name).unwrap_or(&empty);
         Ok(safe_target(
             group,
             liveness,

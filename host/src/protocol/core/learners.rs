@@ -34,12 +34,7 @@ impl Coordinator {
             }
         }
         if caught_up {
-            self.bump(group_name, now, out);
-            self.groups
-                .get_mut(group_name)
-                .map(|entry| &mut entry.liveness)
-                .expect("bumped")
-                .urgent = true;
+            self.bump_urgently(group_name, now, out);
         }
     }
 }

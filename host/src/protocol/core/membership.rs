@@ -55,12 +55,7 @@ impl Coordinator {
         );
         let liveness = self.liveness_mut(group_name);
         liveness.draining_since_ms.insert(slot.to_owned(), now);
-        self.bump(group_name, now, out);
-        self.groups
-            .get_mut(group_name)
-            .map(|entry| &mut entry.liveness)
-            .expect("bumped")
-            .urgent = true;
+        self.bump_urgently(group_name, now, out);
     }
 
     /// An admin asks a member to drain; `member` is a member id or a static
@@ -266,13 +261,7 @@ impl Coordinator {
             );
             // It stopped processing before it left: no lease of it runs on,
             // and a new incarnation gets the slot's tasks at once.
-            if let Some(liveness) = self
-                .groups
-                .get_mut(group_name)
-                .map(|entry| &mut entry.liveness)
-            {
-                liveness.lease_end_ms.remove(slot);
-            }
+            self.liveness_mut(group_name).lease_end_ms.remove(slot);
         } else {
             self.remove(group_name, slot, RemovalReason::Left, now, out);
         }
@@ -302,16 +291,11 @@ impl Coordinator {
         liveness.lease_end_ms.remove(slot);
         liveness.handover.remove(slot);
         liveness.caught_up_signalled.retain(|(s, _)| s != slot);
-        self.bump(group_name, now, out);
         // The expansion timeout batches arrivals; a departure (a leave, an
         // expiry, a fence, a drain that ran out) leaves tasks without an
         // owner, so the next target is asked for at once (as KIP-848's
         // coordinator does), together with whatever the batch holds.
-        self.groups
-            .get_mut(group_name)
-            .map(|entry| &mut entry.liveness)
-            .expect("bumped")
-            .urgent = true;
+        self.bump_urgently(group_name, now, out);
     }
 }
 

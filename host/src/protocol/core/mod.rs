@@ -349,6 +349,13 @@ impl Coordinator {
         &self.groups[name].group
     }
 
+    /// The group `name` and its liveness, if it exists.
+    fn entry(&self, name: &str) -> Option<(&Group, &Liveness)> {
+        self.groups
+            .get(name)
+            .map(|entry| (&entry.group, &entry.liveness))
+    }
+
     /// The group `name` and its liveness, which the caller knows exists.
     fn entry_mut(&mut self, name: &str) -> (&Group, &mut Liveness) {
         let entry = self
@@ -479,6 +486,13 @@ impl Coordinator {
             },
         );
         self.liveness_mut(group).pending_since_ms.get_or_insert(now);
+    }
+
+    /// [`Coordinator::bump`], and the target is asked for at once, without
+    /// the expansion wait: tasks are without an owner, or waiting.
+    fn bump_urgently(&mut self, group: &str, now: Millis, out: &mut Output) {
+        self.bump(group, now, out);
+        self.liveness_mut(group).urgent = true;
     }
 
     /// The transient state of group `group_name`, which the caller knows

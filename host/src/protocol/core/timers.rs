@@ -115,12 +115,7 @@ impl Coordinator {
                 self.remove(name, &slot, reason, now, out);
             }
             if probe {
-                self.bump(name, now, out);
-                self.groups
-                    .get_mut(name)
-                    .map(|entry| &mut entry.liveness)
-                    .expect("bumped")
-                    .urgent = true;
+                self.bump_urgently(name, now, out);
             }
             self.maybe_call_assignor(name, now, out);
         }
