@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use assignd::log::frame::encode;
 use assignd::log::{FsyncPolicy, LogSink, ScanMode, scan};
 use assignd::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, Output};
-use assignd::protocol::group::{GroupConfig, Record, TaskRef, TopicConfig};
+use assignd::protocol::group::{GroupConfig, Record, Slot, TaskRef, TopicConfig};
 use assignd::protocol::reconcile::MemberAssignment;
 use assignd::runtime::{RecordQueue, RecordSink};
 use assignor_sticky::Sticky;
@@ -59,7 +59,7 @@ const GROUP: &str = "bench";
 fn change(slot: &str, task: u32, epoch: u64) -> Record {
     Record::MemberReconciled {
         group: GROUP.to_owned(),
-        slot: slot.to_owned(),
+        slot: Slot::from_key(slot),
         assignment: MemberAssignment {
             epoch,
             previous_epoch: epoch.saturating_sub(1),

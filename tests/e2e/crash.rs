@@ -1201,7 +1201,7 @@ fn settled_log(name: &str) -> (PathBuf, View) {
 
 #[test]
 fn records_that_do_not_fit_together_are_refused_with_the_file_and_offset() {
-    use assignd::protocol::group::{Record, TaskRef};
+    use assignd::protocol::group::{Record, Slot, TaskRef};
     use assignd::protocol::reconcile::{MemberAssignment, MemberState};
 
     let (data_dir, settled) = settled_log("crash-incoherent");
@@ -1213,7 +1213,7 @@ fn records_that_do_not_fit_together_are_refused_with_the_file_and_offset() {
     let (topic, partition) = a.active.first().cloned().expect("a holds a task");
     let b_takes_it = Record::MemberReconciled {
         group: STATICS.to_owned(),
-        slot: "static:b".to_owned(),
+        slot: Slot::named("b"),
         assignment: MemberAssignment {
             state: MemberState::Stable,
             epoch: settled.target_epoch,

@@ -12,7 +12,7 @@ use super::wire::{
     Balance, ErrorBody, PreviewHeldBack, PreviewLearner, PreviewMemberAssignment, PreviewMove,
     PreviewRequest, PreviewView, TargetView,
 };
-use crate::protocol::group::{SlotTarget, TaskRef};
+use crate::protocol::group::{Slot, SlotTarget, TaskRef};
 use crate::runtime::{Preview, Runtime};
 
 /// Previews a candidate assignor and params on the group's current input.
@@ -57,7 +57,7 @@ fn tasks(set: &BTreeSet<TaskRef>) -> Vec<TaskRef> {
     set.iter().cloned().collect()
 }
 
-fn owners(target: &BTreeMap<String, SlotTarget>) -> BTreeMap<&TaskRef, &String> {
+fn owners(target: &BTreeMap<Slot, SlotTarget>) -> BTreeMap<&TaskRef, &Slot> {
     target
         .iter()
         .flat_map(|(slot, t)| t.active.iter().map(move |task| (task, slot)))
@@ -66,11 +66,16 @@ fn owners(target: &BTreeMap<String, SlotTarget>) -> BTreeMap<&TaskRef, &String> 
 
 /// Active tasks per member of `members` (every member of the group).
 fn balance<'a>(
-    target: &BTreeMap<String, SlotTarget>,
-    members: impl Iterator<Item = &'a String>,
+    target: &BTreeMap<Slot, SlotTarget>,
+    members: impl Iterator<Item = &'a Slot>,
 ) -> Balance {
     let active: BTreeMap<String, usize> = members
-        .map(|slot| (slot.clone(), target.get(slot).map_or(0, |t| t.active.len())))
+        .map(|slot| {
+            (
+                slot.to_string(),
+                target.get(slot).map_or(0, |t| t.active.len()),
+            )
+        })
         .collect();
     let min = active.values().copied().min().unwrap_or(0);
     let max = active.values().copied().max().unwrap_or(0);
@@ -93,11 +98,11 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
         .slots
         .iter()
         .map(|slot| PreviewMemberAssignment {
-            member: slot.clone(),
+            member: slot.to_string(),
             ..Default::default()
         })
         .collect();
-    let mut wanted: BTreeMap<&TaskRef, &String> = BTreeMap::new();
+    let mut wanted: BTreeMap<&TaskRef, &Slot> = BTreeMap::new();
     for (task, &owner) in prepared.tasks.iter().zip(&assignment.active_owner) {
         if let Some(row) = raw.get_mut(owner as usize) {
             row.active.push(task.clone());
@@ -123,8 +128,8 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
             let (f, t) = (from.get(task), to.get(task));
             (f != t).then(|| PreviewMove {
                 task: task.clone(),
-                from: f.map(|s| (*s).clone()),
-                to: t.map(|s| (*s).clone()),
+                from: f.map(|s| s.to_string()),
+                to: t.map(|s| s.to_string()),
             })
         })
         .collect();
@@ -137,7 +142,7 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
                 .filter(move |task| !old.is_some_and(|o| o.learner.contains(*task)))
                 .map(move |task| PreviewLearner {
                     task: task.clone(),
-                    member: slot.clone(),
+                    member: slot.to_string(),
                 })
         })
         .collect();
@@ -147,8 +152,8 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
             let owner = *to.get(task)?;
             (owner != *want && from.get(task) == Some(&owner)).then(|| PreviewHeldBack {
                 task: (*task).clone(),
-                owner: owner.clone(),
-                wanted: (*want).clone(),
+                owner: owner.to_string(),
+                wanted: want.to_string(),
             })
         })
         .collect();
@@ -160,7 +165,7 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
             .iter()
             .map(|(slot, t)| {
                 (
-                    slot.clone(),
+                    slot.to_string(),
                     TargetView {
                         active: tasks(&t.active),
                         learner: tasks(&t.learner),

@@ -47,7 +47,7 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
             let held = group.holdings.member(slot).cloned().unwrap_or_default();
             let target = group.target_of(slot);
             MemberView {
-                slot: slot.clone(),
+                slot: slot.to_string(),
                 member_id: member.member_id.clone(),
                 name: member.name.clone(),
                 topics: member.topics.iter().cloned().collect(),
@@ -82,7 +82,7 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
         .flat_map(|(slot, target)| target.learner.iter().map(move |task| (slot, task)))
         .map(|(slot, task)| LearnerView {
             task: task.clone(),
-            slot: slot.clone(),
+            slot: slot.to_string(),
             member_id: group
                 .members
                 .get(slot)

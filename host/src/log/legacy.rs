@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use super::frame::RecordType;
 use crate::protocol::group::{
-    Binding, CallLimits, Group, GroupConfig, LearnerMode, Member, Millis, Record, SlotTarget,
+    Binding, CallLimits, Group, GroupConfig, LearnerMode, Member, Millis, Record, Slot, SlotTarget,
     TaskRef, TopicConfig, holdings_by_slot,
 };
 use crate::protocol::reconcile::Holdings;
@@ -208,8 +208,8 @@ pub(super) struct GroupV1 {
     pub config: GroupConfigV2,
     pub group_epoch: u64,
     pub target_epoch: u64,
-    pub members: BTreeMap<String, Member>,
-    pub target: BTreeMap<String, SlotTarget>,
+    pub members: BTreeMap<Slot, Member>,
+    pub target: BTreeMap<Slot, SlotTarget>,
     #[serde(with = "holdings_by_slot")]
     pub holdings: Holdings<TaskRef>,
     pub fenced_member_ids: VecDeque<String>,
@@ -226,8 +226,8 @@ pub(super) struct GroupV2 {
     pub config: GroupConfigV2,
     pub group_epoch: u64,
     pub target_epoch: u64,
-    pub members: BTreeMap<String, Member>,
-    pub target: BTreeMap<String, SlotTarget>,
+    pub members: BTreeMap<Slot, Member>,
+    pub target: BTreeMap<Slot, SlotTarget>,
     #[serde(with = "holdings_by_slot")]
     pub holdings: Holdings<TaskRef>,
     pub fenced_member_ids: VecDeque<String>,
@@ -267,8 +267,8 @@ pub(super) struct GroupV3 {
     pub config: GroupConfig,
     pub group_epoch: u64,
     pub target_epoch: u64,
-    pub members: BTreeMap<String, Member>,
-    pub target: BTreeMap<String, SlotTarget>,
+    pub members: BTreeMap<Slot, Member>,
+    pub target: BTreeMap<Slot, SlotTarget>,
     #[serde(with = "holdings_by_slot")]
     pub holdings: Holdings<TaskRef>,
     pub fenced_member_ids: VecDeque<String>,

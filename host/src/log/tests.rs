@@ -15,7 +15,7 @@ use super::segment::{LogError, SEGMENT_HEADER_BYTES, ScanMode, scan};
 use super::writer::{FsyncPolicy, LogSink};
 use crate::protocol::core::{Coordinator, Heartbeat, Output};
 use crate::protocol::group::{
-    Binding, CallLimits, GroupConfig, Member, Record, RemovalReason, SlotTarget, TaskRef,
+    Binding, CallLimits, GroupConfig, Member, Record, RemovalReason, Slot, SlotTarget, TaskRef,
     TopicConfig,
 };
 use crate::protocol::reconcile::MemberAssignment;
@@ -35,7 +35,7 @@ fn every_record_type() -> Vec<Record> {
     let group = "g".to_owned();
     let mut target = BTreeMap::new();
     target.insert(
-        "static:a".to_owned(),
+        Slot::named("a"),
         SlotTarget {
             active: [TaskRef::new("orders", 1)].into(),
             learner: [TaskRef::new("orders", 2)].into(),

@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::protocol::group::Slot;
+
 /// What a task is to the reconciliation: anything ordered (the core uses
 /// (topic, partition) so that topic changes do not renumber tasks; tests
 /// use integers).
@@ -141,8 +143,8 @@ pub fn reconcile<T: Task>(
 /// by two members at once.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Holdings<T: Task> {
-    members: BTreeMap<String, MemberAssignment<T>>,
-    holder: BTreeMap<T, String>,
+    members: BTreeMap<Slot, MemberAssignment<T>>,
+    holder: BTreeMap<T, Slot>,
 }
 
 impl<T: Task> Default for Holdings<T> {
@@ -159,13 +161,13 @@ impl<T: Task> Holdings<T> {
         self.members.get(id)
     }
 
-    pub fn members(&self) -> impl Iterator<Item = (&String, &MemberAssignment<T>)> {
+    pub fn members(&self) -> impl Iterator<Item = (&Slot, &MemberAssignment<T>)> {
         self.members.iter()
     }
 
     /// The member holding `task` (active or being released), if any.
-    pub fn holder(&self, task: &T) -> Option<&str> {
-        self.holder.get(task).map(String::as_str)
+    pub fn holder(&self, task: &T) -> Option<&Slot> {
+        self.holder.get(task)
     }
 
     /// Reconciles member `id` (added if new) against its target and records
@@ -180,7 +182,7 @@ impl<T: Task> Holdings<T> {
         let current = self.members.get(id).cloned().unwrap_or_default();
         let holder = &self.holder;
         let next = reconcile(&current, target_epoch, target, owned, |task| {
-            holder.get(task).is_some_and(|h| h != id)
+            holder.get(task).is_some_and(|h| *h != id)
         });
         self.set(id, next);
         &self.members[id]
@@ -192,7 +194,10 @@ impl<T: Task> Holdings<T> {
         let removed = self.members.remove(id)?;
         for task in removed.held() {
             let previous = self.holder.remove(task);
-            debug_assert_eq!(previous.as_deref(), Some(id), "holder index out of step");
+            debug_assert!(
+                previous.is_some_and(|h| h == id),
+                "holder index out of step"
+            );
         }
         Some(removed)
     }
@@ -206,13 +211,13 @@ impl<T: Task> Holdings<T> {
             }
         }
         for task in next.held() {
-            let other = self.holder.insert(task.clone(), id.to_owned());
+            let other = self.holder.insert(task.clone(), Slot::from_key(id));
             assert!(
                 other.is_none(),
                 "task {task:?} granted to {id} while {other:?} holds it"
             );
         }
-        self.members.insert(id.to_owned(), next);
+        self.members.insert(Slot::from_key(id), next);
     }
 }
 
@@ -279,7 +284,7 @@ mod tests {
         group.reconcile_member("a", 1, &set(&[0, 1]), None);
         group.reconcile_member("a", 2, &set(&[]), Some(&set(&[0, 1])));
         assert_eq!(
-            group.holder(&0),
+            group.holder(&0).map(Slot::as_str),
             Some("a"),
             "a still holds what it must release"
         );

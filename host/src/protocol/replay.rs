@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::core::Coordinator;
-use super::group::{Group, Record, TaskRef};
+use super::group::{Group, Record, Slot, TaskRef};
 use super::reconcile::MemberAssignment;
 
 impl Coordinator {
@@ -176,7 +176,7 @@ fn check_snapshot(name: &str, state: &Group) -> Result<(), String> {
 /// A task is active in at most one slot's target.
 fn check_target(
     name: &str,
-    target: &BTreeMap<String, super::group::SlotTarget>,
+    target: &BTreeMap<Slot, super::group::SlotTarget>,
 ) -> Result<(), String> {
     let mut owner: BTreeMap<&TaskRef, &str> = BTreeMap::new();
     for (slot, tasks) in target {
@@ -215,7 +215,7 @@ mod tests {
 
     use super::super::core::Coordinator;
     use super::super::group::{
-        Group, GroupConfig, Member, Record, RemovalReason, SlotTarget, TaskRef, TopicConfig,
+        Group, GroupConfig, Member, Record, RemovalReason, Slot, SlotTarget, TaskRef, TopicConfig,
     };
     use super::super::reconcile::{MemberAssignment, MemberState};
 
@@ -249,9 +249,9 @@ mod tests {
         })
     }
 
-    fn target() -> impl Strategy<Value = BTreeMap<String, SlotTarget>> {
+    fn target() -> impl Strategy<Value = BTreeMap<Slot, SlotTarget>> {
         proptest::collection::btree_map(
-            (0usize..3).prop_map(|s| SLOTS[s].to_owned()),
+            (0usize..3).prop_map(|s| Slot::from(SLOTS[s])),
             (tasks(), tasks()).prop_map(|(active, learner)| SlotTarget {
                 active,
                 learner,
@@ -264,7 +264,7 @@ mod tests {
     fn member(slot: usize, id: usize) -> Member {
         Member {
             member_id: ["m-1", "m-2", "m-3"][id].to_owned(),
-            name: SLOTS[slot].strip_prefix("static:").map(str::to_owned),
+            name: Slot::from(SLOTS[slot]).name().map(str::to_owned),
             topics: ["t".to_owned()].into(),
             rack: None,
             capacity: 1,
@@ -289,7 +289,7 @@ mod tests {
                 |(g, named, slots, target, held, group_epoch, target_epoch)| {
                     let mut state = Group::new(GROUPS[(g + named / 2) % 2], config());
                     for s in slots {
-                        state.members.insert(SLOTS[s].to_owned(), member(s, s));
+                        state.members.insert(Slot::from(SLOTS[s]), member(s, s));
                     }
                     state.target = target;
                     state.group_epoch = group_epoch;
@@ -310,7 +310,7 @@ mod tests {
 
     fn record() -> impl Strategy<Value = Record> {
         let group = (0usize..2).prop_map(|g| GROUPS[g].to_owned());
-        let slot = (0usize..3).prop_map(|s| SLOTS[s].to_owned());
+        let slot = (0usize..3).prop_map(|s| Slot::from(SLOTS[s]));
         prop_oneof![
             group.clone().prop_map(|group| Record::GroupConfigured {
                 group,
@@ -319,7 +319,7 @@ mod tests {
             (group.clone(), 0usize..3, 0usize..3).prop_map(|(group, s, id)| {
                 Record::MemberJoined {
                     group,
-                    slot: SLOTS[s].to_owned(),
+                    slot: Slot::from(SLOTS[s]),
                     member: member(s, id),
                 }
             }),

@@ -553,7 +553,7 @@ fn a_nameless_join_into_a_stable_static_group_drops_the_name_map() {
     // A named join now makes a dynamic member.
     let late = h.join(Some("worker-c"));
     let group = h.core.group(GROUP).unwrap();
-    assert!(group.members.contains_key(&late.member_id));
+    assert!(group.members.contains_key(late.member_id.as_str()));
 }
 
 /// Static worker-a drains (nobody is warm on its tasks, so it keeps them)
@@ -576,7 +576,7 @@ fn drain_then_drop_the_name_map(scale_down_ms: u64) -> (Harness, Vec<HeartbeatRe
     members[1] = h.beat_with_lags(&members[1].clone(), lags_of(&members[1], 5_000));
     h.advance(3_000, &mut members);
     members.push(join_dropping_the_name_map(&mut h));
-    assert!(h.core.group(GROUP).unwrap().members[&members[0].member_id].draining);
+    assert!(h.core.group(GROUP).unwrap().members[members[0].member_id.as_str()].draining);
     (h, members)
 }
 
@@ -1460,7 +1460,7 @@ fn a_bind_computes_the_new_target_at_once_and_members_reach_it_cooperatively() {
             members[i] = h.beat(&members[i].clone());
             let slot = members[i].member_id.clone();
             let kept: BTreeSet<TaskRef> = before[i]
-                .intersection(&target[&slot].active)
+                .intersection(&target[slot.as_str()].active)
                 .cloned()
                 .collect();
             assert!(
@@ -1471,7 +1471,7 @@ fn a_bind_computes_the_new_target_at_once_and_members_reach_it_cooperatively() {
         }
     }
     for member in &members {
-        assert_eq!(member.active, target[&member.member_id].active);
+        assert_eq!(member.active, target[member.member_id.as_str()].active);
     }
     assert_eq!(all_active(&members), tasks(0..12));
     assert!(h.core.group(GROUP).unwrap().is_stable());
@@ -2036,7 +2036,7 @@ mod timer_table {
                 .group("g0")
                 .unwrap()
                 .members
-                .contains_key(&silent.member_id)
+                .contains_key(silent.member_id.as_str())
         );
         // A departure asks for a target at once: the call's answer is an
         // input, not a deadline; the others are the beats' session timeouts.

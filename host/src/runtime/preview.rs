@@ -9,7 +9,7 @@ use assignd_guest_sdk::Assignment;
 
 use crate::plugins::PluginError;
 use crate::protocol::core::{PreviewInput, ProtocolError};
-use crate::protocol::group::SlotTarget;
+use crate::protocol::group::{Slot, SlotTarget};
 
 use super::{Runtime, RuntimeError};
 
@@ -19,8 +19,8 @@ use super::{Runtime, RuntimeError};
 pub struct Preview {
     pub prepared: PreviewInput,
     pub assignment: Assignment,
-    pub before: BTreeMap<String, SlotTarget>,
-    pub after: BTreeMap<String, SlotTarget>,
+    pub before: BTreeMap<Slot, SlotTarget>,
+    pub after: BTreeMap<Slot, SlotTarget>,
 }
 
 impl Runtime {

@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::protocol::core::HeartbeatResponse;
-use crate::protocol::group::{Group, LearnerMode, Liveness, Millis, Record, SlotTarget, TaskRef};
+use crate::protocol::group::{
+    Group, LearnerMode, Liveness, Millis, Record, Slot, SlotTarget, TaskRef,
+};
 use crate::protocol::reconcile::MemberAssignment;
 
 /// What one running simulated process believes it owns: the tasks it
@@ -61,7 +63,7 @@ pub fn check_holdings(group: &Group) -> Result<(), String> {
         }
         for task in assignment.held() {
             let holder = group.holdings.holder(task);
-            if holder != Some(slot.as_str()) {
+            if holder != Some(slot) {
                 return Err(format!(
                     "invariant 1: {task:?} is held by {slot} and by {holder:?}"
                 ));
@@ -189,7 +191,7 @@ pub fn check_reconciled(
 pub fn check_installed(
     before: &Group,
     liveness: &Liveness,
-    target: &BTreeMap<String, SlotTarget>,
+    target: &BTreeMap<Slot, SlotTarget>,
     now: Millis,
 ) -> Result<(), String> {
     if before.config.learners != LearnerMode::Host {
@@ -358,7 +360,7 @@ pub fn check_settled(group: &Group, beliefs: &[Belief<'_>]) -> Result<(), String
         }
     }
     for (slot, assignment) in group.holdings.members() {
-        if !live_slots.contains(slot.as_str()) && assignment.held().next().is_some() {
+        if !live_slots.contains(slot) && assignment.held().next().is_some() {
             return Err(format!(
                 "invariant 2: slot {slot}, which no live process holds, still holds {}",
                 tasks_str(assignment.held())

@@ -11,7 +11,8 @@ use super::rng::Rng;
 use super::{Fault, Options, run_many, run_schedule, summary_line};
 use crate::protocol::core::HeartbeatResponse;
 use crate::protocol::group::{
-    Group, GroupConfig, LearnerMode, Liveness, Member, Record, SlotTarget, TaskRef, TopicConfig,
+    Group, GroupConfig, LearnerMode, Liveness, Member, Record, Slot, SlotTarget, TaskRef,
+    TopicConfig,
 };
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
 
@@ -222,12 +223,12 @@ fn install(group: &mut Group, epoch: u64, target: &[(&str, &[u32])]) {
     });
 }
 
-fn target_of(target: &[(&str, &[u32])]) -> BTreeMap<String, SlotTarget> {
+fn target_of(target: &[(&str, &[u32])]) -> BTreeMap<Slot, SlotTarget> {
     target
         .iter()
         .map(|(slot, active)| {
             (
-                (*slot).to_owned(),
+                Slot::from(*slot),
                 SlotTarget {
                     active: tasks(active),
                     ..SlotTarget::default()

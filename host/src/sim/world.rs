@@ -19,7 +19,7 @@ use crate::protocol::core::{
     AssignorCall, Coordinator, HostLoad, LEAVE_EPOCH, Output, ProtocolError,
 };
 use crate::protocol::group::{
-    Group, GroupConfig, LearnerMode, Liveness, Millis, Record, RemovalReason, TopicConfig,
+    Group, GroupConfig, LearnerMode, Liveness, Millis, Record, RemovalReason, Slot, TopicConfig,
 };
 use crate::protocol::shard::shard_of;
 
@@ -830,7 +830,7 @@ impl World {
             .and(request.member_name.as_ref())
             .and_then(|name| {
                 let group = self.group(lane);
-                let slot = format!("static:{name}");
+                let slot = Slot::named(name);
                 let topics: Option<BTreeSet<String>> =
                     request.topics.as_ref().map(|t| t.iter().cloned().collect());
                 (!group.dynamic_only
@@ -1369,7 +1369,7 @@ impl World {
         group
             .members
             .iter()
-            .all(|(slot, m)| !m.draining && !m.away && served.contains(slot.as_str()))
+            .all(|(slot, m)| !m.draining && !m.away && served.contains(slot))
     }
 
     /// Group `lane` and its processes, for a liveness failure.

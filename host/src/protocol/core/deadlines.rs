@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::Coordinator;
 use super::targets::batch_wait_ms;
-use crate::protocol::group::{Group, Liveness, Millis};
+use crate::protocol::group::{Group, Liveness, Millis, Slot};
 
 /// What a deadline is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -101,7 +101,7 @@ impl Deadline {
 /// it was given ends; [`TimerKind::Start`] at 0 while one of its timers has
 /// not started. A tick at this time may still do nothing (a host running
 /// late judges silence later): a deadline is never later than the action.
-pub fn slot_deadline(group: &Group, liveness: Option<&Liveness>, slot: &str) -> Option<Deadline> {
+pub fn slot_deadline(group: &Group, liveness: Option<&Liveness>, slot: &Slot) -> Option<Deadline> {
     let member = group.members.get(slot)?;
     let config = &group.config;
     let start = Deadline {
@@ -198,9 +198,9 @@ pub fn group_deadline(group: &Group, liveness: Option<&Liveness>) -> Option<Dead
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct GroupTimers {
     group: Option<Deadline>,
-    slots: HashMap<String, Deadline>,
+    slots: HashMap<Slot, Deadline>,
     /// `slots` by time, earliest first.
-    slots_by_time: BTreeSet<(Millis, String)>,
+    slots_by_time: BTreeSet<(Millis, Slot)>,
 }
 
 impl GroupTimers {
@@ -246,7 +246,7 @@ pub(super) struct Deadlines {
     dirty_groups: BTreeSet<String>,
     /// Per group, slots to compute again with the group's own deadline (no
     /// slot: only the group's own), in place.
-    dirty_slots: BTreeMap<String, BTreeSet<String>>,
+    dirty_slots: BTreeMap<String, BTreeSet<Slot>>,
     /// Groups the last tick visited.
     pub(super) ticked_last: usize,
 }
@@ -263,19 +263,19 @@ impl Deadlines {
     /// Something changed what `slot` of `group` is timed by (a record of
     /// that slot), and maybe the group's own deadline: a join into a group
     /// of 10,000 members costs O(log n) here, not a pass over the group.
-    pub(super) fn mark_slot(&mut self, group: &str, slot: &str) {
+    pub(super) fn mark_slot(&mut self, group: &str, slot: &Slot) {
         if self.dirty_groups.contains(group) {
             return;
         }
         match self.dirty_slots.get_mut(group) {
             Some(slots) => {
                 if !slots.contains(slot) {
-                    slots.insert(slot.to_owned());
+                    slots.insert(slot.clone());
                 }
             }
             None => {
                 self.dirty_slots
-                    .insert(group.to_owned(), BTreeSet::from([slot.to_owned()]));
+                    .insert(group.to_owned(), BTreeSet::from([slot.clone()]));
             }
         }
     }
@@ -365,7 +365,7 @@ impl Coordinator {
             self.deadlines.put(&name, timers);
         }
         for (name, slots) in std::mem::take(&mut self.deadlines.dirty_slots) {
-            self.update_deadlines(&name, slots.iter().map(String::as_str));
+            self.update_deadlines(&name, slots.iter());
         }
     }
 
@@ -373,7 +373,7 @@ impl Coordinator {
     /// its deadline and the group's own are updated now, in place, counting
     /// each change, so the beat costs O(log n) and not a pass over its
     /// group. A group marked whole is computed later anyway.
-    pub(super) fn refresh_slot_deadline(&mut self, name: &str, slot: &str) {
+    pub(super) fn refresh_slot_deadline(&mut self, name: &str, slot: &Slot) {
         if self.deadlines.dirty_groups.contains(name) {
             return;
         }
@@ -382,7 +382,7 @@ impl Coordinator {
 
     /// Updates `slots` of group `name` and its own deadline in place,
     /// counting each change.
-    fn update_deadlines<'a>(&mut self, name: &str, slots: impl Iterator<Item = &'a str>) {
+    fn update_deadlines<'a>(&mut self, name: &str, slots: impl Iterator<Item = &'a Slot>) {
         let Some(entry) = self.groups.get(name) else {
             self.deadlines.put(name, None);
             return;
@@ -411,7 +411,7 @@ impl Coordinator {
             let old = timers.slots.get(slot).copied();
             replace(old, new);
             if old != new {
-                let mut key = slot.to_owned();
+                let mut key = slot.clone();
                 if let Some(old) = old {
                     let by_time = (old.at_ms, key);
                     timers.slots_by_time.remove(&by_time);

@@ -12,7 +12,7 @@ use super::{
     ProtocolError, TASKS_PER_GROUP_MAX, TOPICS_PER_GROUP_MAX, invalid, leases::member_timeout_ms,
     membership::check_member_id, refuse_invisible,
 };
-use crate::protocol::group::{Millis, Record, TaskRef};
+use crate::protocol::group::{Millis, Record, Slot, TaskRef};
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
 
 impl Coordinator {
@@ -262,7 +262,7 @@ impl Coordinator {
     fn response(
         &self,
         group_name: &str,
-        slot: &str,
+        slot: &Slot,
         now: Millis,
         load: HostLoad,
     ) -> HeartbeatResponse {
@@ -362,7 +362,7 @@ impl Coordinator {
     fn reconcile_slot(
         &mut self,
         group_name: &str,
-        slot: &str,
+        slot: &Slot,
         reported: Option<&[TaskRef]>,
         now: Millis,
         out: &mut Output,
@@ -395,7 +395,7 @@ impl Coordinator {
             group.target_epoch,
             target,
             owned.as_ref(),
-            |task| holdings.holder(task).is_some_and(|h| h != slot),
+            |task| holdings.holder(task).is_some_and(|h| h != slot.as_str()),
         );
         let changed = next != *current;
         let liveness = self.liveness_mut(group_name);

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use assignd_guest_sdk::{Assignment, GroupInput, Member as InputMember, NO_MEMBER, Topic};
 
 use super::{Coordinator, HOST_PARAMS, PreviewInput, ProtocolError, learners::safe_target};
-use crate::protocol::group::{Group, Liveness, SlotTarget, TaskRef};
+use crate::protocol::group::{Group, Liveness, Slot, SlotTarget, TaskRef};
 
 impl Coordinator {
     /// The group's current input for its assignor, as the next call would
@@ -53,7 +53,7 @@ impl Coordinator {
         group_name: &str,
         prepared: &PreviewInput,
         assignment: &Assignment,
-    ) -> Result<BTreeMap<String, SlotTarget>, ProtocolError> {
+    ) -> Result<BTreeMap<Slot, SlotTarget>, ProtocolError> {
         let (group, liveness) = self
             .entry(group_name)
             .ok_or_else(|| ProtocolError::UnknownGroup(group_name.to_owned()))?;
@@ -96,7 +96,7 @@ impl Coordinator {
 pub(super) fn assignor_input(
     group: &Group,
     liveness: &Liveness,
-) -> (GroupInput, Vec<String>, Vec<TaskRef>) {
+) -> (GroupInput, Vec<Slot>, Vec<TaskRef>) {
     let topic_index: BTreeMap<&str, u32> = group
         .config
         .topics

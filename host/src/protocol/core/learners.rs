@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use assignd_guest_sdk::{Assignment, NO_MEMBER};
 
 use super::{Coordinator, Output};
-use crate::protocol::group::{Group, LearnerMode, Liveness, Millis, SlotTarget, TaskRef};
+use crate::protocol::group::{Group, LearnerMode, Liveness, Millis, Slot, SlotTarget, TaskRef};
 
 impl Coordinator {
     /// A learner that reports it has caught up asks for a new target at
@@ -17,7 +17,7 @@ impl Coordinator {
     pub(super) fn signal_caught_up_learners(
         &mut self,
         group_name: &str,
-        slot: &str,
+        slot: &Slot,
         now: Millis,
         out: &mut Output,
     ) {
@@ -49,17 +49,17 @@ impl Coordinator {
 pub(super) fn safe_target(
     group: &Group,
     liveness: &Liveness,
-    slots: &[String],
+    slots: &[Slot],
     tasks: &[TaskRef],
     assignment: &Assignment,
-) -> BTreeMap<String, SlotTarget> {
+) -> BTreeMap<Slot, SlotTarget> {
     let config = &group.config;
-    let mut target: BTreeMap<String, SlotTarget> = group
+    let mut target: BTreeMap<Slot, SlotTarget> = group
         .members
         .keys()
         .map(|slot| (slot.clone(), SlotTarget::default()))
         .collect();
-    let slot_of = |member: u32| -> &String { &slots[member as usize] };
+    let slot_of = |member: u32| -> &Slot { &slots[member as usize] };
     for (task, &owner) in tasks.iter().zip(&assignment.active_owner) {
         if owner != NO_MEMBER {
             target
@@ -86,7 +86,7 @@ pub(super) fn safe_target(
     }
     if config.learners == LearnerMode::Host {
         let acceptable = config.acceptable_recovery_lag;
-        let mut new_owner: BTreeMap<&TaskRef, String> = BTreeMap::new();
+        let mut new_owner: BTreeMap<&TaskRef, Slot> = BTreeMap::new();
         for (slot, t) in &target {
             for task in &t.active {
                 new_owner.insert(task, slot.clone());
@@ -96,11 +96,11 @@ pub(super) fn safe_target(
         // otherwise the task must move, and its move warms up first (the
         // others can wait on their holder), or a stream of optional cold
         // moves could take every learner slot for good.
-        let may_keep = |task: &TaskRef, slot: &str| {
+        let may_keep = |task: &TaskRef, slot: &Slot| {
             let holder = &group.members[slot];
             holder.topics.contains(&task.topic) && !holder.draining
         };
-        let mut cold_moves: Vec<(TaskRef, String, String)> = new_owner
+        let mut cold_moves: Vec<(TaskRef, Slot, Slot)> = new_owner
             .iter()
             .filter_map(|(task, to)| {
                 let from = group.holdings.holder(task)?;
@@ -112,7 +112,7 @@ pub(super) fn safe_target(
         // A task nobody holds (its owner failed, or it is new) goes to a
         // member already caught up on it (a standby, an old owner) if the
         // answer put it on a cold one: failover without a replay.
-        let free_cold: Vec<(TaskRef, String)> = new_owner
+        let free_cold: Vec<(TaskRef, Slot)> = new_owner
             .iter()
             .filter(|(task, to)| {
                 group.holdings.holder(task).is_none() && !liveness.caught_up(to, task, acceptable)
@@ -122,7 +122,7 @@ pub(super) fn safe_target(
         // Who is caught up on what, from the reported lags (a member reports
         // only the tasks whose state it keeps): the searches below look at
         // those, not at every member or every task a holder has.
-        let mut caught_up_on: BTreeMap<&TaskRef, Vec<&String>> = BTreeMap::new();
+        let mut caught_up_on: BTreeMap<&TaskRef, Vec<&Slot>> = BTreeMap::new();
         for (slot, lags) in &liveness.lags {
             if group.members.get(slot).is_none_or(|m| m.draining) {
                 continue;
@@ -177,7 +177,7 @@ pub(super) fn safe_target(
                     **other != task
                         && target[&from].active.contains(*other)
                         && to_topics.contains(&other.topic)
-                        && group.holdings.holder(other) == Some(from.as_str())
+                        && group.holdings.holder(other) == Some(&from)
                 })
                 .cloned();
             match swap {

@@ -7,7 +7,7 @@
 //! (heartbeat.rs); the leases it waits for are kept here.
 
 use super::{BACKPRESSURE_TIMEOUT_DIVISOR, Coordinator};
-use crate::protocol::group::{GroupConfig, Member, Millis};
+use crate::protocol::group::{GroupConfig, Member, Millis, Slot};
 
 impl Coordinator {
     /// After recovery, before serving: the previous process may have
@@ -61,7 +61,7 @@ impl Coordinator {
     pub(super) fn lease_ms(
         &self,
         group_name: &str,
-        slot: &str,
+        slot: &Slot,
         now: Millis,
         interval_ms: u64,
     ) -> u64 {

@@ -12,7 +12,7 @@ use super::{
     invalid,
 };
 use crate::protocol::group::{
-    FENCED_MEMBER_IDS_MAX, Group, Member, Millis, Record, RemovalReason, TaskRef,
+    FENCED_MEMBER_IDS_MAX, Group, Member, Millis, Record, RemovalReason, Slot, TaskRef,
 };
 use crate::protocol::splitmix::splitmix;
 
@@ -42,7 +42,7 @@ impl Coordinator {
     pub(super) fn start_drain(
         &mut self,
         group_name: &str,
-        slot: &str,
+        slot: &Slot,
         now: Millis,
         out: &mut Output,
     ) {
@@ -72,9 +72,9 @@ impl Coordinator {
             .group(group_name)
             .ok_or_else(|| ProtocolError::UnknownGroup(group_name.to_owned()))?;
         let slot = match group.slot_of(member) {
-            Some(slot) => slot.to_owned(),
+            Some(slot) => slot.clone(),
             None => {
-                let named = format!("static:{member}");
+                let named = Slot::named(member);
                 if group.members.contains_key(&named) {
                     named
                 } else {
@@ -97,17 +97,17 @@ impl Coordinator {
     /// incarnation took its name (the request names a static slot that has
     /// another member id now, or this host saw the takeover), it was
     /// removed, or it is unknown.
-    pub(super) fn current_slot(&self, request: &Heartbeat) -> Result<String, ProtocolError> {
+    pub(super) fn current_slot(&self, request: &Heartbeat) -> Result<Slot, ProtocolError> {
         let (group_name, member_id) = (&request.group, &request.member_id);
         let group = self.group_at(group_name);
         if let Some(slot) = group.slot_of(member_id) {
-            return Ok(slot.to_owned());
+            return Ok(slot.clone());
         }
         let replaced_by_name = request
             .member_name
             .as_ref()
             .filter(|_| !group.dynamic_only)
-            .filter(|name| group.members.contains_key(&format!("static:{name}")))
+            .filter(|name| group.members.contains_key(&Slot::named(name)))
             .cloned();
         let replaced = replaced_by_name.or_else(|| {
             self.liveness(group_name)
@@ -137,7 +137,7 @@ impl Coordinator {
         topics: Option<BTreeSet<String>>,
         now: Millis,
         out: &mut Output,
-    ) -> Result<String, ProtocolError> {
+    ) -> Result<Slot, ProtocolError> {
         let Some(topics) = topics else {
             return invalid("a join must carry the member's topics".into());
         };
@@ -247,7 +247,7 @@ impl Coordinator {
         Ok(slot)
     }
 
-    pub(super) fn leave(&mut self, group_name: &str, slot: &str, now: Millis, out: &mut Output) {
+    pub(super) fn leave(&mut self, group_name: &str, slot: &Slot, now: Millis, out: &mut Output) {
         let group = self.group_at(group_name);
         let member = &group.members[slot];
         if member.name.is_some() && !member.draining {
@@ -270,7 +270,7 @@ impl Coordinator {
     pub(super) fn remove(
         &mut self,
         group_name: &str,
-        slot: &str,
+        slot: &Slot,
         reason: RemovalReason,
         now: Millis,
         out: &mut Output,

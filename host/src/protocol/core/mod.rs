@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use assignd_guest_sdk::GroupInput;
 
-use super::group::{CallLimits, Group, Liveness, Millis, Record, TaskRef};
+use super::group::{CallLimits, Group, Liveness, Millis, Record, Slot, TaskRef};
 
 mod bindings;
 mod config;
@@ -210,7 +210,7 @@ pub struct HeartbeatResponse {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PreviewInput {
     pub input: GroupInput,
-    pub slots: Vec<String>,
+    pub slots: Vec<Slot>,
     pub tasks: Vec<TaskRef>,
 }
 
@@ -292,7 +292,7 @@ struct CallInFlight {
     epoch: u64,
     /// The slot of each member index of the call's input, in input order
     /// (draining members are left out).
-    slots: Vec<String>,
+    slots: Vec<Slot>,
     /// The task of each task index of the call's input.
     tasks: Vec<TaskRef>,
 }

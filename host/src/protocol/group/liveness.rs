@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Millis, TaskRef};
+use super::{Millis, Slot, TaskRef};
 
 /// Transient per-group state, rebuilt rather than replayed: when each slot
 /// was last heard from, when the current batch of changes started, which
@@ -14,26 +14,26 @@ use super::{Millis, TaskRef};
 /// [`Liveness::rekey`] and cleared when the slot is removed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Liveness {
-    pub last_seen_ms: BTreeMap<String, Millis>,
+    pub last_seen_ms: BTreeMap<Slot, Millis>,
     /// When the oldest change not yet in a target happened.
     pub pending_since_ms: Option<Millis>,
     /// The group epoch of the assignor call in flight.
     pub computing_epoch: Option<u64>,
     /// Since when each slot has had tasks to release.
-    pub revoking_since_ms: BTreeMap<String, Millis>,
+    pub revoking_since_ms: BTreeMap<Slot, Millis>,
     /// The lags each slot last reported, per task (replaced by each report).
-    pub lags: BTreeMap<String, BTreeMap<TaskRef, u64>>,
+    pub lags: BTreeMap<Slot, BTreeMap<TaskRef, u64>>,
     /// Learners already reported caught up, so that each catch-up asks for
     /// one new target, not one per heartbeat.
-    pub caught_up_signalled: BTreeSet<(String, TaskRef)>,
+    pub caught_up_signalled: BTreeSet<(Slot, TaskRef)>,
     /// Since when each draining slot has been draining (restarted from
     /// recovered state after a host restart).
-    pub draining_since_ms: BTreeMap<String, Millis>,
+    pub draining_since_ms: BTreeMap<Slot, Millis>,
     /// The latest end of a lease each slot was given (the answer's time
     /// plus its `lease_ms`). No timer removes the slot before it, so a
     /// config change that shortens a timeout cannot break a lease already
     /// given. Not kept over a restart: every timer then restarts later.
-    pub lease_end_ms: BTreeMap<String, Millis>,
+    pub lease_end_ms: BTreeMap<Slot, Millis>,
     /// Member ids this host saw replaced by a new incarnation of their
     /// name, with the name (oldest first, at most
     /// [`FENCED_MEMBER_IDS_MAX`](super::FENCED_MEMBER_IDS_MAX)), so that
@@ -44,7 +44,7 @@ pub struct Liveness {
     /// lease still ran: the tasks that incarnation held, and when that lease
     /// ends. The new incarnation is granted them only then (invariant 1 for
     /// two live processes with one name).
-    pub handover: BTreeMap<String, Handover>,
+    pub handover: BTreeMap<Slot, Handover>,
     /// When the assignor was last asked (for the probing interval).
     pub last_call_ms: Option<Millis>,
     /// The next call skips the expansion wait (a learner caught up, a drain
@@ -130,10 +130,10 @@ impl Liveness {
     /// re-keyed by member id when the name map is dropped), so that its
     /// deadlines, its lease promise, its lags and its caught-up signals
     /// carry on as they were instead of starting over.
-    pub fn rekey(&mut self, from: &str, to: &str) {
-        fn move_entry<V>(map: &mut BTreeMap<String, V>, from: &str, to: &str) {
+    pub fn rekey(&mut self, from: &Slot, to: &Slot) {
+        fn move_entry<V>(map: &mut BTreeMap<Slot, V>, from: &Slot, to: &Slot) {
             if let Some(value) = map.remove(from) {
-                map.insert(to.to_owned(), value);
+                map.insert(to.clone(), value);
             }
         }
         move_entry(&mut self.last_seen_ms, from, to);
@@ -145,8 +145,8 @@ impl Liveness {
         self.caught_up_signalled = std::mem::take(&mut self.caught_up_signalled)
             .into_iter()
             .map(|(slot, task)| {
-                if slot == from {
-                    (to.to_owned(), task)
+                if slot == *from {
+                    (to.clone(), task)
                 } else {
                     (slot, task)
                 }

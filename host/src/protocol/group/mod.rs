@@ -6,6 +6,7 @@
 //!
 //! - `config`: a group's config as an admin sets it, and its defaults;
 //! - `records`: the records, and the assignor bindings they keep;
+//! - `slot`: a member's place in its group, [`Slot`];
 //! - `state`: a group's durable state, its [`Phase`] and `apply`;
 //! - `liveness`: the transient state beside it, and assignor failures.
 //!
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 mod config;
 mod liveness;
 mod records;
+mod slot;
 mod state;
 
 pub use config::{BindingSpec, CallLimits, GroupConfig, LearnerMode, TopicConfig, defaults};
@@ -24,6 +26,7 @@ pub use liveness::{
     ASSIGNOR_RETRY_MAX_MS, AssignorFailure, AssignorFailures, Handover, Liveness, assignor_retry_ms,
 };
 pub use records::{BINDINGS_MAX, Binding, Record, RemovalReason};
+pub use slot::Slot;
 pub(crate) use state::holdings_by_slot;
 pub use state::{FENCED_MEMBER_IDS_MAX, Group, Member, Phase, SlotTarget};
 

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BindingSpec, CallLimits, Group, GroupConfig, Member, Millis, SlotTarget, TaskRef};
+use super::{
+    BindingSpec, CallLimits, Group, GroupConfig, Member, Millis, Slot, SlotTarget, TaskRef,
+};
 use crate::protocol::reconcile::MemberAssignment;
 
 /// Why a member left the group.
@@ -44,19 +46,19 @@ pub enum Record {
     /// previous member id).
     MemberJoined {
         group: String,
-        slot: String,
+        slot: Slot,
         member: Member,
     },
     /// A static member left temporarily, or came back.
     MemberAway {
         group: String,
-        slot: String,
+        slot: Slot,
         away: bool,
     },
     /// A slot is gone; its tasks are free at once.
     MemberRemoved {
         group: String,
-        slot: String,
+        slot: Slot,
         reason: RemovalReason,
     },
     /// The group needs a new target.
@@ -66,14 +68,14 @@ pub enum Record {
     TargetInstalled {
         group: String,
         epoch: u64,
-        target: BTreeMap<String, SlotTarget>,
+        target: BTreeMap<Slot, SlotTarget>,
     },
     /// A member was asked to drain (by an admin or itself).
-    MemberDraining { group: String, slot: String },
+    MemberDraining { group: String, slot: Slot },
     /// A member's reconciled assignment.
     MemberReconciled {
         group: String,
-        slot: String,
+        slot: Slot,
         assignment: MemberAssignment<TaskRef>,
     },
     /// A join without a name switched the group to dynamic membership:
@@ -92,9 +94,9 @@ pub enum Record {
     /// the one it replaced before it is granted the slot's tasks (the
     /// previous incarnation may still run). Logged so that a host restarted
     /// meanwhile keeps waiting ([`Group::handovers`]).
-    HandoverStarted { group: String, slot: String },
+    HandoverStarted { group: String, slot: Slot },
     /// That wait is over.
-    HandoverEnded { group: String, slot: String },
+    HandoverEnded { group: String, slot: Slot },
 }
 
 /// One assignor binding of a group, as kept in its history.

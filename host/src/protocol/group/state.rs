@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{BINDINGS_MAX, Binding, GroupConfig, Record, TaskRef};
+use super::{BINDINGS_MAX, Binding, GroupConfig, Record, Slot, TaskRef};
 use crate::protocol::reconcile::{Holdings, MemberAssignment};
 
 /// What the target gives one slot.
@@ -78,9 +78,9 @@ pub struct Group {
     /// The epoch of the installed target.
     pub target_epoch: u64,
     /// Slots by slot key.
-    pub members: BTreeMap<String, Member>,
+    pub members: BTreeMap<Slot, Member>,
     /// The installed target per slot.
-    pub target: BTreeMap<String, SlotTarget>,
+    pub target: BTreeMap<Slot, SlotTarget>,
     /// What each slot holds now, and who holds each task.
     #[serde(with = "holdings_by_slot")]
     pub holdings: Holdings<TaskRef>,
@@ -101,7 +101,7 @@ pub struct Group {
     /// ([`Record::HandoverStarted`]). How long is not durable (leases are
     /// in the process's own time): a restarted host waits the longest lease
     /// an answer could have given.
-    pub handovers: BTreeSet<String>,
+    pub handovers: BTreeSet<Slot>,
 }
 
 /// Holdings go to disk as each slot's assignment; the task → holder index
@@ -111,15 +111,15 @@ pub(crate) mod holdings_by_slot {
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use super::{Holdings, MemberAssignment, TaskRef};
+    use super::{Holdings, MemberAssignment, Slot, TaskRef};
 
     pub fn serialize<S: Serializer>(h: &Holdings<TaskRef>, s: S) -> Result<S::Ok, S::Error> {
-        let by_slot: BTreeMap<&String, &MemberAssignment<TaskRef>> = h.members().collect();
+        let by_slot: BTreeMap<&Slot, &MemberAssignment<TaskRef>> = h.members().collect();
         by_slot.serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Holdings<TaskRef>, D::Error> {
-        let by_slot = BTreeMap::<String, MemberAssignment<TaskRef>>::deserialize(d)?;
+        let by_slot = BTreeMap::<Slot, MemberAssignment<TaskRef>>::deserialize(d)?;
         let mut holdings: Holdings<TaskRef> = Holdings::default();
         for (slot, assignment) in by_slot {
             // A task held twice (by two slots, or active and released by
@@ -172,19 +172,19 @@ impl Group {
     /// The slot a join takes: `static:{name}` for a named member (unless
     /// the group dropped its name map), else its member id (empty while the
     /// host is still to issue one).
-    pub fn join_slot(&self, member_name: Option<&str>, member_id: &str) -> String {
+    pub fn join_slot(&self, member_name: Option<&str>, member_id: &str) -> Slot {
         match member_name.filter(|_| !self.dynamic_only) {
-            Some(name) => format!("static:{name}"),
-            None => member_id.to_owned(),
+            Some(name) => Slot::named(name),
+            None => Slot::dynamic(member_id),
         }
     }
 
     /// The slot a member id belongs to, if it is current.
-    pub fn slot_of(&self, member_id: &str) -> Option<&str> {
+    pub fn slot_of(&self, member_id: &str) -> Option<&Slot> {
         self.members
             .iter()
             .find(|(_, m)| m.member_id == member_id)
-            .map(|(slot, _)| slot.as_str())
+            .map(|(slot, _)| slot)
     }
 
     /// Whether every member holds exactly its target at the target epoch.
@@ -366,11 +366,11 @@ impl Group {
     /// Where each static slot moves when the name map is dropped
     /// ([`Record::NameMapDropped`]): from `static:{name}` to its member's
     /// id. The core moves the slot's transient state the same way.
-    pub fn slots_without_names(&self) -> Vec<(String, String)> {
+    pub fn slots_without_names(&self) -> Vec<(Slot, Slot)> {
         self.members
             .iter()
             .filter(|(_, member)| member.name.is_some())
-            .map(|(slot, member)| (slot.clone(), member.member_id.clone()))
+            .map(|(slot, member)| (slot.clone(), Slot::dynamic(&member.member_id)))
             .collect()
     }
 
