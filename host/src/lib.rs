@@ -4,6 +4,8 @@
 //! - [`plugins`]: the wasm runtime (compile, cache, sandboxed calls,
 //!   validation of answers) and the built-in assignors.
 //! - [`cli`]: the `assignd` command line.
+//! - [`cluster`]: cluster mode on etcd: shards' records kept in etcd and
+//!   written only under their owner's claim.
 //! - [`protocol`]: the sans-IO coordinator core: groups, members, epochs,
 //!   timers, learners, reconciliation; records out, one `apply` path.
 //! - [`log`]: the binary record log (CRC-framed segments, group commit,
@@ -22,6 +24,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod cluster;
 pub(crate) mod durable;
 pub mod log;
 pub mod plugins;

@@ -1,0 +1,340 @@
+//! The few etcd operations cluster mode is built from, each bounded by a
+//! timeout: a node's lease, claiming and releasing a key under it, reading
+//! a key range page by page at one revision, and transactions guarded by a
+//! claim (fencing).
+//!
+//! Every call either answers within [`EtcdConfig::request_timeout`] or fails
+//! with [`StoreError::Unavailable`]: with its quorum lost etcd does not
+//! answer at all, and nothing here may wait on it for ever.
+
+use std::time::Duration;
+
+use etcdv3client::EtcdClient;
+use etcdv3client::pb::{self, compare, request_op};
+
+/// How cluster mode reaches etcd.
+#[derive(Clone, Debug)]
+pub struct EtcdConfig {
+    /// Client URLs of the etcd members (`http://127.0.0.1:2379`, ...).
+    pub endpoints: Vec<String>,
+    /// Every key of the cluster starts with it (ends with `/`).
+    pub prefix: String,
+    /// The longest one etcd request may take before it counts as failed.
+    pub request_timeout: Duration,
+}
+
+impl EtcdConfig {
+    /// The default bound on one request: longer than etcd's own leader
+    /// election (1 s by default) so that a lost leader is waited out, far
+    /// shorter than a member's session.
+    pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(3);
+
+    pub fn new(endpoints: Vec<String>, prefix: &str) -> Self {
+        let mut prefix = prefix.to_owned();
+        if !prefix.ends_with('/') {
+            prefix.push('/');
+        }
+        EtcdConfig {
+            endpoints,
+            prefix,
+            request_timeout: Self::REQUEST_TIMEOUT_DEFAULT,
+        }
+    }
+}
+
+/// Why a storage operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// etcd did not answer in time, or not at all (no quorum, no member
+    /// reachable). Nothing was written, or it is unknown whether it was:
+    /// the caller retries or gives up, it never assumes.
+    #[error("etcd is unavailable: {0}")]
+    Unavailable(String),
+    /// The claim the write was guarded by is gone: the lease ran out, or
+    /// another node holds the key now. This node must never write again
+    /// under that claim.
+    #[error("fenced: {0}")]
+    Fenced(String),
+    /// What etcd holds is not what this version wrote.
+    #[error("the cluster's state in etcd is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// A key this node holds under its lease; its create revision is the
+/// fencing token every guarded write compares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub key: Vec<u8>,
+    pub revision: i64,
+}
+
+/// One write of a guarded transaction.
+#[derive(Clone, Debug)]
+pub enum Write {
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    /// Deletes every key in `[from, to)`.
+    DeleteRange {
+        from: Vec<u8>,
+        to: Vec<u8>,
+    },
+}
+
+/// A connection to etcd.
+#[derive(Clone)]
+pub struct Etcd {
+    client: EtcdClient,
+    config: EtcdConfig,
+}
+
+impl std::fmt::Debug for Etcd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Etcd")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The end of the range of every key that starts with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Every byte was 0xff: etcd's "to the end of the keyspace".
+    vec![0]
+}
+
+impl Etcd {
+    /// Connects to the endpoints (the connection itself is lazy: a member
+    /// down at start is tried again on each request).
+    pub async fn connect(config: EtcdConfig) -> Result<Self, StoreError> {
+        let endpoints = config.endpoints.clone();
+        let client = tokio::time::timeout(config.request_timeout, EtcdClient::new(endpoints, None))
+            .await
+            .map_err(|_| unavailable(&config, "connecting"))?
+            .map_err(|e| {
+                StoreError::Unavailable(format!("connecting to {:?}: {e}", config.endpoints))
+            })?;
+        Ok(Etcd { client, config })
+    }
+
+    pub fn config(&self) -> &EtcdConfig {
+        &self.config
+    }
+
+    /// `suffix` under the cluster's prefix.
+    pub fn key(&self, suffix: &str) -> Vec<u8> {
+        format!("{}{suffix}", self.config.prefix).into_bytes()
+    }
+
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, etcdv3client::Error>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.config.request_timeout, call).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => Err(StoreError::Unavailable(format!("{what}: {e}"))),
+            Err(_) => Err(unavailable(&self.config, what)),
+        }
+    }
+
+    /// A new lease of `ttl`; returns its id.
+    pub async fn grant_lease(&self, ttl: Duration) -> Result<i64, StoreError> {
+        let mut lease = self.client.lease.clone();
+        let ttl_s = ttl.as_secs().max(1) as i64;
+        let answer = self.bounded("granting a lease", lease.grant(ttl_s)).await?;
+        if !answer.error.is_empty() {
+            return Err(StoreError::Unavailable(format!(
+                "granting a lease: {}",
+                answer.error
+            )));
+        }
+        Ok(answer.id)
+    }
+
+    /// Renews `lease` once; returns the TTL it has now (0: it is gone).
+    pub async fn renew_lease(&self, lease: i64) -> Result<i64, StoreError> {
+        let mut client = self.client.clone();
+        let renewed = async {
+            let mut keeper = client.keep_lease_alive(lease).await?;
+            keeper.keep_alive().await?;
+            keeper.message().await
+        };
+        match self.bounded("renewing the lease", renewed).await? {
+            Some(answer) => Ok(answer.ttl),
+            None => Err(StoreError::Unavailable(
+                "renewing the lease: the stream ended".into(),
+            )),
+        }
+    }
+
+    /// Revokes `lease`: every key put under it is deleted at once.
+    pub async fn revoke_lease(&self, lease: i64) -> Result<(), StoreError> {
+        let mut lease_client = self.client.lease.clone();
+        self.bounded("revoking the lease", lease_client.revoke(lease))
+            .await
+    }
+
+    /// Puts `key` = `value` under `lease` if no such key exists; returns
+    /// the claim, or `None` if the key is held already.
+    pub async fn claim(
+        &self,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        lease: i64,
+    ) -> Result<Option<Claim>, StoreError> {
+        let request = pb::TxnRequest {
+            compare: vec![created_at(&key, 0)],
+            success: vec![put(&key, value, lease)],
+            failure: vec![],
+        };
+        let mut kv = self.client.kv.clone();
+        let answer = self.bounded("claiming a key", kv.txn(request)).await?;
+        Ok(answer.succeeded.then(|| Claim {
+            key,
+            revision: answer.header.map_or(0, |h| h.revision),
+        }))
+    }
+
+    /// The value of `key` and its create revision, if it exists.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, i64)>, StoreError> {
+        let request = pb::RangeRequest {
+            key: key.to_vec(),
+            ..Default::default()
+        };
+        let mut kv = self.client.kv.clone();
+        let answer = self.bounded("reading a key", kv.range(request)).await?;
+        Ok(answer
+            .kvs
+            .into_iter()
+            .next()
+            .map(|kv| (kv.value, kv.create_revision)))
+    }
+
+    /// Every key in `[from, to)` with its value, in key order, read at one
+    /// revision `page` keys at a time (so that no answer passes gRPC's
+    /// message limit). Returns them with that revision.
+    pub async fn range(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        page: i64,
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, i64), StoreError> {
+        let mut kvs = Vec::new();
+        let mut start = from.to_vec();
+        let mut revision = 0;
+        loop {
+            let request = pb::RangeRequest {
+                key: start.clone(),
+                range_end: to.to_vec(),
+                limit: page,
+                revision,
+                ..Default::default()
+            };
+            let mut kv = self.client.kv.clone();
+            let answer = self.bounded("reading a range", kv.range(request)).await?;
+            if revision == 0 {
+                revision = answer.header.as_ref().map_or(0, |h| h.revision);
+            }
+            let more = answer.more;
+            for pair in answer.kvs {
+                start = pair.key.clone();
+                start.push(0);
+                kvs.push((pair.key, pair.value));
+            }
+            if !more {
+                return Ok((kvs, revision));
+            }
+        }
+    }
+
+    /// Applies `writes` at once if `claim` still holds (its key exists with
+    /// the create revision the claim got), else nothing and
+    /// [`StoreError::Fenced`]. Returns the revision of the write.
+    pub async fn guarded(&self, claim: &Claim, writes: &[Write]) -> Result<i64, StoreError> {
+        let request = pb::TxnRequest {
+            compare: vec![created_at(&claim.key, claim.revision)],
+            success: writes
+                .iter()
+                .map(|write| match write {
+                    Write::Put { key, value } => put(key, value.clone(), 0),
+                    Write::DeleteRange { from, to } => pb::RequestOp {
+                        request: Some(request_op::Request::RequestDeleteRange(
+                            pb::DeleteRangeRequest {
+                                key: from.clone(),
+                                range_end: to.clone(),
+                                ..Default::default()
+                            },
+                        )),
+                    },
+                })
+                .collect(),
+            failure: vec![],
+        };
+        let mut kv = self.client.kv.clone();
+        let answer = self.bounded("a guarded write", kv.txn(request)).await?;
+        if !answer.succeeded {
+            return Err(StoreError::Fenced(format!(
+                "{} is no longer held under revision {}",
+                String::from_utf8_lossy(&claim.key),
+                claim.revision
+            )));
+        }
+        Ok(answer.header.map_or(0, |h| h.revision))
+    }
+
+    /// Deletes the claimed key if the claim still holds.
+    pub async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
+        let end = {
+            let mut end = claim.key.clone();
+            end.push(0);
+            end
+        };
+        self.guarded(
+            claim,
+            &[Write::DeleteRange {
+                from: claim.key.clone(),
+                to: end,
+            }],
+        )
+        .await
+        .map(|_| ())
+    }
+}
+
+fn unavailable(config: &EtcdConfig, what: &str) -> StoreError {
+    StoreError::Unavailable(format!(
+        "{what}: no answer from {:?} within {} ms",
+        config.endpoints,
+        config.request_timeout.as_millis()
+    ))
+}
+
+/// Holds if `key` was created at `revision` (0: it does not exist).
+fn created_at(key: &[u8], revision: i64) -> pb::Compare {
+    pb::Compare {
+        result: compare::CompareResult::Equal as i32,
+        target: compare::CompareTarget::Create as i32,
+        key: key.to_vec(),
+        range_end: vec![],
+        target_union: Some(compare::TargetUnion::CreateRevision(revision)),
+    }
+}
+
+fn put(key: &[u8], value: Vec<u8>, lease: i64) -> pb::RequestOp {
+    pb::RequestOp {
+        request: Some(request_op::Request::RequestPut(pb::PutRequest {
+            key: key.to_vec(),
+            value,
+            lease,
+            ..Default::default()
+        })),
+    }
+}

@@ -1,0 +1,476 @@
+//! [`EtcdStore`]: cluster mode's [`ShardStore`]. A shard's records live in
+//! etcd, under the cluster's prefix, and only the shard's owner writes them.
+//!
+//! Keys of shard `NNNN` (under the prefix):
+//! - `shards/NNNN/owner`: the owning node's name, put under that node's
+//!   lease. Its create revision is the claim every write of the shard is
+//!   guarded by, so a node whose lease ran out (it was paused, or cut off
+//!   from etcd) can never write again, even if it comes back believing it
+//!   owns the shard.
+//! - `shards/NNNN/log/IIIIIIIIIIIIIIIIIIII`: the shard's log as chunks, in
+//!   index order. Each persisted batch of records is framed as the local
+//!   log frames it (length, CRC32C, record) and cut into chunks of at most
+//!   [`CHUNK_BYTES_MAX`]; a chunk's first byte says whether the batch goes
+//!   on in the next one. A batch whose last chunk is missing (its owner
+//!   died between the transactions of one batch: a torn write) was never
+//!   acknowledged; the next owner ignores it and deletes it.
+//! - `shards/NNNN/start`: the index of the first live chunk. Compaction
+//!   writes one `GroupSnapshot` per group as a new batch, then moves
+//!   `start` to it and deletes every chunk before, in one transaction.
+//!
+//! Loading a shard claims it (this node becomes its owner, or loading
+//! fails naming the owner), reads its chunks at one revision and replays
+//! them through the core's one `apply` path; unloading releases the claim.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+
+use super::etcd::{Claim, Etcd, StoreError, Write, prefix_end};
+use crate::log::frame::{self, Decoded};
+use crate::protocol::core::Coordinator;
+use crate::protocol::group::Record;
+use crate::protocol::shard::ShardId;
+use crate::runtime::{RecordSink, ShardStore};
+
+/// The most bytes in one chunk. etcd refuses a request over 1.5 MiB by
+/// default (`--max-request-bytes`), and gRPC an answer over 4 MiB: two
+/// chunks fit one transaction, and a page of `CHUNKS_PER_PAGE` one answer.
+pub const CHUNK_BYTES_MAX: usize = 512 << 10;
+
+/// Chunks written by one transaction.
+const CHUNKS_PER_TXN: usize = 2;
+
+/// Chunks read by one range request.
+const CHUNKS_PER_PAGE: i64 = 6;
+
+/// Chunks written since the last compaction after which the next persist
+/// compacts: a shard's log in etcd stays within about this many chunks
+/// beyond its groups' snapshots.
+pub const COMPACT_AFTER_CHUNKS: u64 = 1024;
+
+/// How long a write retries while etcd is unavailable before it fails.
+/// Shorter than the node's lease TTL: past it the claim is at risk anyway.
+const RETRY_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The chunk flag: the batch goes on in the next chunk.
+const CHUNK_MORE: u8 = 1;
+/// The chunk flag: the batch ends in this chunk.
+const CHUNK_LAST: u8 = 0;
+
+/// A node's shards in etcd.
+pub struct EtcdStore {
+    etcd: Etcd,
+    node: String,
+    lease: i64,
+    handle: Handle,
+    /// How long a write may keep retrying an unavailable etcd.
+    retry_for: Duration,
+    /// A shard's sink compacts after writing this many chunks.
+    compact_after_chunks: u64,
+    /// The claims of the shards this node serves.
+    claims: Mutex<HashMap<ShardId, Claim>>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("node", &self.node)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(super) fn shard_key(etcd: &Etcd, shard: ShardId, suffix: &str) -> Vec<u8> {
+    etcd.key(&format!("shards/{shard:04}/{suffix}"))
+}
+
+pub(super) fn chunk_key(etcd: &Etcd, shard: ShardId, index: u64) -> Vec<u8> {
+    shard_key(etcd, shard, &format!("log/{index:020}"))
+}
+
+/// A shard's log as read from etcd.
+#[derive(Debug, Default)]
+pub struct ReadLog {
+    pub records: Vec<Record>,
+    /// The index the next chunk goes to.
+    pub next_index: u64,
+    /// Chunks of a torn batch at the end, which the owner deletes.
+    pub torn_from: Option<u64>,
+    /// Chunks from `start` on.
+    pub chunks: u64,
+}
+
+impl EtcdStore {
+    /// A store for node `node`, whose claims go under `lease`. Its blocking
+    /// calls ([`ShardStore`], [`RecordSink`]) run etcd requests on `handle`
+    /// and must not be made on one of its worker threads.
+    pub fn new(etcd: Etcd, node: &str, lease: i64, handle: Handle, retry_for: Duration) -> Self {
+        EtcdStore {
+            etcd,
+            node: node.to_owned(),
+            lease,
+            handle,
+            retry_for,
+            compact_after_chunks: COMPACT_AFTER_CHUNKS,
+            claims: Mutex::default(),
+        }
+    }
+
+    /// Compacts each shard's log after `chunks` chunks instead of
+    /// [`COMPACT_AFTER_CHUNKS`].
+    pub fn with_compaction_after(mut self, chunks: u64) -> Self {
+        self.compact_after_chunks = chunks.max(1);
+        self
+    }
+
+    pub fn etcd(&self) -> &Etcd {
+        &self.etcd
+    }
+
+    /// The lease this node's claims are held under.
+    pub fn lease(&self) -> i64 {
+        self.lease
+    }
+
+    /// The claim of a shard this node has loaded.
+    pub fn claim_held(&self, shard: ShardId) -> Option<Claim> {
+        self.claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&shard)
+            .cloned()
+    }
+
+    /// Who owns `shard` now, if anyone.
+    pub async fn owner(&self, shard: ShardId) -> Result<Option<String>, StoreError> {
+        let owner = self
+            .etcd
+            .get(&shard_key(&self.etcd, shard, "owner"))
+            .await?;
+        Ok(owner.map(|(name, _)| String::from_utf8_lossy(&name).into_owned()))
+    }
+
+    /// Claims `shard` for this node: its claim, or an error naming the
+    /// node that holds it.
+    pub async fn claim(&self, shard: ShardId) -> Result<Claim, StoreError> {
+        let key = shard_key(&self.etcd, shard, "owner");
+        if let Some(claim) = self
+            .etcd
+            .claim(key.clone(), self.node.clone().into_bytes(), self.lease)
+            .await?
+        {
+            return Ok(claim);
+        }
+        let owner = self.owner(shard).await?;
+        Err(StoreError::Fenced(format!(
+            "shard {shard} is owned by node {}",
+            owner
+                .as_deref()
+                .unwrap_or("(none: its owner's lease just ended; try again)")
+        )))
+    }
+
+    /// Reads `shard`'s log: every whole batch from `start` on, decoded.
+    pub async fn read(&self, shard: ShardId) -> Result<ReadLog, StoreError> {
+        let start = match self
+            .etcd
+            .get(&shard_key(&self.etcd, shard, "start"))
+            .await?
+        {
+            None => 0,
+            Some((text, _)) => parse_index(&text)?,
+        };
+        let from = chunk_key(&self.etcd, shard, start);
+        let to = prefix_end(&shard_key(&self.etcd, shard, "log/"));
+        let (chunks, _revision) = self.etcd.range(&from, &to, CHUNKS_PER_PAGE).await?;
+        let mut log = ReadLog {
+            next_index: start,
+            ..ReadLog::default()
+        };
+        let mut batch = Vec::new();
+        let mut batch_start = start;
+        for (key, value) in chunks {
+            let index = index_of(&key)?;
+            if index != log.next_index {
+                return Err(StoreError::Corrupt(format!(
+                    "shard {shard}: chunk {index} follows chunk {}",
+                    log.next_index.wrapping_sub(1)
+                )));
+            }
+            log.next_index += 1;
+            log.chunks += 1;
+            let (&flag, payload) = value.split_first().ok_or_else(|| {
+                StoreError::Corrupt(format!("shard {shard}: chunk {index} is empty"))
+            })?;
+            if batch.is_empty() {
+                batch_start = index;
+            }
+            batch.extend_from_slice(payload);
+            match flag {
+                CHUNK_MORE => {}
+                CHUNK_LAST => {
+                    decode_batch(shard, batch_start, &batch, &mut log.records)?;
+                    batch.clear();
+                }
+                other => {
+                    return Err(StoreError::Corrupt(format!(
+                        "shard {shard}: chunk {index} has flag {other}"
+                    )));
+                }
+            }
+        }
+        if log.next_index > batch_start && !batch.is_empty() {
+            log.torn_from = Some(batch_start);
+        }
+        Ok(log)
+    }
+
+    fn block_on<T>(&self, future: impl Future<Output = T>) -> T {
+        self.handle.block_on(future)
+    }
+}
+
+/// Decodes one whole batch: frames back to back, to its last byte.
+fn decode_batch(
+    shard: ShardId,
+    index: u64,
+    mut bytes: &[u8],
+    out: &mut Vec<Record>,
+) -> Result<(), StoreError> {
+    while !bytes.is_empty() {
+        match frame::decode(bytes) {
+            Decoded::Record {
+                record,
+                frame_bytes,
+            } => {
+                out.push(record);
+                bytes = &bytes[frame_bytes..];
+            }
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "shard {shard}: the batch at chunk {index} does not decode: {other:?}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn index_of(key: &[u8]) -> Result<u64, StoreError> {
+    let digits = key.rsplit(|&b| b == b'/').next().unwrap_or_default();
+    parse_index(digits)
+}
+
+fn parse_index(text: &[u8]) -> Result<u64, StoreError> {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "{:?} is not a chunk index",
+                String::from_utf8_lossy(text)
+            ))
+        })
+}
+
+impl ShardStore for EtcdStore {
+    fn load(
+        &self,
+        shard: ShardId,
+        seed: u64,
+    ) -> anyhow::Result<(Coordinator, Arc<dyn RecordSink>)> {
+        let claim = self.block_on(self.claim(shard))?;
+        let loaded = self.block_on(async {
+            let log = self.read(shard).await?;
+            if let Some(torn) = log.torn_from {
+                tracing::warn!(
+                    shard,
+                    from_chunk = torn,
+                    "a batch its owner did not finish writing is dropped"
+                );
+                self.etcd
+                    .guarded(
+                        &claim,
+                        &[Write::DeleteRange {
+                            from: chunk_key(&self.etcd, shard, torn),
+                            to: prefix_end(&shard_key(&self.etcd, shard, "log/")),
+                        }],
+                    )
+                    .await?;
+            }
+            Ok::<_, StoreError>(log)
+        });
+        let log = match loaded {
+            Ok(log) => log,
+            Err(e) => {
+                let _ = self.block_on(self.etcd.release(&claim));
+                return Err(e.into());
+            }
+        };
+        let mut core = Coordinator::new(seed);
+        for record in log.records {
+            if let Err(reason) = core.check_replay(&record) {
+                let _ = self.block_on(self.etcd.release(&claim));
+                anyhow::bail!(
+                    "shard {shard} in etcd: a record does not fit the log before it: {reason}"
+                );
+            }
+            core.apply_owned(record);
+        }
+        let next_index = log.torn_from.unwrap_or(log.next_index);
+        self.claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(shard, claim.clone());
+        let sink = EtcdSink {
+            etcd: self.etcd.clone(),
+            shard,
+            claim,
+            handle: self.handle.clone(),
+            retry_for: self.retry_for,
+            compact_after_chunks: self.compact_after_chunks,
+            state: Mutex::new(SinkState {
+                next_index,
+                chunks_since_compaction: log.chunks,
+                shadow: core.clone(),
+            }),
+        };
+        Ok((core, Arc::new(sink)))
+    }
+
+    fn unloaded(&self, shard: ShardId, _core: Coordinator) {
+        let claim = self
+            .claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&shard);
+        if let Some(claim) = claim
+            && let Err(e) = self.block_on(self.etcd.release(&claim))
+        {
+            // The lease ends it anyway; until then nobody else can load
+            // the shard.
+            tracing::warn!(shard, error = %e, "releasing the shard failed");
+        }
+    }
+}
+
+/// One shard's writer into etcd.
+struct EtcdSink {
+    etcd: Etcd,
+    shard: ShardId,
+    claim: Claim,
+    handle: Handle,
+    retry_for: Duration,
+    compact_after_chunks: u64,
+    state: Mutex<SinkState>,
+}
+
+struct SinkState {
+    next_index: u64,
+    chunks_since_compaction: u64,
+    /// The shard as its persisted records give it: what compaction writes.
+    shadow: Coordinator,
+}
+
+impl EtcdSink {
+    /// Writes `bytes` as one batch from chunk `index` on; returns the index
+    /// after it.
+    async fn write_batch(&self, index: u64, bytes: &[u8]) -> Result<u64, StoreError> {
+        let chunks: Vec<&[u8]> = if bytes.is_empty() {
+            vec![&[]]
+        } else {
+            bytes.chunks(CHUNK_BYTES_MAX).collect()
+        };
+        let last = chunks.len() - 1;
+        let puts: Vec<Write> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, chunk)| {
+                let mut value = Vec::with_capacity(chunk.len() + 1);
+                value.push(if i == last { CHUNK_LAST } else { CHUNK_MORE });
+                value.extend_from_slice(chunk);
+                Write::Put {
+                    key: chunk_key(&self.etcd, self.shard, index + i as u64),
+                    value,
+                }
+            })
+            .collect();
+        for txn in puts.chunks(CHUNKS_PER_TXN) {
+            self.with_retry(txn).await?;
+        }
+        Ok(index + chunks.len() as u64)
+    }
+
+    /// A guarded write, retried while etcd is unavailable for at most
+    /// `retry_for`. A put of the same chunk again is harmless: the claim
+    /// makes this node the only writer, and it writes the same bytes.
+    async fn with_retry(&self, writes: &[Write]) -> Result<i64, StoreError> {
+        let give_up = Instant::now() + self.retry_for;
+        loop {
+            match self.etcd.guarded(&self.claim, writes).await {
+                Err(StoreError::Unavailable(reason)) if Instant::now() < give_up => {
+                    tracing::warn!(shard = self.shard, %reason, "etcd unavailable; retrying the write");
+                    tokio::time::sleep(RETRY_INTERVAL).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Writes the shadow's groups as snapshots, then moves `start` to them
+    /// and deletes every chunk before.
+    async fn compact(&self, state: &mut SinkState) -> Result<(), StoreError> {
+        let mut bytes = Vec::new();
+        for group in state.shadow.groups() {
+            frame::encode(
+                &Record::GroupSnapshot {
+                    group: group.name.clone(),
+                    state: Box::new(group.clone()),
+                },
+                &mut bytes,
+            );
+        }
+        let start = state.next_index;
+        state.next_index = self.write_batch(start, &bytes).await?;
+        self.with_retry(&[
+            Write::Put {
+                key: shard_key(&self.etcd, self.shard, "start"),
+                value: start.to_string().into_bytes(),
+            },
+            Write::DeleteRange {
+                from: shard_key(&self.etcd, self.shard, "log/"),
+                to: chunk_key(&self.etcd, self.shard, start),
+            },
+        ])
+        .await?;
+        state.chunks_since_compaction = state.next_index - start;
+        Ok(())
+    }
+}
+
+impl RecordSink for EtcdSink {
+    fn persist(&self, records: &[Record]) -> anyhow::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bytes = Vec::new();
+        for record in records {
+            frame::encode(record, &mut bytes);
+        }
+        self.handle.block_on(async {
+            let index = state.next_index;
+            let next = self.write_batch(index, &bytes).await?;
+            state.chunks_since_compaction += next - index;
+            state.next_index = next;
+            for record in records {
+                state.shadow.apply(record);
+            }
+            if state.chunks_since_compaction >= self.compact_after_chunks {
+                self.compact(&mut state).await?;
+            }
+            Ok::<_, StoreError>(())
+        })?;
+        Ok(())
+    }
+}

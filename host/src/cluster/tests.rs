@@ -1,0 +1,287 @@
+//! The etcd store against a real etcd on loopback ([`LocalEtcd`]): what an
+//! owner persisted is what the next owner loads, a second node cannot load
+//! an owned shard, an owner whose lease ended never writes again, a torn
+//! batch is dropped, compaction keeps the state, and a write waits out a
+//! lost quorum.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::local_etcd::LocalEtcd;
+use super::store::{CHUNK_BYTES_MAX, chunk_key, shard_key};
+use super::{Etcd, EtcdStore, Write};
+use crate::protocol::core::Coordinator;
+use crate::protocol::group::{Group, GroupConfig, Record, TopicConfig};
+use crate::protocol::shard::ShardId;
+use crate::runtime::{RecordSink, ShardStore};
+
+const SHARD: ShardId = 3;
+/// Long enough for any test: nothing renews the leases here, and a test
+/// that needs one to end revokes it.
+const LEASE_TTL: Duration = Duration::from_secs(120);
+
+/// How long a write retries an unavailable etcd: a bound, not a wait (a
+/// write lands as soon as etcd answers). Generous, since restarted etcd
+/// members on a loaded 2-core machine take seconds to elect a leader.
+const RETRY_FOR: Duration = Duration::from_secs(60);
+
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join("assignd-cluster-tests");
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    dir
+}
+
+/// A record per group `g{i}` for i in `range`: each configures a group.
+fn configured(range: std::ops::Range<usize>) -> Vec<Record> {
+    range
+        .map(|i| Record::GroupConfigured {
+            group: format!("g{i}"),
+            config: GroupConfig::with_topics(vec![TopicConfig {
+                name: format!("topic-of-group-{i}"),
+                partitions: 4,
+            }]),
+        })
+        .collect()
+}
+
+fn groups(core: &Coordinator) -> Vec<Group> {
+    core.groups().cloned().collect()
+}
+
+/// A node: its own connection, lease and store, under `prefix`.
+async fn node(cluster: &LocalEtcd, prefix: &str, name: &str) -> Arc<EtcdStore> {
+    let etcd = Etcd::connect(cluster.config(prefix))
+        .await
+        .expect("connect");
+    let lease = etcd.grant_lease(LEASE_TTL).await.expect("a lease");
+    Arc::new(EtcdStore::new(
+        etcd,
+        name,
+        lease,
+        tokio::runtime::Handle::current(),
+        RETRY_FOR,
+    ))
+}
+
+/// `store.load(SHARD)` off the runtime's threads, as the runtime calls it.
+async fn load(store: &Arc<EtcdStore>) -> anyhow::Result<(Coordinator, Arc<dyn RecordSink>)> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || store.load(SHARD, 7))
+        .await
+        .expect("load did not panic")
+}
+
+async fn persist(sink: &Arc<dyn RecordSink>, records: Vec<Record>) -> anyhow::Result<()> {
+    let sink = sink.clone();
+    tokio::task::spawn_blocking(move || sink.persist(&records))
+        .await
+        .expect("persist did not panic")
+}
+
+async fn unload(store: &Arc<EtcdStore>, core: Coordinator) {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || store.unloaded(SHARD, core))
+        .await
+        .expect("unload did not panic");
+}
+
+fn applied(records: &[Record]) -> Coordinator {
+    let mut core = Coordinator::new(7);
+    for record in records {
+        core.apply(record);
+    }
+    core
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_owner_persisted_is_what_the_next_owner_loads() {
+    let cluster = LocalEtcd::start(&scratch(), 1).await.expect("etcd");
+    let a = node(&cluster, "/handover/", "a").await;
+    let b = node(&cluster, "/handover/", "b").await;
+    let (core, sink) = load(&a).await.expect("a loads the new shard");
+    assert!(groups(&core).is_empty());
+    let records = configured(0..50);
+    for batch in records.chunks(7) {
+        persist(&sink, batch.to_vec()).await.expect("persisted");
+    }
+    drop(sink);
+    unload(&a, applied(&records)).await;
+
+    let (core, _sink) = load(&b).await.expect("b loads what a released");
+    assert_eq!(groups(&core), groups(&applied(&records)));
+    assert_eq!(b.owner(SHARD).await.unwrap().as_deref(), Some("b"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_node_cannot_load_a_shard_its_owner_holds() {
+    let cluster = LocalEtcd::start(&scratch(), 1).await.expect("etcd");
+    let a = node(&cluster, "/owned/", "a").await;
+    let b = node(&cluster, "/owned/", "b").await;
+    let (_core, _sink) = load(&a).await.expect("a loads");
+    let refused = load(&b).await.err().expect("b is refused");
+    assert!(
+        format!("{refused:#}").contains("owned by node a"),
+        "{refused:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_whose_lease_ended_never_writes_again() {
+    let cluster = LocalEtcd::start(&scratch(), 1).await.expect("etcd");
+    let a = node(&cluster, "/fenced/", "a").await;
+    let b = node(&cluster, "/fenced/", "b").await;
+    let (_core, a_sink) = load(&a).await.expect("a loads");
+    let before = configured(0..3);
+    persist(&a_sink, before.clone()).await.expect("a persists");
+
+    // a's lease ends (as if it had been paused past it) and b takes over.
+    let revoker = Etcd::connect(cluster.config("/fenced/")).await.unwrap();
+    revoker.revoke_lease(a.lease()).await.expect("revoked");
+    let (core, b_sink) = load(&b).await.expect("b takes the shard over");
+    assert_eq!(groups(&core), groups(&applied(&before)));
+
+    let refused = persist(&a_sink, configured(3..4))
+        .await
+        .expect_err("a is fenced");
+    assert!(format!("{refused:#}").contains("fenced"), "{refused:#}");
+    persist(&b_sink, configured(4..5))
+        .await
+        .expect("b persists");
+
+    drop(b_sink);
+    unload(&b, core).await;
+    let c = node(&cluster, "/fenced/", "c").await;
+    let (core, _sink) = load(&c).await.expect("c loads");
+    let mut expected = before;
+    expected.extend(configured(4..5));
+    assert_eq!(
+        groups(&core),
+        groups(&applied(&expected)),
+        "a's late write is nowhere"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_its_owner_did_not_finish_is_dropped_by_the_next_owner() {
+    let cluster = LocalEtcd::start(&scratch(), 1).await.expect("etcd");
+    let a = node(&cluster, "/torn/", "a").await;
+    let (core, sink) = load(&a).await.expect("a loads");
+    let whole = configured(0..5);
+    persist(&sink, whole.clone()).await.expect("persisted");
+    // The first chunk of a batch that says more follow, and nothing after:
+    // a's write died between two transactions of one batch.
+    let log = a.read(SHARD).await.expect("read");
+    let claim = a.claim_held(SHARD).expect("a holds the shard");
+    a.etcd()
+        .guarded(
+            &claim,
+            &[Write::Put {
+                key: chunk_key(a.etcd(), SHARD, log.next_index),
+                value: vec![1, 0xde, 0xad],
+            }],
+        )
+        .await
+        .expect("the torn chunk is written");
+    assert_eq!(a.read(SHARD).await.unwrap().torn_from, Some(log.next_index));
+    drop(sink);
+    unload(&a, core).await;
+
+    let b = node(&cluster, "/torn/", "b").await;
+    let (core, b_sink) = load(&b).await.expect("b loads past the torn batch");
+    assert_eq!(groups(&core), groups(&applied(&whole)));
+    assert_eq!(
+        b.read(SHARD).await.unwrap().torn_from,
+        None,
+        "the torn chunk is gone"
+    );
+    persist(&b_sink, configured(5..6))
+        .await
+        .expect("b appends after it");
+    let mut expected = whole;
+    expected.extend(configured(5..6));
+    let records = b.read(SHARD).await.unwrap().records;
+    assert_eq!(records, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_larger_than_a_chunk_comes_back_whole() {
+    let cluster = LocalEtcd::start(&scratch(), 1).await.expect("etcd");
+    let a = node(&cluster, "/big/", "a").await;
+    let (_core, sink) = load(&a).await.expect("a loads");
+    let records = configured(0..40_000);
+    let mut bytes = Vec::new();
+    for record in &records {
+        crate::log::frame::encode(record, &mut bytes);
+    }
+    assert!(
+        bytes.len() > 2 * CHUNK_BYTES_MAX,
+        "{} bytes span chunks",
+        bytes.len()
+    );
+    persist(&sink, records.clone()).await.expect("persisted");
+    let log = a.read(SHARD).await.expect("read");
+    assert!(log.chunks >= 3, "{} chunks", log.chunks);
+    assert_eq!(log.records, records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_keeps_the_state_and_drops_the_chunks_before_it() {
+    let cluster = LocalEtcd::start(&scratch(), 1).await.expect("etcd");
+    let etcd = Etcd::connect(cluster.config("/compact/")).await.unwrap();
+    let lease = etcd.grant_lease(LEASE_TTL).await.unwrap();
+    let a = Arc::new(
+        EtcdStore::new(
+            etcd,
+            "a",
+            lease,
+            tokio::runtime::Handle::current(),
+            RETRY_FOR,
+        )
+        .with_compaction_after(8),
+    );
+    let (_core, sink) = load(&a).await.expect("a loads");
+    let mut all = Vec::new();
+    for i in 0..30 {
+        // The same few groups configured again and again: compaction
+        // keeps one snapshot of each.
+        let batch = configured(i % 3..i % 3 + 1);
+        all.extend(batch.clone());
+        persist(&sink, batch).await.expect("persisted");
+    }
+    let log = a.read(SHARD).await.expect("read");
+    assert!(log.chunks <= 9, "{} chunks after compaction", log.chunks);
+    let start = a
+        .etcd()
+        .get(&shard_key(a.etcd(), SHARD, "start"))
+        .await
+        .unwrap();
+    assert!(start.is_some(), "compaction moved the start");
+    assert_eq!(groups(&applied(&log.records)), groups(&applied(&all)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_waits_out_a_lost_quorum_and_lands_when_it_returns() {
+    let mut cluster = LocalEtcd::start(&scratch(), 3).await.expect("etcd");
+    let a = node(&cluster, "/quorum/", "a").await;
+    let (_core, sink) = load(&a).await.expect("a loads");
+    persist(&sink, configured(0..1)).await.expect("persisted");
+    cluster.kill(1);
+    cluster.kill(2);
+    let pending = tokio::spawn({
+        let sink = sink.clone();
+        async move { persist(&sink, configured(1..2)).await }
+    });
+    // The write cannot land without a quorum.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!pending.is_finished(), "a write landed without a quorum");
+    cluster.restart(1).expect("m1 restarts");
+    cluster.restart(2).expect("m2 restarts");
+    pending
+        .await
+        .unwrap()
+        .expect("the write lands once the quorum is back");
+    cluster.wait_healthy().await.expect("etcd answers again");
+    let log = a.read(SHARD).await.expect("read");
+    assert_eq!(log.records, configured(0..2));
+}
