@@ -25,6 +25,7 @@ use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::api::AdminToken;
 use crate::api::server::ServerConfig;
+use crate::cluster::{ClusterView, Etcd, EtcdConfig, Node, NodeConfig};
 use crate::log::shards::recorded_shard_count;
 use crate::log::{FsyncPolicy, Opened, ShardedDir, lock};
 use crate::plugins::{EngineConfig, PluginEngine};
@@ -111,6 +112,34 @@ pub struct ServeArgs {
     /// `authorization` in its scrape config); without it /metrics is open.
     #[arg(long)]
     metrics_auth: bool,
+    /// Cluster mode: the client URLs of the etcd cluster that keeps the
+    /// cluster's shards (comma-separated). Shards are then owned by the
+    /// cluster's live nodes under etcd leases, and their records are kept
+    /// in etcd, not in DIR (which keeps only caches and modules).
+    #[arg(long, value_name = "URLS", value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// Cluster mode: this node's name, unique among the live nodes.
+    #[arg(long, value_name = "NAME", requires = "etcd")]
+    node: Option<String>,
+    /// Cluster mode: the URL other nodes and clients reach this node at
+    /// [default: http:// and the listening address].
+    #[arg(long, value_name = "URL", requires = "etcd")]
+    advertise: Option<String>,
+    /// Cluster mode: the node's lease. A node that stops renewing it (it
+    /// died, or is cut off from etcd) loses its shards to the others this
+    /// long after its last renewal; it renews every third of it. Whole
+    /// seconds (etcd's unit), rounded up.
+    #[arg(long, value_name = "MS", default_value_t = 5_000, requires = "etcd",
+          value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
+    lease_ttl_ms: u64,
+    /// Cluster mode: every key of the cluster in etcd starts with it.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "/assignd/",
+        requires = "etcd"
+    )]
+    etcd_prefix: String,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -175,6 +204,9 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
     }
     // Held until the process exits: no second host on this data dir.
     let _lock = lock(&args.data_dir).map_err(|e| failure(e.to_string()))?;
+    if !args.etcd.is_empty() {
+        return serve_cluster(args, server);
+    }
     let (store, opened) =
         ShardedDir::open(&args.data_dir, args.shards, SHARD_COUNT_DEFAULT, args.fsync)
             .map_err(|e| failure(e.to_string()))?;
@@ -192,34 +224,8 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
     let admin =
         admin_token(args.admin_token.take(), &args.data_dir)?.guarding_metrics(args.metrics_auth);
     let started = std::time::Instant::now();
-    // Member ids derive from the seed and each group's issued-id count
-    // (which the log keeps); a fresh seed per process keeps ids from
-    // repeating across hosts that share no log.
-    let seed = {
-        use std::hash::{BuildHasher, Hasher};
-        std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish()
-    };
-    let limits = args.limits.limits();
-    let engine = PluginEngine::new(EngineConfig {
-        cache_dir: Some(args.data_dir.join("cache")),
-        concurrent_calls_max: args.concurrent_calls_max,
-        memory_ceiling_bytes: limits.memory_max_bytes,
-        ..EngineConfig::default()
-    })
-    .map_err(|e| failure(format!("cannot start the wasm engine: {e:#}")))?;
-    let registry = Registry::open(Arc::new(engine), &args.data_dir.join("modules"))
-        .map_err(|e| failure(format!("cannot open the module registry: {e:#}")))?;
-    tracing::info!(
-        modules = registry.list().len(),
-        "opened the module registry"
-    );
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("assignd-worker")
-        .build()
-        .map_err(|e| failure(format!("cannot start the async runtime: {e}")))?;
+    let registry = open_registry(&args)?;
+    let tokio = async_runtime()?;
     let result = tokio.block_on(async {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
@@ -230,16 +236,7 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         // Every shard's log is recovered (several at once) before the
         // first request.
         let runtime = Runtime::start(
-            RuntimeConfig {
-                seed,
-                limits,
-                admission: AdmissionPolicy {
-                    member_token_required: args.require_member_token,
-                    tokenless_join_burst_max: args.tokenless_join_burst_max,
-                    tokenless_join_rate_per_s: args.tokenless_join_rate_per_s,
-                },
-                shard_count,
-            },
+            runtime_config(&args, shard_count),
             Clock::monotonic(),
             Arc::new(store),
             Arc::new(registry),
@@ -272,6 +269,139 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         crate::api::server::serve(listener, app, server, shutdown_signal()).await;
         runtime.stop_timers();
         // Every shard flushed and its log released.
+        runtime.unload_all().await;
+        Ok(())
+    });
+    tokio.shutdown_timeout(Duration::from_millis(SHUTDOWN_GRACE_MS));
+    result
+}
+
+/// The engine (compiled assignors cached in DIR/cache) and the module
+/// registry (DIR/modules).
+fn open_registry(args: &ServeArgs) -> Result<Registry, Failure> {
+    let limits = args.limits.limits();
+    let engine = PluginEngine::new(EngineConfig {
+        cache_dir: Some(args.data_dir.join("cache")),
+        concurrent_calls_max: args.concurrent_calls_max,
+        memory_ceiling_bytes: limits.memory_max_bytes,
+        ..EngineConfig::default()
+    })
+    .map_err(|e| failure(format!("cannot start the wasm engine: {e:#}")))?;
+    let registry = Registry::open(Arc::new(engine), &args.data_dir.join("modules"))
+        .map_err(|e| failure(format!("cannot open the module registry: {e:#}")))?;
+    tracing::info!(
+        modules = registry.list().len(),
+        "opened the module registry"
+    );
+    Ok(registry)
+}
+
+fn async_runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("assignd-worker")
+        .build()
+        .map_err(|e| failure(format!("cannot start the async runtime: {e}")))
+}
+
+fn runtime_config(args: &ServeArgs, shard_count: u32) -> RuntimeConfig {
+    // Member ids derive from the seed and each group's issued-id count
+    // (which the log keeps); a fresh seed per process keeps ids from
+    // repeating across hosts that share no log.
+    let seed = {
+        use std::hash::{BuildHasher, Hasher};
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    RuntimeConfig {
+        seed,
+        limits: args.limits.limits(),
+        admission: AdmissionPolicy {
+            member_token_required: args.require_member_token,
+            tokenless_join_burst_max: args.tokenless_join_burst_max,
+            tokenless_join_rate_per_s: args.tokenless_join_rate_per_s,
+        },
+        shard_count,
+    }
+}
+
+/// Cluster mode (`--etcd`): joins the cluster, serves the shards placement
+/// gives this node, and on SIGTERM or ctrl-c leaves (deregisters, hands
+/// every shard over) before the listener drains.
+fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failure> {
+    let name = args.node.clone().ok_or_else(|| {
+        failure("--etcd needs --node NAME: each node of a cluster has its own".into())
+    })?;
+    let token = args.admin_token.take().ok_or_else(|| {
+        failure(format!(
+            "--etcd needs --admin-token (or {ADMIN_TOKEN_ENV}): every node of a cluster takes the cluster's one"
+        ))
+    })?;
+    let admin =
+        admin_token(Some(token.clone()), &args.data_dir)?.guarding_metrics(args.metrics_auth);
+    let registry = open_registry(&args)?;
+    let tokio = async_runtime()?;
+    let result = tokio.block_on(async {
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .map_err(|e| failure(format!("cannot listen on {}: {e}", args.listen)))?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| failure(format!("cannot read the bound address: {e}")))?;
+        let etcd = Etcd::connect(EtcdConfig::new(args.etcd.clone(), &args.etcd_prefix))
+            .await
+            .map_err(|e| failure(format!("cannot reach etcd: {e}")))?;
+        let config = NodeConfig {
+            name,
+            advertise: args
+                .advertise
+                .clone()
+                .unwrap_or_else(|| format!("http://{address}")),
+            lease_ttl: Duration::from_millis(args.lease_ttl_ms.div_ceil(1000) * 1000),
+            shard_count: args.shards.unwrap_or(SHARD_COUNT_DEFAULT),
+        };
+        let shard_count = config.shard_count;
+        let (node, store) = Node::join(etcd, config, &token)
+            .await
+            .map_err(|e| failure(format!("cannot join the cluster: {e:#}")))?;
+        let runtime = Runtime::start_serving(
+            runtime_config(&args, shard_count),
+            Clock::monotonic(),
+            store,
+            Arc::new(registry),
+            &[],
+        )
+        .map_err(|e| failure(e.to_string()))?;
+        runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
+        runtime.preload_builtins();
+        let (stopping, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = stopping.send(true);
+        });
+        let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = stopped.wait_for(|&stop| stop).await;
+        };
+        let view = Arc::new(std::sync::RwLock::new(ClusterView::default()));
+        let placement = tokio::spawn(node.run(runtime.clone(), view, until_stopped(stopped.clone())));
+        let app = crate::api::app(runtime.clone(), admin);
+        {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "listening on http://{address}");
+            let _ = stdout.flush();
+        }
+        tracing::info!(%address, shards = shard_count, etcd = ?args.etcd, "serving as a cluster node");
+        let served = crate::api::server::serve(listener, app, server, async {
+            // The node hands its shards over first; the listener drains
+            // after.
+            until_stopped(stopped.clone()).await;
+        });
+        let (_, left) = tokio::join!(served, placement);
+        if left.is_err() {
+            tracing::error!("the placement task panicked");
+        }
+        runtime.stop_timers();
         runtime.unload_all().await;
         Ok(())
     });

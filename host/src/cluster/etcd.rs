@@ -149,7 +149,10 @@ impl Etcd {
     pub async fn grant_lease(&self, ttl: Duration) -> Result<i64, StoreError> {
         let mut lease = self.client.lease.clone();
         let ttl_s = ttl.as_secs().max(1) as i64;
-        let answer = self.bounded("granting a lease", lease.grant(ttl_s)).await?;
+        let request = pb::LeaseGrantRequest { ttl: ttl_s, id: 0 };
+        let answer = self
+            .bounded("granting a lease", lease.lease_grant(request))
+            .await?;
         if !answer.error.is_empty() {
             return Err(StoreError::Unavailable(format!(
                 "granting a lease: {}",
@@ -161,11 +164,11 @@ impl Etcd {
 
     /// Renews `lease` once; returns the TTL it has now (0: it is gone).
     pub async fn renew_lease(&self, lease: i64) -> Result<i64, StoreError> {
-        let mut client = self.client.clone();
+        let mut client = self.client.lease.clone();
+        let request = tokio_stream::once(pb::LeaseKeepAliveRequest { id: lease });
         let renewed = async {
-            let mut keeper = client.keep_lease_alive(lease).await?;
-            keeper.keep_alive().await?;
-            keeper.message().await
+            let mut answers = client.lease_keep_alive(request).await?;
+            answers.message().await.map_err(etcdv3client::Error::from)
         };
         match self.bounded("renewing the lease", renewed).await? {
             Some(answer) => Ok(answer.ttl),
@@ -178,8 +181,12 @@ impl Etcd {
     /// Revokes `lease`: every key put under it is deleted at once.
     pub async fn revoke_lease(&self, lease: i64) -> Result<(), StoreError> {
         let mut lease_client = self.client.lease.clone();
-        self.bounded("revoking the lease", lease_client.revoke(lease))
-            .await
+        self.bounded(
+            "revoking the lease",
+            lease_client.lease_revoke(pb::LeaseRevokeRequest { id: lease }),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Puts `key` = `value` under `lease` if no such key exists; returns

@@ -5,17 +5,20 @@
 //!   timeout ([`Etcd`]: leases, claims, ranges, guarded transactions);
 //! - `store`: [`EtcdStore`], the [`crate::runtime::ShardStore`] that keeps
 //!   a shard's records in etcd, written only under its owner's claim;
+//! - `placement`: which node should own which shard ([`placement::plan`],
+//!   balanced and sticky);
+//! - `node`: a node at run time ([`Node`]: its lease, its registration,
+//!   placement rounds, step-down, leaving gracefully);
 //! - `local_etcd`: an etcd cluster on loopback for the tests.
-//!
-//! What is here so far is the storage layer; placement of shards over
-//! nodes and the routing of requests are still to come (docs/architecture.md,
-//! "Cluster mode").
 
 pub mod etcd;
 pub mod local_etcd;
+pub mod node;
+pub mod placement;
 pub mod store;
 
 pub use etcd::{Claim, Etcd, EtcdConfig, StoreError, Write};
+pub use node::{ClusterView, Node, NodeConfig};
 pub use store::{EtcdStore, ReadLog};
 
 #[cfg(test)]

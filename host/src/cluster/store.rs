@@ -2,7 +2,7 @@
 //! etcd, under the cluster's prefix, and only the shard's owner writes them.
 //!
 //! Keys of shard `NNNN` (under the prefix):
-//! - `shards/NNNN/owner`: the owning node's name, put under that node's
+//! - `owners/NNNN`: the owning node's name, put under that node's
 //!   lease. Its create revision is the claim every write of the shard is
 //!   guarded by, so a node whose lease ran out (it was paused, or cut off
 //!   from etcd) can never write again, even if it comes back believing it
@@ -23,6 +23,7 @@
 //! them through the core's one `apply` path; unloading releases the claim.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,9 @@ const CHUNK_LAST: u8 = 0;
 pub struct EtcdStore {
     etcd: Etcd,
     node: String,
-    lease: i64,
+    /// The lease claims are taken under (a node that stepped down has a
+    /// new one).
+    lease: AtomicI64,
     handle: Handle,
     /// How long a write may keep retrying an unavailable etcd.
     retry_for: Duration,
@@ -78,9 +81,15 @@ impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdStore")
             .field("node", &self.node)
-            .field("lease", &self.lease)
+            .field("lease", &self.lease())
             .finish_non_exhaustive()
     }
+}
+
+/// The key naming `shard`'s owner. Owners are kept apart from the logs
+/// so that a placement round reads every owner in one small range.
+pub fn owner_key(etcd: &Etcd, shard: ShardId) -> Vec<u8> {
+    etcd.key(&format!("owners/{shard:04}"))
 }
 
 pub(super) fn shard_key(etcd: &Etcd, shard: ShardId, suffix: &str) -> Vec<u8> {
@@ -111,7 +120,7 @@ impl EtcdStore {
         EtcdStore {
             etcd,
             node: node.to_owned(),
-            lease,
+            lease: AtomicI64::new(lease),
             handle,
             retry_for,
             compact_after_chunks: COMPACT_AFTER_CHUNKS,
@@ -132,7 +141,12 @@ impl EtcdStore {
 
     /// The lease this node's claims are held under.
     pub fn lease(&self) -> i64 {
-        self.lease
+        self.lease.load(Ordering::SeqCst)
+    }
+
+    /// Claims from now on go under `lease`.
+    pub fn set_lease(&self, lease: i64) {
+        self.lease.store(lease, Ordering::SeqCst);
     }
 
     /// The claim of a shard this node has loaded.
@@ -146,20 +160,17 @@ impl EtcdStore {
 
     /// Who owns `shard` now, if anyone.
     pub async fn owner(&self, shard: ShardId) -> Result<Option<String>, StoreError> {
-        let owner = self
-            .etcd
-            .get(&shard_key(&self.etcd, shard, "owner"))
-            .await?;
+        let owner = self.etcd.get(&owner_key(&self.etcd, shard)).await?;
         Ok(owner.map(|(name, _)| String::from_utf8_lossy(&name).into_owned()))
     }
 
     /// Claims `shard` for this node: its claim, or an error naming the
     /// node that holds it.
     pub async fn claim(&self, shard: ShardId) -> Result<Claim, StoreError> {
-        let key = shard_key(&self.etcd, shard, "owner");
+        let key = owner_key(&self.etcd, shard);
         if let Some(claim) = self
             .etcd
-            .claim(key.clone(), self.node.clone().into_bytes(), self.lease)
+            .claim(key.clone(), self.node.clone().into_bytes(), self.lease())
             .await?
         {
             return Ok(claim);

@@ -111,6 +111,13 @@ impl Runtime {
                     })
                     .await
                 }
+                Err(join_error) if join_error.is_cancelled() => {
+                    // The runtime is shutting down and never started the
+                    // call: not the assignor's failure. Nothing waits for
+                    // the answer (a call in flight is transient state).
+                    tracing::debug!(group, epoch, assignor, "assignor call cancelled at shutdown");
+                    return;
+                }
                 Err(join_error) => {
                     tracing::error!(group, epoch, assignor, %join_error, "assignor call panicked");
                     let failure = AssignorFailure::new(

@@ -201,6 +201,20 @@ impl Runtime {
         store: Arc<dyn ShardStore>,
         registry: Arc<Registry>,
     ) -> Result<Arc<Self>, RuntimeError> {
+        let every: Vec<ShardId> = (0..config.shard_count).collect();
+        Self::start_serving(config, clock, store, registry, &every)
+    }
+
+    /// A runtime over `store` serving only `serve` (cluster mode starts
+    /// with none: placement loads the node's shards with
+    /// [`Runtime::load_shard`]).
+    pub fn start_serving(
+        config: RuntimeConfig,
+        clock: Clock,
+        store: Arc<dyn ShardStore>,
+        registry: Arc<Registry>,
+        serve: &[ShardId],
+    ) -> Result<Arc<Self>, RuntimeError> {
         // Metrics recorded from here on reach `GET /metrics`.
         crate::telemetry::handle();
         let runtime = Arc::new(Runtime {
@@ -218,7 +232,7 @@ impl Runtime {
             lateness: Lateness::default(),
             tick_granularity: Mutex::new(None),
         });
-        let ids: Vec<ShardId> = (0..config.shard_count).collect();
+        let ids = serve;
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
         let loaded = std::thread::scope(|scope| {
             let chunks: Vec<_> = ids

@@ -1,0 +1,336 @@
+//! [`Node`]: one node of a cluster at run time. It holds the node's lease
+//! (renewed every [`NodeConfig::renew_interval`]), registers the node
+//! under it (`nodes/NAME` = its advertised URL), and every placement round
+//! reads the live nodes and the shards' owners, computes the
+//! [`placement::plan`] and acts on its own part: it unloads (flushes and
+//! releases) the shards the plan takes from it and loads (claims and
+//! replays) the free shards the plan gives it.
+//!
+//! A node that cannot renew its lease before it ends steps down: it stops
+//! serving every shard (its writes would be refused anyway: they are
+//! guarded by claims under that lease), takes a new lease, registers
+//! again and goes on. A node stopped (SIGTERM) deregisters first, so the
+//! others plan without it, then unloads every shard, which releases it at
+//! once for the next owner, and revokes its lease.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use super::etcd::{Claim, Etcd, StoreError, prefix_end};
+use super::placement;
+use super::store::EtcdStore;
+use crate::protocol::shard::ShardId;
+use crate::runtime::Runtime;
+
+/// A cluster node's settings.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// The node's name, unique among live nodes.
+    pub name: String,
+    /// The URL other nodes and clients reach this node at.
+    pub advertise: String,
+    /// The node's lease: a node that stops renewing it loses its shards
+    /// this long after its last renewal.
+    pub lease_ttl: Duration,
+    /// The cluster's shard count (fixed when the cluster is created).
+    pub shard_count: u32,
+}
+
+impl NodeConfig {
+    /// The default lease TTL. etcd leases have whole seconds.
+    pub const LEASE_TTL_DEFAULT: Duration = Duration::from_secs(5);
+
+    /// How often the lease is renewed and placement runs: a third of the
+    /// TTL, so that two renewals can fail before the lease ends.
+    pub fn renew_interval(&self) -> Duration {
+        self.lease_ttl / 3
+    }
+}
+
+/// The keys of the cluster's registry of nodes.
+fn node_key(etcd: &Etcd, name: &str) -> Vec<u8> {
+    etcd.key(&format!("nodes/{name}"))
+}
+
+/// A node of a cluster.
+pub struct Node {
+    etcd: Etcd,
+    config: NodeConfig,
+    store: Arc<EtcdStore>,
+    lease: i64,
+    registration: Claim,
+    /// When the lease ends unless renewed.
+    lease_ends: Instant,
+}
+
+/// What a placement round read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterView {
+    /// Live nodes and their advertised URLs.
+    pub nodes: BTreeMap<String, String>,
+    /// The shards' owners now.
+    pub owners: BTreeMap<ShardId, String>,
+}
+
+impl ClusterView {
+    /// The URL of `shard`'s owner, if it has one.
+    pub fn owner_url(&self, shard: ShardId) -> Option<&str> {
+        self.owners
+            .get(&shard)
+            .and_then(|node| self.nodes.get(node))
+            .map(String::as_str)
+    }
+}
+
+impl Node {
+    /// Joins the cluster: checks (or sets, for the cluster's first node)
+    /// its shard count and admin token, takes a lease and registers.
+    pub async fn join(
+        etcd: Etcd,
+        config: NodeConfig,
+        admin_token: &str,
+    ) -> anyhow::Result<(Self, Arc<EtcdStore>)> {
+        check_cluster_setting(
+            &etcd,
+            "shard-count",
+            config.shard_count.to_string().as_bytes(),
+            "shard count",
+        )
+        .await?;
+        let token_digest = hex(&Sha256::digest(admin_token.as_bytes()));
+        check_cluster_setting(
+            &etcd,
+            "admin-token-sha256",
+            token_digest.as_bytes(),
+            "admin token",
+        )
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!("{e:#}: every node of a cluster takes the same --admin-token")
+        })?;
+        let lease = etcd.grant_lease(config.lease_ttl).await?;
+        let lease_ends = Instant::now() + config.lease_ttl;
+        let registration = register(&etcd, &config, lease).await?;
+        let store = Arc::new(EtcdStore::new(
+            etcd.clone(),
+            &config.name,
+            lease,
+            tokio::runtime::Handle::current(),
+            config.lease_ttl,
+        ));
+        tracing::info!(
+            node = config.name,
+            advertise = config.advertise,
+            lease,
+            "joined the cluster"
+        );
+        Ok((
+            Node {
+                etcd,
+                config,
+                store: store.clone(),
+                lease,
+                registration,
+                lease_ends,
+            },
+            store,
+        ))
+    }
+
+    /// Reads the live nodes and the shards' owners.
+    pub async fn view(&self) -> Result<ClusterView, StoreError> {
+        read_view(&self.etcd).await
+    }
+
+    /// Runs placement rounds until `stop` resolves, then leaves the
+    /// cluster gracefully.
+    pub async fn run(
+        mut self,
+        runtime: Arc<Runtime>,
+        view: Arc<std::sync::RwLock<ClusterView>>,
+        stop: impl Future<Output = ()>,
+    ) {
+        let mut stop = std::pin::pin!(stop);
+        let mut interval = tokio::time::interval(self.config.renew_interval());
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = interval.tick() => {}
+            }
+            self.renew(&runtime).await;
+            match self.view().await {
+                Ok(read) => {
+                    self.place(&runtime, &read).await;
+                    *view.write().unwrap_or_else(|e| e.into_inner()) = read;
+                }
+                Err(e) => tracing::warn!(error = %e, "placement: cannot read the cluster"),
+            }
+        }
+        self.leave(&runtime).await;
+    }
+
+    /// Renews the lease; past its end, steps down and joins again.
+    async fn renew(&mut self, runtime: &Arc<Runtime>) {
+        match self.etcd.renew_lease(self.lease).await {
+            Ok(ttl) if ttl > 0 => {
+                self.lease_ends = Instant::now() + Duration::from_secs(ttl as u64);
+                return;
+            }
+            Ok(_) => tracing::error!(node = self.config.name, "the node's lease has ended"),
+            Err(e) if Instant::now() < self.lease_ends => {
+                tracing::warn!(node = self.config.name, error = %e, "renewing the lease failed; retrying");
+                return;
+            }
+            Err(e) => {
+                tracing::error!(node = self.config.name, error = %e, "the lease ended unrenewed")
+            }
+        }
+        // Stepping down: nothing this node serves can be written any more.
+        for id in served(runtime) {
+            if let Err(e) = runtime.unload_shard(u64::from(id)).await {
+                tracing::warn!(shard = id, error = %e, "stepping down: the shard's last writes were refused");
+            }
+        }
+        match self.etcd.grant_lease(self.config.lease_ttl).await {
+            Ok(lease) => match register(&self.etcd, &self.config, lease).await {
+                Ok(registration) => {
+                    self.lease = lease;
+                    self.lease_ends = Instant::now() + self.config.lease_ttl;
+                    self.registration = registration;
+                    self.store.set_lease(lease);
+                    tracing::warn!(
+                        node = self.config.name,
+                        lease,
+                        "stepped down and joined again"
+                    );
+                }
+                Err(e) => tracing::error!(error = %e, "registering again failed"),
+            },
+            Err(e) => tracing::error!(error = %e, "taking a new lease failed"),
+        }
+    }
+
+    /// Acts on this node's part of the plan.
+    async fn place(&self, runtime: &Arc<Runtime>, view: &ClusterView) {
+        let nodes: Vec<String> = view.nodes.keys().cloned().collect();
+        let plan = placement::plan(self.config.shard_count, &nodes, &view.owners);
+        let me = &self.config.name;
+        for (&shard, owner) in &view.owners {
+            if owner == me && plan.get(&shard) != Some(me) {
+                tracing::info!(
+                    shard,
+                    to = plan.get(&shard).map(String::as_str),
+                    "handing the shard over"
+                );
+                if let Err(e) = runtime.unload_shard(u64::from(shard)).await {
+                    tracing::warn!(shard, error = %e, "unloading the shard failed");
+                }
+            }
+        }
+        for (&shard, owner) in &plan {
+            if owner == me && !view.owners.contains_key(&shard) {
+                match runtime.load_shard(u64::from(shard)).await {
+                    Ok(_) => {}
+                    Err(e) => tracing::info!(shard, error = %e, "cannot take the shard yet"),
+                }
+            }
+        }
+    }
+
+    /// Leaves the cluster: deregisters, hands every shard over, revokes
+    /// the lease.
+    async fn leave(self, runtime: &Arc<Runtime>) {
+        if let Err(e) = self.etcd.release(&self.registration).await {
+            tracing::warn!(error = %e, "deregistering failed");
+        }
+        runtime.unload_all().await;
+        if let Err(e) = self.etcd.revoke_lease(self.lease).await {
+            tracing::warn!(error = %e, "revoking the lease failed; it ends by itself");
+        }
+        tracing::info!(node = self.config.name, "left the cluster");
+    }
+}
+
+/// The shards `runtime` serves.
+fn served(runtime: &Runtime) -> Vec<ShardId> {
+    runtime
+        .shard_statuses()
+        .into_iter()
+        .filter(|s| s.served)
+        .map(|s| s.shard)
+        .collect()
+}
+
+async fn register(etcd: &Etcd, config: &NodeConfig, lease: i64) -> anyhow::Result<Claim> {
+    let key = node_key(etcd, &config.name);
+    match etcd
+        .claim(key, config.advertise.clone().into_bytes(), lease)
+        .await?
+    {
+        Some(claim) => Ok(claim),
+        None => anyhow::bail!(
+            "a live node is named {:?} already: give each node its own --node",
+            config.name
+        ),
+    }
+}
+
+/// Sets the cluster setting `name` to `value` if the cluster has none yet,
+/// else checks that it is `value`.
+async fn check_cluster_setting(
+    etcd: &Etcd,
+    name: &str,
+    value: &[u8],
+    what: &str,
+) -> anyhow::Result<()> {
+    let key = etcd.key(name);
+    // Claimed without a lease: it outlives every node.
+    if etcd.claim(key.clone(), value.to_vec(), 0).await?.is_some() {
+        return Ok(());
+    }
+    match etcd.get(&key).await? {
+        Some((held, _)) if held == value => Ok(()),
+        Some((held, _)) => anyhow::bail!(
+            "this cluster's {what} is another one ({}; this node has {})",
+            String::from_utf8_lossy(&held),
+            String::from_utf8_lossy(value)
+        ),
+        None => anyhow::bail!("the cluster's {what} vanished while it was read"),
+    }
+}
+
+async fn read_view(etcd: &Etcd) -> Result<ClusterView, StoreError> {
+    let nodes_prefix = etcd.key("nodes/");
+    let (nodes, _) = etcd
+        .range(&nodes_prefix, &prefix_end(&nodes_prefix), 256)
+        .await?;
+    let owners_prefix = etcd.key("owners/");
+    let (owners, _) = etcd
+        .range(&owners_prefix, &prefix_end(&owners_prefix), 1024)
+        .await?;
+    let name_of = |key: &[u8]| {
+        String::from_utf8_lossy(key.rsplit(|&b| b == b'/').next().unwrap_or_default()).into_owned()
+    };
+    let owners = owners
+        .into_iter()
+        .filter_map(|(key, node)| {
+            let shard = name_of(&key).parse::<ShardId>().ok()?;
+            Some((shard, String::from_utf8_lossy(&node).into_owned()))
+        })
+        .collect();
+    Ok(ClusterView {
+        nodes: nodes
+            .into_iter()
+            .map(|(key, url)| (name_of(&key), String::from_utf8_lossy(&url).into_owned()))
+            .collect(),
+        owners,
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
