@@ -153,6 +153,9 @@ impl Node {
         view: Arc<std::sync::RwLock<ClusterView>>,
         stop: impl Future<Output = ()>,
     ) {
+        // The lease was granted at most its TTL ago.
+        let left = self.lease_ends.saturating_duration_since(Instant::now());
+        runtime.serve_until(runtime.now_ms() + left.as_millis() as u64);
         let mut stop = std::pin::pin!(stop);
         let mut interval = tokio::time::interval(self.config.renew_interval());
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -173,11 +176,17 @@ impl Node {
         self.leave(&runtime).await;
     }
 
-    /// Renews the lease; past its end, steps down and joins again.
+    /// Renews the lease; past its end, steps down and joins again. The
+    /// runtime serves requests only until the lease may end: counted from
+    /// before the renewal was sent, so never later than etcd ends it.
     async fn renew(&mut self, runtime: &Arc<Runtime>) {
+        let sent = Instant::now();
+        let sent_ms = runtime.now_ms();
         match self.etcd.renew_lease(self.lease).await {
             Ok(ttl) if ttl > 0 => {
-                self.lease_ends = Instant::now() + Duration::from_secs(ttl as u64);
+                let ttl = Duration::from_secs(ttl as u64);
+                self.lease_ends = sent + ttl;
+                runtime.serve_until(sent_ms + ttl.as_millis() as u64);
                 return;
             }
             Ok(_) => tracing::error!(node = self.config.name, "the node's lease has ended"),
@@ -200,6 +209,8 @@ impl Node {
                 Ok(registration) => {
                     self.lease = lease;
                     self.lease_ends = Instant::now() + self.config.lease_ttl;
+                    runtime
+                        .serve_until(runtime.now_ms() + self.config.lease_ttl.as_millis() as u64);
                     self.registration = registration;
                     self.store.set_lease(lease);
                     tracing::warn!(

@@ -171,6 +171,11 @@ pub struct Runtime {
     /// The shortest time between two ticks of a shard, once timers run
     /// (`spawn_ticker`); `None` before.
     tick_granularity: Mutex<Option<Duration>>,
+    /// Cluster mode: no request is served at or after this time (the
+    /// runtime clock's ms) — when the node's lease may have ended, for all
+    /// it knows, and another node may own its shards. `Millis::MAX`: no
+    /// bound (one host).
+    serving_until_ms: AtomicU64,
 }
 
 impl Runtime {
@@ -231,6 +236,7 @@ impl Runtime {
             calls_finished: AtomicU64::new(0),
             lateness: Lateness::default(),
             tick_granularity: Mutex::new(None),
+            serving_until_ms: AtomicU64::new(Millis::MAX),
         });
         let ids = serve;
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -275,6 +281,17 @@ impl Runtime {
         assert!(state.is_none(), "shard {id} loaded twice");
         *state = Some(shard::Served::new(core, sink, self.admission));
         Ok(())
+    }
+
+    /// The runtime clock now.
+    pub fn now_ms(&self) -> Millis {
+        self.clock.now()
+    }
+
+    /// Serves no request from `until_ms` on (the runtime clock), until
+    /// told a later time: cluster mode's bound by the node's lease.
+    pub fn serve_until(&self, until_ms: Millis) {
+        self.serving_until_ms.store(until_ms, Ordering::SeqCst);
     }
 
     /// How many shards the host's groups are spread over.
@@ -473,6 +490,14 @@ impl Runtime {
                 return Err(PersistError("an earlier persist failed".into()).into());
             }
             let now = self.clock.now();
+            if now >= self.serving_until_ms.load(Ordering::SeqCst) {
+                // A node paused past its lease answers nothing from the
+                // state it held: another node may own the shard now.
+                return Err(RuntimeError::ShardNotServed {
+                    shard: shard.id,
+                    group: group.to_owned(),
+                });
+            }
             let (value, output) = step(served, now)?;
             if !output.records.is_empty() {
                 served
