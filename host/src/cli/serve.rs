@@ -12,6 +12,11 @@
 //! connections below it, keeping [`DESCRIPTORS_RESERVED`] (and
 //! [`DESCRIPTORS_PER_SHARD`] for each shard) for the logs, the module
 //! store and the runtime.
+//!
+//! With `--etcd` it runs one node of a cluster instead ([`crate::cluster`]):
+//! no local shard logs; the shards placement gives the node are loaded
+//! from etcd and served, and on SIGTERM the node hands them over before
+//! the listener drains.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

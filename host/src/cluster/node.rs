@@ -1,6 +1,7 @@
 //! [`Node`]: one node of a cluster at run time. It holds the node's lease
 //! (renewed every [`NodeConfig::renew_interval`]), registers the node
 //! under it (`nodes/NAME` = its advertised URL), and every placement round
+//! ([`NodeConfig::placement_interval`])
 //! reads the live nodes and the shards' owners, computes the
 //! [`placement::plan`] and acts on its own part: it unloads (flushes and
 //! releases) the shards the plan takes from it and loads (claims and
@@ -48,7 +49,18 @@ impl NodeConfig {
     pub fn renew_interval(&self) -> Duration {
         self.lease_ttl / 3
     }
+
+    /// How often placement runs: at most [`PLACEMENT_INTERVAL_MAX`], so
+    /// that a shard released by a leaving node is taken soon whatever the
+    /// TTL.
+    pub fn placement_interval(&self) -> Duration {
+        self.renew_interval().min(PLACEMENT_INTERVAL_MAX)
+    }
 }
+
+/// The longest time between two placement rounds (two small range reads
+/// each).
+pub const PLACEMENT_INTERVAL_MAX: Duration = Duration::from_millis(500);
 
 /// The keys of the cluster's registry of nodes.
 fn node_key(etcd: &Etcd, name: &str) -> Vec<u8> {
@@ -157,14 +169,18 @@ impl Node {
         let left = self.lease_ends.saturating_duration_since(Instant::now());
         runtime.serve_until(runtime.now_ms() + left.as_millis() as u64);
         let mut stop = std::pin::pin!(stop);
-        let mut interval = tokio::time::interval(self.config.renew_interval());
+        let mut interval = tokio::time::interval(self.config.placement_interval());
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut renewed = Instant::now();
         loop {
             tokio::select! {
                 _ = &mut stop => break,
                 _ = interval.tick() => {}
             }
-            self.renew(&runtime).await;
+            if renewed.elapsed() >= self.config.renew_interval() {
+                renewed = Instant::now();
+                self.renew(&runtime).await;
+            }
             match self.view().await {
                 Ok(read) => {
                     self.place(&runtime, &read).await;
