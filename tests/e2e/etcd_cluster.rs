@@ -72,14 +72,7 @@ impl Cluster {
 }
 
 fn served(server: &Server) -> BTreeSet<u64> {
-    let (status, shards) = server.call("GET", "/v1/shards", None);
-    assert_eq!(status, 200, "{shards}");
-    shards["served"]
-        .as_array()
-        .expect("served")
-        .iter()
-        .map(|s| s.as_u64().expect("an id"))
-        .collect()
+    server.served_shards()
 }
 
 /// Waits until the nodes serve `counts` shards each (in order), disjoint;

@@ -32,14 +32,7 @@ fn settle(server: &Server, member: &mut Member, group: &str) {
 }
 
 fn served(server: &Server) -> BTreeSet<u64> {
-    let (status, shards) = server.call("GET", "/v1/shards", None);
-    assert_eq!(status, 200, "{shards}");
-    shards["served"]
-        .as_array()
-        .expect("served")
-        .iter()
-        .map(|s| s.as_u64().expect("an id"))
-        .collect()
+    server.served_shards()
 }
 
 #[test]

@@ -232,12 +232,7 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
     let registry = open_registry(&args)?;
     let tokio = async_runtime()?;
     let result = tokio.block_on(async {
-        let listener = tokio::net::TcpListener::bind(&args.listen)
-            .await
-            .map_err(|e| failure(format!("cannot listen on {}: {e}", args.listen)))?;
-        let address = listener
-            .local_addr()
-            .map_err(|e| failure(format!("cannot read the bound address: {e}")))?;
+        let (listener, address) = bind(&args.listen).await?;
         // Every shard's log is recovered (several at once) before the
         // first request.
         let runtime = Runtime::start(
@@ -301,6 +296,17 @@ fn open_registry(args: &ServeArgs) -> Result<Registry, Failure> {
     Ok(registry)
 }
 
+/// The listener on `listen`, and the address it got (`:0` picks a port).
+async fn bind(listen: &str) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), Failure> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| failure(format!("cannot listen on {listen}: {e}")))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| failure(format!("cannot read the bound address: {e}")))?;
+    Ok((listener, address))
+}
+
 fn async_runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -348,12 +354,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
     let registry = open_registry(&args)?;
     let tokio = async_runtime()?;
     let result = tokio.block_on(async {
-        let listener = tokio::net::TcpListener::bind(&args.listen)
-            .await
-            .map_err(|e| failure(format!("cannot listen on {}: {e}", args.listen)))?;
-        let address = listener
-            .local_addr()
-            .map_err(|e| failure(format!("cannot read the bound address: {e}")))?;
+        let (listener, address) = bind(&args.listen).await?;
         let etcd = Etcd::connect(EtcdConfig::new(args.etcd.clone(), &args.etcd_prefix))
             .await
             .map_err(|e| failure(format!("cannot reach etcd: {e}")))?;

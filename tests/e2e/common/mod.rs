@@ -253,6 +253,18 @@ impl Server {
         Self::answer(method, &url, response)
     }
 
+    /// The shards this server serves now (`GET /v1/shards`).
+    pub fn served_shards(&self) -> std::collections::BTreeSet<u64> {
+        let (status, shards) = self.call("GET", "/v1/shards", None);
+        assert_eq!(status, 200, "{shards}");
+        shards["served"]
+            .as_array()
+            .expect("served")
+            .iter()
+            .map(|s| s.as_u64().expect("an id"))
+            .collect()
+    }
+
     /// Uploads a component as `name@version`.
     pub fn upload(&self, name: &str, version: &str, bytes: &[u8]) -> (u16, serde_json::Value) {
         let url = format!("{}/v1/assignors?name={name}&version={version}", self.base);
