@@ -123,8 +123,11 @@ impl Node {
         .map_err(|e| {
             anyhow::anyhow!("{e:#}: every node of a cluster takes the same --admin-token")
         })?;
+        // Counted from before the grant was sent: etcd starts the lease
+        // later, never earlier.
+        let asked = Instant::now();
         let lease = etcd.grant_lease(config.lease_ttl).await?;
-        let lease_ends = Instant::now() + config.lease_ttl;
+        let lease_ends = asked + config.lease_ttl;
         let registration = register(&etcd, &config, lease).await?;
         let store = Arc::new(EtcdStore::new(
             etcd.clone(),
@@ -220,13 +223,13 @@ impl Node {
                 tracing::warn!(shard = id, error = %e, "stepping down: the shard's last writes were refused");
             }
         }
+        let (asked, asked_ms) = (Instant::now(), runtime.now_ms());
         match self.etcd.grant_lease(self.config.lease_ttl).await {
             Ok(lease) => match register(&self.etcd, &self.config, lease).await {
                 Ok(registration) => {
                     self.lease = lease;
-                    self.lease_ends = Instant::now() + self.config.lease_ttl;
-                    runtime
-                        .serve_until(runtime.now_ms() + self.config.lease_ttl.as_millis() as u64);
+                    self.lease_ends = asked + self.config.lease_ttl;
+                    runtime.serve_until(asked_ms + self.config.lease_ttl.as_millis() as u64);
                     self.registration = registration;
                     self.store.set_lease(lease);
                     tracing::warn!(
