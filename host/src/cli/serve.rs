@@ -30,7 +30,7 @@ use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::api::AdminToken;
 use crate::api::server::ServerConfig;
-use crate::cluster::{ClusterView, Etcd, EtcdConfig, Node, NodeConfig};
+use crate::cluster::{Etcd, EtcdConfig, Node, NodeConfig};
 use crate::log::shards::recorded_shard_count;
 use crate::log::{FsyncPolicy, Opened, ShardedDir, lock};
 use crate::plugins::{EngineConfig, PluginEngine};
@@ -389,8 +389,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
         let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
             let _ = stopped.wait_for(|&stop| stop).await;
         };
-        let view = Arc::new(std::sync::RwLock::new(ClusterView::default()));
-        let placement = tokio::spawn(node.run(runtime.clone(), view, until_stopped(stopped.clone())));
+        let placement = tokio::spawn(node.run(runtime.clone(), until_stopped(stopped.clone())));
         let app = crate::api::app(runtime.clone(), admin);
         {
             let mut stdout = std::io::stdout().lock();

@@ -87,16 +87,6 @@ pub struct ClusterView {
     pub owners: BTreeMap<ShardId, String>,
 }
 
-impl ClusterView {
-    /// The URL of `shard`'s owner, if it has one.
-    pub fn owner_url(&self, shard: ShardId) -> Option<&str> {
-        self.owners
-            .get(&shard)
-            .and_then(|node| self.nodes.get(node))
-            .map(String::as_str)
-    }
-}
-
 impl Node {
     /// Joins the cluster: checks (or sets, for the cluster's first node)
     /// its shard count and admin token, takes a lease and registers.
@@ -157,17 +147,38 @@ impl Node {
 
     /// Reads the live nodes and the shards' owners.
     pub async fn view(&self) -> Result<ClusterView, StoreError> {
-        read_view(&self.etcd).await
+        let etcd = &self.etcd;
+        let nodes_prefix = etcd.key("nodes/");
+        let (nodes, _) = etcd
+            .range(&nodes_prefix, &prefix_end(&nodes_prefix), 256)
+            .await?;
+        let owners_prefix = etcd.key("owners/");
+        let (owners, _) = etcd
+            .range(&owners_prefix, &prefix_end(&owners_prefix), 1024)
+            .await?;
+        let name_of = |key: &[u8]| {
+            String::from_utf8_lossy(key.rsplit(|&b| b == b'/').next().unwrap_or_default())
+                .into_owned()
+        };
+        let owners = owners
+            .into_iter()
+            .filter_map(|(key, node)| {
+                let shard = name_of(&key).parse::<ShardId>().ok()?;
+                Some((shard, String::from_utf8_lossy(&node).into_owned()))
+            })
+            .collect();
+        Ok(ClusterView {
+            nodes: nodes
+                .into_iter()
+                .map(|(key, url)| (name_of(&key), String::from_utf8_lossy(&url).into_owned()))
+                .collect(),
+            owners,
+        })
     }
 
     /// Runs placement rounds until `stop` resolves, then leaves the
     /// cluster gracefully.
-    pub async fn run(
-        mut self,
-        runtime: Arc<Runtime>,
-        view: Arc<std::sync::RwLock<ClusterView>>,
-        stop: impl Future<Output = ()>,
-    ) {
+    pub async fn run(mut self, runtime: Arc<Runtime>, stop: impl Future<Output = ()>) {
         // The lease was granted at most its TTL ago.
         let left = self.lease_ends.saturating_duration_since(Instant::now());
         runtime.serve_until(runtime.now_ms() + left.as_millis() as u64);
@@ -185,10 +196,7 @@ impl Node {
                 self.renew(&runtime).await;
             }
             match self.view().await {
-                Ok(read) => {
-                    self.place(&runtime, &read).await;
-                    *view.write().unwrap_or_else(|e| e.into_inner()) = read;
-                }
+                Ok(view) => self.place(&runtime, &view).await,
                 Err(e) => tracing::warn!(error = %e, "placement: cannot read the cluster"),
             }
         }
@@ -331,34 +339,6 @@ async fn check_cluster_setting(
         ),
         None => anyhow::bail!("the cluster's {what} vanished while it was read"),
     }
-}
-
-async fn read_view(etcd: &Etcd) -> Result<ClusterView, StoreError> {
-    let nodes_prefix = etcd.key("nodes/");
-    let (nodes, _) = etcd
-        .range(&nodes_prefix, &prefix_end(&nodes_prefix), 256)
-        .await?;
-    let owners_prefix = etcd.key("owners/");
-    let (owners, _) = etcd
-        .range(&owners_prefix, &prefix_end(&owners_prefix), 1024)
-        .await?;
-    let name_of = |key: &[u8]| {
-        String::from_utf8_lossy(key.rsplit(|&b| b == b'/').next().unwrap_or_default()).into_owned()
-    };
-    let owners = owners
-        .into_iter()
-        .filter_map(|(key, node)| {
-            let shard = name_of(&key).parse::<ShardId>().ok()?;
-            Some((shard, String::from_utf8_lossy(&node).into_owned()))
-        })
-        .collect();
-    Ok(ClusterView {
-        nodes: nodes
-            .into_iter()
-            .map(|(key, url)| (name_of(&key), String::from_utf8_lossy(&url).into_owned()))
-            .collect(),
-        owners,
-    })
 }
 
 fn hex(bytes: &[u8]) -> String {
