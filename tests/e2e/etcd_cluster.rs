@@ -151,6 +151,16 @@ fn owner<'a>(nodes: &[&'a Server], group: &str) -> &'a Server {
         .unwrap_or_else(|| panic!("nobody serves {group}"))
 }
 
+/// Sends `server` the signal `name` (`-STOP`, `-TERM`, ...).
+#[cfg(unix)]
+fn signal(server: &Server, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([name, &server.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {name}");
+}
+
 #[test]
 fn a_killed_nodes_shards_are_taken_over_with_their_groups_and_members_keep_their_tasks() {
     let cluster = Cluster::start("kill9");
@@ -215,17 +225,9 @@ fn an_owner_paused_past_its_lease_answers_nothing_stale_and_steps_down() {
         .expect("a group on b");
     members[i].heartbeat(&b, GROUPS[i]);
 
-    let pid = b.child.id().to_string();
-    let signal = |name: &str| {
-        let status = std::process::Command::new("kill")
-            .args([name, &pid])
-            .status()
-            .expect("kill");
-        assert!(status.success());
-    };
-    signal("-STOP");
+    signal(&b, "-STOP");
     wait_for_shares(&[&a], &[SHARDS as usize]);
-    signal("-CONT");
+    signal(&b, "-CONT");
     // Resumed, b still holds the shard in memory: it must not answer from
     // it (its lease has ended; a owns the group now).
     let (status, answer) = members[i].try_heartbeat(&b, GROUPS[i], json!({}));
@@ -250,11 +252,7 @@ fn a_node_stopped_with_sigterm_hands_its_shards_over() {
     let a = cluster.node_with_lease("a", lease_ttl_ms);
     let mut b = cluster.node_with_lease("b", lease_ttl_ms);
     wait_for_shares(&[&a, &b], &[4, 4]);
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &b.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    signal(&b, "-TERM");
     let exited = b.child.wait().expect("b exits");
     assert!(exited.success(), "b exits cleanly: {exited}");
     let took = wait_for_shares(&[&a], &[SHARDS as usize]);
