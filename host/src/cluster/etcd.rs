@@ -234,9 +234,20 @@ impl Etcd {
         to: &[u8],
         page: i64,
     ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, i64), StoreError> {
+        self.range_at(from, to, page, 0).await
+    }
+
+    /// [`Etcd::range`] at `revision` (0: the latest), so that two ranges
+    /// read one snapshot.
+    pub async fn range_at(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        page: i64,
+        mut revision: i64,
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, i64), StoreError> {
         let mut kvs = Vec::new();
         let mut start = from.to_vec();
-        let mut revision = 0;
         loop {
             let request = pb::RangeRequest {
                 key: start.clone(),

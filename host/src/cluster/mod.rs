@@ -7,16 +7,20 @@
 //!   a shard's records in etcd, written only under its owner's claim;
 //! - `placement`: which node should own which shard ([`placement::plan`],
 //!   balanced and sticky);
+//! - `directory`: [`Directory`], who owns which shard as last read, for
+//!   routing requests to the owner;
 //! - `node`: a node at run time ([`Node`]: its lease, its registration,
 //!   placement rounds, step-down, leaving gracefully);
 //! - `local_etcd`: an etcd cluster on loopback for the tests.
 
+pub mod directory;
 pub mod etcd;
 pub mod local_etcd;
 pub mod node;
 pub mod placement;
 pub mod store;
 
+pub use directory::{Directory, NodeAddress};
 pub use etcd::{Claim, Etcd, EtcdConfig, StoreError, Write};
 pub use node::{ClusterView, Node, NodeConfig};
 pub use store::{EtcdStore, ReadLog};

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+use super::directory::Directory;
 use super::etcd::{Claim, Etcd, StoreError, prefix_end};
 use super::placement;
 use super::store::EtcdStore;
@@ -56,11 +57,22 @@ impl NodeConfig {
     pub fn placement_interval(&self) -> Duration {
         self.renew_interval().min(PLACEMENT_INTERVAL_MAX)
     }
+
+    /// How long a leaving node keeps answering (redirecting) while its
+    /// shards find successors: a few placement rounds and loads, and
+    /// never past a lease TTL (a successor that needs longer is not
+    /// coming soon).
+    pub fn handover_wait(&self) -> Duration {
+        (self.placement_interval() * 10).min(self.lease_ttl)
+    }
 }
 
 /// The longest time between two placement rounds (two small range reads
 /// each).
 pub const PLACEMENT_INTERVAL_MAX: Duration = Duration::from_millis(500);
+
+/// How often a leaving node reads whether its shards have successors.
+const HANDOVER_POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The keys of the cluster's registry of nodes.
 fn node_key(etcd: &Etcd, name: &str) -> Vec<u8> {
@@ -76,6 +88,8 @@ pub struct Node {
     registration: Claim,
     /// When the lease ends unless renewed.
     lease_ends: Instant,
+    /// What the API routes by: refreshed every placement round.
+    directory: Arc<Directory>,
 }
 
 /// What a placement round read.
@@ -132,6 +146,7 @@ impl Node {
             lease,
             "joined the cluster"
         );
+        let directory = Arc::new(Directory::new(config.name.clone()));
         Ok((
             Node {
                 etcd,
@@ -140,21 +155,28 @@ impl Node {
                 lease,
                 registration,
                 lease_ends,
+                directory,
             },
             store,
         ))
     }
 
-    /// Reads the live nodes and the shards' owners.
+    /// The directory this node's placement rounds keep up to date.
+    pub fn directory(&self) -> Arc<Directory> {
+        self.directory.clone()
+    }
+
+    /// Reads the live nodes and the shards' owners, at one revision.
     pub async fn view(&self) -> Result<ClusterView, StoreError> {
         let etcd = &self.etcd;
         let nodes_prefix = etcd.key("nodes/");
-        let (nodes, _) = etcd
+        let (nodes, revision) = etcd
             .range(&nodes_prefix, &prefix_end(&nodes_prefix), 256)
             .await?;
+        // At the revision of the nodes: one snapshot of the cluster.
         let owners_prefix = etcd.key("owners/");
         let (owners, _) = etcd
-            .range(&owners_prefix, &prefix_end(&owners_prefix), 1024)
+            .range_at(&owners_prefix, &prefix_end(&owners_prefix), 1024, revision)
             .await?;
         let name_of = |key: &[u8]| {
             String::from_utf8_lossy(key.rsplit(|&b| b == b'/').next().unwrap_or_default())
@@ -196,7 +218,10 @@ impl Node {
                 self.renew(&runtime).await;
             }
             match self.view().await {
-                Ok(view) => self.place(&runtime, &view).await,
+                Ok(view) => {
+                    self.directory.update(view.clone());
+                    self.place(&runtime, &view).await;
+                }
                 Err(e) => tracing::warn!(error = %e, "placement: cannot read the cluster"),
             }
         }
@@ -280,16 +305,54 @@ impl Node {
     }
 
     /// Leaves the cluster: deregisters, hands every shard over, revokes
-    /// the lease.
+    /// the lease, then waits (at most [`NodeConfig::handover_wait`]) until
+    /// every shard it served has a new owner, refreshing the directory
+    /// meanwhile: the API, still up, redirects members to the successors
+    /// rather than leave them to find one.
     async fn leave(self, runtime: &Arc<Runtime>) {
         if let Err(e) = self.etcd.release(&self.registration).await {
             tracing::warn!(error = %e, "deregistering failed");
         }
+        let handed: Vec<ShardId> = served(runtime);
         runtime.unload_all().await;
         if let Err(e) = self.etcd.revoke_lease(self.lease).await {
             tracing::warn!(error = %e, "revoking the lease failed; it ends by itself");
         }
-        tracing::info!(node = self.config.name, "left the cluster");
+        let started = Instant::now();
+        let mut interval = tokio::time::interval(HANDOVER_POLL_INTERVAL);
+        loop {
+            interval.tick().await;
+            let view = match self.view().await {
+                Ok(view) => view,
+                Err(e) => {
+                    tracing::warn!(error = %e, "leaving: cannot read the successors");
+                    break;
+                }
+            };
+            let taken = handed.iter().all(|shard| {
+                view.owners
+                    .get(shard)
+                    .is_some_and(|owner| *owner != self.config.name)
+            });
+            let others = view.nodes.keys().any(|name| *name != self.config.name);
+            self.directory.update(view);
+            if taken || !others {
+                break;
+            }
+            if started.elapsed() >= self.config.handover_wait() {
+                tracing::warn!(
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "leaving: not every shard has a successor yet"
+                );
+                break;
+            }
+        }
+        tracing::info!(
+            node = self.config.name,
+            shards = handed.len(),
+            handover_ms = started.elapsed().as_millis() as u64,
+            "left the cluster"
+        );
     }
 }
 

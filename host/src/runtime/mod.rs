@@ -304,6 +304,13 @@ impl Runtime {
         shard_of(group, self.shard_count())
     }
 
+    /// Whether this host serves `shard` now.
+    pub fn serves(&self, shard: ShardId) -> bool {
+        self.shards
+            .get(shard as usize)
+            .is_some_and(|shard| lock_shard(shard).is_some())
+    }
+
     fn shard(&self, id: u64) -> Result<&Arc<shard::Shard>, RuntimeError> {
         usize::try_from(id)
             .ok()
