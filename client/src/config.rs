@@ -19,7 +19,10 @@ pub const EVENT_BUFFER_DEFAULT: usize = 1024;
 /// A member's identity and subscription.
 #[derive(Clone, PartialEq, Eq)]
 pub struct MemberConfig {
-    /// The host's base URL, e.g. `http://127.0.0.1:7070`.
+    /// The host's base URL, e.g. `http://127.0.0.1:7070`; for a cluster,
+    /// any node's, or several separated by commas (bootstrap URLs, tried
+    /// in turn while none answers): any node redirects the member to the
+    /// group's coordinator.
     pub url: String,
     pub group: String,
     /// A static member's name (KIP-345 group instance id): a restart with
@@ -76,6 +79,8 @@ impl Connections {
     pub fn with_requests_max(requests_max: usize) -> Result<Self, ClientError> {
         let client = reqwest::Client::builder()
             .pool_idle_timeout(CONNECTION_IDLE_MAX)
+            // The transport follows a cluster's redirects itself.
+            .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(requests_max.max(1))
             .build()
             .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?;
@@ -184,6 +189,14 @@ impl MemberConfig {
     pub fn with_connections(mut self, connections: Connections) -> Self {
         self.connections = Some(connections);
         self
+    }
+
+    /// The bootstrap URLs in [`MemberConfig::url`].
+    pub fn urls(&self) -> impl Iterator<Item = &str> {
+        self.url
+            .split(',')
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
     }
 
     /// Checks what can be checked without asking the host.

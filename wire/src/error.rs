@@ -17,8 +17,13 @@ pub struct ErrorDetail {
     /// not_owned, group_full, no_previous_binding, invalid_request, unknown_assignor,
     /// invalid_json, invalid_path, payload_too_large,
     /// unsupported_media_type, not_found, method_not_allowed,
-    /// unauthorized, forbidden, storage_failed, internal.
+    /// unauthorized, forbidden, storage_failed, shard_unavailable,
+    /// not_coordinator, coordinator_unreachable, internal.
     pub code: String,
     /// What went wrong, for a person.
     pub message: String,
+    /// `not_coordinator` (307): where to send the request instead, the
+    /// answer's `Location` (the coordinating node's advertised URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }

@@ -57,6 +57,18 @@ pub enum ApiError {
     /// The request body did not arrive within the body-read timeout.
     #[error(transparent)]
     BodyTimeout(#[from] super::server::BodyTimeout),
+    /// Cluster mode: another node coordinates the group; the request
+    /// belongs at `location` (answered 307 with `Location`).
+    #[error("group {group:?} is coordinated by node {node:?}: send the request to {location}")]
+    NotCoordinator {
+        group: String,
+        node: String,
+        location: String,
+    },
+    /// Cluster mode: the node coordinating the group did not answer a
+    /// request forwarded to it.
+    #[error("node {node:?}, which coordinates the group, did not answer: {reason}")]
+    CoordinatorUnreachable { node: String, reason: String },
     /// A handler panicked (a bug).
     #[error("internal error")]
     Panicked,
@@ -142,6 +154,10 @@ impl ApiError {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            ApiError::NotCoordinator { .. } => (StatusCode::TEMPORARY_REDIRECT, "not_coordinator"),
+            ApiError::CoordinatorUnreachable { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "coordinator_unreachable")
+            }
         }
     }
 }
@@ -166,7 +182,12 @@ fn registry_status_and_code(error: &RegistryError) -> (StatusCode, &'static str)
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        let message = if status.is_server_error() {
+        let message = if matches!(code, "shard_unavailable" | "coordinator_unreachable") {
+            // Expected while shards move, and nothing internal in it: what
+            // the caller can act on (retry).
+            tracing::debug!(error = %self, code, "request refused");
+            self.to_string()
+        } else if status.is_server_error() {
             // Logged with its details; the client gets no internals.
             tracing::error!(error = %self, code, "request failed");
             match status {
@@ -184,6 +205,10 @@ impl IntoResponse for ApiError {
             error: ErrorDetail {
                 code: code.to_owned(),
                 message,
+                location: match &self {
+                    ApiError::NotCoordinator { location, .. } => Some(location.clone()),
+                    _ => None,
+                },
             },
         };
         let mut response = (status, Json(body)).into_response();
@@ -199,11 +224,21 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
-        if let ApiError::Runtime(RuntimeError::ShardNotServed { .. }) = &self {
-            // A shard is unserved while it loads or unloads: briefly.
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(1u32));
+        match &self {
+            ApiError::Runtime(RuntimeError::ShardNotServed { .. })
+            | ApiError::CoordinatorUnreachable { .. } => {
+                // A shard is unserved while it loads, unloads or moves:
+                // briefly.
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(1u32));
+            }
+            ApiError::NotCoordinator { location, .. } => {
+                if let Ok(value) = HeaderValue::from_str(location) {
+                    response.headers_mut().insert(header::LOCATION, value);
+                }
+            }
+            _ => {}
         }
         response
     }

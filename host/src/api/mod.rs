@@ -17,6 +17,7 @@ mod groups;
 mod members;
 mod metrics;
 mod preview;
+pub mod routing;
 pub mod server;
 mod shards;
 mod views;
@@ -97,6 +98,7 @@ fn admin_routes() -> OpenApiRouter<Arc<Runtime>> {
 fn open_routes() -> OpenApiRouter<Arc<Runtime>> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(members::heartbeat))
+        .routes(routes!(routing::coordinator))
         .routes(routes!(openapi_json))
         .routes(routes!(healthz))
 }
@@ -140,6 +142,29 @@ pub fn openapi() -> &'static utoipa::openapi::OpenApi {
 /// request timed by route template and status.
 pub fn app(runtime: Arc<Runtime>, admin: AdminToken) -> axum::Router {
     let (router, _) = routes(Some(Arc::new(admin))).split_for_parts();
+    finish(router, runtime)
+}
+
+/// The application of a cluster node: [`app`] with every request for a
+/// group another node coordinates redirected or forwarded there
+/// ([`routing`]), by `directory`.
+pub fn cluster_app(
+    runtime: Arc<Runtime>,
+    admin: AdminToken,
+    directory: Arc<crate::cluster::Directory>,
+) -> axum::Router {
+    let (router, _) = routes(Some(Arc::new(admin))).split_for_parts();
+    let routing = Arc::new(routing::Routing::new(runtime.clone(), directory));
+    let router = router
+        .layer(axum::middleware::from_fn_with_state(
+            routing.clone(),
+            routing::route,
+        ))
+        .layer(axum::Extension(routing));
+    finish(router, runtime)
+}
+
+fn finish(router: axum::Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> axum::Router {
     router
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)

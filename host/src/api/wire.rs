@@ -127,6 +127,23 @@ pub struct GroupList {
     pub groups: Vec<GroupSummary>,
 }
 
+/// `GET /v1/groups/{group}/coordinator`: the node that coordinates a
+/// group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Coordinator {
+    pub group: String,
+    /// The group's shard.
+    pub shard: u32,
+    /// The coordinating node's name; absent on one host (not a cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Its advertised base URL; absent on one host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Whether the node that answered is the coordinator.
+    pub this_node: bool,
+}
+
 /// Where a member is in reaching its target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

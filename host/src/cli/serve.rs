@@ -389,8 +389,18 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
         let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
             let _ = stopped.wait_for(|&stop| stop).await;
         };
-        let placement = tokio::spawn(node.run(runtime.clone(), until_stopped(stopped.clone())));
-        let app = crate::api::app(runtime.clone(), admin);
+        let app = crate::api::cluster_app(runtime.clone(), admin, node.directory());
+        // The API keeps answering (redirecting to the successors) until
+        // the node has handed its shards over.
+        let (left, has_left) = tokio::sync::oneshot::channel::<()>();
+        let placement = tokio::spawn({
+            let runtime = runtime.clone();
+            let stop = until_stopped(stopped.clone());
+            async move {
+                node.run(runtime, stop).await;
+                let _ = left.send(());
+            }
+        });
         {
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "listening on http://{address}");
@@ -400,7 +410,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
         let served = crate::api::server::serve(listener, app, server, async {
             // The node hands its shards over first; the listener drains
             // after.
-            until_stopped(stopped.clone()).await;
+            let _ = has_left.await;
         });
         let (_, left) = tokio::join!(served, placement);
         if left.is_err() {
