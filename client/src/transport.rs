@@ -1,9 +1,22 @@
 //! One heartbeat over HTTP/1.1: encode, send with a timeout, classify the
-//! answer. It owns the URL layout and the mapping of HTTP outcomes to
-//! [`ClientError`]; it never retries and holds no member state.
+//! answer. It owns the URL layout, where the heartbeat goes (a cluster's
+//! redirects and bootstrap URLs) and the mapping of HTTP outcomes to
+//! [`ClientError`]; it holds no member state.
+//!
+//! In a cluster any node answers: a node that does not coordinate the
+//! group answers `307` with the coordinator's URL, which the transport
+//! follows at once (up to [`REDIRECTS_MAX`] hops) and remembers, so the
+//! next heartbeats go there directly. When the remembered node stops
+//! answering (it died, or left), the transport forgets it and asks the
+//! bootstrap URLs again, in turn. A shard between owners (503
+//! `shard_unavailable`) is retried within the same request timeout, after
+//! a short pause: the member loop sees neither a move nor a takeover as
+//! long as it ends within that time.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
+use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 
 use crate::ClientError;
@@ -16,36 +29,89 @@ const ERROR_BODY_LEN_MAX: usize = 512;
 /// The longest `Retry-After` the client takes from the host, in seconds.
 const RETRY_AFTER_S_MAX: u64 = 60;
 
+/// The most redirects one heartbeat follows (a stale node may point at a
+/// node that has just handed the group on).
+pub const REDIRECTS_MAX: u32 = 5;
+
+/// The first pause before a heartbeat to a shard between owners is sent
+/// again; it doubles up to [`IN_TRANSIT_PAUSE_MAX`], within the request
+/// timeout.
+const IN_TRANSIT_PAUSE_MIN: Duration = Duration::from_millis(25);
+const IN_TRANSIT_PAUSE_MAX: Duration = Duration::from_millis(400);
+
+/// The host's codes the transport handles itself.
+const NOT_COORDINATOR: &str = "not_coordinator";
+const SHARD_UNAVAILABLE: &str = "shard_unavailable";
+const COORDINATOR_UNREACHABLE: &str = "coordinator_unreachable";
+
 pub struct Transport {
     client: reqwest::Client,
     /// The shared pool this member sends over, if any (it waits for a turn).
     shared: Option<crate::Connections>,
     /// Each request's, on a shared pool as on the member's own.
     request_timeout: std::time::Duration,
-    heartbeat_url: reqwest::Url,
+    /// The heartbeat URL at each bootstrap URL (`MemberConfig::url`), in
+    /// order.
+    bootstrap: Vec<reqwest::Url>,
+    /// Where heartbeats go now: the coordinator a redirect named, or a
+    /// bootstrap URL (by index).
+    target: Mutex<Target>,
     /// `Bearer TOKEN` of the member token, if any (marked sensitive).
     authorization: Option<HeaderValue>,
 }
 
+#[derive(Clone)]
+enum Target {
+    Bootstrap(usize),
+    /// The coordinator's heartbeat URL, and the bootstrap URL (by index)
+    /// to ask again when it stops answering: the one that led here.
+    Coordinator(reqwest::Url, usize),
+}
+
+impl Target {
+    /// Where to go when this target does not answer.
+    fn next(&self, bootstraps: usize) -> Target {
+        match self {
+            Target::Coordinator(_, from) => Target::Bootstrap(*from),
+            Target::Bootstrap(i) => Target::Bootstrap((i + 1) % bootstraps),
+        }
+    }
+
+    fn bootstrap(&self) -> usize {
+        match self {
+            Target::Coordinator(_, from) | Target::Bootstrap(from) => *from,
+        }
+    }
+}
+
+/// What one request came back with.
+enum Outcome {
+    Done(Result<HeartbeatResponse, ClientError>),
+    /// Sent elsewhere: the coordinator's heartbeat URL.
+    Redirected(reqwest::Url),
+    /// The group's shard is between owners: try again shortly.
+    InTransit(ClientError),
+    /// No answer from this node.
+    Unreachable(ClientError),
+}
+
 impl Transport {
     pub fn new(config: &MemberConfig) -> Result<Self, ClientError> {
-        let mut url = reqwest::Url::parse(&config.url)
-            .map_err(|e| ClientError::Config(format!("url {:?}: {e}", config.url)))?;
-        if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
-            return Err(ClientError::Config(format!(
-                "url {:?} is not an http:// base URL",
-                config.url
-            )));
+        let bootstrap = config
+            .urls()
+            .map(|base| heartbeat_url(base, &config.group))
+            .collect::<Result<Vec<_>, _>>()?;
+        if bootstrap.is_empty() {
+            return Err(ClientError::Config("no host URL".into()));
         }
-        url.path_segments_mut()
-            .expect("checked: a base URL")
-            .pop_if_empty()
-            .extend(["v1", "groups", &config.group, "heartbeat"]);
         let client = match &config.connections {
             Some(shared) => shared.client().clone(),
             None => reqwest::Client::builder()
                 .connect_timeout(config.request_timeout)
                 .pool_idle_timeout(crate::config::CONNECTION_IDLE_MAX)
+                // Followed here, with the member token kept (reqwest drops
+                // `Authorization` on a redirect to another host).
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?,
         };
@@ -58,42 +124,129 @@ impl Transport {
             client,
             shared: config.connections.clone(),
             request_timeout: config.request_timeout,
-            heartbeat_url: url,
+            bootstrap,
+            target: Mutex::new(Target::Bootstrap(0)),
             authorization,
         })
     }
 
+    fn target(&self) -> Target {
+        self.target
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_target(&self, target: Target) {
+        *self.target.lock().unwrap_or_else(|e| e.into_inner()) = target;
+    }
+
+    /// Sends `request` to the group's coordinator, following redirects,
+    /// trying the bootstrap URLs when the coordinator does not answer and
+    /// waiting out a shard between owners, all within the request timeout.
     pub async fn heartbeat(
         &self,
         request: &HeartbeatRequest,
     ) -> Result<HeartbeatResponse, ClientError> {
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let mut redirects = 0;
+        // Each bootstrap URL is tried at most once per heartbeat.
+        let mut unreachable_bootstraps = 0;
+        let mut pause = IN_TRANSIT_PAUSE_MIN;
+        loop {
+            let target = self.target();
+            let url = match &target {
+                Target::Bootstrap(i) => self.bootstrap[*i].clone(),
+                Target::Coordinator(url, _) => url.clone(),
+            };
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Err(ClientError::Transport(format!(
+                    "no answer within {:?}",
+                    self.request_timeout
+                )));
+            }
+            match self.send(url, request, left).await {
+                Outcome::Done(result) => return result,
+                Outcome::Redirected(to) if redirects < REDIRECTS_MAX => {
+                    redirects += 1;
+                    self.set_target(Target::Coordinator(to, target.bootstrap()));
+                }
+                Outcome::Redirected(to) => {
+                    return Err(ClientError::Transport(format!(
+                        "more than {REDIRECTS_MAX} redirects, the last to {to}"
+                    )));
+                }
+                Outcome::InTransit(error) => {
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    if left <= pause {
+                        return Err(error);
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(IN_TRANSIT_PAUSE_MAX);
+                }
+                Outcome::Unreachable(error) => {
+                    // A coordinator that died or left: ask the bootstrap
+                    // URL that led to it again.
+                    if let Target::Bootstrap(_) = target {
+                        unreachable_bootstraps += 1;
+                    }
+                    self.set_target(target.next(self.bootstrap.len()));
+                    if unreachable_bootstraps >= self.bootstrap.len() {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One request to `url`, within `timeout`.
+    async fn send(
+        &self,
+        url: reqwest::Url,
+        request: &HeartbeatRequest,
+        timeout: Duration,
+    ) -> Outcome {
         // On a shared pool the wait for a turn counts in the request's time.
         let _turn = match &self.shared {
-            Some(shared) => Some(
-                tokio::time::timeout(self.request_timeout, shared.turn())
-                    .await
-                    .map_err(|_| {
-                        ClientError::Transport(format!(
-                            "no turn on the shared connections within {:?}",
-                            self.request_timeout
-                        ))
-                    })?,
-            ),
+            Some(shared) => match tokio::time::timeout(timeout, shared.turn()).await {
+                Ok(turn) => Some(turn),
+                Err(_) => {
+                    return Outcome::Done(Err(ClientError::Transport(format!(
+                        "no turn on the shared connections within {:?}",
+                        self.request_timeout
+                    ))));
+                }
+            },
             None => None,
         };
-        let mut post = self
-            .client
-            .post(self.heartbeat_url.clone())
-            .timeout(self.request_timeout)
-            .json(request);
+        let mut post = self.client.post(url.clone()).timeout(timeout).json(request);
         if let Some(authorization) = &self.authorization {
             post = post.header(AUTHORIZATION, authorization.clone());
         }
-        let answer = post
-            .send()
-            .await
-            .map_err(|e| ClientError::Transport(describe(&e)))?;
+        let answer = match post.send().await {
+            Ok(answer) => answer,
+            Err(e) if e.is_timeout() => {
+                // A node that stopped answering (paused, cut off): the
+                // next heartbeat asks the (next) bootstrap URL.
+                self.set_target(self.target().next(self.bootstrap.len()));
+                return Outcome::Done(Err(ClientError::Transport(describe(&e))));
+            }
+            Err(e) => return Outcome::Unreachable(ClientError::Transport(describe(&e))),
+        };
         let status = answer.status();
+        if matches!(
+            status,
+            StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
+        ) && let Some(to) = answer
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|location| url.join(location).ok())
+            .filter(|to| matches!(to.scheme(), "http" | "https"))
+        {
+            return Outcome::Redirected(to);
+        }
         // Seconds only (the host sends no HTTP dates), capped: a host's
         // hint must not park a member past its own lease.
         let retry_after = answer
@@ -102,13 +255,15 @@ impl Transport {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(|s| Duration::from_secs(s.min(RETRY_AFTER_S_MAX)));
-        let body = answer
-            .bytes()
-            .await
-            .map_err(|e| ClientError::Transport(describe(&e)))?;
+        let body = match answer.bytes().await {
+            Ok(body) => body,
+            Err(e) => return Outcome::Done(Err(ClientError::Transport(describe(&e)))),
+        };
         if status.is_success() {
-            return serde_json::from_slice(&body)
-                .map_err(|e| ClientError::Decode(format!("heartbeat answer: {e}")));
+            return Outcome::Done(
+                serde_json::from_slice(&body)
+                    .map_err(|e| ClientError::Decode(format!("heartbeat answer: {e}"))),
+            );
         }
         let error = serde_json::from_slice::<ErrorBody>(&body).ok();
         let message = match &error {
@@ -122,13 +277,25 @@ impl Transport {
                 text[..cut].to_owned()
             }
         };
-        match error {
-            Some(body) if status.is_client_error() => Err(ClientError::Api {
+        let code = error.as_ref().map(|body| body.error.code.as_str());
+        if status == StatusCode::SERVICE_UNAVAILABLE
+            && matches!(code, Some(SHARD_UNAVAILABLE | COORDINATOR_UNREACHABLE))
+        {
+            return Outcome::InTransit(ClientError::Server {
                 status: status.as_u16(),
-                code: body.error.code,
                 message,
                 retry_after,
-            }),
+            });
+        }
+        Outcome::Done(match error {
+            Some(body) if status.is_client_error() || body.error.code == NOT_COORDINATOR => {
+                Err(ClientError::Api {
+                    status: status.as_u16(),
+                    code: body.error.code,
+                    message,
+                    retry_after,
+                })
+            }
             _ if status.is_server_error() => Err(ClientError::Server {
                 status: status.as_u16(),
                 message,
@@ -137,8 +304,24 @@ impl Transport {
             _ => Err(ClientError::Decode(format!(
                 "HTTP {status} without an error body: {message}"
             ))),
-        }
+        })
     }
+}
+
+/// The heartbeat URL of `group` at the host whose base URL is `base`.
+fn heartbeat_url(base: &str, group: &str) -> Result<reqwest::Url, ClientError> {
+    let mut url =
+        reqwest::Url::parse(base).map_err(|e| ClientError::Config(format!("url {base:?}: {e}")))?;
+    if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
+        return Err(ClientError::Config(format!(
+            "url {base:?} is not an http:// base URL"
+        )));
+    }
+    url.path_segments_mut()
+        .expect("checked: a base URL")
+        .pop_if_empty()
+        .extend(["v1", "groups", group, "heartbeat"]);
+    Ok(url)
 }
 
 /// `Bearer TOKEN`, marked sensitive (kept out of debug output).

@@ -24,6 +24,9 @@ enum Reply {
     Error(u16, &'static str),
     /// An error answer with `Retry-After: SECONDS`.
     ErrorRetryAfter(u16, &'static str, u64),
+    /// `307 Temporary Redirect` to this URL (a cluster node that does not
+    /// coordinate the group).
+    Redirect(String),
     /// Answer only after this long: past the client's request timeout, the
     /// answer is lost (the host did process the request).
     Late(Duration, HeartbeatResponseBody),
@@ -73,6 +76,16 @@ async fn heartbeat(
         Reply::Error(status, code) => (
             StatusCode::from_u16(status).unwrap(),
             axum::Json(json!({"error": {"code": code, "message": format!("fake {code}")}})),
+        )
+            .into_response(),
+        Reply::Redirect(location) => (
+            StatusCode::TEMPORARY_REDIRECT,
+            [(axum::http::header::LOCATION, location.clone())],
+            axum::Json(json!({"error": {
+                "code": "not_coordinator",
+                "message": "fake redirect",
+                "location": location,
+            }})),
         )
             .into_response(),
         Reply::ErrorRetryAfter(status, code, seconds) => (
@@ -922,4 +935,87 @@ async fn a_join_the_host_rate_limits_waits_its_retry_after() {
     assert!(waited >= Duration::from_secs(1), "retried after {waited:?}");
     let (first, retry) = (host.request(0).await, host.request(1).await);
     assert_eq!(retry["member_id"], first["member_id"], "the same chosen id");
+}
+
+/// A URL nothing listens at.
+async fn dead_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    url
+}
+
+/// A cluster node that does not coordinate the group redirects the member
+/// to the one that does: the member follows at once (no error event), with
+/// its member token, and sends its next heartbeats to the coordinator.
+#[tokio::test]
+async fn a_redirect_is_followed_with_the_token_and_the_coordinator_remembered() {
+    let coordinator = FakeHost::start(|_, _| Reply::Ok(answer("m-1", 1, &[0]))).await;
+    let location = format!("{}/v1/groups/billing/heartbeat", coordinator.url);
+    let other = FakeHost::start(move |_, _| Reply::Redirect(location.clone())).await;
+    let config = other.config().with_member_token("member-token-0123456789");
+    let (_member, mut events) = Member::start(config, NoLags).unwrap();
+    match next_event(&mut events).await {
+        Event::Joined { .. } => {}
+        event => panic!("expected the join, got {event:?}"),
+    }
+    coordinator.request(3).await;
+    assert_eq!(
+        other.count(),
+        1,
+        "only the first heartbeat went to the other node"
+    );
+    let authorizations = coordinator.inner.authorizations.lock().unwrap().clone();
+    assert!(
+        authorizations
+            .iter()
+            .all(|a| a.as_deref() == Some("Bearer member-token-0123456789")),
+        "{authorizations:?}"
+    );
+}
+
+/// The coordinator a redirect named stops answering (it died): the member
+/// asks the bootstrap URLs again, and the first that does not answer is
+/// skipped for the next; none of it within one request is an error event.
+#[tokio::test]
+async fn a_coordinator_that_stops_answering_is_forgotten_for_the_bootstrap_urls() {
+    let dead = dead_url().await;
+    let dead_location = format!("{dead}/v1/groups/billing/heartbeat");
+    let bootstrap = FakeHost::start(move |index, _| match index {
+        // First to a node that is gone, then served here.
+        0 => Reply::Redirect(dead_location.clone()),
+        _ => Reply::Ok(answer("m-1", 1, &[0])),
+    })
+    .await;
+    // The first bootstrap URL answers nothing: the second is asked.
+    let config = MemberConfig::new(format!("{dead},{}", bootstrap.url), "billing", ["orders"])
+        .with_request_timeout(Duration::from_secs(2));
+    let (_member, mut events) = Member::start(config, NoLags).unwrap();
+    match next_event(&mut events).await {
+        Event::Joined { .. } => {}
+        event => panic!("expected the join, got {event:?}"),
+    }
+    bootstrap.request(2).await;
+}
+
+/// A shard between owners (503 `shard_unavailable`) is waited out within
+/// the request: no error event.
+#[tokio::test]
+async fn a_shard_between_owners_is_retried_within_the_request() {
+    let host = FakeHost::start(|index, _| match index {
+        0 | 1 => Reply::ErrorRetryAfter(503, "shard_unavailable", 1),
+        _ => Reply::Ok(answer("m-1", 1, &[0])),
+    })
+    .await;
+    let (_member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    match next_event(&mut events).await {
+        Event::Joined { .. } => {}
+        event => panic!("expected the join, got {event:?}"),
+    }
+    // The join was sent three times, with one member id.
+    let ids: BTreeSet<String> = host.inner.requests.lock().unwrap()[..3]
+        .iter()
+        .map(|(_, body)| body["member_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
 }
