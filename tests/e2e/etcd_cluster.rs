@@ -264,3 +264,233 @@ fn a_node_stopped_with_sigterm_hands_its_shards_over() {
         "took {took:?}"
     );
 }
+
+/// Members run by the client library, in this process, with both nodes
+/// as bootstrap URLs: what each saw, and when each last heard its
+/// coordinator.
+struct LibraryMembers {
+    _runtime: tokio::runtime::Runtime,
+    /// Per member: its group, the tasks it holds now, and every event
+    /// that is an error, a loss or a fencing.
+    seen: Vec<std::sync::Arc<std::sync::Mutex<Seen>>>,
+    _handles: Vec<assignd_client::MemberHandle>,
+}
+
+#[derive(Default)]
+struct Seen {
+    held: BTreeSet<String>,
+    trouble: Vec<String>,
+    /// Successful heartbeats: when each ended, and how long it took
+    /// (redirects and retries within it included).
+    answered: Vec<(Instant, Duration)>,
+}
+
+struct Answered(std::sync::Arc<std::sync::Mutex<Seen>>);
+
+impl assignd_client::HeartbeatObserver for Answered {
+    fn heartbeat(&self, latency: Duration, result: Result<(), &assignd_client::ClientError>) {
+        if result.is_ok() {
+            self.0
+                .lock()
+                .unwrap()
+                .answered
+                .push((Instant::now(), latency));
+        }
+    }
+}
+
+impl LibraryMembers {
+    fn start(bootstrap: &str, groups: &[&str]) -> LibraryMembers {
+        use assignd_client::{Event, Member, MemberConfig, NoLags};
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let mut seen = Vec::new();
+        let mut handles = Vec::new();
+        for group in groups {
+            let state = std::sync::Arc::new(std::sync::Mutex::new(Seen::default()));
+            let config = MemberConfig::new(bootstrap, *group, ["orders"]).with_name("worker");
+            let (handle, mut events) = runtime.block_on(async {
+                Member::start_observed(config, NoLags, std::sync::Arc::new(Answered(state.clone())))
+                    .expect("a valid config")
+            });
+            let pump_state = state.clone();
+            runtime.spawn(async move {
+                while let Some(event) = events.recv().await {
+                    let mut seen = pump_state.lock().unwrap();
+                    match event {
+                        Event::Assigned(tasks) | Event::Promoted(tasks) => {
+                            seen.held.extend(tasks.iter().map(ToString::to_string));
+                        }
+                        Event::Revoked { tasks, ack } => {
+                            for task in &tasks {
+                                seen.held.remove(&task.to_string());
+                            }
+                            ack.ack();
+                        }
+                        Event::Lost(tasks) => {
+                            seen.trouble.push(format!("lost {tasks:?}"));
+                            for task in &tasks {
+                                seen.held.remove(&task.to_string());
+                            }
+                        }
+                        Event::Error(error) => seen.trouble.push(format!("error {error}")),
+                        Event::Fenced { .. } | Event::Replaced { .. } => {
+                            seen.trouble.push(format!("{event:?}"));
+                        }
+                        _ => {}
+                    }
+                }
+            });
+            seen.push(state);
+            handles.push(handle);
+        }
+        LibraryMembers {
+            _runtime: runtime,
+            seen,
+            _handles: handles,
+        }
+    }
+
+    /// Waits until every member holds all four tasks of its group.
+    fn wait_settled(&self) {
+        let deadline = Instant::now() + SETTLE_WITHIN;
+        while !self.seen.iter().all(|s| s.lock().unwrap().held.len() == 4) {
+            assert!(Instant::now() < deadline, "the members never settled");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until every member has been answered after `since`.
+    fn wait_answered_after(&self, since: Instant) {
+        let deadline = Instant::now() + SETTLE_WITHIN;
+        while !self.seen.iter().all(|s| {
+            s.lock()
+                .unwrap()
+                .answered
+                .last()
+                .is_some_and(|&(at, _)| at > since)
+        }) {
+            assert!(
+                Instant::now() < deadline,
+                "a member was never answered again"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The longest heartbeat of any member that ended in `from..=to`:
+    /// how long a member waited for its coordinator.
+    fn longest_heartbeat(&self, from: Instant, to: Instant) -> Duration {
+        self.seen
+            .iter()
+            .flat_map(|s| {
+                let seen = s.lock().unwrap();
+                seen.answered
+                    .iter()
+                    .filter(|&&(at, _)| at > from && at <= to)
+                    .map(|&(_, took)| took)
+                    .collect::<Vec<_>>()
+            })
+            .max()
+            .unwrap_or_default()
+    }
+
+    fn trouble(&self) -> Vec<String> {
+        self.seen
+            .iter()
+            .flat_map(|s| s.lock().unwrap().trouble.clone())
+            .collect()
+    }
+}
+
+/// Any node answers any request: admin requests are forwarded to the
+/// group's owner, heartbeats redirected there; members of the client
+/// library, given both nodes, follow. Then a node stopped with SIGTERM
+/// hands its shards over while it still redirects, and no member sees an
+/// error, a loss or a fencing, nor a rebalance.
+#[cfg(unix)]
+#[test]
+fn any_node_answers_and_a_sigterm_hand_over_is_seen_by_no_member() {
+    let cluster = Cluster::start("routing");
+    let lease_ttl_ms = 60_000;
+    let a = cluster.node_with_lease("a", lease_ttl_ms);
+    let mut b = cluster.node_with_lease("b", lease_ttl_ms);
+    wait_for_shares(&[&a, &b], &[4, 4]);
+    // Every group is created through a, half of them forwarded to b.
+    for group in GROUPS {
+        let (status, body) = a.call("PUT", &format!("/v1/groups/{group}"), Some(&group_config()));
+        assert_eq!(status, 201, "{group}: {body}");
+    }
+    let on_b: Vec<&str> = GROUPS
+        .iter()
+        .copied()
+        .filter(|g| std::ptr::eq(owner(&[&a, &b], g), &b))
+        .collect();
+    assert!(!on_b.is_empty(), "some group is on b");
+    for group in &on_b {
+        let (status, body) = b.call("GET", &format!("/v1/groups/{group}"), None);
+        assert_eq!(status, 200, "b holds {group}: {body}");
+        let (status, body) = a.call("GET", &format!("/v1/groups/{group}/coordinator"), None);
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["node"], "b", "{body}");
+        assert_eq!(body["url"], b.base.as_str(), "{body}");
+    }
+    let (status, list) = a.call("GET", "/v1/groups", None);
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(
+        list["groups"].as_array().unwrap().len(),
+        GROUPS.len(),
+        "{list}"
+    );
+    // A heartbeat to a for a group on b: 307 to b.
+    let (status, body) = a.call(
+        "POST",
+        &format!("/v1/groups/{}/heartbeat", on_b[0]),
+        Some(&json!({"member_id": "", "member_epoch": 0, "topics": ["orders"]})),
+    );
+    assert_eq!(status, 307, "{body}");
+    assert_eq!(
+        body["error"]["location"],
+        format!("{}/v1/groups/{}/heartbeat", b.base, on_b[0]).as_str()
+    );
+
+    // Members given b first: b goes away under them.
+    let members = LibraryMembers::start(&format!("{},{}", b.base, a.base), &GROUPS);
+    members.wait_settled();
+    let epochs: Vec<Value> = GROUPS
+        .iter()
+        .map(|g| a.call("GET", &format!("/v1/groups/{g}"), None).1["group_epoch"].clone())
+        .collect();
+
+    let stopped = Instant::now();
+    signal(&b, "-TERM");
+    let exited = b.child.wait().expect("b exits");
+    assert!(exited.success(), "b exits cleanly: {exited}");
+    wait_for_shares(&[&a], &[SHARDS as usize]);
+    members.wait_answered_after(Instant::now());
+    let waited = members.longest_heartbeat(stopped, Instant::now());
+    eprintln!(
+        "graceful hand-over on SIGTERM: the longest heartbeat: {} ms",
+        waited.as_millis()
+    );
+    assert_eq!(
+        members.trouble(),
+        Vec::<String>::new(),
+        "no member saw trouble"
+    );
+    assert!(
+        members
+            .seen
+            .iter()
+            .all(|s| s.lock().unwrap().held.len() == 4),
+        "every member keeps its tasks"
+    );
+    let after: Vec<Value> = GROUPS
+        .iter()
+        .map(|g| a.call("GET", &format!("/v1/groups/{g}"), None).1["group_epoch"].clone())
+        .collect();
+    assert_eq!(after, epochs, "no group rebalanced");
+}

@@ -198,6 +198,8 @@ impl Server {
     pub fn agent() -> ureq::Agent {
         ureq::Agent::config_builder()
             .http_status_as_error(false)
+            // A cluster's 307 is checked as it is, not followed.
+            .max_redirects(0)
             .timeout_global(Some(std::time::Duration::from_secs(60)))
             .build()
             .into()
