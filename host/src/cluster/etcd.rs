@@ -6,8 +6,16 @@
 //! Every call either answers within [`EtcdConfig::request_timeout`] or fails
 //! with [`StoreError::Unavailable`]: with its quorum lost etcd does not
 //! answer at all, and nothing here may wait on it for ever.
+//!
+//! Each etcd member has its own connection, and a call that fails on one
+//! member (it is down, or refuses the connection) is tried on the next
+//! within the same bound; the member that last answered is tried first.
+//! (`etcdv3client`'s own balanced channel over several endpoints fails a
+//! call that lands on a member that is down instead of trying another.)
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use etcdv3client::EtcdClient;
 use etcdv3client::pb::{self, compare, request_op};
@@ -60,8 +68,11 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-/// A key this node holds under its lease; its create revision is the
-/// fencing token every guarded write compares.
+/// A key this node holds under its lease; the revision it was last put
+/// at (its mod revision) is the fencing token every guarded write
+/// compares. Nothing but a claim puts the key, so a write guarded by an
+/// earlier claim of the same key (one in flight when this node gave up
+/// on it, say) can never land after a new claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
     pub key: Vec<u8>,
@@ -82,10 +93,19 @@ pub enum Write {
     },
 }
 
-/// A connection to etcd.
+/// One etcd member's connection, made when first needed and made again
+/// after a call on it failed.
+struct Member {
+    endpoint: String,
+    client: Mutex<Option<EtcdClient>>,
+}
+
+/// A connection to etcd: one per member.
 #[derive(Clone)]
 pub struct Etcd {
-    client: EtcdClient,
+    members: Arc<[Member]>,
+    /// The member tried first: the one that last answered.
+    preferred: Arc<AtomicUsize>,
     config: EtcdConfig,
 }
 
@@ -111,17 +131,28 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 impl Etcd {
-    /// Connects to the endpoints (the connection itself is lazy: a member
-    /// down at start is tried again on each request).
+    /// Connects to the first member that answers (within the request
+    /// timeout); the others are connected to when a call needs them.
     pub async fn connect(config: EtcdConfig) -> Result<Self, StoreError> {
-        let endpoints = config.endpoints.clone();
-        let client = tokio::time::timeout(config.request_timeout, EtcdClient::new(endpoints, None))
-            .await
-            .map_err(|_| unavailable(&config, "connecting"))?
-            .map_err(|e| {
-                StoreError::Unavailable(format!("connecting to {:?}: {e}", config.endpoints))
-            })?;
-        Ok(Etcd { client, config })
+        if config.endpoints.is_empty() {
+            return Err(StoreError::Unavailable("no etcd endpoint given".into()));
+        }
+        let members = config
+            .endpoints
+            .iter()
+            .map(|endpoint| Member {
+                endpoint: endpoint.clone(),
+                client: Mutex::new(None),
+            })
+            .collect();
+        let etcd = Etcd {
+            members,
+            preferred: Arc::new(AtomicUsize::new(0)),
+            config,
+        };
+        etcd.bounded("connecting", |_client| async { Ok(()) })
+            .await?;
+        Ok(etcd)
     }
 
     pub fn config(&self) -> &EtcdConfig {
@@ -133,25 +164,112 @@ impl Etcd {
         format!("{}{suffix}", self.config.prefix).into_bytes()
     }
 
-    async fn bounded<T>(
+    /// The connection to member `i`, made if there is none.
+    async fn client(&self, i: usize) -> Result<EtcdClient, String> {
+        let member = &self.members[i];
+        if let Some(client) = member
+            .client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Ok(client);
+        }
+        let client = EtcdClient::new(vec![member.endpoint.clone()], None)
+            .await
+            .map_err(|e| e.to_string())?;
+        *member.client.lock().unwrap_or_else(|e| e.into_inner()) = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Makes `call` on the preferred member, and on each other member in
+    /// turn while it fails, all within the request timeout. A call that
+    /// fails on a member drops that member's connection (the next call
+    /// connects again) and makes the next member the preferred one.
+    ///
+    /// A call tried again on another member may have landed on the first:
+    /// every write here is safe to repeat (a claim repeated finds its own
+    /// key and claims it again, a guarded write puts the same bytes).
+    async fn bounded<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, StoreError>
+    where
+        F: FnMut(EtcdClient) -> Fut,
+        Fut: Future<Output = Result<T, etcdv3client::Error>>,
+    {
+        let deadline = Instant::now() + self.config.request_timeout;
+        let count = self.members.len();
+        let first = self.preferred.load(Ordering::SeqCst) % count;
+        let mut failures = Vec::new();
+        for i in (0..count).map(|k| (first + k) % count) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let attempt = async {
+                let client = self.client(i).await?;
+                call(client).await.map_err(|e| e.to_string())
+            };
+            let failure = match tokio::time::timeout(left, attempt).await {
+                Ok(Ok(answer)) => {
+                    self.preferred.store(i, Ordering::SeqCst);
+                    return Ok(answer);
+                }
+                Ok(Err(e)) => e,
+                Err(_) => format!(
+                    "no answer within {} ms",
+                    self.config.request_timeout.as_millis()
+                ),
+            };
+            *self.members[i]
+                .client
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = None;
+            self.preferred.store((i + 1) % count, Ordering::SeqCst);
+            failures.push(format!("{}: {failure}", self.members[i].endpoint));
+        }
+        if failures.is_empty() {
+            failures.push(format!(
+                "no answer within {} ms",
+                self.config.request_timeout.as_millis()
+            ));
+        }
+        Err(StoreError::Unavailable(format!(
+            "{what}: {}",
+            failures.join("; ")
+        )))
+    }
+
+    async fn txn(
         &self,
         what: &str,
-        call: impl Future<Output = Result<T, etcdv3client::Error>>,
-    ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.config.request_timeout, call).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(e)) => Err(StoreError::Unavailable(format!("{what}: {e}"))),
-            Err(_) => Err(unavailable(&self.config, what)),
-        }
+        request: pb::TxnRequest,
+    ) -> Result<pb::TxnResponse, StoreError> {
+        self.bounded(what, |mut client| {
+            let request = request.clone();
+            async move { client.kv.txn(request).await }
+        })
+        .await
+    }
+
+    async fn range_request(
+        &self,
+        what: &str,
+        request: pb::RangeRequest,
+    ) -> Result<pb::RangeResponse, StoreError> {
+        self.bounded(what, |mut client| {
+            let request = request.clone();
+            async move { client.kv.range(request).await }
+        })
+        .await
     }
 
     /// A new lease of `ttl`; returns its id.
     pub async fn grant_lease(&self, ttl: Duration) -> Result<i64, StoreError> {
-        let mut lease = self.client.lease.clone();
         let ttl_s = ttl.as_secs().max(1) as i64;
         let request = pb::LeaseGrantRequest { ttl: ttl_s, id: 0 };
         let answer = self
-            .bounded("granting a lease", lease.lease_grant(request))
+            .bounded("granting a lease", |mut client| async move {
+                client.lease.lease_grant(request).await
+            })
             .await?;
         if !answer.error.is_empty() {
             return Err(StoreError::Unavailable(format!(
@@ -164,10 +282,9 @@ impl Etcd {
 
     /// Renews `lease` once; returns the TTL it has now (0: it is gone).
     pub async fn renew_lease(&self, lease: i64) -> Result<i64, StoreError> {
-        let mut client = self.client.lease.clone();
-        let request = tokio_stream::once(pb::LeaseKeepAliveRequest { id: lease });
-        let renewed = async {
-            let mut answers = client.lease_keep_alive(request).await?;
+        let renewed = |mut client: EtcdClient| async move {
+            let request = tokio_stream::once(pb::LeaseKeepAliveRequest { id: lease });
+            let mut answers = client.lease.lease_keep_alive(request).await?;
             answers.message().await.map_err(etcdv3client::Error::from)
         };
         match self.bounded("renewing the lease", renewed).await? {
@@ -180,11 +297,12 @@ impl Etcd {
 
     /// Revokes `lease`: every key put under it is deleted at once.
     pub async fn revoke_lease(&self, lease: i64) -> Result<(), StoreError> {
-        let mut lease_client = self.client.lease.clone();
-        self.bounded(
-            "revoking the lease",
-            lease_client.lease_revoke(pb::LeaseRevokeRequest { id: lease }),
-        )
+        self.bounded("revoking the lease", |mut client| async move {
+            client
+                .lease
+                .lease_revoke(pb::LeaseRevokeRequest { id: lease })
+                .await
+        })
         .await
         .map(|_| ())
     }
@@ -202,8 +320,45 @@ impl Etcd {
             success: vec![put(&key, value, lease)],
             failure: vec![],
         };
-        let mut kv = self.client.kv.clone();
-        let answer = self.bounded("claiming a key", kv.txn(request)).await?;
+        let answer = self.txn("claiming a key", request).await?;
+        Ok(answer.succeeded.then(|| Claim {
+            key,
+            revision: answer.header.map_or(0, |h| h.revision),
+        }))
+    }
+
+    /// Claims `key` again for its holder: puts `value` again if the key
+    /// holds `value` under `lease`, so that the claim gets a new revision
+    /// and every write guarded by the one before is refused. `None` if
+    /// the key is held otherwise (by another value, under another lease)
+    /// or not at all.
+    pub async fn reclaim(
+        &self,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        lease: i64,
+    ) -> Result<Option<Claim>, StoreError> {
+        let request = pb::TxnRequest {
+            compare: vec![
+                pb::Compare {
+                    result: compare::CompareResult::Equal as i32,
+                    target: compare::CompareTarget::Value as i32,
+                    key: key.clone(),
+                    range_end: vec![],
+                    target_union: Some(compare::TargetUnion::Value(value.clone())),
+                },
+                pb::Compare {
+                    result: compare::CompareResult::Equal as i32,
+                    target: compare::CompareTarget::Lease as i32,
+                    key: key.clone(),
+                    range_end: vec![],
+                    target_union: Some(compare::TargetUnion::Lease(lease)),
+                },
+            ],
+            success: vec![put(&key, value, lease)],
+            failure: vec![],
+        };
+        let answer = self.txn("claiming a key again", request).await?;
         Ok(answer.succeeded.then(|| Claim {
             key,
             revision: answer.header.map_or(0, |h| h.revision),
@@ -216,8 +371,7 @@ impl Etcd {
             key: key.to_vec(),
             ..Default::default()
         };
-        let mut kv = self.client.kv.clone();
-        let answer = self.bounded("reading a key", kv.range(request)).await?;
+        let answer = self.range_request("reading a key", request).await?;
         Ok(answer
             .kvs
             .into_iter()
@@ -256,8 +410,7 @@ impl Etcd {
                 revision,
                 ..Default::default()
             };
-            let mut kv = self.client.kv.clone();
-            let answer = self.bounded("reading a range", kv.range(request)).await?;
+            let answer = self.range_request("reading a range", request).await?;
             if revision == 0 {
                 revision = answer.header.as_ref().map_or(0, |h| h.revision);
             }
@@ -273,12 +426,12 @@ impl Etcd {
         }
     }
 
-    /// Applies `writes` at once if `claim` still holds (its key exists with
-    /// the create revision the claim got), else nothing and
+    /// Applies `writes` at once if `claim` still holds (its key exists,
+    /// last put at the revision the claim got), else nothing and
     /// [`StoreError::Fenced`]. Returns the revision of the write.
     pub async fn guarded(&self, claim: &Claim, writes: &[Write]) -> Result<i64, StoreError> {
         let request = pb::TxnRequest {
-            compare: vec![created_at(&claim.key, claim.revision)],
+            compare: vec![put_at(&claim.key, claim.revision)],
             success: writes
                 .iter()
                 .map(|write| match write {
@@ -296,8 +449,7 @@ impl Etcd {
                 .collect(),
             failure: vec![],
         };
-        let mut kv = self.client.kv.clone();
-        let answer = self.bounded("a guarded write", kv.txn(request)).await?;
+        let answer = self.txn("a guarded write", request).await?;
         if !answer.succeeded {
             return Err(StoreError::Fenced(format!(
                 "{} is no longer held under revision {}",
@@ -327,14 +479,6 @@ impl Etcd {
     }
 }
 
-fn unavailable(config: &EtcdConfig, what: &str) -> StoreError {
-    StoreError::Unavailable(format!(
-        "{what}: no answer from {:?} within {} ms",
-        config.endpoints,
-        config.request_timeout.as_millis()
-    ))
-}
-
 /// Holds if `key` was created at `revision` (0: it does not exist).
 fn created_at(key: &[u8], revision: i64) -> pb::Compare {
     pb::Compare {
@@ -343,6 +487,17 @@ fn created_at(key: &[u8], revision: i64) -> pb::Compare {
         key: key.to_vec(),
         range_end: vec![],
         target_union: Some(compare::TargetUnion::CreateRevision(revision)),
+    }
+}
+
+/// Holds if `key` exists and was last put at `revision`.
+fn put_at(key: &[u8], revision: i64) -> pb::Compare {
+    pb::Compare {
+        result: compare::CompareResult::Equal as i32,
+        target: compare::CompareTarget::Mod as i32,
+        key: key.to_vec(),
+        range_end: vec![],
+        target_union: Some(compare::TargetUnion::ModRevision(revision)),
     }
 }
 
