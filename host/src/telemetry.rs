@@ -255,6 +255,61 @@ pub const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         Unit::Count,
         "Failed accepts of new HTTP connections (e.g. out of file descriptors)",
     ),
+    // Cluster mode (cluster/node.rs, api/routing.rs); absent on one host.
+    (
+        "assignd_cluster_nodes",
+        Kind::Gauge,
+        Unit::Count,
+        "live nodes of the cluster, as the last placement round read them",
+    ),
+    (
+        "assignd_cluster_etcd_available",
+        Kind::Gauge,
+        Unit::Count,
+        "1 while the last placement round read etcd, 0 while etcd does not answer (writes are refused as storage_unavailable)",
+    ),
+    (
+        "assignd_cluster_lease_renewals_total",
+        Kind::Counter,
+        Unit::Count,
+        "renewals of the node's lease that etcd answered",
+    ),
+    (
+        "assignd_cluster_lease_renewal_failures_total",
+        Kind::Counter,
+        Unit::Count,
+        "renewals of the node's lease that failed (the lease holds until its TTL ends)",
+    ),
+    (
+        "assignd_cluster_step_downs_total",
+        Kind::Counter,
+        Unit::Count,
+        "times the node's lease ended unrenewed and it stopped serving every shard",
+    ),
+    (
+        "assignd_cluster_shards_taken_total",
+        Kind::Counter,
+        Unit::Count,
+        "shards this node claimed and loaded (a join's share, a takeover, a reload after an unanswered write)",
+    ),
+    (
+        "assignd_cluster_shards_handed_over_total",
+        Kind::Counter,
+        Unit::Count,
+        "shards this node unloaded and released for another node (placement moved them)",
+    ),
+    (
+        "assignd_cluster_redirects_total",
+        Kind::Counter,
+        Unit::Count,
+        "heartbeats answered 307 to the node that coordinates their group",
+    ),
+    (
+        "assignd_cluster_forwards_total",
+        Kind::Counter,
+        Unit::Count,
+        "admin requests forwarded to the node that coordinates their group",
+    ),
 ];
 
 /// Every family's help line and unit, once, at install; and every series

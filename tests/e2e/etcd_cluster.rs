@@ -1,10 +1,13 @@
 //! Cluster mode through the real binary, against a real 3-member etcd
 //! cluster on loopback (`LocalEtcd`: free ports, a temporary folder): two
 //! nodes split the shards; a node killed with -9 has its shards taken over
-//! with their groups, epochs and assignments, and its members keep their
-//! tasks; an owner paused past its lease (SIGSTOP) answers nothing from
-//! its stale state when it resumes and steps down; a node stopped with
-//! SIGTERM hands its shards over.
+//! with their groups, epochs and assignments, its members keep their
+//! tasks, and restarted it takes its share back; an owner paused past its
+//! lease (SIGSTOP) answers nothing from its stale state when it resumes
+//! and steps down; a node stopped with SIGTERM hands its shards over, and
+//! one added takes its share, unnoticed by the members; any node answers
+//! any request; one etcd member down changes nothing, and with the quorum
+//! lost writes are refused until it returns, with nothing lost.
 
 mod common;
 
@@ -209,6 +212,23 @@ fn a_killed_nodes_shards_are_taken_over_with_their_groups_and_members_keep_their
             GROUPS[i]
         );
     }
+
+    // b restarted: it joins again, takes its share back by hand-over, and
+    // every group is as it was, wherever it is served.
+    let before = durable_parts(&a);
+    let b = cluster.node("b");
+    wait_for_shares(&[&a, &b], &[4, 4]);
+    for (i, group) in GROUPS.iter().enumerate() {
+        let server = owner(&[&a, &b], group);
+        let held = members[i].active.clone();
+        members[i].heartbeat(server, group);
+        assert_eq!(members[i].active, held, "{group}: no rebalance");
+    }
+    assert_eq!(
+        durable_parts(&b),
+        before,
+        "b restarted: every group as it was"
+    );
 }
 
 #[cfg(unix)]
@@ -267,12 +287,16 @@ fn a_node_stopped_with_sigterm_hands_its_shards_over() {
 
 /// Members run by the client library, in this process, with both nodes
 /// as bootstrap URLs: what each saw, and when each last heard its
-/// coordinator.
+/// coordinator. Each task's holder is tracked across a group's members:
+/// a member told a task is assigned while another still holds it is
+/// double ownership, recorded as trouble.
 struct LibraryMembers {
     _runtime: tokio::runtime::Runtime,
     /// Per member: its group, the tasks it holds now, and every event
     /// that is an error, a loss or a fencing.
     seen: Vec<std::sync::Arc<std::sync::Mutex<Seen>>>,
+    /// Static members per group.
+    per_group: usize,
     _handles: Vec<assignd_client::MemberHandle>,
 }
 
@@ -284,6 +308,9 @@ struct Seen {
     /// (redirects and retries within it included).
     answered: Vec<(Instant, Duration)>,
 }
+
+/// Per group, per task: the member that holds it.
+type Holders = std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, String>>>;
 
 struct Answered(std::sync::Arc<std::sync::Mutex<Seen>>);
 
@@ -299,8 +326,17 @@ impl assignd_client::HeartbeatObserver for Answered {
     }
 }
 
+/// The static member names of a group's members.
+const WORKERS: [&str; 2] = ["worker-1", "worker-2"];
+
 impl LibraryMembers {
+    /// One member per group.
     fn start(bootstrap: &str, groups: &[&str]) -> LibraryMembers {
+        Self::start_many(bootstrap, groups, 1)
+    }
+
+    /// `per_group` members per group (at most [`WORKERS`]).
+    fn start_many(bootstrap: &str, groups: &[&str], per_group: usize) -> LibraryMembers {
         use assignd_client::{Event, Member, MemberConfig, NoLags};
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -310,57 +346,104 @@ impl LibraryMembers {
         let mut seen = Vec::new();
         let mut handles = Vec::new();
         for group in groups {
-            let state = std::sync::Arc::new(std::sync::Mutex::new(Seen::default()));
-            let config = MemberConfig::new(bootstrap, *group, ["orders"]).with_name("worker");
-            let (handle, mut events) = runtime.block_on(async {
-                Member::start_observed(config, NoLags, std::sync::Arc::new(Answered(state.clone())))
+            let holders = Holders::default();
+            for worker in &WORKERS[..per_group] {
+                let state = std::sync::Arc::new(std::sync::Mutex::new(Seen::default()));
+                let config = MemberConfig::new(bootstrap, *group, ["orders"]).with_name(*worker);
+                let (handle, mut events) = runtime.block_on(async {
+                    Member::start_observed(
+                        config,
+                        NoLags,
+                        std::sync::Arc::new(Answered(state.clone())),
+                    )
                     .expect("a valid config")
-            });
-            let pump_state = state.clone();
-            runtime.spawn(async move {
-                while let Some(event) = events.recv().await {
-                    let mut seen = pump_state.lock().unwrap();
-                    match event {
-                        Event::Assigned(tasks) | Event::Promoted(tasks) => {
-                            seen.held.extend(tasks.iter().map(ToString::to_string));
-                        }
-                        Event::Revoked { tasks, ack } => {
-                            for task in &tasks {
-                                seen.held.remove(&task.to_string());
+                });
+                let pump_state = state.clone();
+                let holders = holders.clone();
+                let me = format!("{group}/{worker}");
+                runtime.spawn(async move {
+                    while let Some(event) = events.recv().await {
+                        let mut seen = pump_state.lock().unwrap();
+                        let mut holders = holders.lock().unwrap();
+                        let mut release = |seen: &mut Seen, tasks: &[assignd_client::Task]| {
+                            for task in tasks {
+                                let task = task.to_string();
+                                seen.held.remove(&task);
+                                if holders.get(&task) == Some(&me) {
+                                    holders.remove(&task);
+                                }
                             }
-                            ack.ack();
-                        }
-                        Event::Lost(tasks) => {
-                            seen.trouble.push(format!("lost {tasks:?}"));
-                            for task in &tasks {
-                                seen.held.remove(&task.to_string());
+                        };
+                        match event {
+                            Event::Assigned(tasks) | Event::Promoted(tasks) => {
+                                for task in tasks.iter().map(ToString::to_string) {
+                                    if let Some(other) = holders.get(&task).filter(|o| **o != me) {
+                                        seen.trouble.push(format!(
+                                            "double ownership: {me} got {task}, which {other} holds"
+                                        ));
+                                    }
+                                    holders.insert(task.clone(), me.clone());
+                                    seen.held.insert(task);
+                                }
                             }
+                            Event::Revoked { tasks, ack } => {
+                                release(&mut seen, &tasks);
+                                ack.ack();
+                            }
+                            Event::Lost(tasks) => {
+                                seen.trouble.push(format!("lost {tasks:?}"));
+                                release(&mut seen, &tasks);
+                            }
+                            Event::Error(error) => seen.trouble.push(format!("error {error}")),
+                            Event::Fenced { .. } | Event::Replaced { .. } => {
+                                seen.trouble.push(format!("{event:?}"));
+                            }
+                            _ => {}
                         }
-                        Event::Error(error) => seen.trouble.push(format!("error {error}")),
-                        Event::Fenced { .. } | Event::Replaced { .. } => {
-                            seen.trouble.push(format!("{event:?}"));
-                        }
-                        _ => {}
                     }
-                }
-            });
-            seen.push(state);
-            handles.push(handle);
+                });
+                seen.push(state);
+                handles.push(handle);
+            }
         }
         LibraryMembers {
             _runtime: runtime,
             seen,
+            per_group,
             _handles: handles,
         }
     }
 
-    /// Waits until every member holds all four tasks of its group.
+    /// Waits until every group's members hold all four of its tasks,
+    /// spread evenly.
     fn wait_settled(&self) {
+        let share = 4 / self.per_group;
         let deadline = Instant::now() + SETTLE_WITHIN;
-        while !self.seen.iter().all(|s| s.lock().unwrap().held.len() == 4) {
+        while !self
+            .seen
+            .iter()
+            .all(|s| s.lock().unwrap().held.len() == share)
+        {
             assert!(Instant::now() < deadline, "the members never settled");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Every member's tasks now.
+    fn holdings(&self) -> Vec<BTreeSet<String>> {
+        self.seen
+            .iter()
+            .map(|s| s.lock().unwrap().held.clone())
+            .collect()
+    }
+
+    /// The trouble that is not an error answer: losses, fencings,
+    /// double ownership.
+    fn worse_than_errors(&self) -> Vec<String> {
+        self.trouble()
+            .into_iter()
+            .filter(|t| !t.starts_with("error "))
+            .collect()
     }
 
     /// Waits until every member has been answered after `since`.
@@ -493,4 +576,196 @@ fn any_node_answers_and_a_sigterm_hand_over_is_seen_by_no_member() {
         .map(|g| a.call("GET", &format!("/v1/groups/{g}"), None).1["group_epoch"].clone())
         .collect();
     assert_eq!(after, epochs, "no group rebalanced");
+}
+
+/// Creates every group of [`GROUPS`] through `node` (forwarded to its
+/// owner where that is another node).
+fn create_groups(node: &Server, config: &Value) {
+    for group in GROUPS {
+        let (status, body) = node.call("PUT", &format!("/v1/groups/{group}"), Some(config));
+        assert_eq!(status, 201, "{group}: {body}");
+    }
+}
+
+/// Every group's durable part, read through `node`.
+fn durable_parts(node: &Server) -> Vec<Value> {
+    GROUPS
+        .iter()
+        .map(|group| {
+            let (status, view) = node.call("GET", &format!("/v1/groups/{group}"), None);
+            assert_eq!(status, 200, "{group}: {view}");
+            durable_part(&view)
+        })
+        .collect()
+}
+
+fn counter(node: &Server, name: &str) -> f64 {
+    node.metric(name)
+        .unwrap_or_else(|| panic!("{} has no {name}", node.base))
+}
+
+/// A node added to a running cluster takes its share by hand-over: the
+/// members (two per group) follow their groups to it, and none sees an
+/// error, a loss, a fencing or a task held twice, nor a rebalance.
+#[test]
+fn a_node_added_takes_its_share_and_no_member_notices() {
+    let cluster = Cluster::start("added");
+    let a = cluster.node("a");
+    wait_for_shares(&[&a], &[SHARDS as usize]);
+    create_groups(&a, &group_config());
+    let members = LibraryMembers::start_many(&a.base, &GROUPS, 2);
+    members.wait_settled();
+    let before = durable_parts(&a);
+    let holdings = members.holdings();
+
+    let b = cluster.node("b");
+    let took = wait_for_shares(&[&a, &b], &[4, 4]);
+    eprintln!("a node added: its share taken in {} ms", took.as_millis());
+    members.wait_answered_after(Instant::now());
+    assert_eq!(
+        members.trouble(),
+        Vec::<String>::new(),
+        "no member saw trouble"
+    );
+    assert_eq!(members.holdings(), holdings, "every member keeps its tasks");
+    assert_eq!(durable_parts(&a), before, "no group rebalanced");
+    assert!(counter(&b, "assignd_cluster_shards_taken_total") >= 4.0);
+    assert!(counter(&a, "assignd_cluster_shards_handed_over_total") >= 4.0);
+}
+
+/// One etcd member down (the one every node asks first): the nodes go on
+/// through the others; no lease lapses, no shard moves, writes land and
+/// no member sees anything.
+#[test]
+fn with_one_etcd_member_down_service_goes_on() {
+    let mut cluster = Cluster::start("one-down");
+    let a = cluster.node_with_lease("a", 5_000);
+    let b = cluster.node_with_lease("b", 5_000);
+    wait_for_shares(&[&a, &b], &[4, 4]);
+    create_groups(&a, &group_config());
+    let members = LibraryMembers::start_many(&format!("{},{}", a.base, b.base), &GROUPS, 2);
+    members.wait_settled();
+    let shares = (served(&a), served(&b));
+    let holdings = members.holdings();
+    let renewed = (
+        counter(&a, "assignd_cluster_lease_renewals_total"),
+        counter(&b, "assignd_cluster_lease_renewals_total"),
+    );
+
+    cluster.etcd.kill(0);
+    let killed = Instant::now();
+    for (node, group) in [(&a, "added-through-a"), (&b, "added-through-b")] {
+        let (status, body) =
+            node.call("PUT", &format!("/v1/groups/{group}"), Some(&group_config()));
+        assert_eq!(status, 201, "a write lands: {body}");
+    }
+    // Three renewals each through the members left: a lease outlives two
+    // that fail.
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    while counter(&a, "assignd_cluster_lease_renewals_total") < renewed.0 + 3.0
+        || counter(&b, "assignd_cluster_lease_renewals_total") < renewed.1 + 3.0
+    {
+        assert!(Instant::now() < deadline, "the leases were not renewed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    members.wait_answered_after(killed);
+    for node in [&a, &b] {
+        assert_eq!(counter(node, "assignd_cluster_step_downs_total"), 0.0);
+        assert_eq!(counter(node, "assignd_cluster_etcd_available"), 1.0);
+    }
+    assert_eq!((served(&a), served(&b)), shares, "no shard moved");
+    assert_eq!(
+        members.trouble(),
+        Vec::<String>::new(),
+        "no member saw trouble"
+    );
+    assert_eq!(members.holdings(), holdings);
+}
+
+/// etcd's quorum lost (two members of three killed): writes through
+/// either node are refused, 503 `storage_unavailable`, and none is
+/// acknowledged; members keep their tasks (their leases outlast the
+/// outage). Both members restarted: service resumes with every group as
+/// it was, and no member lost a task or saw one held twice.
+#[test]
+fn with_the_quorum_lost_writes_are_refused_and_service_resumes_when_it_returns() {
+    let mut cluster = Cluster::start("quorum");
+    let a = cluster.node("a");
+    let b = cluster.node("b");
+    wait_for_shares(&[&a, &b], &[4, 4]);
+    // Members' leases longer than the outage: a lease ends an expansion
+    // timeout and a heartbeat interval after its answer (the host may
+    // fence a member that missed a revocation that long after), 18 s.
+    let config =
+        json!({"topics": [{"name": "orders", "partitions": 4}], "expansion_timeout_ms": 15_000});
+    create_groups(&a, &config);
+    let members = LibraryMembers::start_many(&format!("{},{}", a.base, b.base), &GROUPS, 2);
+    members.wait_settled();
+    let before = durable_parts(&a);
+    let holdings = members.holdings();
+
+    cluster.etcd.kill(0);
+    cluster.etcd.kill(1);
+    let lost = Instant::now();
+    // Through each node, a new group: refused every time, until the
+    // refusal names the storage.
+    let mut said = BTreeSet::new();
+    while said.len() < 2 {
+        assert!(
+            lost.elapsed() < SETTLE_WITHIN,
+            "never refused as storage_unavailable"
+        );
+        for (node, group) in [(&a, "added-through-a"), (&b, "added-through-b")] {
+            let (status, body) =
+                node.call("PUT", &format!("/v1/groups/{group}"), Some(&group_config()));
+            assert_eq!(
+                status, 503,
+                "nothing is acknowledged without a quorum: {body}"
+            );
+            if body["error"]["code"] == "storage_unavailable" {
+                said.insert(group);
+            }
+        }
+    }
+    let refused_after = lost.elapsed();
+    for node in [&a, &b] {
+        let (status, health) = node.call("GET", "/healthz", None);
+        assert_eq!(
+            (status, health),
+            (503, json!({"status": "storage_unavailable"}))
+        );
+        // The node's own reads fail too, within a request timeout.
+        while counter(node, "assignd_cluster_etcd_available") != 0.0 {
+            assert!(lost.elapsed() < SETTLE_WITHIN, "the node never saw etcd go");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    cluster.etcd.restart(0).expect("m0 restarts");
+    cluster.etcd.restart(1).expect("m1 restarts");
+    let back = Instant::now();
+    for (node, group) in [(&a, "added-through-a"), (&b, "added-through-b")] {
+        let deadline = Instant::now() + SETTLE_WITHIN;
+        loop {
+            let (status, body) =
+                node.call("PUT", &format!("/v1/groups/{group}"), Some(&group_config()));
+            if status == 201 {
+                break;
+            }
+            assert_eq!(status, 503, "{body}");
+            assert!(Instant::now() < deadline, "service never resumed: {body}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let resumed_after = back.elapsed();
+    eprintln!(
+        "quorum lost: writes refused as storage_unavailable {} ms after; service resumed {} ms after the quorum returned",
+        refused_after.as_millis(),
+        resumed_after.as_millis()
+    );
+    wait_for_shares(&[&a, &b], &[4, 4]);
+    members.wait_answered_after(Instant::now());
+    assert_eq!(durable_parts(&a), before, "every group as it was");
+    assert_eq!(members.worse_than_errors(), Vec::<String>::new());
+    assert_eq!(members.holdings(), holdings, "every member keeps its tasks");
 }

@@ -128,6 +128,9 @@ impl ApiError {
             ApiError::Runtime(RuntimeError::ShardNotServed { .. }) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "shard_unavailable")
             }
+            ApiError::Runtime(RuntimeError::StorageUnavailable(_)) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable")
+            }
             ApiError::Runtime(RuntimeError::UnknownShard { .. }) => {
                 (StatusCode::NOT_FOUND, "unknown_shard")
             }
@@ -187,6 +190,13 @@ impl IntoResponse for ApiError {
             // the caller can act on (retry).
             tracing::debug!(error = %self, code, "request refused");
             self.to_string()
+        } else if code == "storage_unavailable" {
+            // The node logs the outage once; its cause (etcd's endpoints
+            // and errors) is the operator's, not the caller's.
+            tracing::debug!(error = %self, code, "request refused");
+            "the coordinator's storage does not answer, so no change can be made durable now \
+             (one this answers may or may not have landed); retry later"
+                .to_owned()
         } else if status.is_server_error() {
             // Logged with its details; the client gets no internals.
             tracing::error!(error = %self, code, "request failed");
@@ -225,10 +235,13 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         match &self {
-            ApiError::Runtime(RuntimeError::ShardNotServed { .. })
+            ApiError::Runtime(
+                RuntimeError::ShardNotServed { .. } | RuntimeError::StorageUnavailable(_),
+            )
             | ApiError::CoordinatorUnreachable { .. } => {
                 // A shard is unserved while it loads, unloads or moves:
-                // briefly.
+                // briefly. The storage's outage may last, and the caller
+                // asks again anyway.
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(1u32));

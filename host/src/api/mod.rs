@@ -224,11 +224,13 @@ async fn openapi_json() -> Json<&'static utoipa::openapi::OpenApi> {
     tag = "service",
     responses(
         (status = 200, description = "Serving", body = Health),
-        (status = 503, description = "Persisting changes failed; every request is refused", body = Health),
+        (status = 503, description = "`storage_failed`: persisting changes failed, and every request is refused; `storage_unavailable`: the storage (cluster mode's etcd) does not answer, and changes are refused until it does", body = Health),
     )
 )]
 async fn healthz(State(runtime): State<Arc<Runtime>>) -> Response {
-    let (status, text) = if runtime.failed() {
+    let (status, text) = if runtime.storage_unavailable() {
+        (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable")
+    } else if runtime.failed() {
         (StatusCode::SERVICE_UNAVAILABLE, "storage_failed")
     } else {
         (StatusCode::OK, "ok")

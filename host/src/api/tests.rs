@@ -42,12 +42,20 @@ fn engine() -> Arc<PluginEngine> {
 struct RecordingSink {
     records: Mutex<Vec<Record>>,
     fail: std::sync::atomic::AtomicBool,
+    /// Fails as a storage that does not answer.
+    silent: std::sync::atomic::AtomicBool,
 }
 
 impl RecordSink for RecordingSink {
     fn persist(&self, records: &[Record]) -> anyhow::Result<()> {
         if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
             anyhow::bail!("disk on fire");
+        }
+        if self.silent.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(crate::runtime::StorageUnavailable(
+                "no answer from etcd at 10.0.0.1:2379".into(),
+            )
+            .into());
         }
         self.records.lock().unwrap().extend_from_slice(records);
         Ok(())
@@ -930,6 +938,55 @@ async fn a_failed_persist_is_503_from_then_on() {
             json!({"status": "storage_failed"})
         )
     );
+}
+
+#[tokio::test]
+async fn a_silent_storage_is_503_storage_unavailable_with_retry_after() {
+    let f = fixture();
+    f.put_group(config_json(4)).await;
+    f.sink
+        .silent
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let request = Request::builder()
+        .method("POST")
+        .uri(format!("/v1/groups/{GROUP}/heartbeat"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(
+            json!({"member_id": "", "member_epoch": 0, "topics": ["orders"]}).to_string(),
+        ))
+        .unwrap();
+    let (status, value, headers) = f.send(request).await;
+    assert_error(
+        &(status, value.clone()),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "storage_unavailable",
+    );
+    assert_eq!(headers[header::RETRY_AFTER], "1");
+    assert!(
+        !value["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("10.0.0.1"),
+        "the storage's details are not leaked: {value}"
+    );
+    // The shard's later requests say the same (it is loaded again from
+    // its storage once that answers: cluster mode's node does it).
+    let answer = f.call("GET", &format!("/v1/groups/{GROUP}"), None).await;
+    assert_error(
+        &answer,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "storage_unavailable",
+    );
+    let (status, health) = f.call("GET", "/healthz", None).await;
+    assert_eq!(
+        (status, health),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "storage_unavailable"})
+        )
+    );
+    let shard = f.runtime.shard_of(GROUP);
+    assert_eq!(f.runtime.failed_shards(), vec![shard]);
 }
 
 #[test]

@@ -90,6 +90,9 @@ pub struct Node {
     lease_ends: Instant,
     /// What the API routes by: refreshed every placement round.
     directory: Arc<Directory>,
+    /// Since when etcd has not answered a placement round, while it does
+    /// not.
+    etcd_silent: Option<Instant>,
 }
 
 /// What a placement round read.
@@ -156,6 +159,7 @@ impl Node {
                 registration,
                 lease_ends,
                 directory,
+                etcd_silent: None,
             },
             store,
         ))
@@ -201,6 +205,20 @@ impl Node {
     /// Runs placement rounds until `stop` resolves, then leaves the
     /// cluster gracefully.
     pub async fn run(mut self, runtime: Arc<Runtime>, stop: impl Future<Output = ()>) {
+        // The runtime installed the metrics recorder: every series from
+        // the first scrape.
+        for counter in [
+            "assignd_cluster_lease_renewals_total",
+            "assignd_cluster_lease_renewal_failures_total",
+            "assignd_cluster_step_downs_total",
+            "assignd_cluster_shards_taken_total",
+            "assignd_cluster_shards_handed_over_total",
+            "assignd_cluster_redirects_total",
+            "assignd_cluster_forwards_total",
+        ] {
+            metrics::counter!(counter).absolute(0);
+        }
+        metrics::gauge!("assignd_cluster_etcd_available").set(1.0);
         // The lease was granted at most its TTL ago.
         let left = self.lease_ends.saturating_duration_since(Instant::now());
         runtime.serve_until(runtime.now_ms() + left.as_millis() as u64);
@@ -219,10 +237,23 @@ impl Node {
             }
             match self.view().await {
                 Ok(view) => {
+                    if self.etcd_silent.take().is_some() {
+                        tracing::warn!(node = self.config.name, "etcd answers again");
+                    }
+                    runtime.set_storage_unavailable(None);
+                    metrics::gauge!("assignd_cluster_etcd_available").set(1.0);
+                    metrics::gauge!("assignd_cluster_nodes").set(view.nodes.len() as f64);
                     self.directory.update(view.clone());
                     self.place(&runtime, &view).await;
                 }
-                Err(e) => tracing::warn!(error = %e, "placement: cannot read the cluster"),
+                Err(e) => {
+                    if self.etcd_silent.is_none() {
+                        tracing::error!(node = self.config.name, error = %e, "placement: cannot read the cluster; writes are refused as storage_unavailable until etcd answers");
+                        self.etcd_silent = Some(Instant::now());
+                    }
+                    runtime.set_storage_unavailable(Some(e.to_string()));
+                    metrics::gauge!("assignd_cluster_etcd_available").set(0.0);
+                }
             }
         }
         self.leave(&runtime).await;
@@ -236,6 +267,7 @@ impl Node {
         let sent_ms = runtime.now_ms();
         match self.etcd.renew_lease(self.lease).await {
             Ok(ttl) if ttl > 0 => {
+                metrics::counter!("assignd_cluster_lease_renewals_total").increment(1);
                 let ttl = Duration::from_secs(ttl as u64);
                 self.lease_ends = sent + ttl;
                 runtime.serve_until(sent_ms + ttl.as_millis() as u64);
@@ -243,18 +275,29 @@ impl Node {
             }
             Ok(_) => tracing::error!(node = self.config.name, "the node's lease has ended"),
             Err(e) if Instant::now() < self.lease_ends => {
+                metrics::counter!("assignd_cluster_lease_renewal_failures_total").increment(1);
                 tracing::warn!(node = self.config.name, error = %e, "renewing the lease failed; retrying");
                 return;
             }
             Err(e) => {
+                metrics::counter!("assignd_cluster_lease_renewal_failures_total").increment(1);
                 tracing::error!(node = self.config.name, error = %e, "the lease ended unrenewed")
             }
         }
+        metrics::counter!("assignd_cluster_step_downs_total").increment(1);
         // Stepping down: nothing this node serves can be written any more.
+        // Its claims are void with the lease: none is released (each
+        // release would wait on an etcd that may not answer), and the
+        // lease is revoked if etcd answers, so that the others need not
+        // wait for it to end.
+        self.store.forget_claims();
         for id in served(runtime) {
             if let Err(e) = runtime.unload_shard(u64::from(id)).await {
                 tracing::warn!(shard = id, error = %e, "stepping down: the shard's last writes were refused");
             }
+        }
+        if let Err(e) = self.etcd.revoke_lease(self.lease).await {
+            tracing::warn!(error = %e, "stepping down: revoking the old lease failed; it ends by itself");
         }
         let (asked, asked_ms) = (Instant::now(), runtime.now_ms());
         match self.etcd.grant_lease(self.config.lease_ttl).await {
@@ -277,8 +320,18 @@ impl Node {
         }
     }
 
-    /// Acts on this node's part of the plan.
+    /// Acts on this node's part of the plan. A shard whose last write
+    /// went unanswered (or was refused) is unloaded first: its core may be
+    /// ahead of what landed, and loading it again replays exactly that.
     async fn place(&self, runtime: &Arc<Runtime>, view: &ClusterView) {
+        for shard in runtime.failed_shards() {
+            tracing::warn!(
+                shard,
+                "a write of the shard did not land: loading it again from etcd"
+            );
+            // Its flush fails, as its last write did.
+            let _ = runtime.unload_shard(u64::from(shard)).await;
+        }
         let nodes: Vec<String> = view.nodes.keys().cloned().collect();
         let plan = placement::plan(self.config.shard_count, &nodes, &view.owners);
         let me = &self.config.name;
@@ -289,15 +342,21 @@ impl Node {
                     to = plan.get(&shard).map(String::as_str),
                     "handing the shard over"
                 );
+                metrics::counter!("assignd_cluster_shards_handed_over_total").increment(1);
                 if let Err(e) = runtime.unload_shard(u64::from(shard)).await {
                     tracing::warn!(shard, error = %e, "unloading the shard failed");
                 }
             }
         }
         for (&shard, owner) in &plan {
-            if owner == me && !view.owners.contains_key(&shard) {
+            // Free, or this node's own claim of a shard it does not serve
+            // now (see above, and a step-down that kept its lease).
+            let claimable = view.owners.get(&shard).is_none_or(|held| held == me);
+            if owner == me && claimable && !runtime.serves(shard) {
                 match runtime.load_shard(u64::from(shard)).await {
-                    Ok(_) => {}
+                    Ok(_) => {
+                        metrics::counter!("assignd_cluster_shards_taken_total").increment(1);
+                    }
                     Err(e) => tracing::info!(shard, error = %e, "cannot take the shard yet"),
                 }
             }
@@ -368,10 +427,12 @@ fn served(runtime: &Runtime) -> Vec<ShardId> {
 
 async fn register(etcd: &Etcd, config: &NodeConfig, lease: i64) -> anyhow::Result<Claim> {
     let key = node_key(etcd, &config.name);
-    match etcd
-        .claim(key, config.advertise.clone().into_bytes(), lease)
-        .await?
-    {
+    let url = config.advertise.clone().into_bytes();
+    if let Some(claim) = etcd.claim(key.clone(), url.clone(), lease).await? {
+        return Ok(claim);
+    }
+    // A claim tried again after its answer was lost finds its own key.
+    match etcd.reclaim(key, url, lease).await? {
         Some(claim) => Ok(claim),
         None => anyhow::bail!(
             "a live node is named {:?} already: give each node its own --node",

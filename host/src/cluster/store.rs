@@ -34,7 +34,7 @@ use crate::log::frame::{self, Decoded};
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::Record;
 use crate::protocol::shard::ShardId;
-use crate::runtime::{RecordSink, ShardStore};
+use crate::runtime::{RecordSink, ShardStore, StorageUnavailable};
 
 /// The most bytes in one chunk. etcd refuses a request over 1.5 MiB by
 /// default (`--max-request-bytes`), and gRPC an answer over 4 MiB: two
@@ -158,6 +158,15 @@ impl EtcdStore {
             .cloned()
     }
 
+    /// Forgets every claim this node holds: its lease is over, and with
+    /// it the claims. An unload then releases nothing.
+    pub fn forget_claims(&self) {
+        self.claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     /// Who owns `shard` now, if anyone.
     pub async fn owner(&self, shard: ShardId) -> Result<Option<String>, StoreError> {
         let owner = self.etcd.get(&owner_key(&self.etcd, shard)).await?;
@@ -165,22 +174,33 @@ impl EtcdStore {
     }
 
     /// Claims `shard` for this node: its claim, or an error naming the
-    /// node that holds it.
+    /// node that holds it. A shard this node holds already under its
+    /// lease (it stopped serving it for an unanswered write, or stepped
+    /// down while etcd did not answer and then kept its lease) is claimed
+    /// again, which fences every write of its earlier claim.
     pub async fn claim(&self, shard: ShardId) -> Result<Claim, StoreError> {
         let key = owner_key(&self.etcd, shard);
+        let me = self.node.clone().into_bytes();
         if let Some(claim) = self
             .etcd
-            .claim(key.clone(), self.node.clone().into_bytes(), self.lease())
+            .claim(key.clone(), me.clone(), self.lease())
             .await?
         {
             return Ok(claim);
         }
+        if let Some(claim) = self.etcd.reclaim(key, me, self.lease()).await? {
+            return Ok(claim);
+        }
         let owner = self.owner(shard).await?;
+        let held_by = match owner.as_deref() {
+            None => "(none: its owner's lease just ended; try again)".to_owned(),
+            Some(owner) if owner == self.node => {
+                format!("{owner} (this node) under its earlier lease, which ends within its TTL")
+            }
+            Some(owner) => owner.to_owned(),
+        };
         Err(StoreError::Fenced(format!(
-            "shard {shard} is owned by node {}",
-            owner
-                .as_deref()
-                .unwrap_or("(none: its owner's lease just ended; try again)")
+            "shard {shard} is owned by node {held_by}"
         )))
     }
 
@@ -469,19 +489,28 @@ impl RecordSink for EtcdSink {
         for record in records {
             frame::encode(record, &mut bytes);
         }
-        self.handle.block_on(async {
-            let index = state.next_index;
-            let next = self.write_batch(index, &bytes).await?;
-            state.chunks_since_compaction += next - index;
-            state.next_index = next;
-            for record in records {
-                state.shadow.apply(record);
-            }
-            if state.chunks_since_compaction >= self.compact_after_chunks {
-                self.compact(&mut state).await?;
-            }
-            Ok::<_, StoreError>(())
-        })?;
-        Ok(())
+        self.handle
+            .block_on(async {
+                let index = state.next_index;
+                let next = self.write_batch(index, &bytes).await?;
+                state.chunks_since_compaction += next - index;
+                state.next_index = next;
+                for record in records {
+                    state.shadow.apply(record);
+                }
+                if state.chunks_since_compaction >= self.compact_after_chunks {
+                    self.compact(&mut state).await?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .map_err(|error| match error {
+                // Told apart: the runtime refuses the shard's requests as
+                // `storage_unavailable`, and the node loads it again from what
+                // landed once etcd answers.
+                StoreError::Unavailable(_) => {
+                    anyhow::Error::new(StorageUnavailable(error.to_string()))
+                }
+                error => error.into(),
+            })
     }
 }

@@ -285,3 +285,55 @@ async fn a_write_waits_out_a_lost_quorum_and_lands_when_it_returns() {
     let log = a.read(SHARD).await.expect("read");
     assert_eq!(log.records, configured(0..2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_write_is_told_apart_and_claiming_the_shard_again_fences_the_sink_it_had() {
+    let mut cluster = LocalEtcd::start(&scratch(), 3).await.expect("etcd");
+    let etcd = Etcd::connect(cluster.config("/silent/"))
+        .await
+        .expect("connect");
+    let lease = etcd.grant_lease(LEASE_TTL).await.expect("a lease");
+    // Gives up on an unanswered write after a second.
+    let a = Arc::new(EtcdStore::new(
+        etcd,
+        "a",
+        lease,
+        tokio::runtime::Handle::current(),
+        Duration::from_secs(1),
+    ));
+    let (_core, old_sink) = load(&a).await.expect("a loads");
+    persist(&old_sink, configured(0..1))
+        .await
+        .expect("persisted");
+    cluster.kill(1);
+    cluster.kill(2);
+    let unanswered = persist(&old_sink, configured(1..2))
+        .await
+        .expect_err("no write lands without a quorum");
+    assert!(
+        unanswered
+            .downcast_ref::<crate::runtime::StorageUnavailable>()
+            .is_some(),
+        "told apart from a refusal: {unanswered:#}"
+    );
+    cluster.restart(1).expect("m1 restarts");
+    cluster.restart(2).expect("m2 restarts");
+    cluster.wait_healthy().await.expect("etcd answers again");
+
+    // The node claims its shard again under the same lease (as after a
+    // step-down that kept it) and loads exactly what landed.
+    a.forget_claims();
+    let (core, sink) = load(&a).await.expect("a loads its own shard again");
+    assert_eq!(groups(&core), groups(&applied(&configured(0..1))));
+    let refused = persist(&old_sink, configured(2..3))
+        .await
+        .expect_err("the sink of the earlier claim is fenced");
+    assert!(format!("{refused:#}").contains("fenced"), "{refused:#}");
+    persist(&sink, configured(3..4))
+        .await
+        .expect("the new sink persists");
+    let log = a.read(SHARD).await.expect("read");
+    let mut expected = configured(0..1);
+    expected.extend(configured(3..4));
+    assert_eq!(log.records, expected);
+}

@@ -135,10 +135,14 @@ impl Runtime {
             };
             match output {
                 Ok(()) => {}
-                // The shard was unloaded while the call ran: whoever loads
-                // it next asks again (the recovered group waits for a
+                // The shard was unloaded while the call ran (or cannot be
+                // written now, its storage silent): whoever loads it next
+                // asks again (the recovered group waits for a
                 // target).
-                Err(error @ super::RuntimeError::ShardNotServed { .. }) => {
+                Err(
+                    error @ (super::RuntimeError::ShardNotServed { .. }
+                    | super::RuntimeError::StorageUnavailable(_)),
+                ) => {
                     tracing::info!(group, epoch, %error, "an assignor's answer dropped");
                 }
                 Err(error) => {

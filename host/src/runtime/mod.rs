@@ -49,7 +49,7 @@ pub use lateness::Lateness;
 pub use member_token::{AdmissionPolicy, MemberTokenChange};
 pub use preview::Preview;
 pub use shard::{MemoryStore, ShardStore};
-pub use sink::{CountingSink, PersistError, RecordQueue, RecordSink};
+pub use sink::{CountingSink, PersistError, RecordQueue, RecordSink, StorageUnavailable};
 
 /// How often the core's timers are advanced by default.
 pub const TICK_INTERVAL_MS: u64 = 50;
@@ -82,7 +82,13 @@ pub enum RuntimeError {
     /// The change was applied but could not be made durable; from now on
     /// every request is refused.
     #[error(transparent)]
-    Storage(#[from] PersistError),
+    Storage(PersistError),
+    /// The storage does not answer (cluster mode: etcd has no quorum, or
+    /// none of its members is reachable). A change this answers may or may
+    /// not have landed; once the storage answers again the shard is loaded
+    /// afresh from what did, and a retry sees it.
+    #[error("the storage does not answer, so no change can be made durable now; retry later: {0}")]
+    StorageUnavailable(String),
     /// A heartbeat without a bearer token to a group with a member
     /// token; nothing changed.
     #[error("group {0:?} needs its member token: send `Authorization: Bearer TOKEN`")]
@@ -124,6 +130,16 @@ pub enum RuntimeError {
     /// A bug: the core panicked while holding its lock.
     #[error("internal error: {0}")]
     Internal(&'static str),
+}
+
+impl From<PersistError> for RuntimeError {
+    fn from(error: PersistError) -> Self {
+        if error.unavailable {
+            RuntimeError::StorageUnavailable(error.message.to_string())
+        } else {
+            RuntimeError::Storage(error)
+        }
+    }
 }
 
 /// The runtime's settings.
@@ -176,6 +192,10 @@ pub struct Runtime {
     /// it knows, and another node may own its shards. `Millis::MAX`: no
     /// bound (one host).
     serving_until_ms: AtomicU64,
+    /// Cluster mode: why the storage does not answer, while it does not
+    /// (set and cleared by the node): a shard this host cannot serve for
+    /// that is refused as [`RuntimeError::StorageUnavailable`].
+    storage_unavailable: Mutex<Option<String>>,
 }
 
 impl Runtime {
@@ -237,6 +257,7 @@ impl Runtime {
             lateness: Lateness::default(),
             tick_granularity: Mutex::new(None),
             serving_until_ms: AtomicU64::new(Millis::MAX),
+            storage_unavailable: Mutex::new(None),
         });
         let ids = serve;
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -292,6 +313,43 @@ impl Runtime {
     /// told a later time: cluster mode's bound by the node's lease.
     pub fn serve_until(&self, until_ms: Millis) {
         self.serving_until_ms.store(until_ms, Ordering::SeqCst);
+    }
+
+    /// Cluster mode: the storage does not answer (`Some(why)`) or does
+    /// again (`None`).
+    pub fn set_storage_unavailable(&self, why: Option<String>) {
+        *self
+            .storage_unavailable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = why;
+    }
+
+    /// A request's refusal as its caller is told it: a shard not served
+    /// while the storage does not answer is refused for the storage (it
+    /// is not served because of it, and is served again once it answers).
+    fn as_told(&self, error: RuntimeError) -> RuntimeError {
+        match error {
+            RuntimeError::ShardNotServed { .. } => match &*self
+                .storage_unavailable
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+            {
+                Some(why) => RuntimeError::StorageUnavailable(why.clone()),
+                None => error,
+            },
+            error => error,
+        }
+    }
+
+    /// The served shards whose persisting failed: each refuses every
+    /// request until it is unloaded (and, in cluster mode, loaded again
+    /// from what its storage holds).
+    pub fn failed_shards(&self) -> Vec<ShardId> {
+        self.shards
+            .iter()
+            .filter(|shard| lock_shard(shard).as_ref().is_some_and(|s| s.queue.failed()))
+            .map(|shard| shard.id)
+            .collect()
     }
 
     /// How many shards the host's groups are spread over.
@@ -425,7 +483,7 @@ impl Runtime {
         match flushed {
             Ok(Ok(())) => Ok(true),
             Ok(Err(e)) => Err(e.into()),
-            Err(_) => Err(PersistError("the persistence thread has stopped".into()).into()),
+            Err(_) => Err(PersistError::new("the persistence thread has stopped").into()),
         }
     }
 
@@ -445,6 +503,21 @@ impl Runtime {
         self.shards
             .iter()
             .any(|shard| lock_shard(shard).as_ref().is_some_and(|s| s.queue.failed()))
+    }
+
+    /// Whether the storage does not answer: the node says so, or a
+    /// shard's last write went unanswered.
+    pub fn storage_unavailable(&self) -> bool {
+        self.storage_unavailable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+            || self.shards.iter().any(|shard| {
+                lock_shard(shard)
+                    .as_ref()
+                    .and_then(|s| s.queue.failure())
+                    .is_some_and(|failure| failure.unavailable)
+            })
     }
 
     /// The uploaded modules, and the engine every assignor runs in.
@@ -493,8 +566,8 @@ impl Runtime {
                 shard: shard.id,
                 group: group.to_owned(),
             })?;
-            if served.queue.failed() {
-                return Err(PersistError("an earlier persist failed".into()).into());
+            if let Some(failure) = served.queue.failure() {
+                return Err(failure.clone().into());
             }
             let now = self.clock.now();
             if now >= self.serving_until_ms.load(Ordering::SeqCst) {
@@ -520,7 +593,7 @@ impl Runtime {
         self.start_assignor_calls(calls);
         durable
             .await
-            .map_err(|_| PersistError("the persistence thread has stopped".into()))??;
+            .map_err(|_| PersistError::new("the persistence thread has stopped"))??;
         Ok(value)
     }
 
@@ -533,6 +606,7 @@ impl Runtime {
         let shard = self.shards[self.shard_of(group) as usize].clone();
         self.execute_on(&shard, group, |served, now| step(&mut served.core, now))
             .await
+            .map_err(|error| self.as_told(error))
     }
 
     /// Reads the core of `group`'s shard once everything applied before is
@@ -757,6 +831,7 @@ impl Runtime {
                 .heartbeat_loaded(request, now, self.lateness.load(now))?)
         })
         .await
+        .map_err(|error| self.as_told(error))
     }
 
     /// An admin drain of a member (by member id or static name); returns

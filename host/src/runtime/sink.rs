@@ -8,9 +8,9 @@
 //! that queue up while the sink is busy are handed over in one `persist`
 //! call — the shape group commit needs.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::oneshot;
 
@@ -55,8 +55,36 @@ impl RecordSink for CountingSink {
 /// fails too: the core's state is ahead of what the sink holds, and
 /// answering anything from it would acknowledge state a restart loses.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("persisting records failed: {0}")]
-pub struct PersistError(pub Arc<str>);
+#[error("persisting records failed: {message}")]
+pub struct PersistError {
+    pub message: Arc<str>,
+    /// The storage could not be reached (a sink's [`StorageUnavailable`]):
+    /// whether the batch landed is unknown, and a shard loaded again from
+    /// the storage once it answers serves exactly what landed.
+    pub unavailable: bool,
+}
+
+impl PersistError {
+    pub fn new(message: impl Into<Arc<str>>) -> Self {
+        PersistError {
+            message: message.into(),
+            unavailable: false,
+        }
+    }
+
+    fn of(error: &anyhow::Error) -> Self {
+        PersistError {
+            message: format!("{error:#}").into(),
+            unavailable: error.downcast_ref::<StorageUnavailable>().is_some(),
+        }
+    }
+}
+
+/// The error a sink fails with when its storage does not answer (cluster
+/// mode's etcd without a quorum), as opposed to refusing or losing data.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StorageUnavailable(pub String);
 
 /// One submitter's records and where to say they are durable.
 struct Batch {
@@ -70,7 +98,8 @@ struct Batch {
 pub struct RecordQueue {
     sender: Option<mpsc::Sender<Batch>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    failed: Arc<AtomicBool>,
+    /// The first failure: every batch after it fails with it.
+    failed: Arc<OnceLock<PersistError>>,
     /// Non-empty batches submitted, and how many of them are durable: a
     /// request that changed nothing need not wait for the persistence
     /// thread when everything before it is already durable.
@@ -81,7 +110,7 @@ pub struct RecordQueue {
 impl RecordQueue {
     pub fn start(sink: Arc<dyn RecordSink>) -> Self {
         let (sender, receiver) = mpsc::channel::<Batch>();
-        let failed = Arc::new(AtomicBool::new(false));
+        let failed = Arc::new(OnceLock::new());
         let thread_failed = failed.clone();
         let durable = Arc::new(AtomicU64::new(0));
         let thread_durable = durable.clone();
@@ -101,7 +130,12 @@ impl RecordQueue {
     /// Whether a persist has failed (the runtime then refuses every
     /// request).
     pub fn failed(&self) -> bool {
-        self.failed.load(Ordering::SeqCst)
+        self.failed.get().is_some()
+    }
+
+    /// The failure every batch fails with from now on, if a persist failed.
+    pub fn failure(&self) -> Option<&PersistError> {
+        self.failed.get()
     }
 
     /// Queues `records` (call this under the core's lock, right after the
@@ -126,9 +160,9 @@ impl RecordQueue {
         if let Err(mpsc::SendError(batch)) = sender.send(Batch { records, done }) {
             // The thread is gone (it only stops when the queue is dropped,
             // or if the sink panicked).
-            let _ = batch.done.send(Err(PersistError(
-                "the persistence thread has stopped".into(),
-            )));
+            let _ = batch
+                .done
+                .send(Err(PersistError::new("the persistence thread has stopped")));
         }
         receiver
     }
@@ -147,7 +181,7 @@ impl Drop for RecordQueue {
 fn persist_loop(
     sink: &dyn RecordSink,
     receiver: &mpsc::Receiver<Batch>,
-    failed: &AtomicBool,
+    failed: &OnceLock<PersistError>,
     durable: &AtomicU64,
 ) {
     while let Ok(first) = receiver.recv() {
@@ -162,17 +196,15 @@ fn persist_loop(
             records.extend(batch.records);
             replies.push(batch.done);
         }
-        let result = if failed.load(Ordering::SeqCst) {
-            Err(PersistError(
-                "an earlier persist failed; the coordinator stopped acknowledging changes".into(),
-            ))
+        let result = if let Some(failure) = failed.get() {
+            Err(failure.clone())
         } else if records.is_empty() {
             Ok(())
         } else {
             sink.persist(&records).map_err(|e| {
-                failed.store(true, Ordering::SeqCst);
-                tracing::error!(error = %format!("{e:#}"), records = records.len(), "persisting records failed; refusing every request from now on");
-                PersistError(format!("{e:#}").into())
+                let failure = PersistError::of(&e);
+                tracing::error!(error = %failure.message, records = records.len(), unavailable = failure.unavailable, "persisting records failed; refusing every request from now on");
+                failed.get_or_init(|| failure).clone()
             })
         };
         if result.is_ok() {
@@ -256,5 +288,36 @@ mod tests {
         assert!(queue.failed());
         assert!(queue.submit(vec![]).blocking_recv().unwrap().is_err());
         assert_eq!(sink.groups.lock().unwrap().len(), 2);
+    }
+
+    /// Fails every persist as a storage that does not answer.
+    struct Unreachable;
+
+    impl RecordSink for Unreachable {
+        fn persist(&self, _records: &[Record]) -> anyhow::Result<()> {
+            Err(anyhow::Error::new(StorageUnavailable("no quorum".into())).context("writing"))
+        }
+    }
+
+    #[test]
+    fn an_unreachable_storage_is_told_apart_and_every_later_batch_says_so() {
+        let queue = RecordQueue::start(Arc::new(Unreachable));
+        for n in 0..3 {
+            let failure = queue
+                .submit(vec![record(n)])
+                .blocking_recv()
+                .unwrap()
+                .unwrap_err();
+            assert!(failure.unavailable, "{failure}");
+            assert!(failure.message.contains("no quorum"), "{failure}");
+        }
+        assert!(queue.failure().is_some_and(|f| f.unavailable));
+        // A sink's other errors are not.
+        let queue = RecordQueue::start(Arc::new(Keep {
+            fail_after: Some(0),
+            ..Keep::default()
+        }));
+        let failure = queue.submit(vec![record(0)]).blocking_recv().unwrap();
+        assert!(!failure.unwrap_err().unavailable);
     }
 }

@@ -255,6 +255,23 @@ impl Server {
         Self::answer(method, &url, response)
     }
 
+    /// The value of the series `name` (a metric name, with its labels if
+    /// it has any) in `GET /metrics`; `None` if it has no such series.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let url = format!("{}/metrics", self.base);
+        let mut response = Self::agent()
+            .get(&url)
+            .call()
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let text = response.body_mut().read_to_string().expect("the metrics");
+        text.lines()
+            .filter(|line| !line.starts_with('#'))
+            .find_map(|line| {
+                let (series, value) = line.rsplit_once(' ')?;
+                (series == name).then(|| value.parse().expect("a number"))
+            })
+    }
+
     /// The shards this server serves now (`GET /v1/shards`).
     pub fn served_shards(&self) -> std::collections::BTreeSet<u64> {
         let (status, shards) = self.call("GET", "/v1/shards", None);
