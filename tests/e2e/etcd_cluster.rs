@@ -769,3 +769,56 @@ fn with_the_quorum_lost_writes_are_refused_and_service_resumes_when_it_returns()
     assert_eq!(members.worse_than_errors(), Vec::<String>::new());
     assert_eq!(members.holdings(), holdings, "every member keeps its tasks");
 }
+
+/// A module uploaded through one node is the cluster's: groups that
+/// either node coordinates are bound to it through either node, a member
+/// of a group on the other node gets its tasks from it, and every node
+/// lists it.
+#[test]
+fn a_module_uploaded_through_one_node_serves_groups_on_every_node() {
+    let cluster = Cluster::start("modules");
+    let a = cluster.node("a");
+    let b = cluster.node("b");
+    wait_for_shares(&[&a, &b], &[4, 4]);
+    create_groups(&a, &group_config());
+    let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = a.upload("custom-rr", "1.0.0", &bytes);
+    assert_eq!(status, 201, "{module}");
+    for (i, group) in GROUPS.iter().enumerate() {
+        // Through a and through b in turn, wherever the group is.
+        let through = if i % 2 == 0 { &a } else { &b };
+        let (status, view) = through.call(
+            "PUT",
+            &format!("/v1/groups/{group}/assignor"),
+            Some(&json!({"module": "custom-rr@1.0.0", "params": {}})),
+        );
+        assert_eq!(status, 200, "{group} through {}: {view}", through.base);
+        assert_eq!(view["config"]["assignor"], "custom-rr@1.0.0", "{view}");
+    }
+    let on_b = GROUPS
+        .iter()
+        .find(|g| std::ptr::eq(owner(&[&a, &b], g), &b))
+        .expect("a group on b");
+    let mut member = Member::join(&b, on_b, "worker");
+    settle(&b, &mut member, on_b);
+    let (status, view) = b.call("GET", &format!("/v1/groups/{on_b}"), None);
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(
+        view["bindings"].as_array().unwrap().last().unwrap()["module"],
+        "custom-rr@1.0.0",
+        "{view}"
+    );
+    for node in [&a, &b] {
+        let (status, list) = node.call("GET", "/v1/assignors", None);
+        assert_eq!(status, 200, "{list}");
+        assert!(
+            list["assignors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["name"] == "custom-rr" && m["id"] == module["id"]),
+            "{} lists the module: {list}",
+            node.base
+        );
+    }
+}

@@ -162,11 +162,11 @@ pub async fn upload_assignor(
     let bytes: Bytes = axum::body::to_bytes(body, MODULE_LEN_MAX_BYTES)
         .await
         .map_err(|e| ApiError::body_failed(&e, ApiError::ModuleTooLarge))?;
-    let registry = runtime.registry().clone();
+    let uploader = runtime.clone();
     let (entry, created) = blocking(move || {
-        registry
-            .upload(&name, &version, &bytes)
-            .map_err(|e| ApiError::Runtime(e.into()))
+        uploader
+            .upload_module(&name, &version, &bytes)
+            .map_err(ApiError::Runtime)
     })
     .await?;
     tracing::info!(id = %entry.module.id, name = %entry.name, version = %entry.version, created, "assignor uploaded");

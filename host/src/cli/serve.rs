@@ -30,7 +30,7 @@ use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::api::AdminToken;
 use crate::api::server::ServerConfig;
-use crate::cluster::{Etcd, EtcdConfig, Node, NodeConfig};
+use crate::cluster::{Etcd, EtcdConfig, EtcdModules, Node, NodeConfig};
 use crate::log::shards::recorded_shard_count;
 use crate::log::{FsyncPolicy, Opened, ShardedDir, lock};
 use crate::plugins::{EngineConfig, PluginEngine};
@@ -340,6 +340,23 @@ fn runtime_config(args: &ServeArgs, shard_count: u32) -> RuntimeConfig {
 /// Cluster mode (`--etcd`): joins the cluster, serves the shards placement
 /// gives this node, and on SIGTERM or ctrl-c leaves (deregisters, hands
 /// every shard over) before the listener drains.
+/// Copies the cluster's modules this node lacks into its registry (off
+/// the async threads: each copy compiles).
+/// `failing`: whether the last copy failed (a run of failures is logged
+/// once).
+async fn copy_modules(runtime: &Arc<Runtime>, failing: &mut bool) {
+    let copier = runtime.clone();
+    match tokio::task::spawn_blocking(move || copier.copy_missing_modules()).await {
+        Ok(Ok(_)) => *failing = false,
+        Ok(Err(error)) if !*failing => {
+            *failing = true;
+            tracing::warn!(error = %format!("{error:#}"), "copying the cluster's modules failed; retrying");
+        }
+        Ok(Err(_)) => {}
+        Err(_) => tracing::error!("copying the cluster's modules panicked"),
+    }
+}
+
 fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failure> {
     let name = args.node.clone().ok_or_else(|| {
         failure("--etcd needs --node NAME: each node of a cluster has its own".into())
@@ -368,6 +385,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
             shard_count: args.shards.unwrap_or(SHARD_COUNT_DEFAULT),
         };
         let shard_count = config.shard_count;
+        let modules = EtcdModules::new(etcd.clone(), tokio::runtime::Handle::current());
         let (node, store) = Node::join(etcd, config, &token)
             .await
             .map_err(|e| failure(format!("cannot join the cluster: {e:#}")))?;
@@ -379,6 +397,25 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
             &[],
         )
         .map_err(|e| failure(e.to_string()))?;
+        runtime.share_modules(Arc::new(modules));
+        // The cluster's modules before any shard: a group a node loads
+        // finds the module it is bound to.
+        let mut failing = false;
+        copy_modules(&runtime, &mut failing).await;
+        tokio::spawn({
+            let runtime = Arc::downgrade(&runtime);
+            async move {
+                let mut interval = tokio::time::interval(crate::cluster::modules::SYNC_INTERVAL);
+                interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    interval.tick().await;
+                    let Some(runtime) = runtime.upgrade() else {
+                        return;
+                    };
+                    copy_modules(&runtime, &mut failing).await;
+                }
+            }
+        });
         runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
         runtime.preload_builtins();
         let (stopping, stopped) = tokio::sync::watch::channel(false);

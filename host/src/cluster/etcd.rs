@@ -432,21 +432,7 @@ impl Etcd {
     pub async fn guarded(&self, claim: &Claim, writes: &[Write]) -> Result<i64, StoreError> {
         let request = pb::TxnRequest {
             compare: vec![put_at(&claim.key, claim.revision)],
-            success: writes
-                .iter()
-                .map(|write| match write {
-                    Write::Put { key, value } => put(key, value.clone(), 0),
-                    Write::DeleteRange { from, to } => pb::RequestOp {
-                        request: Some(request_op::Request::RequestDeleteRange(
-                            pb::DeleteRangeRequest {
-                                key: from.clone(),
-                                range_end: to.clone(),
-                                ..Default::default()
-                            },
-                        )),
-                    },
-                })
-                .collect(),
+            success: writes.iter().map(operation).collect(),
             failure: vec![],
         };
         let answer = self.txn("a guarded write", request).await?;
@@ -458,6 +444,17 @@ impl Etcd {
             )));
         }
         Ok(answer.header.map_or(0, |h| h.revision))
+    }
+
+    /// Applies `writes` at once if none of `absent` exists (no claim
+    /// guards them); returns whether they were applied.
+    pub async fn apply(&self, absent: &[Vec<u8>], writes: &[Write]) -> Result<bool, StoreError> {
+        let request = pb::TxnRequest {
+            compare: absent.iter().map(|key| created_at(key, 0)).collect(),
+            success: writes.iter().map(operation).collect(),
+            failure: vec![],
+        };
+        Ok(self.txn("a write", request).await?.succeeded)
     }
 
     /// Deletes the claimed key if the claim still holds.
@@ -498,6 +495,22 @@ fn put_at(key: &[u8], revision: i64) -> pb::Compare {
         key: key.to_vec(),
         range_end: vec![],
         target_union: Some(compare::TargetUnion::ModRevision(revision)),
+    }
+}
+
+/// `write` as an operation of a transaction (a put under no lease).
+fn operation(write: &Write) -> pb::RequestOp {
+    match write {
+        Write::Put { key, value } => put(key, value.clone(), 0),
+        Write::DeleteRange { from, to } => pb::RequestOp {
+            request: Some(request_op::Request::RequestDeleteRange(
+                pb::DeleteRangeRequest {
+                    key: from.clone(),
+                    range_end: to.clone(),
+                    ..Default::default()
+                },
+            )),
+        },
     }
 }
 

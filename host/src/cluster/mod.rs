@@ -11,17 +11,21 @@
 //!   routing requests to the owner;
 //! - `node`: a node at run time ([`Node`]: its lease, its registration,
 //!   placement rounds, step-down, leaving gracefully);
+//! - `modules`: [`EtcdModules`], the cluster's uploaded modules, stored
+//!   once in etcd and copied into every node's registry;
 //! - `local_etcd`: an etcd cluster on loopback for the tests.
 
 pub mod directory;
 pub mod etcd;
 pub mod local_etcd;
+pub mod modules;
 pub mod node;
 pub mod placement;
 pub mod store;
 
 pub use directory::{Directory, NodeAddress};
 pub use etcd::{Claim, Etcd, EtcdConfig, StoreError, Write};
+pub use modules::EtcdModules;
 pub use node::{ClusterView, Node, NodeConfig};
 pub use store::{EtcdStore, ReadLog};
 

@@ -337,3 +337,61 @@ async fn an_unanswered_write_is_told_apart_and_claiming_the_shard_again_fences_t
     expected.extend(configured(3..4));
     assert_eq!(log.records, expected);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_is_stored_once_for_the_cluster_under_one_name_and_read_back_checked() {
+    use super::modules::{EtcdModules, ModuleMeta, PublishError};
+    let cluster = LocalEtcd::start(&scratch(), 1).await.expect("etcd");
+    let connect = || async {
+        EtcdModules::new(
+            Etcd::connect(cluster.config("/modules/")).await.unwrap(),
+            tokio::runtime::Handle::current(),
+        )
+    };
+    let (a, b) = (connect().await, connect().await);
+    // Three chunks' worth.
+    let bytes: Vec<u8> = (0..CHUNK_BYTES_MAX * 5 / 2)
+        .map(|i| (i * 7 % 251) as u8)
+        .collect();
+    let id = crate::plugins::module_id(&bytes);
+    let meta = ModuleMeta {
+        name: "sticky".into(),
+        version: "1.0.0".into(),
+        size_bytes: bytes.len() as u64,
+        uploaded_at_ms: 1,
+        chunks: 0,
+    };
+    a.publish(&id, &meta, &bytes).await.expect("published");
+    // Again, from either node: nothing changes.
+    a.publish(&id, &meta, &bytes).await.expect("idempotent");
+    b.publish(&id, &meta, &bytes).await.expect("idempotent");
+
+    let listed = b.list().await.expect("listed");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].0, id);
+    assert_eq!(listed[0].1.chunks, 3);
+    assert_eq!(b.fetch(&id, &listed[0].1).await.expect("read"), bytes);
+
+    // Other bytes under the name: refused, and nothing of them stays.
+    let other = b"other bytes".to_vec();
+    let other_id = crate::plugins::module_id(&other);
+    match b.publish(&other_id, &meta, &other).await {
+        Err(PublishError::NameTaken { id: holder, .. }) => assert_eq!(holder, id),
+        other => panic!("not refused: {other:?}"),
+    }
+    assert_eq!(b.list().await.unwrap().len(), 1);
+
+    // A chunk damaged in etcd: the copy is refused, not loaded.
+    let raw = Etcd::connect(cluster.config("/modules/")).await.unwrap();
+    raw.apply(
+        &[],
+        &[Write::Put {
+            key: raw.key(&format!("module-chunks/{id}/000001")),
+            value: vec![0; 10],
+        }],
+    )
+    .await
+    .unwrap();
+    let damaged = b.fetch(&id, &listed[0].1).await.expect_err("damaged");
+    assert!(damaged.to_string().contains("do not hash"), "{damaged}");
+}

@@ -170,6 +170,19 @@ pub struct ShardStatus {
     pub timers: Vec<(&'static str, usize)>,
 }
 
+/// Where a cluster keeps its uploaded modules: stored once, with a copy
+/// in every node's registry. Its calls block: make them off the async
+/// threads.
+pub trait SharedModules: Send + Sync + 'static {
+    /// Makes `entry`, just uploaded here as `bytes`, the cluster's;
+    /// returns once that is durable. Refused if the cluster has another
+    /// module of its name.
+    fn publish(&self, entry: &Entry, bytes: &[u8]) -> Result<(), RegistryError>;
+    /// Copies into `registry` every module of the cluster it lacks;
+    /// returns how many.
+    fn copy_missing(&self, registry: &Registry) -> anyhow::Result<usize>;
+}
+
 /// The coordinator at run time; share it as `Arc<Runtime>`.
 pub struct Runtime {
     /// Every shard of the host, served or not, by id.
@@ -196,6 +209,9 @@ pub struct Runtime {
     /// (set and cleared by the node): a shard this host cannot serve for
     /// that is refused as [`RuntimeError::StorageUnavailable`].
     storage_unavailable: Mutex<Option<String>>,
+    /// Cluster mode: the cluster's modules, of which the registry holds a
+    /// copy.
+    shared_modules: std::sync::OnceLock<Arc<dyn SharedModules>>,
 }
 
 impl Runtime {
@@ -258,6 +274,7 @@ impl Runtime {
             tick_granularity: Mutex::new(None),
             serving_until_ms: AtomicU64::new(Millis::MAX),
             storage_unavailable: Mutex::new(None),
+            shared_modules: std::sync::OnceLock::new(),
         });
         let ids = serve;
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -313,6 +330,55 @@ impl Runtime {
     /// told a later time: cluster mode's bound by the node's lease.
     pub fn serve_until(&self, until_ms: Millis) {
         self.serving_until_ms.store(until_ms, Ordering::SeqCst);
+    }
+
+    /// Cluster mode: uploads go to `modules` too, and a binding that
+    /// names a module the registry lacks copies the cluster's first.
+    pub fn share_modules(&self, modules: Arc<dyn SharedModules>) {
+        assert!(
+            self.shared_modules.set(modules).is_ok(),
+            "the shared modules are set once"
+        );
+    }
+
+    /// Cluster mode: copies into the registry the cluster's modules it
+    /// lacks (blocking); `Ok(0)` on one host.
+    pub fn copy_missing_modules(&self) -> anyhow::Result<usize> {
+        match self.shared_modules.get() {
+            Some(modules) => modules.copy_missing(&self.registry),
+            None => Ok(0),
+        }
+    }
+
+    /// Uploads a module (blocking: it compiles): validated and stored in
+    /// the registry and, in cluster mode, made the cluster's before the
+    /// answer. Returns the entry and whether it is new to the registry.
+    pub fn upload_module(
+        &self,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+    ) -> Result<(Entry, bool), RuntimeError> {
+        let Some(shared) = self.shared_modules.get() else {
+            return Ok(self.registry.upload(name, version, bytes)?);
+        };
+        // The cluster's names first, so that a taken one is refused here
+        // before anything is compiled.
+        if let Err(error) = shared.copy_missing(&self.registry) {
+            tracing::warn!(%error, "copying the cluster's modules before an upload failed");
+        }
+        let (entry, created) = self.registry.upload(name, version, bytes)?;
+        if let Err(error) = shared.publish(&entry, bytes) {
+            if created && matches!(error, RegistryError::NameTaken { .. }) {
+                // Another node gave the name to other bytes meanwhile: the
+                // cluster's module wins, and this copy goes.
+                let _mutation = self.registry.mutation.blocking_lock();
+                self.registry.unlist(&entry.module.id);
+                let _ = self.registry.remove_files(&entry.module.id);
+            }
+            return Err(error.into());
+        }
+        Ok((entry, created))
     }
 
     /// Cluster mode: the storage does not answer (`Some(why)`) or does
@@ -698,8 +764,18 @@ impl Runtime {
         let registry = self.registry.clone();
         let module = spec.assignor.clone();
         let spec = spec.clone();
+        let shared = self.shared_modules.get().cloned();
         tokio::task::spawn_blocking(move || -> Result<(), RuntimeError> {
-            for name in std::iter::once(&spec.assignor).chain(&spec.fallback) {
+            let names = || std::iter::once(&spec.assignor).chain(&spec.fallback);
+            if let Some(shared) = shared
+                && names().any(|name| registry.resolve(name).is_none())
+            {
+                // Uploaded through another node, and not copied here yet.
+                if let Err(error) = shared.copy_missing(&registry) {
+                    tracing::warn!(%error, "copying the cluster's modules failed");
+                }
+            }
+            for name in names() {
                 if registry.resolve(name).is_some() {
                     registry.check_params(name, &spec.params)?;
                 }
