@@ -299,6 +299,12 @@ pub const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "shards this node unloaded and released for another node (placement moved them)",
     ),
     (
+        "assignd_cluster_etcd_compactions_total",
+        Kind::Counter,
+        Unit::Count,
+        "compactions of etcd's history this node made (the live node of the lowest name makes them)",
+    ),
+    (
         "assignd_cluster_redirects_total",
         Kind::Counter,
         Unit::Count,

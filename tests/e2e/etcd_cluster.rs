@@ -26,7 +26,7 @@ const LEASE_TTL_MS: u64 = 2_000;
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
 
 struct Cluster {
-    _runtime: tokio::runtime::Runtime,
+    runtime: tokio::runtime::Runtime,
     etcd: LocalEtcd,
     prefix: String,
 }
@@ -42,7 +42,7 @@ impl Cluster {
             .block_on(LocalEtcd::start(&common::scratch(name), 3))
             .unwrap_or_else(|e| panic!("{e:#}"));
         Cluster {
-            _runtime: runtime,
+            runtime,
             etcd,
             prefix: format!("/{name}/"),
         }
@@ -821,4 +821,51 @@ fn a_module_uploaded_through_one_node_serves_groups_on_every_node() {
             node.base
         );
     }
+}
+
+/// etcd's history is compacted as the cluster writes: by the node of the
+/// lowest name, every `--etcd-compaction-interval-ms`, so that etcd's
+/// database does not grow with every write.
+#[test]
+fn the_node_of_the_lowest_name_compacts_etcds_history() {
+    let cluster = Cluster::start("compaction");
+    let endpoints = cluster.etcd.endpoints().join(",");
+    let start = |name: &str| {
+        Server::start(
+            &common::scratch(&format!("compaction-{name}")),
+            &[
+                "--etcd",
+                &endpoints,
+                "--etcd-prefix",
+                &cluster.prefix,
+                "--node",
+                name,
+                "--shards",
+                &SHARDS.to_string(),
+                "--etcd-compaction-interval-ms",
+                "1000",
+            ],
+        )
+    };
+    let a = start("a");
+    let b = start("b");
+    wait_for_shares(&[&a, &b], &[4, 4]);
+    create_groups(&a, &group_config());
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    while counter(&a, "assignd_cluster_etcd_compactions_total") < 2.0 {
+        assert!(Instant::now() < deadline, "a never compacted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(counter(&b, "assignd_cluster_etcd_compactions_total"), 0.0);
+    // The history before is gone: a read at the first revision fails.
+    let old = cluster.runtime.block_on(async {
+        let etcd = assignd::cluster::Etcd::connect(cluster.etcd.config(&cluster.prefix))
+            .await
+            .expect("etcd");
+        let prefix = etcd.key("");
+        etcd.range_at(&prefix, &assignd::cluster::etcd::prefix_end(&prefix), 10, 2)
+            .await
+    });
+    let error = old.expect_err("revision 2 is compacted");
+    assert!(error.to_string().contains("compacted"), "{error}");
 }

@@ -145,6 +145,13 @@ pub struct ServeArgs {
         requires = "etcd"
     )]
     etcd_prefix: String,
+    /// Cluster mode: how often etcd's history is compacted (by the live
+    /// node of the lowest name), up to the revision of the compaction
+    /// before: etcd keeps every revision until told, and its database
+    /// would grow with every write.
+    #[arg(long, value_name = "MS", default_value_t = 300_000, requires = "etcd",
+          value_parser = clap::value_parser!(u64).range(1_000..))]
+    etcd_compaction_interval_ms: u64,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -383,6 +390,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
                 .unwrap_or_else(|| format!("http://{address}")),
             lease_ttl: Duration::from_millis(args.lease_ttl_ms.div_ceil(1000) * 1000),
             shard_count: args.shards.unwrap_or(SHARD_COUNT_DEFAULT),
+            compaction_interval: Duration::from_millis(args.etcd_compaction_interval_ms),
         };
         let shard_count = config.shard_count;
         let modules = EtcdModules::new(etcd.clone(), tokio::runtime::Handle::current());

@@ -457,6 +457,27 @@ impl Etcd {
         Ok(self.txn("a write", request).await?.succeeded)
     }
 
+    /// Compacts etcd's history up to `revision`: the versions of keys
+    /// before it are dropped (reading at an older revision fails from
+    /// then on). A revision compacted already is fine.
+    pub async fn compact(&self, revision: i64) -> Result<(), StoreError> {
+        let compacted = self
+            .bounded("compacting", |mut client| async move {
+                client
+                    .kv
+                    .compact(pb::CompactionRequest {
+                        revision,
+                        physical: false,
+                    })
+                    .await
+            })
+            .await;
+        match compacted {
+            Err(StoreError::Unavailable(reason)) if reason.contains("compacted") => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
     /// Deletes the claimed key if the claim still holds.
     pub async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
         let end = {

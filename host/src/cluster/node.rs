@@ -39,11 +39,18 @@ pub struct NodeConfig {
     pub lease_ttl: Duration,
     /// The cluster's shard count (fixed when the cluster is created).
     pub shard_count: u32,
+    /// How often etcd's history is compacted (by the live node of the
+    /// lowest name), up to the revision read one interval before.
+    pub compaction_interval: Duration,
 }
 
 impl NodeConfig {
     /// The default lease TTL. etcd leases have whole seconds.
     pub const LEASE_TTL_DEFAULT: Duration = Duration::from_secs(5);
+
+    /// The default compaction interval: Kubernetes' API server compacts
+    /// its etcd as often.
+    pub const COMPACTION_INTERVAL_DEFAULT: Duration = Duration::from_secs(300);
 
     /// How often the lease is renewed and placement runs: a third of the
     /// TTL, so that two renewals can fail before the lease ends.
@@ -93,6 +100,10 @@ pub struct Node {
     /// Since when etcd has not answered a placement round, while it does
     /// not.
     etcd_silent: Option<Instant>,
+    /// The revision the next compaction goes up to, and when it was read:
+    /// a compaction never drops what a read of the last interval may
+    /// still ask for.
+    compaction_mark: Option<(Instant, i64)>,
 }
 
 /// What a placement round read.
@@ -102,6 +113,8 @@ pub struct ClusterView {
     pub nodes: BTreeMap<String, String>,
     /// The shards' owners now.
     pub owners: BTreeMap<ShardId, String>,
+    /// The revision both were read at.
+    pub revision: i64,
 }
 
 impl Node {
@@ -160,6 +173,7 @@ impl Node {
                 lease_ends,
                 directory,
                 etcd_silent: None,
+                compaction_mark: None,
             },
             store,
         ))
@@ -199,7 +213,35 @@ impl Node {
                 .map(|(key, url)| (name_of(&key), String::from_utf8_lossy(&url).into_owned()))
                 .collect(),
             owners,
+            revision,
         })
+    }
+
+    /// Compacts etcd's history if this node is the live node of the
+    /// lowest name and an interval has passed since the mark, up to the
+    /// mark; then marks the revision just read.
+    async fn compact(&mut self, view: &ClusterView) {
+        let first = view.nodes.keys().next() == Some(&self.config.name);
+        let Some((marked, revision)) = self.compaction_mark else {
+            self.compaction_mark = Some((Instant::now(), view.revision));
+            return;
+        };
+        if marked.elapsed() < self.config.compaction_interval {
+            return;
+        }
+        if first {
+            match self.etcd.compact(revision).await {
+                Ok(()) => {
+                    metrics::counter!("assignd_cluster_etcd_compactions_total").increment(1);
+                    tracing::info!(revision, "compacted etcd's history");
+                }
+                Err(e) => {
+                    tracing::warn!(revision, error = %e, "compacting etcd's history failed; retrying");
+                    return;
+                }
+            }
+        }
+        self.compaction_mark = Some((Instant::now(), view.revision));
     }
 
     /// Runs placement rounds until `stop` resolves, then leaves the
@@ -215,6 +257,7 @@ impl Node {
             "assignd_cluster_shards_handed_over_total",
             "assignd_cluster_redirects_total",
             "assignd_cluster_forwards_total",
+            "assignd_cluster_etcd_compactions_total",
         ] {
             metrics::counter!(counter).absolute(0);
         }
@@ -245,6 +288,7 @@ impl Node {
                     metrics::gauge!("assignd_cluster_nodes").set(view.nodes.len() as f64);
                     self.directory.update(view.clone());
                     self.place(&runtime, &view).await;
+                    self.compact(&view).await;
                 }
                 Err(e) => {
                     if self.etcd_silent.is_none() {
