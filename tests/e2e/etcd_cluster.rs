@@ -820,6 +820,10 @@ fn a_module_uploaded_through_one_node_serves_groups_on_every_node() {
             "{} lists the module: {list}",
             node.base
         );
+        // Kept: no node can check the other nodes' groups.
+        let (status, body) = node.call("DELETE", "/v1/assignors/custom-rr@1.0.0", None);
+        assert_eq!(status, 409, "{body}");
+        assert_eq!(body["error"]["code"], "not_supported_in_cluster", "{body}");
     }
 }
 

@@ -17,7 +17,8 @@ pub struct ErrorDetail {
     /// not_owned, group_full, no_previous_binding, invalid_request, unknown_assignor,
     /// invalid_json, invalid_path, payload_too_large,
     /// unsupported_media_type, not_found, method_not_allowed,
-    /// unauthorized, forbidden, storage_failed, shard_unavailable,
+    /// unauthorized, forbidden, storage_failed, storage_unavailable, shard_unavailable,
+    /// not_supported_in_cluster,
     /// not_coordinator, coordinator_unreachable, internal.
     pub code: String,
     /// What went wrong, for a person.

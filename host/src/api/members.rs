@@ -39,6 +39,7 @@ use crate::runtime::Runtime;
     request_body = HeartbeatRequest,
     responses(
         (status = 200, description = "The member's assignment", body = HeartbeatResponseBody),
+        (status = 307, description = "`not_coordinator` (cluster mode): another node coordinates the group; send this and the next heartbeats to `Location` (also `error.location`)", body = ErrorBody),
         (status = 400, description = "`invalid_json`, `invalid_request`", body = ErrorBody),
         (status = 401, description = "`unauthorized`: the group has a member token and none was sent", body = ErrorBody),
         (status = 403, description = "`forbidden`: the token is not the group's member token; `member_token_required`: the group has none and the host requires one (`serve --require-member-token`)", body = ErrorBody),
@@ -48,7 +49,7 @@ use crate::runtime::Runtime;
         (status = 408, description = "`request_timeout`: the body did not arrive within the body-read timeout", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 429, description = "`join_rate_limited`: a join that would add a member to a group without a member token, past the group's join rate; retry after `Retry-After` seconds", body = ErrorBody),
-        (status = 503, description = "`storage_failed`", body = ErrorBody),
+        (status = 503, description = "`storage_failed`; `storage_unavailable` (cluster mode: etcd does not answer; keep the tasks while the lease runs and retry after `Retry-After`); `shard_unavailable`, `coordinator_unreachable` (cluster mode: the group's shard is between nodes; retry after `Retry-After`)", body = ErrorBody),
     )
 )]
 pub async fn heartbeat(

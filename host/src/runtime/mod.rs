@@ -83,6 +83,9 @@ pub enum RuntimeError {
     /// every request is refused.
     #[error(transparent)]
     Storage(PersistError),
+    /// Cluster mode does not do this (yet); nothing changed.
+    #[error("not supported in cluster mode: {0}")]
+    NotInCluster(&'static str),
     /// The storage does not answer (cluster mode: etcd has no quorum, or
     /// none of its members is reachable). A change this answers may or may
     /// not have landed; once the storage answers again the shard is loaded
@@ -820,6 +823,13 @@ impl Runtime {
     /// so a config that stopped naming the module is in the log before the
     /// module's files go.
     pub async fn delete_assignor(self: &Arc<Self>, reference: &str) -> Result<Entry, RuntimeError> {
+        if self.shared_modules.get().is_some() {
+            // The check that no group binds the module would have to hold
+            // every node's shards at once.
+            return Err(RuntimeError::NotInCluster(
+                "deleting an uploaded module: a module is the cluster's, and no node can check that no group of another node binds it; modules stay (unbind them; they cost only their stored bytes)",
+            ));
+        }
         let registry = self.registry.clone();
         let _mutation = registry.mutation.lock().await;
         let id = match registry.resolve(reference) {
