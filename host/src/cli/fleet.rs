@@ -653,7 +653,11 @@ impl Fleet {
         for _ in 0..n {
             let number = group.next_number;
             group.next_number += 1;
-            let config = MemberConfig::new(&self.spec.host, &group.name, [TOPIC])
+            // A cluster's nodes: each member starts from the next one.
+            let mut urls: Vec<&str> = self.spec.host.split(',').collect();
+            let turn = number as usize % urls.len();
+            urls.rotate_left(turn);
+            let config = MemberConfig::new(urls.join(","), &group.name, [TOPIC])
                 .with_connections(self.spec.connections.clone());
             let listener = Arc::new(Entry {
                 ledger: self.ledger.clone(),

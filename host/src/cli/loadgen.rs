@@ -34,7 +34,9 @@ const SETTLE_FIRST_S: u64 = 120;
 
 #[derive(Debug, Args)]
 pub struct LoadgenArgs {
-    /// The host's base URL.
+    /// The host's base URL; a cluster's nodes comma-separated (the
+    /// groups are created through the first, and members start from each
+    /// in turn, then follow their coordinator's redirects).
     #[arg(long, default_value = "http://127.0.0.1:7070")]
     host: String,
     /// Groups to create (named `{prefix}-0` …).
@@ -177,7 +179,8 @@ struct EventFigures {
 }
 
 async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
-    let admin = Admin::new(&args.host, args.token.clone()).map_err(failure)?;
+    let first = args.host.split(',').next().unwrap_or_default();
+    let admin = Admin::new(first, args.token.clone()).map_err(failure)?;
     let config = group_config(&args);
     let names: Vec<String> = (0..args.groups)
         .map(|g| format!("{}-{g}", args.prefix))
@@ -186,7 +189,7 @@ async fn run(args: LoadgenArgs, churn: Vec<ChurnEvent>) -> Result<(), Failure> {
         admin.create_group(name, &config).await.map_err(failure)?;
     }
     let spec = MemberSpec {
-        host: admin.host.clone(),
+        host: args.host.clone(),
         rates: Rates {
             replay_per_s: args.replay_rate,
             process_per_s: args.process_rate,
