@@ -149,7 +149,7 @@ pub struct ServeArgs {
     /// node of the lowest name), up to the revision of the compaction
     /// before: etcd keeps every revision until told, and its database
     /// would grow with every write.
-    #[arg(long, value_name = "MS", default_value_t = 300_000, requires = "etcd",
+    #[arg(long, value_name = "MS", default_value_t = NodeConfig::COMPACTION_INTERVAL_DEFAULT.as_millis() as u64, requires = "etcd",
           value_parser = clap::value_parser!(u64).range(1_000..))]
     etcd_compaction_interval_ms: u64,
     #[command(flatten)]
