@@ -42,6 +42,14 @@ pub struct SimArgs {
     /// Write the trace of the first failing schedule to this file.
     #[arg(long)]
     trace_failure: Option<PathBuf>,
+    /// Serve the shards by a cluster of simulated nodes over a modelled
+    /// lease store (etcd's semantics) with node crashes, pauses, partitions
+    /// and graceful leaves, instead of one host.
+    #[arg(long)]
+    cluster: bool,
+    /// With --cluster, the number of nodes (default: drawn, 2 to 4).
+    #[arg(long, requires = "cluster", value_parser = clap::value_parser!(u64).range(1..=16))]
+    nodes: Option<u64>,
 }
 
 pub fn sim(args: SimArgs) -> Result<(), Failure> {
@@ -55,7 +63,17 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    let reports = sim::run_many(args.seed, args.schedules, &options, threads);
+    let cluster = args.cluster.then(|| sim::ClusterOptions {
+        nodes: args.nodes.map(|n| n as usize),
+        fault: None,
+    });
+    let reports = sim::run_many_on(
+        args.seed,
+        args.schedules,
+        &options,
+        cluster.as_ref(),
+        threads,
+    );
     for report in &reports {
         if args.trace {
             println!("== seed {}", report.seed);
@@ -107,12 +125,13 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
         return Ok(());
     };
     if let Some(path) = &args.trace_failure {
-        let traced = sim::run_schedule(
+        let traced = sim::run_schedule_on(
             first.seed,
             &Options {
                 trace: true,
                 ..options.clone()
             },
+            cluster.as_ref(),
         );
         let text = traced.trace.join("\n") + "\n";
         std::fs::write(path, text).map_err(|e| Failure {
@@ -122,8 +141,15 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
     }
     Err(Failure {
         message: format!(
-            "{first} (trace: assignd sim --seed {} --schedules 1 --steps {} --shards {} --trace)",
-            first.seed, args.steps, args.shards
+            "{first} (trace: assignd sim --seed {} --schedules 1 --steps {} --shards {}{} --trace)",
+            first.seed,
+            args.steps,
+            args.shards,
+            match (&cluster, args.nodes) {
+                (None, _) => String::new(),
+                (Some(_), None) => " --cluster".into(),
+                (Some(_), Some(n)) => format!(" --cluster --nodes {n}"),
+            }
         ),
         exit_code: EXIT_SIM_VIOLATION,
     })

@@ -339,22 +339,7 @@ impl Etcd {
         lease: i64,
     ) -> Result<Option<Claim>, StoreError> {
         let request = pb::TxnRequest {
-            compare: vec![
-                pb::Compare {
-                    result: compare::CompareResult::Equal as i32,
-                    target: compare::CompareTarget::Value as i32,
-                    key: key.clone(),
-                    range_end: vec![],
-                    target_union: Some(compare::TargetUnion::Value(value.clone())),
-                },
-                pb::Compare {
-                    result: compare::CompareResult::Equal as i32,
-                    target: compare::CompareTarget::Lease as i32,
-                    key: key.clone(),
-                    range_end: vec![],
-                    target_union: Some(compare::TargetUnion::Lease(lease)),
-                },
-            ],
+            compare: held_under(&key, &value, lease),
             success: vec![put(&key, value, lease)],
             failure: vec![],
         };
@@ -363,6 +348,33 @@ impl Etcd {
             key,
             revision: answer.header.map_or(0, |h| h.revision),
         }))
+    }
+
+    /// Deletes `key` if it holds `value` under `lease`: a claim of this
+    /// node's that it does not know it holds (its answer was lost), given
+    /// up without knowing its revision. Whether it was deleted.
+    pub async fn release_own(
+        &self,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        lease: i64,
+    ) -> Result<bool, StoreError> {
+        let end = {
+            let mut end = key.clone();
+            end.push(0);
+            end
+        };
+        let delete = operation(&Write::DeleteRange {
+            from: key.clone(),
+            to: end,
+        });
+        let request = pb::TxnRequest {
+            compare: held_under(&key, &value, lease),
+            success: vec![delete],
+            failure: vec![],
+        };
+        let answer = self.txn("releasing a claim", request).await?;
+        Ok(answer.succeeded)
     }
 
     /// The value of `key` and its create revision, if it exists.
@@ -517,6 +529,26 @@ fn put_at(key: &[u8], revision: i64) -> pb::Compare {
         range_end: vec![],
         target_union: Some(compare::TargetUnion::ModRevision(revision)),
     }
+}
+
+/// Compares of a transaction: `key` holds `value` under `lease`.
+fn held_under(key: &[u8], value: &[u8], lease: i64) -> Vec<pb::Compare> {
+    vec![
+        pb::Compare {
+            result: compare::CompareResult::Equal as i32,
+            target: compare::CompareTarget::Value as i32,
+            key: key.to_vec(),
+            range_end: vec![],
+            target_union: Some(compare::TargetUnion::Value(value.to_vec())),
+        },
+        pb::Compare {
+            result: compare::CompareResult::Equal as i32,
+            target: compare::CompareTarget::Lease as i32,
+            key: key.to_vec(),
+            range_end: vec![],
+            target_union: Some(compare::TargetUnion::Lease(lease)),
+        },
+    ]
 }
 
 /// `write` as an operation of a transaction (a put under no lease).

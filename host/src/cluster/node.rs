@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use super::directory::Directory;
 use super::etcd::{Claim, Etcd, StoreError, prefix_end};
 use super::placement;
-use super::store::EtcdStore;
+use super::store::{EtcdStore, owner_key};
 use crate::protocol::shard::ShardId;
 use crate::runtime::Runtime;
 
@@ -380,6 +380,24 @@ impl Node {
         let plan = placement::plan(self.config.shard_count, &nodes, &view.owners);
         let me = &self.config.name;
         for (&shard, owner) in &view.owners {
+            if owner == me && plan.get(&shard) != Some(me) && !runtime.serves(shard) {
+                // A claim this node holds without serving the shard: its
+                // answer was lost, or the load after it failed. Nobody
+                // else may take the shard while it stands, and no unload
+                // would release it.
+                let key = owner_key(&self.etcd, shard);
+                match self
+                    .etcd
+                    .release_own(key, me.as_bytes().to_vec(), self.lease)
+                    .await
+                {
+                    Ok(released) => {
+                        tracing::info!(shard, released, "releasing a claim of a shard not served")
+                    }
+                    Err(e) => tracing::warn!(shard, error = %e, "releasing a claim failed"),
+                }
+                continue;
+            }
             if owner == me && plan.get(&shard) != Some(me) {
                 tracing::info!(
                     shard,

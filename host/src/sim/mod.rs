@@ -4,8 +4,11 @@
 //! with the invariants of docs/design.md checked after every step.
 //!
 //! It owns the schedules ([`world`]), the simulated member processes
-//! ([`member`]), the invariant checks ([`check`]) and its generator
-//! ([`rng`]). It drives the core only through its public entry points
+//! ([`member`]), the invariant checks ([`check`]), its generator
+//! ([`rng`]), and the cluster layer: simulated nodes ([`cluster`]) over a
+//! modelled lease store with etcd's semantics ([`store`]), which serve the
+//! shards in place of the one host when a schedule runs with
+//! [`ClusterOptions`]. It drives the core only through its public entry points
 //! (configure, heartbeat, drain, tick, assignment computed) and answers
 //! assignor calls natively with the built-in assignors through the SDK
 //! harness; it must not reach into the core's private state, touch the
@@ -15,10 +18,14 @@
 //! --schedules 1 --trace` prints the steps of the schedule that failed.
 
 pub mod check;
+pub mod cluster;
 pub mod member;
 pub mod rng;
+pub mod store;
 pub mod world;
 
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod tests;
 
@@ -26,6 +33,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::protocol::group::Millis;
+pub use cluster::{ClusterOptions, ClusterStats, NodeFault};
 pub use world::{ASSIGNORS, World, assign_natively};
 
 /// Steps of random events per schedule before its quiet phase.
@@ -119,6 +127,8 @@ pub struct Stats {
     pub shard_records: Vec<u64>,
     /// Groups on each shard, by shard.
     pub shard_groups: Vec<u64>,
+    /// What the cluster layer did (cluster schedules only).
+    pub cluster: ClusterStats,
 }
 
 /// `into[i] += from[i]`, `into` grown to fit.
@@ -162,6 +172,7 @@ impl Stats {
         self.multi_shard_schedules += other.multi_shard_schedules;
         add_by_shard(&mut self.shard_records, &other.shard_records);
         add_by_shard(&mut self.shard_groups, &other.shard_groups);
+        self.cluster.add(&other.cluster);
     }
 }
 
@@ -199,7 +210,13 @@ pub struct Report {
 /// Runs one schedule. A panic in the core (a failed assertion) is a
 /// violation too.
 pub fn run_schedule(seed: u64, options: &Options) -> Report {
-    let mut world = World::new(seed, options);
+    run_schedule_on(seed, options, None)
+}
+
+/// [`run_schedule`] with the shards served by a cluster of nodes
+/// (`cluster`), or by one host (`None`).
+pub fn run_schedule_on(seed: u64, options: &Options, cluster: Option<&ClusterOptions>) -> Report {
+    let mut world = World::with_cluster(seed, options, cluster);
     let result = catch_unwind(AssertUnwindSafe(|| world.run()));
     let result = match result {
         Ok(result) => result,
@@ -224,6 +241,17 @@ pub fn run_schedule(seed: u64, options: &Options) -> Report {
 /// Runs schedules `first_seed`, `first_seed + 1`, … on `threads` threads;
 /// the reports come back in seed order.
 pub fn run_many(first_seed: u64, schedules: u64, options: &Options, threads: usize) -> Vec<Report> {
+    run_many_on(first_seed, schedules, options, None, threads)
+}
+
+/// [`run_many`] with the shards served by a cluster (`Some`) or one host.
+pub fn run_many_on(
+    first_seed: u64,
+    schedules: u64,
+    options: &Options,
+    cluster: Option<&ClusterOptions>,
+    threads: usize,
+) -> Vec<Report> {
     let threads = threads.max(1) as u64;
     let mut reports: Vec<Report> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -235,7 +263,7 @@ pub fn run_many(first_seed: u64, schedules: u64, options: &Options, threads: usi
                     tracing::subscriber::with_default(silent, || {
                         (k..schedules)
                             .step_by(threads as usize)
-                            .map(|i| run_schedule(first_seed.wrapping_add(i), options))
+                            .map(|i| run_schedule_on(first_seed.wrapping_add(i), options, cluster))
                             .collect::<Vec<_>>()
                     })
                 })

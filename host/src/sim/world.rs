@@ -12,11 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use assignd_guest_sdk::{Assignment, GroupInput};
 
 use super::check::{self, Belief, tasks_str};
+use super::cluster::{Cluster, ClusterOptions, Loaded, NodeState};
 use super::member::{SimMember, Status};
 use super::rng::Rng;
 use super::{Fault, Options, Report, Stats, Violation};
 use crate::protocol::core::{
-    AssignorCall, Coordinator, HostLoad, LEAVE_EPOCH, Output, ProtocolError,
+    AssignorCall, Coordinator, HeartbeatResponse, HostLoad, LEAVE_EPOCH, Output, ProtocolError,
 };
 use crate::protocol::group::{
     Group, GroupConfig, LearnerMode, Liveness, Millis, Record, RemovalReason, Slot, TopicConfig,
@@ -40,6 +41,10 @@ const ASSIGNOR_FAILURE_P: f64 = 0.02;
 /// Probability that a process chooses its member id (KIP-848) rather than
 /// leaving it to the host.
 const CHOSEN_ID_P: f64 = 0.75;
+
+/// In cluster mode, probability that a chaos-phase event is a node fault
+/// (crash, pause, partition from the store, leave).
+const NODE_FAULT_P: f64 = 0.02;
 
 /// Runs a built-in assignor through the SDK harness: input checked, called
 /// natively, answer validated, as the host's sandbox would. The assignor of
@@ -162,6 +167,18 @@ struct PendingCall {
     due_ms: Millis,
     lane: usize,
     call: AssignorCall,
+    /// In cluster mode, the load of the shard whose core asked (the answer
+    /// goes back to it, or nowhere); 0 on one host.
+    incarnation: u64,
+}
+
+/// What became of a member's heartbeat in cluster mode.
+enum Routed {
+    /// A node that serves the group's shard answered (its records, if
+    /// any, are durable and absorbed; its calls queued).
+    Answered(Result<(HeartbeatResponse, Output), ProtocolError>),
+    /// No answer came back (why, for the trace).
+    Unanswered(String),
 }
 
 /// One shard of the simulated host: its core and its own record log.
@@ -225,10 +242,26 @@ pub struct World {
     stats: Stats,
     trace: Option<Vec<String>>,
     trace_inputs: bool,
+    /// Cluster mode: the nodes that serve the shards and their store.
+    /// The shards' `core`s are then unused: each group's state is its
+    /// owner's core, or what its shard's log replays to.
+    cluster: Option<Cluster>,
+    /// Cluster mode: the node each process sends its heartbeats to.
+    node_hints: BTreeMap<usize, usize>,
+    /// Cluster mode: the highest group epoch each group has had.
+    epochs_seen: Vec<u64>,
+    /// Cluster mode: the node whose records are being absorbed.
+    writer: Option<usize>,
 }
 
 impl World {
     pub fn new(seed: u64, options: &Options) -> Self {
+        World::with_cluster(seed, options, None)
+    }
+
+    /// A schedule whose shards are served by a cluster of nodes over a
+    /// modelled lease store (`cluster`), or by one host (`None`).
+    pub fn with_cluster(seed: u64, options: &Options, cluster: Option<&ClusterOptions>) -> Self {
         let mut rng = Rng::new(seed);
         let shard_count = options.shards;
         let names = draw_group_names(&mut rng, shard_count);
@@ -243,7 +276,14 @@ impl World {
                     initial: Some(config),
                 }
             })
-            .collect();
+            .collect::<Vec<Lane>>();
+        let lane_count = lanes.len();
+        let cluster = cluster.map(|cluster| {
+            let seeds = (0..shard_count as usize)
+                .map(|shard| shard_seed(seed, shard))
+                .collect();
+            Cluster::new(&mut rng, cluster, seeds, options.trace)
+        });
         World {
             seed,
             rng,
@@ -265,11 +305,21 @@ impl World {
             stats: Stats::default(),
             trace: options.trace.then(Vec::new),
             trace_inputs: options.trace_inputs,
+            cluster,
+            node_hints: BTreeMap::new(),
+            epochs_seen: vec![0; lane_count],
+            writer: None,
         }
     }
 
     /// Runs the schedule: config, chaos, quiet, final checks.
     pub fn run(&mut self) -> Result<(), Violation> {
+        if let Some(cluster) = &mut self.cluster {
+            let line = cluster.describe();
+            let loaded = cluster.boot(self.now);
+            self.note(|_| line);
+            self.check_loaded(&loaded)?;
+        }
         for lane in 0..self.lanes.len() {
             let config = self.lanes[lane].initial.take().expect("run once");
             self.note(|w| {
@@ -300,10 +350,17 @@ impl World {
                 self.processes[pid].next_beat_ms = self.rng.range(0, 200);
             }
         }
+        if let Some(cluster) = &mut self.cluster {
+            cluster.calm = false;
+        }
         // Chaos. Some events send nothing; the bound keeps the loop finite.
         let mut events = 0u64;
         while self.step < self.steps_max && events < 4 * self.steps_max {
             events += 1;
+            if self.cluster.is_some() && self.rng.chance(NODE_FAULT_P) {
+                self.node_chaos()?;
+                continue;
+            }
             let lane = self.rng.below(self.lanes.len() as u64) as usize;
             if self.rng.chance(self.lanes[lane].scenario.chaos_p) {
                 self.chaos(lane)?;
@@ -314,11 +371,23 @@ impl World {
         self.quiet_phase()?;
         // Each shard's whole log, replayed into a fresh coordinator.
         for (number, shard) in self.shards.iter().enumerate() {
+            if let Some(cluster) = &self.cluster {
+                let durable = cluster
+                    .durable_records(number)
+                    .map_err(|e| self.violation(e))?;
+                if durable != shard.log {
+                    return Err(self.violation(format!(
+                        "invariant 6: shard {number}'s log in the store ({} records) is not the log that landed ({} records)",
+                        durable.len(),
+                        shard.log.len()
+                    )));
+                }
+            }
             let mut fresh = Coordinator::new(shard_seed(self.seed, number));
             for record in &shard.log {
                 fresh.apply(record);
             }
-            if !fresh.groups().eq(shard.core.groups()) {
+            if !fresh.groups().eq(self.core(number).groups()) {
                 return Err(self.violation(format!(
                     "replaying shard {number}'s whole log gives different groups"
                 )));
@@ -327,8 +396,8 @@ impl World {
         Ok(())
     }
 
-    pub fn into_report(self, result: Result<(), Violation>) -> Report {
-        let mut stats = self.stats;
+    pub fn into_report(mut self, result: Result<(), Violation>) -> Report {
+        let mut stats = std::mem::take(&mut self.stats);
         stats.schedules = 1;
         stats.steps = self.step;
         stats.shard_records = self.shards.iter().map(|s| s.log.len() as u64).collect();
@@ -338,9 +407,12 @@ impl World {
         }
         let shards_spanned = stats.shard_groups.iter().filter(|&&g| g > 0).count();
         stats.multi_shard_schedules = u64::from(shards_spanned > 1);
+        if let Some(cluster) = &self.cluster {
+            stats.cluster = cluster.stats.clone();
+        }
         let mut hash = Fnv::default();
-        for shard in &self.shards {
-            for group in shard.core.groups() {
+        for shard in 0..self.shards.len() {
+            for group in self.core(shard).groups() {
                 hash.write(format!("{group:?}").as_bytes());
             }
         }
@@ -371,6 +443,7 @@ impl World {
     /// Adds a line to the trace, if one is kept (`line` sees the world).
     fn note(&mut self, line: impl FnOnce(&Self) -> String) {
         if self.trace.is_some() {
+            self.flush_cluster_notes();
             let line = format!("#{} t={} {}", self.step, self.now, line(self));
             if let Some(trace) = &mut self.trace {
                 trace.push(line);
@@ -381,10 +454,20 @@ impl World {
     /// Group `lane`, as its shard's core holds it.
     fn group(&self, lane: usize) -> &Group {
         let Lane { name, shard, .. } = &self.lanes[lane];
-        self.shards[*shard]
-            .core
-            .group(name)
-            .expect("configured first")
+        self.core(*shard).group(name).expect("configured first")
+    }
+
+    /// Shard `shard`'s core: on one host, the host's; in a cluster, the
+    /// core of the node whose claim of it holds, or while nobody's does,
+    /// what its log replays to.
+    fn core(&self, shard: usize) -> &Coordinator {
+        let Some(cluster) = &self.cluster else {
+            return &self.shards[shard].core;
+        };
+        match cluster.owner(shard, self.now) {
+            Some(node) => &cluster.nodes[node].served[&shard].core,
+            None => &self.shards[shard].replica,
+        }
     }
 
     /// The lane of group `name`.
@@ -524,31 +607,126 @@ impl World {
             )
         });
         let Lane { name, shard, .. } = &self.lanes[lane];
-        let out = self.shards[*shard]
+        let (name, shard, now) = (name.clone(), *shard, self.now);
+        if self.cluster.is_some() {
+            // An admin request: forwarded to the node that serves the
+            // shard, if one does now.
+            let Some(node) = self.serving_owner(shard) else {
+                self.note(|_| format!("  no node serves shard {shard}: the config waits"));
+                return self.check_state();
+            };
+            let served = self.cluster_served(node, shard);
+            let out = served
+                .core
+                .configure(&name, config, now)
+                .map_err(|e| self.violation(format!("a drawn config was refused: {e}")))?;
+            if self.persist_output(node, shard, out)?.is_some() {
+                self.stats.configs += 1;
+            }
+            return self.check_state();
+        }
+        let out = self.shards[shard]
             .core
-            .configure(name, config, self.now)
+            .configure(&name, config, now)
             .map_err(|e| self.violation(format!("a drawn config was refused: {e}")))?;
         self.stats.configs += 1;
-        self.absorb(self.lanes[lane].shard, out)?;
+        self.absorb(shard, out)?;
         self.check_state()
+    }
+
+    /// Cluster mode: the node whose claim of `shard` holds, if it serves
+    /// the shard now (up, within its lease).
+    fn serving_owner(&self, shard: usize) -> Option<usize> {
+        let cluster = self.cluster.as_ref()?;
+        cluster
+            .owner(shard, self.now)
+            .filter(|&node| cluster.serving(node, shard, self.now).is_some())
+    }
+
+    /// Cluster mode: the shard `node` serves now (which the caller knows).
+    fn cluster_served(&mut self, node: usize, shard: usize) -> &mut super::cluster::Served {
+        let now = self.now;
+        self.cluster
+            .as_mut()
+            .and_then(|c| c.serving_mut(node, shard, now))
+            .expect("a shard the node serves")
+    }
+
+    /// Cluster mode: persists `out`'s records as `node`'s next batch of
+    /// `shard`'s log, absorbs them if they landed, and if the node heard
+    /// so, queues its calls and returns the output (with its records), so
+    /// that the caller may answer. Records before acknowledgement: what a
+    /// node acknowledges is never lost.
+    fn persist_output(
+        &mut self,
+        node: usize,
+        shard: usize,
+        out: Output,
+    ) -> Result<Option<Output>, Violation> {
+        let now = self.now;
+        let cluster = self.cluster.as_mut().expect("cluster mode");
+        let incarnation = cluster.nodes[node].served[&shard].incarnation;
+        let persisted = if out.records.is_empty() {
+            super::cluster::Persisted {
+                landed: false,
+                acked: true,
+            }
+        } else {
+            cluster.persist(node, shard, &out.records, now)
+        };
+        if persisted.landed {
+            // Checked against the liveness of the core that wrote them:
+            // with its answer lost, the shard has no owner to ask.
+            self.writer = Some(node);
+            let absorbed = self.absorb_records(shard, out.records.clone());
+            self.writer = None;
+            absorbed?;
+        }
+        if !persisted.acked {
+            return Ok(None);
+        }
+        self.queue_calls(out.assignor_calls.clone(), incarnation);
+        Ok(Some(out))
     }
 
     /// Keeps the records of shard `shard`'s output in its log (checking
     /// each against the state before it and applying it to the shard's
     /// replica) and queues the assignor calls.
     fn absorb(&mut self, shard: usize, out: Output) -> Result<(), Violation> {
-        for record in out.records {
+        self.absorb_records(shard, out.records)?;
+        self.queue_calls(out.assignor_calls, 0);
+        Ok(())
+    }
+
+    /// The records half of [`Self::absorb`].
+    fn absorb_records(&mut self, shard: usize, records: Vec<Record>) -> Result<(), Violation> {
+        for record in records {
             assert_eq!(
                 self.lanes[self.lane_named(record.group())].shard,
                 shard,
                 "a record of another shard's group"
             );
+            if self.cluster.is_some()
+                && let Err(e) = self.shards[shard].replica.check_replay(&record)
+            {
+                // A node wrote from a state that is not the last durable
+                // one: what a takeover replays no longer fits together.
+                return Err(self.violation(format!(
+                    "invariant 8: a record written to shard {shard}'s log does not follow from its last durable state: {e}"
+                )));
+            }
             self.check_record(shard, &record)?;
             self.shards[shard].replica.apply(&record);
             self.note(|_| format!("  {}", describe(&record)));
             self.shards[shard].log.push(record);
         }
-        for call in out.assignor_calls {
+        Ok(())
+    }
+
+    /// The calls half of [`Self::absorb`]: each answered after a drawn
+    /// delay, to the load `incarnation` of its shard (cluster mode).
+    fn queue_calls(&mut self, calls: Vec<AssignorCall>, incarnation: u64) {
+        for call in calls {
             let lane = self.lane_named(&call.group);
             let expansion = self.group(lane).config.expansion_timeout_ms;
             let delay = if self.quiet {
@@ -578,15 +756,15 @@ impl World {
                 due_ms: self.now + delay,
                 lane,
                 call,
+                incarnation,
             });
         }
-        Ok(())
     }
 
     /// Invariants 4 and 5 at the record that could break them, against the
     /// state before it; and the statistics.
-    fn check_record(&mut self, shard: usize, record: &Record) -> Result<(), Violation> {
-        let shard = &self.shards[shard];
+    fn check_record(&mut self, shard_index: usize, record: &Record) -> Result<(), Violation> {
+        let shard = &self.shards[shard_index];
         let Some(before) = shard.replica.group(record.group()) else {
             return Ok(());
         };
@@ -600,7 +778,11 @@ impl World {
                     }
                 }
                 let empty = Liveness::default();
-                let liveness = shard.core.liveness(record.group()).unwrap_or(&empty);
+                let core = match (&self.cluster, self.writer) {
+                    (Some(cluster), Some(node)) => &cluster.nodes[node].served[&shard_index].core,
+                    _ => self.core(shard_index),
+                };
+                let liveness = core.liveness(record.group()).unwrap_or(&empty);
                 check::check_installed(before, liveness, target, self.now)
                     .map_err(|e| self.violation(e))?;
             }
@@ -633,7 +815,7 @@ impl World {
             self.check_group(lane)?;
         }
         self.compared();
-        Ok(())
+        self.check_cluster()
     }
 
     /// [`Self::check_state`] after a step that changed nothing outside
@@ -649,7 +831,91 @@ impl World {
             }
         }
         self.compared();
+        self.check_cluster()
+    }
+
+    /// Cluster mode, after every step: the cluster's own checks (fencing,
+    /// nothing durable lost), and no group's epoch goes back across
+    /// takeovers (invariant 6).
+    fn check_cluster(&mut self) -> Result<(), Violation> {
+        let Some(cluster) = &mut self.cluster else {
+            return Ok(());
+        };
+        let checked = cluster.check();
+        if let Err(e) = checked {
+            return Err(self.violation(e));
+        }
+        for lane in 0..self.lanes.len() {
+            let Lane { name, shard, .. } = &self.lanes[lane];
+            let Some(epoch) = self.core(*shard).group(name).map(|g| g.group_epoch) else {
+                continue;
+            };
+            if epoch < self.epochs_seen[lane] {
+                return Err(self.violation(format!(
+                    "invariant 6: group {name}'s epoch went back from {} to {epoch}",
+                    self.epochs_seen[lane]
+                )));
+            }
+            self.epochs_seen[lane] = epoch;
+        }
+        self.flush_cluster_notes();
         Ok(())
+    }
+
+    /// Cluster mode: the cluster's trace lines, into the trace.
+    fn flush_cluster_notes(&mut self) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let notes = cluster.take_notes();
+        if let Some(trace) = &mut self.trace {
+            for line in notes {
+                trace.push(format!("#{} t={}   {line}", self.step, self.now));
+            }
+        }
+    }
+
+    /// Invariant 8 at each load: the node that takes a shard over recovers
+    /// exactly the last durable state (what the records that landed replay
+    /// to).
+    fn check_loaded(&mut self, loaded: &[Loaded]) -> Result<(), Violation> {
+        let cluster = self.cluster.as_ref().expect("cluster mode");
+        for Loaded {
+            node,
+            shard,
+            previous,
+        } in loaded
+        {
+            let core = &cluster.nodes[*node].served[shard].core;
+            if !core.groups().eq(self.shards[*shard].replica.groups()) {
+                let from = previous.map_or("nobody".to_owned(), |p| format!("n{p}"));
+                return Err(self.violation(format!(
+                    "invariant 8: n{node} took shard {shard} over from {from}, but its groups are not the last durable state"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Cluster mode: what node `node` has due now (a renewal, a round, a
+    /// resume, a restart).
+    fn node_event(&mut self, node: usize) -> Result<(), Violation> {
+        self.step += 1;
+        let now = self.now;
+        let loaded = self
+            .cluster
+            .as_mut()
+            .expect("cluster mode")
+            .on_event(node, now);
+        self.check_loaded(&loaded)?;
+        self.check_state()
+    }
+
+    /// Cluster mode: a random fault of a node.
+    fn node_chaos(&mut self) -> Result<(), Violation> {
+        let now = self.now;
+        self.cluster.as_mut().expect("cluster mode").chaos(now);
+        self.check_state()
     }
 
     fn compared(&mut self) {
@@ -660,8 +926,9 @@ impl World {
 
     fn check_group(&self, lane: usize) -> Result<(), Violation> {
         let Lane { name, shard, .. } = &self.lanes[lane];
+        let core = self.core(*shard);
         let shard = &self.shards[*shard];
-        let Some(group) = shard.core.group(name) else {
+        let Some(group) = core.group(name) else {
             // Not configured yet.
             return Ok(());
         };
@@ -701,6 +968,16 @@ impl World {
             .map(|p| (p.next_beat_ms, p.pid));
         let tick = self.next_tick_ms;
         self.wait_out_stall();
+        // A node's own event goes first on a tie: an answer due to a paused
+        // node waits for its resume, which must come first.
+        if let Some((due, node)) = self.cluster.as_ref().and_then(Cluster::next_event)
+            && due <= tick
+            && call.is_none_or(|(c, _)| due <= c)
+            && beat.is_none_or(|(b, _)| due <= b)
+        {
+            self.now = self.now.max(due);
+            return self.node_event(node);
+        }
         match (call, beat) {
             (Some((due, i)), _) if due <= tick && beat.is_none_or(|(b, _)| due <= b) => {
                 self.now = self.now.max(due);
@@ -722,26 +999,33 @@ impl World {
         self.step += 1;
         self.note(|_| "tick".into());
         let load = self.host_load();
-        for shard in 0..self.shards.len() {
-            // The timer table must agree with a scan of every group: the
-            // same output and the same state on a copy of the core.
-            let mut scanned = self.shards[shard].core.clone();
-            let reference = scanned.tick_every_group(self.now, load);
-            let core = &mut self.shards[shard].core;
-            let out = core.tick_loaded(self.now, load);
-            if out != reference {
-                return Err(self.violation(format!(
-                    "a tick of the due groups gave {out:?}, a scan of every group {reference:?}"
-                )));
+        if self.cluster.is_some() {
+            // Each node ticks the shards it serves.
+            let now = self.now;
+            for node in 0..self.cluster.as_ref().map_or(0, |c| c.nodes.len()) {
+                let shards: Vec<usize> = self.cluster.as_ref().map_or(Vec::new(), |c| {
+                    c.nodes[node]
+                        .served
+                        .keys()
+                        .copied()
+                        .filter(|&shard| c.serving(node, shard, now).is_some())
+                        .collect()
+                });
+                for shard in shards {
+                    let core = &mut self.cluster_served(node, shard).core;
+                    let out = tick_checked(core, now, load).map_err(|e| self.violation(e))?;
+                    self.persist_output(node, shard, out)?;
+                }
             }
-            if let Some(difference) = core.difference_from(&scanned) {
-                return Err(self.violation(format!(
-                    "a tick of the due groups and a scan of every group differ: {difference}"
-                )));
-            }
-            if let Err(error) = core.check_deadlines() {
-                return Err(self.violation(format!("the timer table: {error}")));
-            }
+        }
+        let host_shards = if self.cluster.is_none() {
+            self.shards.len()
+        } else {
+            0
+        };
+        for shard in 0..host_shards {
+            let out = tick_checked(&mut self.shards[shard].core, self.now, load)
+                .map_err(|e| self.violation(e))?;
             self.absorb(shard, out)?;
         }
         let interval = (0..self.lanes.len())
@@ -753,7 +1037,46 @@ impl World {
     }
 
     fn deliver(&mut self, index: usize) -> Result<(), Violation> {
-        let PendingCall { call, lane, .. } = self.calls.remove(index);
+        let PendingCall {
+            call,
+            lane,
+            incarnation,
+            ..
+        } = self.calls.remove(index);
+        let shard = self.lanes[lane].shard;
+        // Cluster mode: the answer goes to the load that asked, if its
+        // node still has it; a paused node takes it when it resumes.
+        let mut node = None;
+        if let Some(cluster) = &self.cluster {
+            let Some(at) = cluster.node_of(shard, incarnation) else {
+                self.note(|_| {
+                    format!(
+                        "answer {} epoch {}: its core is gone",
+                        call.group, call.epoch
+                    )
+                });
+                return Ok(());
+            };
+            if let NodeState::Paused { until_ms } = cluster.nodes[at].state {
+                self.calls.push(PendingCall {
+                    due_ms: until_ms,
+                    lane,
+                    call,
+                    incarnation,
+                });
+                return Ok(());
+            }
+            if cluster.serving(at, shard, self.now).is_none() {
+                self.note(|_| {
+                    format!(
+                        "answer {} epoch {}: n{at} no longer serves it",
+                        call.group, call.epoch
+                    )
+                });
+                return Ok(());
+            }
+            node = Some(at);
+        }
         self.step += 1;
         if call.epoch != self.group(lane).group_epoch {
             self.stats.stale_answers += 1;
@@ -784,11 +1107,16 @@ impl World {
                     .unwrap_or_default()
             )
         });
-        let shard = self.lanes[lane].shard;
-        let out =
-            self.shards[shard]
-                .core
-                .assignment_computed(&call.group, call.epoch, answer, self.now);
+        let now = self.now;
+        if let Some(node) = node {
+            let core = &mut self.cluster_served(node, shard).core;
+            let out = core.assignment_computed(&call.group, call.epoch, answer, now);
+            self.persist_output(node, shard, out)?;
+            return self.check_step(Some(lane));
+        }
+        let out = self.shards[shard]
+            .core
+            .assignment_computed(&call.group, call.epoch, answer, now);
         self.absorb(shard, out)?;
         self.check_step(Some(lane))
     }
@@ -842,9 +1170,30 @@ impl World {
             });
         self.step += 1;
         let load = self.host_load();
-        let result = self.shards[shard]
-            .core
-            .heartbeat_loaded(&request, now, load);
+        let result = if self.cluster.is_some() {
+            match self.route_heartbeat(pid, shard, &request)? {
+                Routed::Answered(result) => result,
+                Routed::Unanswered(why) => {
+                    self.note(|_| format!("{label} heartbeat unanswered: {why}"));
+                    if let Some(cluster) = &mut self.cluster {
+                        cluster.stats.unanswered += 1;
+                    }
+                    let process = &mut self.processes[pid];
+                    if leaving {
+                        // It exits anyway; its slot times out.
+                        process.stop(Status::Gone);
+                    } else {
+                        let interval = process.interval_ms;
+                        process.schedule_beat(interval, now, &mut self.rng);
+                    }
+                    return self.check_step(Some(lane));
+                }
+            }
+        } else {
+            self.shards[shard]
+                .core
+                .heartbeat_loaded(&request, now, load)
+        };
         let lost =
             !self.quiet && !leaving && self.rng.chance(self.lanes[lane].scenario.lost_response_p);
         self.note(|_| {
@@ -900,7 +1249,9 @@ impl World {
                     .map_err(|e| self.violation(e))?;
                     self.stats.static_returns += 1;
                 }
-                self.absorb(shard, out)?;
+                if self.cluster.is_none() {
+                    self.absorb(shard, out)?;
+                }
                 let initial_lag_max = 5 * self.group(lane).config.acceptable_recovery_lag + 2_000;
                 let process = &mut self.processes[pid];
                 if leaving {
@@ -948,6 +1299,69 @@ impl World {
             }
         }
         self.check_step(Some(lane))
+    }
+
+    /// Cluster mode: sends process `pid`'s heartbeat to the node it last
+    /// reached; a node that does not serve the group's shard sends it on
+    /// to the owner its directory names (the real 307), a node that does
+    /// answers after its records are durable. Invariant 8 at every answer:
+    /// only the node whose claim of the shard holds answers for it.
+    fn route_heartbeat(
+        &mut self,
+        pid: usize,
+        shard: usize,
+        request: &crate::protocol::core::Heartbeat,
+    ) -> Result<Routed, Violation> {
+        let now = self.now;
+        let load = self.host_load();
+        let count = self.cluster.as_ref().expect("cluster mode").nodes.len();
+        let mut node = *self.node_hints.entry(pid).or_insert(pid % count);
+        for _hop in 0..3 {
+            let cluster = self.cluster.as_mut().expect("cluster mode");
+            if cluster.nodes[node].state != NodeState::Up {
+                self.node_hints.insert(pid, (node + 1) % count);
+                return Ok(Routed::Unanswered(format!("n{node} does not answer")));
+            }
+            let Some(served) = cluster.serving_mut(node, shard, now) else {
+                let directed = cluster.nodes[node]
+                    .directed_to(shard)
+                    .and_then(|owner| cluster.nodes.iter().position(|n| n.name == owner));
+                let Some(owner) = directed else {
+                    self.node_hints.insert(pid, (node + 1) % count);
+                    return Ok(Routed::Unanswered(format!(
+                        "n{node} does not serve shard {shard} and knows no other owner"
+                    )));
+                };
+                cluster.stats.redirects += 1;
+                self.node_hints.insert(pid, owner);
+                node = owner;
+                continue;
+            };
+            let result = served.core.heartbeat_loaded(request, now, load);
+            let result = match result {
+                Ok((response, out)) => match self.persist_output(node, shard, out)? {
+                    Some(out) => Ok((response, out)),
+                    None => {
+                        return Ok(Routed::Unanswered(format!(
+                            "n{node}'s write of shard {shard} did not land"
+                        )));
+                    }
+                },
+                Err(error) => Err(error),
+            };
+            if !self
+                .cluster
+                .as_ref()
+                .expect("cluster mode")
+                .claim_holds(node, shard, now)
+            {
+                return Err(self.violation(format!(
+                    "invariant 8: n{node} answers for shard {shard}, whose claim it no longer holds"
+                )));
+            }
+            return Ok(Routed::Answered(result));
+        }
+        Ok(Routed::Unanswered("redirected too often".into()))
     }
 
     /// Static names with no running process: crashed or left, and may come
@@ -1111,11 +1525,27 @@ impl World {
                 };
                 self.step += 1;
                 let Lane { name, shard, .. } = &self.lanes[lane];
-                let shard = *shard;
-                let result = self.shards[shard].core.drain(name, &member, self.now);
+                let (name, shard, now) = (name.clone(), *shard, self.now);
+                let node = self.serving_owner(shard);
+                if self.cluster.is_some() && node.is_none() {
+                    self.note(|_| format!("admin drains {member}: no node serves shard {shard}"));
+                    return self.check_state();
+                }
+                let result = match node {
+                    Some(node) => self
+                        .cluster_served(node, shard)
+                        .core
+                        .drain(&name, &member, now),
+                    None => self.shards[shard].core.drain(&name, &member, now),
+                };
                 self.note(|_| format!("admin drains {member}: {:?}", result.as_ref().err()));
                 match result {
-                    Ok(out) => self.absorb(shard, out)?,
+                    Ok(out) => match node {
+                        Some(node) => {
+                            self.persist_output(node, shard, out)?;
+                        }
+                        None => self.absorb(shard, out)?,
+                    },
                     // A process may not know yet that it was removed.
                     Err(ProtocolError::UnknownMember(..)) => {}
                     Err(other) => {
@@ -1138,6 +1568,9 @@ impl World {
                 Ok(())
             }
             11 => self.tick(),
+            // In a cluster, the host's restart and stall are the nodes'
+            // faults.
+            12 | 13 if self.cluster.is_some() => self.node_chaos(),
             13 => {
                 // The host restarts: its core is what the log replays to,
                 // its transient state and its assignor calls in flight are
@@ -1251,6 +1684,11 @@ impl World {
         self.quiet = true;
         self.note(|_| "quiet phase".into());
         let now = self.now;
+        let mut takeover_ms = 0;
+        if let Some(cluster) = &mut self.cluster {
+            cluster.calm_down(now);
+            takeover_ms = 4 * cluster.ttl_ms;
+        }
         for process in self.processes.iter_mut().filter(|p| p.is_running()) {
             process.release_delay_ms = (0, 0);
             process.catch_up_per_ms = u64::MAX / 4;
@@ -1279,7 +1717,7 @@ impl World {
                     + config.session_timeout_ms
                     + config.probing_interval_ms)
                 + (tasks + 10) * (config.expansion_timeout_ms + 4 * config.heartbeat_interval_ms);
-            budget_ms = budget_ms.max(lane_budget_ms);
+            budget_ms = budget_ms.max(lane_budget_ms + takeover_ms);
         }
         let deadline = self.now + budget_ms;
         let lanes = 0..self.lanes.len();
@@ -1335,7 +1773,8 @@ impl World {
     /// slot served by a running process that is up to date with the host.
     fn settled(&self, lane: usize, learners_allowed: bool) -> bool {
         let group = self.group(lane);
-        if group.group_epoch != group.target_epoch
+        if (self.cluster.is_some() && self.serving_owner(self.lanes[lane].shard).is_none())
+            || group.group_epoch != group.target_epoch
             || self.calls.iter().any(|call| call.lane == lane)
             || !group.is_stable()
             || (!learners_allowed && group.learner_count() > 0)
@@ -1416,6 +1855,28 @@ impl World {
         }
         parts.join("; ")
     }
+}
+
+/// A tick of `core`, checked: the timer table must agree with a scan of
+/// every group (the same output and the same state on a copy of the
+/// core), and with itself.
+fn tick_checked(core: &mut Coordinator, now: Millis, load: HostLoad) -> Result<Output, String> {
+    let mut scanned = core.clone();
+    let reference = scanned.tick_every_group(now, load);
+    let out = core.tick_loaded(now, load);
+    if out != reference {
+        return Err(format!(
+            "a tick of the due groups gave {out:?}, a scan of every group {reference:?}"
+        ));
+    }
+    if let Some(difference) = core.difference_from(&scanned) {
+        return Err(format!(
+            "a tick of the due groups and a scan of every group differ: {difference}"
+        ));
+    }
+    core.check_deadlines()
+        .map_err(|error| format!("the timer table: {error}"))?;
+    Ok(out)
 }
 
 /// A record in one line for the trace.
