@@ -44,6 +44,14 @@ impl Directory {
         *self.view.write().unwrap_or_else(|e| e.into_inner()) = view;
     }
 
+    /// Names `to` as `shard`'s owner until the next update: a node that
+    /// has just handed the shard over sends requests on to its successor
+    /// at once, not to itself until its next placement round.
+    pub fn hand_over(&self, shard: ShardId, to: &str) {
+        let mut view = self.view.write().unwrap_or_else(|e| e.into_inner());
+        view.owners.insert(shard, to.to_owned());
+    }
+
     /// What the directory knows now.
     pub fn view(&self) -> ClusterView {
         self.view.read().unwrap_or_else(|e| e.into_inner()).clone()

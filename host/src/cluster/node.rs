@@ -405,8 +405,13 @@ impl Node {
                     "handing the shard over"
                 );
                 metrics::counter!("assignd_cluster_shards_handed_over_total").increment(1);
-                if let Err(e) = runtime.unload_shard(u64::from(shard)).await {
-                    tracing::warn!(shard, error = %e, "unloading the shard failed");
+                match runtime.unload_shard(u64::from(shard)).await {
+                    Ok(_) => {
+                        if let Some(to) = plan.get(&shard) {
+                            self.directory.hand_over(shard, to);
+                        }
+                    }
+                    Err(e) => tracing::warn!(shard, error = %e, "unloading the shard failed"),
                 }
             }
         }
