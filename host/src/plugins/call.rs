@@ -58,6 +58,9 @@ pub(super) struct GuestState {
     logs_dropped: u64,
     log_lines_max: usize,
     log_line_len_max: usize,
+    /// Bytes of the lines kept so far, against `log_bytes_max`.
+    log_bytes: usize,
+    log_bytes_max: usize,
     panic_message: Option<String>,
 }
 
@@ -70,6 +73,8 @@ impl GuestState {
             logs_dropped: 0,
             log_lines_max: limits.log_lines_max,
             log_line_len_max: limits.log_line_len_max,
+            log_bytes: 0,
+            log_bytes_max: limits.log_bytes_max,
             panic_message: None,
         }
     }
@@ -116,16 +121,22 @@ fn level_name(level: Level) -> &'static str {
     }
 }
 
-fn truncate(mut message: String, len_max: usize) -> String {
-    if message.len() > len_max {
-        let mut cut = len_max;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-        message.push('…');
+/// `message` cut to `len_max` bytes (at a char boundary) and marked so.
+/// A cut message is a fresh copy of the kept prefix: `String::truncate`
+/// would keep the whole allocation, and a guest's 64 MiB line would hold
+/// 64 MiB of host memory for as long as the line is kept.
+fn truncate(message: String, len_max: usize) -> String {
+    if message.len() <= len_max {
+        return message;
     }
-    message
+    let mut cut = len_max;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut kept = String::with_capacity(cut + '…'.len_utf8());
+    kept.push_str(&message[..cut]);
+    kept.push('…');
+    kept
 }
 
 /// The types interface has no functions; the linker still wants it.
@@ -142,13 +153,17 @@ impl LogHost for GuestState {
             self.panic_message = Some(truncate(one_line, self.log_line_len_max));
             return;
         }
-        if self.logs.len() >= self.log_lines_max {
+        let message = truncate(message, self.log_line_len_max);
+        if self.logs.len() >= self.log_lines_max
+            || self.log_bytes + message.len() > self.log_bytes_max
+        {
             self.logs_dropped += 1;
             return;
         }
+        self.log_bytes += message.len();
         self.logs.push(GuestLogLine {
             level: level_name(level),
-            message: truncate(message, self.log_line_len_max),
+            message,
         });
     }
 }
@@ -422,5 +437,41 @@ impl PluginEngine {
             logs: Vec::new(),
             logs_dropped: 0,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cut line keeps only its prefix's memory: `String::truncate`
+    /// alone kept the whole allocation (a 5 KB guest held 3.2 GiB).
+    #[test]
+    fn a_cut_line_keeps_only_the_memory_of_its_prefix() {
+        let long = "x".repeat(1 << 20);
+        let cut = truncate(long, 4096);
+        assert_eq!(cut.len(), 4096 + '…'.len_utf8());
+        assert!(cut.capacity() < 8192, "capacity {}", cut.capacity());
+        let short = truncate("ünïcode".to_owned(), 2);
+        assert_eq!(short, "ü…");
+    }
+
+    /// A call keeps at most `log_bytes_max` bytes of lines, whatever their
+    /// count; the rest are counted.
+    #[test]
+    fn a_call_keeps_at_most_its_log_bytes() {
+        let limits = Limits::default();
+        let mut state = GuestState::new(&limits);
+        for _ in 0..limits.log_lines_max {
+            state.log(Level::Info, "y".repeat(10 << 20));
+        }
+        let kept: usize = state.logs.iter().map(|l| l.message.len()).sum();
+        assert!(kept <= limits.log_bytes_max, "{kept} bytes kept");
+        assert!(!state.logs.is_empty());
+        assert_eq!(
+            state.logs.len() as u64 + state.logs_dropped,
+            limits.log_lines_max as u64
+        );
+        assert!(state.logs.iter().all(|l| l.message.capacity() < 8192));
     }
 }

@@ -36,9 +36,14 @@ pub enum PluginError {
     Compile(String),
 
     /// The component imports something besides our log interface.
+    /// Checked before any compile.
     #[error(
         "the component imports `{name}`, but an assignor may import only `assignd:assignor/log@{}` \
-         (no WASI, clock or randomness: build for wasm32-unknown-unknown, not wasm32-wasip2)",
+         (a guest is a pure function of its input: no WASI, clock, randomness, files or network). \
+         Rebuild without it: Rust, for wasm32-unknown-unknown, not wasm32-wasip2; JavaScript \
+         (componentize-js), with `--disable stdio random clocks http fetch-event`; Python \
+         (componentize-py), with `--stub-wasi`; C, without stdio (no printf) and linked with \
+         `-mexec-model=reactor`",
         assignd_guest_sdk::WIT_VERSION
     )]
     ForeignImport { name: String },
@@ -52,6 +57,14 @@ pub enum PluginError {
     /// The export exists but its functions have other types.
     #[error("the component's `{WIT_ASSIGNOR_INTERFACE}` export has the wrong shape: {0}")]
     WrongShape(String),
+
+    /// An import of our package whose functions or types are not the
+    /// host's (a guest built against another version of the WIT world).
+    #[error(
+        "the component's imports do not match the host's `assignd:assignor/log@{version}`: {0}; build it against this host's guest-sdk/wit",
+        version = assignd_guest_sdk::WIT_VERSION
+    )]
+    ImportShape(String),
 
     /// Instantiation failed (a start function trapped, a limit was hit).
     #[error("the component could not be instantiated: {0}")]
@@ -145,7 +158,7 @@ impl PluginError {
             PluginError::Compile(_) => "compile_failed",
             PluginError::ForeignImport { .. } => "foreign_import",
             PluginError::WrongWorld { .. } => "wrong_world",
-            PluginError::WrongShape(_) => "wrong_world",
+            PluginError::WrongShape(_) | PluginError::ImportShape(_) => "wrong_world",
             PluginError::Instantiate(_) => "instantiate_failed",
             PluginError::OutOfFuel { .. } => "out_of_fuel",
             PluginError::Timeout { .. } => "timeout",

@@ -7,8 +7,12 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Fuel for a call on an empty input; the budget grows with the input
-    /// because a full assignment costs fuel per task (about 1,800 units per
-    /// task for a sticky assignment of 100,000 tasks).
+    /// because a full assignment costs fuel per task (about 150 units per
+    /// task for Rust's sticky on 100,000 tasks, 500 for C's, 6,000 to
+    /// 11,000 for the JavaScript example's, 9,000 for Python's). Fuel is the
+    /// backstop: a call is judged by `time_limit_ms` first, and 100,000
+    /// per item lets an interpreted guest doing honest work finish within
+    /// it.
     pub fuel_base: u64,
     /// Additional fuel per task and per member of the input.
     pub fuel_per_item: u64,
@@ -24,19 +28,23 @@ pub struct Limits {
     pub log_lines_max: usize,
     /// Longest log line kept, in bytes; longer lines are cut.
     pub log_line_len_max: usize,
+    /// Bytes of log lines kept per call, all lines together; the lines
+    /// past it are counted and dropped.
+    pub log_bytes_max: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             fuel_base: 1_000_000_000,
-            fuel_per_item: 20_000,
+            fuel_per_item: 100_000,
             fuel_max: u64::MAX,
             time_limit_ms: 10_000,
             memory_max_bytes: 512 << 20,
             output_rows_max: 16_000_000,
             log_lines_max: 100,
             log_line_len_max: 4096,
+            log_bytes_max: 64 << 10,
         }
     }
 }
@@ -100,7 +108,11 @@ impl Default for EngineConfig {
 
 /// Core instances, memories and tables one assignor component may hold:
 /// wit-component links the guest module with small shim modules.
-pub const CORE_INSTANCES_PER_CALL_MAX: u32 = 8;
+/// These are counts: a pool slot's memory does not grow with them.
+/// 64: componentize-py's components hold 38 (CPython, libc, the WASI
+/// stubs of `--stub-wasi`, glue), componentize-js's a handful, Rust's and
+/// C's 2 to 4.
+pub const CORE_INSTANCES_PER_CALL_MAX: u32 = 64;
 pub const MEMORIES_PER_CALL_MAX: u32 = 2;
 pub const TABLES_PER_CALL_MAX: u32 = 4;
 

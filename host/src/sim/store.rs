@@ -289,7 +289,11 @@ mod tests {
             revision: 0,
         };
         assert_eq!(
-            store.txn(std::slice::from_ref(&absent), &[put("owners/0", "a", lease)], 1),
+            store.txn(
+                std::slice::from_ref(&absent),
+                &[put("owners/0", "a", lease)],
+                1
+            ),
             Ok(true)
         );
         let claim = store.peek("owners/0").unwrap().mod_revision;
