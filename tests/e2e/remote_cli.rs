@@ -267,3 +267,33 @@ fn bad_command_lines_are_usage_errors() {
         Some(2)
     );
 }
+
+/// An upload over the host's limit is one `payload_too_large` line naming
+/// the limit, not the broken pipe of a write the host stopped reading, and
+/// the host holds no new module.
+#[test]
+fn an_upload_over_the_limit_is_refused_with_the_limit_not_a_broken_pipe() {
+    let dir = scratch("remote-cli-too-large");
+    let server = Server::start(&dir.join("data"), &[]);
+    let file = dir.join("huge.wasm");
+    let huge = std::fs::File::create(&file).expect("create");
+    huge.set_len(assignd::registry::MODULE_LEN_MAX_BYTES as u64 + 1)
+        .expect("a sparse file");
+    let path = file.to_str().expect("a UTF-8 path");
+    let output = server.cli(&[
+        "assignor",
+        "upload",
+        path,
+        "--name",
+        "huge",
+        "--version",
+        "1",
+    ]);
+    assert_one_error_line(&output, 1, "error: payload_too_large: ");
+    assert!(stderr(&output).contains("at most 50331648 bytes (48 MiB)"));
+    let listed = server.json(&["assignor", "list"]);
+    assert!(
+        !listed.to_string().contains("huge"),
+        "nothing stored: {listed}"
+    );
+}

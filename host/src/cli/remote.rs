@@ -381,6 +381,20 @@ pub fn assignor(args: AssignorArgs) -> Result<(), Failure> {
             name,
             version,
         } => {
+            // Refused here rather than by the host, which closes the
+            // connection at the declared length: the CLI would then report
+            // the broken pipe of its write, not the host's 413.
+            let len = std::fs::metadata(&file)
+                .map_err(|e| failure(format!("cannot read {}: {e}", file.display())))?
+                .len();
+            let len_max = crate::registry::MODULE_LEN_MAX_BYTES;
+            if len > len_max as u64 {
+                return Err(failure(format!(
+                    "payload_too_large: {} is {len} bytes; a module may be at most {len_max} bytes ({} MiB)",
+                    file.display(),
+                    len_max >> 20
+                )));
+            }
             let bytes = std::fs::read(&file)
                 .map_err(|e| failure(format!("cannot read {}: {e}", file.display())))?;
             let path = format!(
