@@ -509,45 +509,48 @@ impl Etcd {
     }
 }
 
-/// Holds if `key` was created at `revision` (0: it does not exist).
-fn created_at(key: &[u8], revision: i64) -> pb::Compare {
+/// Holds if `key`'s `target` equals `value`.
+fn equal(key: &[u8], target: compare::CompareTarget, value: compare::TargetUnion) -> pb::Compare {
     pb::Compare {
         result: compare::CompareResult::Equal as i32,
-        target: compare::CompareTarget::Create as i32,
+        target: target as i32,
         key: key.to_vec(),
         range_end: vec![],
-        target_union: Some(compare::TargetUnion::CreateRevision(revision)),
+        target_union: Some(value),
     }
+}
+
+/// Holds if `key` was created at `revision` (0: it does not exist).
+fn created_at(key: &[u8], revision: i64) -> pb::Compare {
+    equal(
+        key,
+        compare::CompareTarget::Create,
+        compare::TargetUnion::CreateRevision(revision),
+    )
 }
 
 /// Holds if `key` exists and was last put at `revision`.
 fn put_at(key: &[u8], revision: i64) -> pb::Compare {
-    pb::Compare {
-        result: compare::CompareResult::Equal as i32,
-        target: compare::CompareTarget::Mod as i32,
-        key: key.to_vec(),
-        range_end: vec![],
-        target_union: Some(compare::TargetUnion::ModRevision(revision)),
-    }
+    equal(
+        key,
+        compare::CompareTarget::Mod,
+        compare::TargetUnion::ModRevision(revision),
+    )
 }
 
 /// Compares of a transaction: `key` holds `value` under `lease`.
 fn held_under(key: &[u8], value: &[u8], lease: i64) -> Vec<pb::Compare> {
     vec![
-        pb::Compare {
-            result: compare::CompareResult::Equal as i32,
-            target: compare::CompareTarget::Value as i32,
-            key: key.to_vec(),
-            range_end: vec![],
-            target_union: Some(compare::TargetUnion::Value(value.to_vec())),
-        },
-        pb::Compare {
-            result: compare::CompareResult::Equal as i32,
-            target: compare::CompareTarget::Lease as i32,
-            key: key.to_vec(),
-            range_end: vec![],
-            target_union: Some(compare::TargetUnion::Lease(lease)),
-        },
+        equal(
+            key,
+            compare::CompareTarget::Value,
+            compare::TargetUnion::Value(value.to_vec()),
+        ),
+        equal(
+            key,
+            compare::CompareTarget::Lease,
+            compare::TargetUnion::Lease(lease),
+        ),
     ]
 }
 

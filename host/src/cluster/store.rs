@@ -264,8 +264,9 @@ impl EtcdStore {
     }
 }
 
-/// Decodes one whole batch: frames back to back, to its last byte.
-fn decode_batch(
+/// Decodes one whole batch: frames back to back, to its last byte. The
+/// simulator's cluster layer decodes its modelled store's batches with it.
+pub(crate) fn decode_batch(
     shard: ShardId,
     index: u64,
     mut bytes: &[u8],

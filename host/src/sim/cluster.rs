@@ -28,9 +28,11 @@ use std::collections::BTreeMap;
 use super::rng::Rng;
 use super::store::{Compare, KeyValue, LeaseId, LeaseStore, Op, Refused};
 use crate::cluster::placement;
-use crate::log::frame::{self, Decoded};
+use crate::cluster::store::decode_batch;
+use crate::log::frame;
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::{Millis, Record};
+use crate::protocol::shard::ShardId;
 
 /// The longest time between two placement rounds, as
 /// [`crate::cluster::node::PLACEMENT_INTERVAL_MAX`] (in ms).
@@ -983,23 +985,8 @@ fn decode_log(shard: usize, chunks: &[(String, KeyValue)]) -> Result<(Vec<Record
             ));
         }
         next_index += 1;
-        let mut bytes = kv.value.as_slice();
-        while !bytes.is_empty() {
-            match frame::decode(bytes) {
-                Decoded::Record {
-                    record,
-                    frame_bytes,
-                } => {
-                    records.push(record);
-                    bytes = &bytes[frame_bytes..];
-                }
-                other => {
-                    return Err(format!(
-                        "shard {shard}: batch {index} does not decode: {other:?}"
-                    ));
-                }
-            }
-        }
+        decode_batch(shard as ShardId, index, &kv.value, &mut records)
+            .map_err(|e| e.to_string())?;
     }
     Ok((records, next_index))
 }

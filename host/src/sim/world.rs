@@ -250,8 +250,6 @@ pub struct World {
     node_hints: BTreeMap<usize, usize>,
     /// Cluster mode: the highest group epoch each group has had.
     epochs_seen: Vec<u64>,
-    /// Cluster mode: the node whose records are being absorbed.
-    writer: Option<usize>,
 }
 
 impl World {
@@ -308,7 +306,6 @@ impl World {
             cluster,
             node_hints: BTreeMap::new(),
             epochs_seen: vec![0; lane_count],
-            writer: None,
         }
     }
 
@@ -677,10 +674,7 @@ impl World {
         if persisted.landed {
             // Checked against the liveness of the core that wrote them:
             // with its answer lost, the shard has no owner to ask.
-            self.writer = Some(node);
-            let absorbed = self.absorb_records(shard, out.records.clone());
-            self.writer = None;
-            absorbed?;
+            self.absorb_records(shard, out.records.clone(), Some(node))?;
         }
         if !persisted.acked {
             return Ok(None);
@@ -693,13 +687,19 @@ impl World {
     /// each against the state before it and applying it to the shard's
     /// replica) and queues the assignor calls.
     fn absorb(&mut self, shard: usize, out: Output) -> Result<(), Violation> {
-        self.absorb_records(shard, out.records)?;
+        self.absorb_records(shard, out.records, None)?;
         self.queue_calls(out.assignor_calls, 0);
         Ok(())
     }
 
-    /// The records half of [`Self::absorb`].
-    fn absorb_records(&mut self, shard: usize, records: Vec<Record>) -> Result<(), Violation> {
+    /// The records half of [`Self::absorb`]; in cluster mode, `writer` is
+    /// the node whose core made them.
+    fn absorb_records(
+        &mut self,
+        shard: usize,
+        records: Vec<Record>,
+        writer: Option<usize>,
+    ) -> Result<(), Violation> {
         for record in records {
             assert_eq!(
                 self.lanes[self.lane_named(record.group())].shard,
@@ -715,7 +715,7 @@ impl World {
                     "invariant 8: a record written to shard {shard}'s log does not follow from its last durable state: {e}"
                 )));
             }
-            self.check_record(shard, &record)?;
+            self.check_record(shard, &record, writer)?;
             self.shards[shard].replica.apply(&record);
             self.note(|_| format!("  {}", describe(&record)));
             self.shards[shard].log.push(record);
@@ -763,7 +763,12 @@ impl World {
 
     /// Invariants 4 and 5 at the record that could break them, against the
     /// state before it; and the statistics.
-    fn check_record(&mut self, shard_index: usize, record: &Record) -> Result<(), Violation> {
+    fn check_record(
+        &mut self,
+        shard_index: usize,
+        record: &Record,
+        writer: Option<usize>,
+    ) -> Result<(), Violation> {
         let shard = &self.shards[shard_index];
         let Some(before) = shard.replica.group(record.group()) else {
             return Ok(());
@@ -778,7 +783,7 @@ impl World {
                     }
                 }
                 let empty = Liveness::default();
-                let core = match (&self.cluster, self.writer) {
+                let core = match (&self.cluster, writer) {
                     (Some(cluster), Some(node)) => &cluster.nodes[node].served[&shard_index].core,
                     _ => self.core(shard_index),
                 };
