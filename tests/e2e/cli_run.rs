@@ -455,3 +455,50 @@ fn kafkas_sticky_cases_with_missing_topics_give_kafkas_answers() {
         }
     }
 }
+
+/// Compiling is bounded (invariant 7): a crafted component that costs
+/// Cranelift many seconds is stopped at the compile's time limit, and one
+/// that needs more memory than the compiler may use is refused, each with
+/// one line naming the limit; an honest guest compiles under the default
+/// bounds.
+#[test]
+fn compiling_a_component_is_bounded_in_time_and_memory() {
+    let dir = scratch("cli-run-compile-bounds");
+    let input = small_input(&dir);
+    let input = input.to_str().unwrap();
+    let slow = write(&dir, "slow.wasm", slow_to_compile_component());
+    let output = assignd(&[
+        "run",
+        "--module",
+        slow.to_str().unwrap(),
+        "--input",
+        input,
+        "--compile-time-base-ms",
+        "1000",
+        "--compile-time-per-mib-ms",
+        "0",
+    ]);
+    assert_one_error_line(
+        &output,
+        EXIT_BAD_INPUT,
+        "compiling the component took longer than its limit of 1000 ms",
+    );
+    let honest = bad_guest("test-guest-spin-when-told");
+    let honest = honest.to_str().unwrap();
+    let output = assignd(&[
+        "run",
+        "--module",
+        honest,
+        "--input",
+        input,
+        "--compile-memory-max-mib",
+        "1",
+    ]);
+    assert_one_error_line(
+        &output,
+        EXIT_BAD_INPUT,
+        "compiling the component needed more than its memory limit of 1048576 bytes",
+    );
+    let output = assignd(&["run", "--module", honest, "--input", input]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}

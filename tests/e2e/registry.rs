@@ -376,3 +376,31 @@ fn the_data_dir_is_private() {
     let path = data_dir.join("cache").join(&artifacts[0]);
     assert_eq!(mode(&path), 0o600, "{}", path.display());
 }
+
+/// An upload whose compile runs past its limit is refused 400
+/// `compile_timeout`, stores nothing, and the host goes on serving.
+#[test]
+fn an_upload_that_compiles_too_long_is_refused_and_the_host_goes_on() {
+    let data_dir = common::scratch("registry-compile-timeout");
+    let server = Server::start(
+        &data_dir,
+        &[
+            "--compile-time-base-ms",
+            "1000",
+            "--compile-time-per-mib-ms",
+            "0",
+        ],
+    );
+    let (status, error) = server.upload("slow", "1", &common::slow_to_compile_component());
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"]["code"], "compile_timeout", "{error}");
+    let (status, list) = server.call("GET", "/v1/assignors", None);
+    assert_eq!(status, 200);
+    assert!(
+        !list.to_string().contains("\"slow\""),
+        "nothing stored: {list}"
+    );
+    let honest = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = server.upload("honest", "1", &honest);
+    assert_eq!(status, 201, "{module}");
+}

@@ -125,11 +125,12 @@ fn percent_decode(value: &str) -> Option<String> {
     responses(
         (status = 201, description = "Stored", body = AssignorView),
         (status = 200, description = "These bytes were already stored", body = AssignorView),
-        (status = 400, description = "`invalid_query`, `invalid_module_name`, or what made the module fail to load: `not_wasm`, `core_module`, `unsupported_wasm_version`, `wrong_world`, `foreign_import`, `compile_failed`, `instantiate_failed`, `trapped`, …", body = ErrorBody),
+        (status = 400, description = "`invalid_query`, `invalid_module_name`, or what made the module fail to load: `not_wasm`, `core_module`, `unsupported_wasm_version`, `wrong_world`, `foreign_import`, `compile_failed`, `compile_timeout`, `compile_memory_limit`, `instantiate_failed`, `trapped`, …", body = ErrorBody),
         (status = 409, description = "`module_name_taken`: another module has this name and version", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 422, description = "`self_test_failed`", body = ErrorBody),
+        (status = 503, description = "`compile_busy`: as many components as allowed are being compiled; try again shortly", body = ErrorBody),
     )
 )]
 pub async fn upload_assignor(

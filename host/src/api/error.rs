@@ -174,6 +174,9 @@ impl ApiError {
 fn registry_status_and_code(error: &RegistryError) -> (StatusCode, &'static str) {
     match error {
         RegistryError::InvalidName(_) => (StatusCode::BAD_REQUEST, "invalid_module_name"),
+        RegistryError::Invalid(crate::plugins::PluginError::CompileBusy { .. }) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "compile_busy")
+        }
         RegistryError::Invalid(plugin) => (StatusCode::BAD_REQUEST, plugin.code()),
         RegistryError::SelfTest { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "self_test_failed"),
         RegistryError::ParamsRejected { .. } => (StatusCode::BAD_REQUEST, "params_rejected"),

@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use crate::plugins::Limits;
+use crate::plugins::{CompileBounds, Limits};
 
 #[derive(Debug, Args)]
 pub struct LimitArgs {
@@ -20,6 +20,25 @@ pub struct LimitArgs {
     #[arg(long, value_name = "MIB", default_value_t = Limits::default().memory_max_bytes >> 20,
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     memory_max_mib: u64,
+    /// Wall-clock limit of compiling an uploaded component: this, plus
+    /// --compile-time-per-mib-ms per MiB of it. Compiling runs in a child
+    /// process that is stopped at the limit.
+    #[arg(long, value_name = "MS", default_value_t = default_bounds().time_base_ms)]
+    compile_time_base_ms: u64,
+    #[arg(long, value_name = "MS", default_value_t = default_bounds().time_per_mib_ms)]
+    compile_time_per_mib_ms: u64,
+    /// Memory the compiler process may use for one component (1 to 65536).
+    #[arg(long, value_name = "MIB", default_value_t = default_bounds().memory_max_bytes >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=65536))]
+    compile_memory_max_mib: u64,
+    /// Components compiled at once; one more is refused (503 compile_busy).
+    #[arg(long, value_name = "N", default_value_t = default_bounds().concurrent_max,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    compiles_max: u32,
+}
+
+fn default_bounds() -> CompileBounds {
+    CompileBounds::new(std::path::PathBuf::new())
 }
 
 impl LimitArgs {
@@ -31,5 +50,19 @@ impl LimitArgs {
             memory_max_bytes: self.memory_max_mib.saturating_mul(1 << 20),
             ..Limits::default()
         }
+    }
+
+    /// Components from outside are compiled by a child process of this
+    /// binary under these bounds; `None` if this binary's path is unknown
+    /// (then in process).
+    pub fn compile_bounds(&self) -> Option<CompileBounds> {
+        let exe = std::env::current_exe().ok()?;
+        Some(CompileBounds {
+            exe,
+            time_base_ms: self.compile_time_base_ms,
+            time_per_mib_ms: self.compile_time_per_mib_ms,
+            memory_max_bytes: self.compile_memory_max_mib.saturating_mul(1 << 20),
+            concurrent_max: self.compiles_max,
+        })
     }
 }

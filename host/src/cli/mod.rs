@@ -86,6 +86,17 @@ enum Command {
     Group(remote::GroupArgs),
     /// Make an uploadable component of a guest crate's core module.
     Component(component::ComponentArgs),
+    /// The host's own bounded compiler: a component on stdin, its
+    /// precompiled artifact on stdout (run by `serve` and `run`).
+    #[command(name = "compile-component", hide = true)]
+    CompileComponent(CompileComponentArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompileComponentArgs {
+    /// The cap on the process's data memory.
+    #[arg(long)]
+    memory_max_bytes: u64,
 }
 
 /// Exit code of a run that failed on bad input or an unusable module.
@@ -104,6 +115,11 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::CompileComponent(args) = &cli.command {
+        // Its stdout is the artifact and its stderr one line: no logs.
+        let code = crate::plugins::compile_child(args.memory_max_bytes);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     init_logs(cli.log_format);
     let result = match cli.command {
         Command::Demo(args) => demo::demo(args),
@@ -117,6 +133,7 @@ pub fn main() -> ExitCode {
         Command::Assignor(args) => remote::assignor(args),
         Command::Group(args) => remote::group(args),
         Command::Component(args) => component::component(args),
+        Command::CompileComponent(_) => unreachable!("handled above"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

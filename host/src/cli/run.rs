@@ -12,7 +12,9 @@ use serde_json::json;
 
 use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure, default_cache_dir};
-use crate::plugins::{BUILTIN_NAMES, EngineConfig, Limits, LoadedModule, PluginEngine};
+use crate::plugins::{
+    BUILTIN_NAMES, CompileBounds, EngineConfig, Limits, LoadedModule, PluginEngine,
+};
 
 #[derive(Debug, Args)]
 pub struct ModuleArgs {
@@ -66,6 +68,7 @@ fn bad_input(message: String) -> Failure {
 fn load(
     args: &ModuleArgs,
     memory_ceiling_bytes: u64,
+    compile_bounds: Option<CompileBounds>,
 ) -> Result<(PluginEngine, Arc<LoadedModule>), Failure> {
     let cache_dir = if args.no_cache {
         None
@@ -77,6 +80,7 @@ fn load(
         // One call at a time: a pool of two slots is plenty.
         concurrent_calls_max: 2,
         memory_ceiling_bytes,
+        compile_bounds,
         ..EngineConfig::default()
     })
     .map_err(|e| bad_input(format!("cannot start the wasm engine: {e:#}")))?;
@@ -112,7 +116,11 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         .map_err(|e| bad_input(format!("{}: {e}", args.input.display())))?;
     merge_params(&mut input.params, &args.params).map_err(|e| bad_input(e.to_string()))?;
     let limits = args.limits.limits();
-    let (engine, module) = load(&args.module, limits.memory_max_bytes)?;
+    let (engine, module) = load(
+        &args.module,
+        limits.memory_max_bytes,
+        args.limits.compile_bounds(),
+    )?;
     let outcome = engine.assign(&module, &input, &limits)?;
     let doc = assignment_to_json(&input, &outcome.assignment);
     print_one_member_per_line(&doc);
@@ -127,7 +135,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
 }
 
 pub fn info(args: InfoArgs) -> Result<(), Failure> {
-    let (_engine, module) = load(&args.module, Limits::default().memory_max_bytes)?;
+    let bounds = std::env::current_exe().ok().map(CompileBounds::new);
+    let (_engine, module) = load(&args.module, Limits::default().memory_max_bytes, bounds)?;
     // The id first, then what the registry shows of `info()`.
     let mut doc = json!({ "id": module.id });
     if let (Some(doc), serde_json::Value::Object(info)) = (

@@ -291,6 +291,7 @@ fn open_registry(args: &ServeArgs) -> Result<Registry, Failure> {
         cache_dir: Some(args.data_dir.join("cache")),
         concurrent_calls_max: args.concurrent_calls_max,
         memory_ceiling_bytes: limits.memory_max_bytes,
+        compile_bounds: args.limits.compile_bounds(),
         ..EngineConfig::default()
     })
     .map_err(|e| failure(format!("cannot start the wasm engine: {e:#}")))?;

@@ -16,15 +16,16 @@ use std::time::{Duration, Instant};
 use assignd_guest_sdk::Info;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::{Plugin, PluginPre};
 use super::builtin::{BUILTIN_NAMES, builtin_component};
 use super::call::GuestState;
+use super::compile::{CompileBounds, CompilesRunning, compile_config, compile_in_child};
 use super::error::PluginError;
 use super::limits::{
     CORE_INSTANCES_PER_CALL_MAX, EPOCH_TICK_MS, EngineConfig, Limits, MEMORIES_PER_CALL_MAX,
-    TABLES_PER_CALL_MAX, WASM_STACK_MAX_BYTES,
+    TABLES_PER_CALL_MAX,
 };
 use super::{WIT_ASSIGNOR_INTERFACE, WIT_LOG_INTERFACE, WIT_TYPES_INTERFACE};
 
@@ -62,6 +63,8 @@ pub struct PluginEngine {
     cache_dir: Option<PathBuf>,
     pub(super) slots: Arc<CallSlots>,
     pub(super) memory_ceiling_bytes: u64,
+    compile_bounds: Option<CompileBounds>,
+    compiles_running: CompilesRunning,
 }
 
 /// A counting semaphore over the pool's instance slots: a call holds a
@@ -122,13 +125,7 @@ impl PluginEngine {
     /// background thread that advances the epoch every `EPOCH_TICK_MS`
     /// while a guest runs (it stops when the engine is dropped).
     pub fn new(config: EngineConfig) -> anyhow::Result<Self> {
-        let mut wasm_config = Config::new();
-        wasm_config
-            .wasm_component_model(true)
-            .consume_fuel(true)
-            .epoch_interruption(true)
-            .max_wasm_stack(WASM_STACK_MAX_BYTES)
-            .cranelift_opt_level(OptLevel::Speed);
+        let mut wasm_config = compile_config();
         // A pool of instance slots whose memory stays mapped between calls:
         // measured here it takes a quarter off a sticky call on 100,000
         // tasks (3.53 → 2.62 ms) and a third off the marshalling of a small
@@ -163,6 +160,8 @@ impl PluginEngine {
             cache_dir: config.cache_dir,
             slots,
             memory_ceiling_bytes: config.memory_ceiling_bytes,
+            compile_bounds: config.compile_bounds,
+            compiles_running: CompilesRunning::default(),
         })
     }
 
@@ -172,7 +171,7 @@ impl PluginEngine {
             name: name.to_owned(),
             builtins: BUILTIN_NAMES.join(", "),
         })?;
-        self.load(bytes)
+        self.load_trusted(bytes, true)
     }
 
     /// Loads a component from a file.
@@ -187,6 +186,12 @@ impl PluginEngine {
     /// Checks and compiles component bytes, or returns the cached module
     /// with the same sha256.
     pub fn load(&self, bytes: &[u8]) -> Result<Arc<LoadedModule>, PluginError> {
+        self.load_trusted(bytes, false)
+    }
+
+    /// [`Self::load`]; a `shipped` component (a built-in) is compiled in
+    /// process even where others are compiled under bounds.
+    fn load_trusted(&self, bytes: &[u8], shipped: bool) -> Result<Arc<LoadedModule>, PluginError> {
         check_header(bytes)?;
         let id = module_id(bytes);
         if let Some(module) = self.modules.lock().expect("module cache poisoned").get(&id) {
@@ -196,7 +201,7 @@ impl PluginEngine {
         // for a 12 MB JavaScript guest) nor leave an artifact behind.
         check_world(bytes)?;
         let started = Instant::now();
-        let (component, from_disk_cache) = self.compile(&id, bytes)?;
+        let (component, from_disk_cache) = self.compile(&id, bytes, shipped)?;
         let compile_ms = started.elapsed().as_secs_f64() * 1e3;
         // Only imports are checked here: every name is ours (above), so a
         // mismatch is one of their functions or types.
@@ -287,7 +292,12 @@ impl PluginEngine {
     /// Compiles, or loads the precompiled artifact from the disk cache.
     /// The artifact is written by [`Self::load`] once the component passed
     /// its checks, so a refused component leaves nothing behind.
-    fn compile(&self, id: &str, bytes: &[u8]) -> Result<(Component, bool), PluginError> {
+    fn compile(
+        &self,
+        id: &str,
+        bytes: &[u8],
+        shipped: bool,
+    ) -> Result<(Component, bool), PluginError> {
         let cached = self.artifact_path(id);
         if let Some(path) = &cached
             && path.exists()
@@ -304,8 +314,20 @@ impl PluginEngine {
                 }
             }
         }
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| PluginError::Compile(format!("{e:#}")))?;
+        let component = match &self.compile_bounds {
+            Some(bounds) if !shipped => {
+                let artifact = compile_in_child(bounds, &self.compiles_running, bytes)?;
+                // SAFETY: the artifact was just written by
+                // `precompile_component` of our own binary, with the
+                // settings of `compile_config` this engine was built
+                // from; wasmtime's header checks refuse anything else.
+                unsafe { Component::deserialize(&self.engine, &artifact) }.map_err(|e| {
+                    PluginError::Compile(format!("loading the compiled artifact: {e:#}"))
+                })?
+            }
+            _ => Component::new(&self.engine, bytes)
+                .map_err(|e| PluginError::Compile(format!("{e:#}")))?,
+        };
         Ok((component, false))
     }
 }

@@ -35,6 +35,22 @@ pub enum PluginError {
     #[error("the component does not compile: {0}")]
     Compile(String),
 
+    /// Compiling took longer than its limit; the compiler was stopped.
+    #[error(
+        "compiling the component took longer than its limit of {limit_ms} ms (Cranelift's work grows with what a component asks of it; the host stopped it)"
+    )]
+    CompileTimeout { limit_ms: u64 },
+
+    /// Compiling needed more memory than its limit.
+    #[error(
+        "compiling the component needed more than its memory limit of {limit_bytes} bytes ({detail})"
+    )]
+    CompileMemoryLimit { limit_bytes: u64, detail: String },
+
+    /// Too many compiles run already; try again when one is done.
+    #[error("{running} components are being compiled already; try again shortly")]
+    CompileBusy { running: u32 },
+
     /// The component imports something besides our log interface.
     /// Checked before any compile.
     #[error(
@@ -156,6 +172,9 @@ impl PluginError {
             PluginError::CoreModule => "core_module",
             PluginError::UnsupportedVersion { .. } => "unsupported_wasm_version",
             PluginError::Compile(_) => "compile_failed",
+            PluginError::CompileTimeout { .. } => "compile_timeout",
+            PluginError::CompileMemoryLimit { .. } => "compile_memory_limit",
+            PluginError::CompileBusy { .. } => "compile_busy",
             PluginError::ForeignImport { .. } => "foreign_import",
             PluginError::WrongWorld { .. } => "wrong_world",
             PluginError::WrongShape(_) | PluginError::ImportShape(_) => "wrong_world",

@@ -93,6 +93,9 @@ pub struct EngineConfig {
     /// unmapped), so the next instance does not pay first-touch page faults
     /// on it.
     pub memory_keep_resident_bytes: u64,
+    /// How components from outside are compiled: in a bounded child
+    /// process, or (`None`: tests and the built-ins-only demo) in process.
+    pub compile_bounds: Option<super::CompileBounds>,
 }
 
 impl Default for EngineConfig {
@@ -102,6 +105,7 @@ impl Default for EngineConfig {
             concurrent_calls_max: 16,
             memory_ceiling_bytes: Limits::default().memory_max_bytes,
             memory_keep_resident_bytes: 16 << 20,
+            compile_bounds: None,
         }
     }
 }

@@ -8,12 +8,14 @@
 
 mod builtin;
 mod call;
+mod compile;
 mod engine;
 mod error;
 mod limits;
 
 pub use builtin::{BUILTIN_NAMES, builtin_component};
 pub use call::{CallOutcome, CallStats, GuestLogLine};
+pub use compile::{COMPILE_SUBCOMMAND, CompileBounds, compile_child};
 pub use engine::{LoadedModule, ModuleId, PluginEngine, module_id};
 pub use error::PluginError;
 pub use limits::{EngineConfig, Limits};

@@ -465,3 +465,33 @@ impl Member {
         (status, answer)
     }
 }
+
+/// A component whose core module costs Cranelift many seconds to compile
+/// (12,000 locals, each updated from another inside a loop: register
+/// allocation over all of them; 20,000 took 29 s here) for a few hundred
+/// KB: the crafted upload a host must bound its compile against. It
+/// imports nothing and exports our interface by name, so every check
+/// before the compile passes.
+pub fn slow_to_compile_component() -> Vec<u8> {
+    const LOCALS: usize = 12_000;
+    let mut body = String::new();
+    for i in 0..LOCALS {
+        body.push_str(&format!("(local.set {i} (i64.const {i}))"));
+    }
+    body.push_str("(loop $l");
+    for i in 0..LOCALS {
+        let other = (i * 7919) % LOCALS;
+        body.push_str(&format!(
+            "(local.set {i} (i64.add (local.get {i}) (local.get {other})))"
+        ));
+    }
+    body.push_str("(br_if $l (i32.wrap_i64 (local.get 0))))");
+    let locals = vec!["i64"; LOCALS].join(" ");
+    wat::parse_str(format!(
+        r#"(component
+             (core module (func (local {locals}) {body}))
+             (instance $a)
+             (export "assignd:assignor/assignor@0.1.0" (instance $a)))"#
+    ))
+    .expect("the crafted component parses")
+}
