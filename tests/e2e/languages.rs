@@ -1,0 +1,480 @@
+//! The example assignors in C, JavaScript and Python
+//! (`examples/{c-sticky,js-sticky,python-sticky}`), built from source with
+//! their own toolchains by `examples/build-languages.sh` (as `.ci/run`
+//! does), driven through the real binary as their authors would:
+//!
+//! - offline, `assignd run` on `examples/group.json` and on a generated
+//!   input with capacities, stale owners, a topic nobody subscribes to and
+//!   a subscription to a topic that does not exist: every task of a
+//!   subscribed topic is active on exactly one of its subscribers and no
+//!   other task is placed; fed its own answer back as the current owners,
+//!   it keeps every owner (stickiness);
+//! - live, on one `assignd serve` per language: the component is uploaded,
+//!   a group of three static members heartbeating over HTTP settles under
+//!   the built-in `sticky`, is hot-swapped to the module, takes a fourth
+//!   member (who gets tasks while the others only give some up), is
+//!   swapped back to `sticky`, and rolled back to the module. After each
+//!   step the members' holdings cover every task exactly once; after every
+//!   single heartbeat, no task is held by two members; every heartbeat is
+//!   answered 200, and the module is called without a failure.
+//!
+//! The components are found in the folder named by
+//! `ASSIGND_LANGUAGE_COMPONENTS`. Unset, each test prints one line saying
+//! what to set and passes (a developer without the toolchains); set, a
+//! missing or unloadable component fails the test.
+
+mod common;
+
+use common::{Member, Server};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const COMPONENTS_VAR: &str = "ASSIGND_LANGUAGE_COMPONENTS";
+const GROUP: &str = "languages";
+const VERSION: &str = "0.1.0";
+/// The live group's tasks: 24 + 6.
+const TOPICS: [(&str, u64); 2] = [("orders", 24), ("payments", 6)];
+/// The longest a group may take to settle after a change.
+const SETTLE_DEADLINE: Duration = Duration::from_secs(60);
+
+type Task = (String, u64);
+
+/// The component `NAME.wasm` in the folder `ASSIGND_LANGUAGE_COMPONENTS`
+/// names; `None`, after one line saying how to run the test, when unset.
+fn component(name: &str) -> Option<PathBuf> {
+    let Some(dir) = std::env::var_os(COMPONENTS_VAR) else {
+        eprintln!(
+            "{name}: not run: set {COMPONENTS_VAR}=DIR, a folder with c-sticky.wasm, \
+             js-sticky.wasm and python-sticky.wasm; examples/build-languages.sh [DIR] \
+             installs the toolchains and builds them (default DIR: target/language-components)"
+        );
+        return None;
+    };
+    assert!(!dir.is_empty(), "{COMPONENTS_VAR} is set but empty");
+    let path = Path::new(&dir).join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{COMPONENTS_VAR}={} has no {name}.wasm: build it with examples/build-languages.sh",
+        Path::new(&dir).display()
+    );
+    Some(path)
+}
+
+// --- offline ---------------------------------------------------------------
+
+/// `assignd run --module MODULE --input INPUT` with `cache` as its cache
+/// directory; the Assignment document it printed.
+fn run(module: &Path, input: &Path, cache: &Path) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_assignd"))
+        .arg("run")
+        .arg("--module")
+        .arg(module)
+        .arg("--input")
+        .arg(input)
+        .arg("--cache-dir")
+        .arg(cache)
+        .arg("--stats")
+        .output()
+        .expect("cannot start assignd");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "assignd run --module {} --input {}: {}",
+        module.display(),
+        input.display(),
+        common::stderr(&output)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "assignd run printed no JSON ({e}): {}",
+            common::stdout(&output)
+        )
+    })
+}
+
+/// The answer's active tasks by member id.
+fn actives(answer: &Value) -> BTreeMap<String, BTreeSet<Task>> {
+    answer
+        .as_object()
+        .unwrap_or_else(|| panic!("an Assignment object: {answer}"))
+        .iter()
+        .map(|(id, member)| (id.clone(), common::tasks(&member["active"])))
+        .collect()
+}
+
+/// Asserts `answer` is a valid assignment of the GroupInput `input`: every
+/// member present, every task of a topic someone subscribes to active on
+/// exactly one of its subscribers, nothing else placed.
+fn assert_valid(input: &Value, answer: &Value) {
+    let members = input["members"].as_array().expect("members");
+    let ids: BTreeSet<String> = members
+        .iter()
+        .map(|m| m["id"].as_str().expect("id").to_owned())
+        .collect();
+    let active = actives(answer);
+    assert_eq!(
+        active.keys().cloned().collect::<BTreeSet<_>>(),
+        ids,
+        "every member of the input in the answer, and no other: {answer}"
+    );
+    let subscribes = |id: &str, topic: &str| {
+        members.iter().any(|m| {
+            m["id"] == id
+                && m["topics"]
+                    .as_array()
+                    .expect("topics")
+                    .iter()
+                    .any(|t| t == topic)
+        })
+    };
+    let mut owner: BTreeMap<&Task, &str> = BTreeMap::new();
+    for (id, tasks) in &active {
+        for task in tasks {
+            if let Some(other) = owner.insert(task, id) {
+                panic!("{task:?} active on {other} and {id}: {answer}");
+            }
+            assert!(
+                subscribes(id, &task.0),
+                "{task:?} on {id}, who does not subscribe to it: {answer}"
+            );
+        }
+    }
+    let mut expected = BTreeSet::new();
+    for (topic, partitions) in input["topics"].as_object().expect("topics") {
+        if ids.iter().any(|id| subscribes(id, topic)) {
+            for p in 0..partitions.as_u64().expect("partitions") {
+                expected.insert((topic.clone(), p));
+            }
+        }
+    }
+    let placed: BTreeSet<Task> = owner.keys().map(|t| (*t).clone()).collect();
+    assert_eq!(
+        placed, expected,
+        "every task of a subscribed topic placed once, no other: {answer}"
+    );
+}
+
+/// `input` with `answer`'s active tasks as each member's current owners
+/// (and no learners or standbys).
+fn fed_back(input: &Value, answer: &Value) -> Value {
+    let mut next = input.clone();
+    for member in next["members"].as_array_mut().expect("members") {
+        let id = member["id"].as_str().expect("id").to_owned();
+        member["active"] = answer[&id]["active"].clone();
+        member["learner"] = json!([]);
+        member["standby"] = json!([]);
+    }
+    next
+}
+
+/// A larger input than examples/group.json, with what a real group has:
+/// capacities 1 to 3, members subscribed to different topics (one to a
+/// topic that does not exist yet), a topic nobody subscribes to, current
+/// owners of which some are stale (a partition that no longer exists, a
+/// topic the member left), and a new member with nothing.
+fn generated_input() -> Value {
+    let mut members = Vec::new();
+    for i in 0..9u64 {
+        let topics = match i % 3 {
+            0 => json!(["orders", "payments"]),
+            1 => json!(["orders"]),
+            _ => json!(["orders", "payments", "clicks", "not-yet"]),
+        };
+        // Members 0 to 5 own orders in blocks of 10; member 0 also holds a
+        // partition that is gone, member 1 a payments task it no longer
+        // subscribes to.
+        let mut active: Vec<Value> = if i < 6 {
+            (i * 10..i * 10 + 10)
+                .map(|p| json!(["orders", p]))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        match i {
+            0 => active.push(json!(["orders", 500])),
+            1 => active.push(json!(["payments", 3])),
+            _ => {}
+        }
+        members.push(json!({
+            "id": format!("m{i}"),
+            "name": format!("worker-{i}"),
+            "topics": topics,
+            "capacity": 1 + i % 3,
+            "active": active,
+        }));
+    }
+    json!({
+        "topics": {"orders": 97, "payments": 13, "clicks": 8, "audit": 5},
+        "members": members,
+    })
+}
+
+/// `assignd run` on `input` (written as `NAME.json` in `dir`) gives a valid
+/// answer, and fed that answer back keeps every owner.
+fn assert_valid_and_sticky(module: &Path, dir: &Path, name: &str, input: &Value, cache: &Path) {
+    let path = common::write(dir, &format!("{name}.json"), input.to_string());
+    let answer = run(module, &path, cache);
+    assert_valid(input, &answer);
+
+    let again_input = fed_back(input, &answer);
+    let path = common::write(
+        dir,
+        &format!("{name}-fed-back.json"),
+        again_input.to_string(),
+    );
+    let again = run(module, &path, cache);
+    assert_valid(&again_input, &again);
+    assert_eq!(
+        actives(&again),
+        actives(&answer),
+        "{name}: fed its own answer back, every owner keeps its tasks"
+    );
+}
+
+// --- live ------------------------------------------------------------------
+
+fn view(server: &Server) -> Value {
+    let (status, view) = server.call("GET", &format!("/v1/groups/{GROUP}"), None);
+    assert_eq!(status, 200, "{view}");
+    view
+}
+
+fn all_tasks() -> BTreeSet<Task> {
+    TOPICS
+        .iter()
+        .flat_map(|(topic, n)| (0..*n).map(|p| (topic.to_string(), p)))
+        .collect()
+}
+
+/// Heartbeats every member, checking after each beat that no task is held
+/// (active or being released) by two members, until the group is stable on
+/// its binding `seq` with every member holding exactly its target, no
+/// learner left, and every task active on exactly one member. Returns the
+/// group view then.
+fn settle(server: &Server, members: &mut [Member], seq: u64, what: &str) -> Value {
+    let deadline = Instant::now() + SETTLE_DEADLINE;
+    loop {
+        for i in 0..members.len() {
+            members[i].heartbeat(server, GROUP);
+            let mut holder: BTreeMap<Task, &str> = BTreeMap::new();
+            for member in members.iter() {
+                for task in member.held() {
+                    if let Some(other) = holder.insert(task.clone(), member.name) {
+                        panic!("{what}: {task:?} held by {other} and {}", member.name);
+                    }
+                }
+            }
+        }
+        let view = view(server);
+        let binding = view["bindings"].as_array().and_then(|b| b.last()).cloned();
+        let target_epoch = view["target_epoch"].as_u64();
+        let targets: BTreeMap<&str, BTreeSet<Task>> = view["members"]
+            .as_array()
+            .expect("members")
+            .iter()
+            .map(|m| {
+                (
+                    m["member_id"].as_str().expect("member_id"),
+                    common::tasks(&m["target"]["active"]),
+                )
+            })
+            .collect();
+        let holds_target = members.iter().all(|m| {
+            targets.get(m.member_id.as_str()) == Some(&m.active)
+                && m.revoking.is_empty()
+                && m.learner.is_empty()
+                && Some(m.member_epoch) == target_epoch
+        });
+        let settled = view["state"] == "stable"
+            && targets.len() == members.len()
+            && binding.as_ref().and_then(|b| b["seq"].as_u64()) == Some(seq)
+            && target_epoch >= binding.as_ref().and_then(|b| b["epoch"].as_u64())
+            && holds_target;
+        if settled {
+            let held: Vec<&Task> = members.iter().flat_map(|m| &m.active).collect();
+            let distinct: BTreeSet<Task> = held.iter().map(|t| (*t).clone()).collect();
+            assert_eq!(held.len(), distinct.len(), "{what}: a task held twice");
+            assert_eq!(distinct, all_tasks(), "{what}: every task active once");
+            assert!(
+                view.get("assignor_failures").is_none(),
+                "{what}: the assignor failed: {view:#}"
+            );
+            return view;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not settled within {SETTLE_DEADLINE:?}: {view:#}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Binds the group to `module`; returns the new binding's seq.
+fn bind(server: &Server, module: &str) -> u64 {
+    let (status, view) = server.call(
+        "PUT",
+        &format!("/v1/groups/{GROUP}/assignor"),
+        Some(&json!({"module": module})),
+    );
+    assert_eq!(status, 200, "bind {module}: {view}");
+    let binding = view["bindings"]
+        .as_array()
+        .expect("bindings")
+        .last()
+        .cloned();
+    let binding = binding.expect("a binding");
+    assert_eq!(binding["module"], module, "{binding}");
+    binding["seq"].as_u64().expect("seq")
+}
+
+/// How many calls of `module` the host has counted, and how many failed
+/// (failures are counted by module and code: the sum over the codes).
+fn calls(server: &Server, module: &str) -> (f64, f64) {
+    let url = format!("{}/metrics", server.base);
+    let mut response = Server::agent()
+        .get(&url)
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let text = response.body_mut().read_to_string().expect("the metrics");
+    let label = format!("module=\"{module}\"");
+    let sum = |family: &str| -> f64 {
+        let prefix = format!("{family}{{");
+        text.lines()
+            .filter(|line| line.starts_with(&prefix) && line.contains(&label))
+            .map(|line| {
+                let (_, value) = line.rsplit_once(' ').expect("a sample");
+                value.parse::<f64>().expect("a number")
+            })
+            .sum()
+    };
+    (
+        sum("assignd_assignor_calls_total"),
+        sum("assignd_assignor_failures_total"),
+    )
+}
+
+// --- one language ----------------------------------------------------------
+
+fn offline_and_live(name: &str) {
+    let Some(path) = component(name) else { return };
+    let started = Instant::now();
+    let dir = common::scratch(name);
+    let bytes = std::fs::read(&path).expect("the component");
+
+    // Upload first: the host compiles the component once into its data
+    // dir's cache, which the offline runs then share.
+    let data_dir = dir.join("data");
+    let server = Server::start(&data_dir, &[]);
+    let (status, module) = server.upload(name, VERSION, &bytes);
+    assert_eq!(status, 201, "upload {}: {module}", path.display());
+    assert_eq!(module["info"]["name"], name, "{module}");
+    eprintln!("{name}: uploaded after {:?}", started.elapsed());
+
+    // Offline.
+    let cache = data_dir.join("cache");
+    let example: Value =
+        serde_json::from_str(&std::fs::read_to_string(common::example_input()).unwrap()).unwrap();
+    assert_valid_and_sticky(&path, &dir, "group", &example, &cache);
+    assert_valid_and_sticky(&path, &dir, "generated", &generated_input(), &cache);
+    eprintln!("{name}: offline runs done after {:?}", started.elapsed());
+
+    // Live: three static members settle under the built-in sticky.
+    let config = json!({
+        "topics": TOPICS.iter().map(|(t, n)| json!({"name": t, "partitions": n})).collect::<Vec<_>>(),
+        "assignor": "sticky",
+        "heartbeat_interval_ms": 200,
+        "expansion_timeout_ms": 300,
+    });
+    let (status, created) = server.call("PUT", &format!("/v1/groups/{GROUP}"), Some(&config));
+    assert_eq!(status, 201, "{created}");
+    let topics = ["orders", "payments"];
+    let mut members: Vec<Member> = ["worker-a", "worker-b", "worker-c"]
+        .into_iter()
+        .map(|worker| Member::join_topics(&server, GROUP, worker, &topics))
+        .collect();
+    settle(&server, &mut members, 1, "under sticky");
+
+    // Hot swap to the module.
+    let reference = format!("{name}@{VERSION}");
+    let module_seq = bind(&server, &reference);
+    settle(&server, &mut members, module_seq, "swapped to the module");
+    let (called, failed) = calls(&server, &reference);
+    assert!(called >= 1.0, "{reference} was called: {called}");
+
+    // A fourth member joins: the module gives it tasks, and the others
+    // only give some up (sticky); nobody holds more than its share.
+    let before: Vec<BTreeSet<Task>> = members.iter().map(|m| m.active.clone()).collect();
+    members.push(Member::join_topics(&server, GROUP, "worker-d", &topics));
+    let view = settle(&server, &mut members, module_seq, "a fourth member joined");
+    for (member, before) in members.iter().zip(&before) {
+        assert!(
+            member.active.is_subset(before),
+            "{} only gives tasks up: before {before:?}, now {:?}",
+            member.name,
+            member.active
+        );
+    }
+    let share = all_tasks().len().div_ceil(members.len());
+    for member in &members {
+        assert!(
+            !member.active.is_empty() && member.active.len() <= share,
+            "{}: {} tasks, share {share}: {view:#}",
+            member.name,
+            member.active.len()
+        );
+    }
+    let (called_after, _) = calls(&server, &reference);
+    assert!(
+        called_after > called,
+        "the new member's target came from {reference}"
+    );
+
+    // Back to the built-in, then roll back to the module.
+    let sticky_seq = bind(&server, "sticky");
+    settle(&server, &mut members, sticky_seq, "swapped back to sticky");
+    let (status, rolled) = server.call(
+        "POST",
+        &format!("/v1/groups/{GROUP}/assignor/rollback"),
+        None,
+    );
+    assert_eq!(status, 200, "{rolled}");
+    let binding = rolled["bindings"]
+        .as_array()
+        .expect("bindings")
+        .last()
+        .cloned();
+    let binding = binding.expect("a binding");
+    assert_eq!(binding["module"], reference.as_str(), "{binding}");
+    assert_eq!(binding["rollback_to"], module_seq, "{binding}");
+    assert_eq!(rolled["config"]["assignor"], reference.as_str(), "{rolled}");
+    let seq = binding["seq"].as_u64().expect("seq");
+    settle(&server, &mut members, seq, "rolled back to the module");
+
+    let (_, failed_after) = calls(&server, &reference);
+    assert_eq!(
+        (failed, failed_after),
+        (0.0, 0.0),
+        "{reference} never failed"
+    );
+    eprintln!("{name}: passed in {:?}", started.elapsed());
+}
+
+#[test]
+fn c_sticky_runs_offline_and_serves_a_live_group_through_hot_swaps() {
+    offline_and_live("c-sticky");
+}
+
+#[test]
+fn js_sticky_runs_offline_and_serves_a_live_group_through_hot_swaps() {
+    offline_and_live("js-sticky");
+}
+
+#[test]
+fn python_sticky_runs_offline_and_serves_a_live_group_through_hot_swaps() {
+    offline_and_live("python-sticky");
+}
