@@ -10,14 +10,16 @@
 # on them (without it they say so and pass).
 #
 # Every install is skipped when what it installs is there already, so a
-# second run only builds (a few seconds plus the C build's 0.3 s):
-#   - C: Debian's clang-14, lld-14, wasi-libc, libclang-rt-14-dev-wasm32
-#     (apt-get, with sudo when not root; apt-get update only if the install
-#     fails), and wit-bindgen-cli 0.63.0 with its C generator only (cargo
-#     install: no Debian, PyPI or npm package has it; ~5 minutes on 2 cores);
-#   - JavaScript: Node.js and npm (apt-get if missing), then `npm ci` in
-#     examples/js-sticky (componentize-js 0.23.0, pinned by its lock file);
-#   - Python: python3 with venv (apt-get python3-venv if missing); the
+# second run only builds (about 16 s; sudo only when not root, apt-get update
+# only when an install fails):
+#   - C: examples/c-sticky/install-toolchain.sh: Debian's clang-14, lld-14,
+#     wasi-libc and libclang-rt-14-dev-wasm32 (about 10 s), and
+#     wit-bindgen-cli 0.63.0 with its C generator only (cargo install: no
+#     Debian, PyPI or npm package has it; 4-5 minutes on 2 cores);
+#   - JavaScript: Node.js and npm (Debian's, if missing), then `npm ci` in
+#     examples/js-sticky (componentize-js 0.23.0, pinned by its lock file;
+#     about 10 s);
+#   - Python: python3 with venv (Debian's python3-venv if missing); the
 #     example's build.sh keeps a venv with componentize-py==0.25.1
 #     (requirements.txt) in examples/python-sticky/target/venv.
 # The C build makes its component with `assignd component new`: it needs the
@@ -28,9 +30,6 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$root/target/language-components}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-
-WIT_BINDGEN_VERSION=0.63.0
-C_PACKAGES=(clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32)
 
 die() { echo "build-languages.sh: $*" >&2; exit 1; }
 say() { echo "build-languages.sh: $*"; }
@@ -45,42 +44,26 @@ step() {
     say "$name: $((SECONDS - started)) s"
 }
 
-sudo=
-[ "$(id -u)" = 0 ] || sudo=sudo
-apt_install() {
-    local quiet=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends)
-    $sudo "${quiet[@]}" "$@" >/dev/null \
-        || { $sudo apt-get update -qq && $sudo "${quiet[@]}" "$@" >/dev/null; }
-}
-missing_packages() {
-    local p
-    for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"
-    done
-}
-
 assignd="${ASSIGND:-$root/target/debug/assignd}"
 [ -x "$assignd" ] || die "no assignd binary at $assignd: run cargo build -p assignd first (or set ASSIGND)"
 
 # --- toolchains -------------------------------------------------------------
-mapfile -t missing < <(missing_packages "${C_PACKAGES[@]}")
+# C: the example's own installer (apt packages, then wit-bindgen).
+step "C toolchain: examples/c-sticky/install-toolchain.sh" "$root/examples/c-sticky/install-toolchain.sh"
+
+# Node.js and npm for JavaScript, venv for Python: from Debian if missing.
+apt_install() {
+    local sudo=
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    local install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@")
+    # apt-get update only when the install fails (a stale or empty list).
+    $sudo "${install[@]}" >/dev/null || { $sudo apt-get update -qq && $sudo "${install[@]}" >/dev/null; }
+}
+missing=()
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
     step "apt-get install ${missing[*]}" apt_install "${missing[@]}"
-else
-    say "apt packages present: ${C_PACKAGES[*]}, node, python3 venv"
-fi
-
-# cargo install puts wit-bindgen in cargo's bin directory, which may not be on PATH.
-cargo_bin="${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}/bin"
-PATH="$PATH:$cargo_bin"
-if wit-bindgen --version 2>/dev/null | grep -q "^wit-bindgen-cli $WIT_BINDGEN_VERSION\b"; then
-    say "wit-bindgen-cli $WIT_BINDGEN_VERSION present"
-else
-    step "cargo install wit-bindgen-cli $WIT_BINDGEN_VERSION (C generator only)" \
-        cargo install wit-bindgen-cli --version "$WIT_BINDGEN_VERSION" --locked \
-        --no-default-features --features c --quiet
 fi
 
 js="$root/examples/js-sticky"

@@ -21,8 +21,9 @@ for p in "${APT_PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "install-toolchain.sh: apt-get install ${missing[*]}"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # apt-get update only when the install fails (a stale or empty list).
+    install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}")
+    $SUDO "${install[@]}" >/dev/null || { $SUDO apt-get update -qq && $SUDO "${install[@]}" >/dev/null; }
 fi
 
 if wit-bindgen --version 2>/dev/null | grep -q "^wit-bindgen-cli $WIT_BINDGEN_VERSION\b"; then
