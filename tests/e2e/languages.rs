@@ -30,6 +30,7 @@ use common::{Member, Server};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -367,10 +368,18 @@ fn offline_and_live(name: &str) {
     let bytes = std::fs::read(&path).expect("the component");
 
     // Upload first: the host compiles the component once into its data
-    // dir's cache, which the offline runs then share.
+    // dir's cache, which the offline runs then share. One upload at a time
+    // across the tests: Cranelift compiles on every core, so two of the
+    // 12-18 MB components at once take twice as long each (about 40 s on 2
+    // cores), near the default compile limit, for no gain in total time.
+    static UPLOADING: Mutex<()> = Mutex::new(());
     let data_dir = dir.join("data");
     let server = Server::start(&data_dir, &[]);
+    let uploading = UPLOADING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let (status, module) = server.upload(name, VERSION, &bytes);
+    drop(uploading);
     assert_eq!(status, 201, "upload {}: {module}", path.display());
     assert_eq!(module["info"]["name"], name, "{module}");
     eprintln!("{name}: uploaded after {:?}", started.elapsed());
