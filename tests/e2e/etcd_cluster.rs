@@ -779,7 +779,9 @@ fn with_the_quorum_lost_writes_are_refused_and_service_resumes_when_it_returns()
 /// A module uploaded through one node is the cluster's: groups that
 /// either node coordinates are bound to it through either node, a member
 /// of a group on the other node gets its tasks from it, and every node
-/// lists it.
+/// lists it. Its delete is refused through either node while a group of
+/// either node names it, and once none does it is deleted: no node binds
+/// it or lists it any more.
 #[test]
 fn a_module_uploaded_through_one_node_serves_groups_on_every_node() {
     let cluster = Cluster::start("modules");
@@ -826,10 +828,68 @@ fn a_module_uploaded_through_one_node_serves_groups_on_every_node() {
             "{} lists the module: {list}",
             node.base
         );
-        // Kept: no node can check the other nodes' groups.
+    }
+
+    // Deleting it: refused through either node while any group names it,
+    // those of the other node's shards included.
+    for node in [&a, &b] {
         let (status, body) = node.call("DELETE", "/v1/assignors/custom-rr@1.0.0", None);
         assert_eq!(status, 409, "{body}");
-        assert_eq!(body["error"]["code"], "not_supported_in_cluster", "{body}");
+        assert_eq!(body["error"]["code"], "module_in_use", "{body}");
+    }
+    // Every group rebound but the one on b: still refused through a,
+    // naming that group.
+    for group in GROUPS.iter().filter(|g| *g != on_b) {
+        let (status, view) = a.call(
+            "PUT",
+            &format!("/v1/groups/{group}/assignor"),
+            Some(&json!({"module": "sticky", "params": {}})),
+        );
+        assert_eq!(status, 200, "{group}: {view}");
+    }
+    let (status, body) = a.call("DELETE", "/v1/assignors/custom-rr@1.0.0", None);
+    assert_eq!(status, 409, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.ends_with(&format!(": {on_b}")), "{body}");
+    // The last one rebound: deleted through a.
+    let (status, view) = b.call(
+        "PUT",
+        &format!("/v1/groups/{on_b}/assignor"),
+        Some(&json!({"module": "sticky", "params": {}})),
+    );
+    assert_eq!(status, 200, "{view}");
+    let (status, body) = a.call("DELETE", "/v1/assignors/custom-rr@1.0.0", None);
+    assert_eq!(status, 204, "{body}");
+    // Unknown on every node: no bind of it is taken (at once, even where
+    // the copy was not dropped yet), and every node stops listing it
+    // (within its sync interval).
+    for node in [&a, &b] {
+        for group in GROUPS {
+            let (status, body) = node.call(
+                "PUT",
+                &format!("/v1/groups/{group}/assignor"),
+                Some(&json!({"module": "custom-rr@1.0.0", "params": {}})),
+            );
+            assert_eq!(status, 400, "{group} through {}: {body}", node.base);
+            assert_eq!(body["error"]["code"], "unknown_assignor", "{body}");
+        }
+        let deadline = Instant::now() + SETTLE_WITHIN;
+        loop {
+            let (status, list) = node.call("GET", "/v1/assignors", None);
+            assert_eq!(status, 200, "{list}");
+            if !list["assignors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["id"] == module["id"])
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} still lists it", node.base);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (status, body) = node.call("DELETE", "/v1/assignors/custom-rr@1.0.0", None);
+        assert_eq!(status, 404, "{body}");
     }
 }
 
