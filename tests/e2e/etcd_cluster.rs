@@ -2,7 +2,10 @@
 //! cluster on loopback (`LocalEtcd`: free ports, a temporary folder): two
 //! nodes split the shards; a node killed with -9 has its shards taken over
 //! with their groups, epochs and assignments, its members keep their
-//! tasks, and restarted it takes its share back; an owner paused past its
+//! tasks, and restarted it takes its share back; the owner of churning
+//! groups (static and dynamic members joining and leaving) killed with -9
+//! loses nothing it answered, and no task is held twice from the members'
+//! view at any answer; an owner paused past its
 //! lease (SIGSTOP) answers nothing from its stale state when it resumes
 //! and steps down; a node stopped with SIGTERM hands its shards over, and
 //! one added takes its share, unnoticed by the members; any node answers
@@ -776,7 +779,9 @@ fn with_the_quorum_lost_writes_are_refused_and_service_resumes_when_it_returns()
 /// A module uploaded through one node is the cluster's: groups that
 /// either node coordinates are bound to it through either node, a member
 /// of a group on the other node gets its tasks from it, and every node
-/// lists it.
+/// lists it. Its delete is refused through either node while a group of
+/// either node names it, and once none does it is deleted: no node binds
+/// it or lists it any more.
 #[test]
 fn a_module_uploaded_through_one_node_serves_groups_on_every_node() {
     let cluster = Cluster::start("modules");
@@ -823,10 +828,68 @@ fn a_module_uploaded_through_one_node_serves_groups_on_every_node() {
             "{} lists the module: {list}",
             node.base
         );
-        // Kept: no node can check the other nodes' groups.
+    }
+
+    // Deleting it: refused through either node while any group names it,
+    // those of the other node's shards included.
+    for node in [&a, &b] {
         let (status, body) = node.call("DELETE", "/v1/assignors/custom-rr@1.0.0", None);
         assert_eq!(status, 409, "{body}");
-        assert_eq!(body["error"]["code"], "not_supported_in_cluster", "{body}");
+        assert_eq!(body["error"]["code"], "module_in_use", "{body}");
+    }
+    // Every group rebound but the one on b: still refused through a,
+    // naming that group.
+    for group in GROUPS.iter().filter(|g| *g != on_b) {
+        let (status, view) = a.call(
+            "PUT",
+            &format!("/v1/groups/{group}/assignor"),
+            Some(&json!({"module": "sticky", "params": {}})),
+        );
+        assert_eq!(status, 200, "{group}: {view}");
+    }
+    let (status, body) = a.call("DELETE", "/v1/assignors/custom-rr@1.0.0", None);
+    assert_eq!(status, 409, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.ends_with(&format!(": {on_b}")), "{body}");
+    // The last one rebound: deleted through a.
+    let (status, view) = b.call(
+        "PUT",
+        &format!("/v1/groups/{on_b}/assignor"),
+        Some(&json!({"module": "sticky", "params": {}})),
+    );
+    assert_eq!(status, 200, "{view}");
+    let (status, body) = a.call("DELETE", "/v1/assignors/custom-rr@1.0.0", None);
+    assert_eq!(status, 204, "{body}");
+    // Unknown on every node: no bind of it is taken (at once, even where
+    // the copy was not dropped yet), and every node stops listing it
+    // (within its sync interval).
+    for node in [&a, &b] {
+        for group in GROUPS {
+            let (status, body) = node.call(
+                "PUT",
+                &format!("/v1/groups/{group}/assignor"),
+                Some(&json!({"module": "custom-rr@1.0.0", "params": {}})),
+            );
+            assert_eq!(status, 400, "{group} through {}: {body}", node.base);
+            assert_eq!(body["error"]["code"], "unknown_assignor", "{body}");
+        }
+        let deadline = Instant::now() + SETTLE_WITHIN;
+        loop {
+            let (status, list) = node.call("GET", "/v1/assignors", None);
+            assert_eq!(status, 200, "{list}");
+            if !list["assignors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["id"] == module["id"])
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} still lists it", node.base);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (status, body) = node.call("DELETE", "/v1/assignors/custom-rr@1.0.0", None);
+        assert_eq!(status, 404, "{body}");
     }
 }
 
@@ -875,4 +938,523 @@ fn the_node_of_the_lowest_name_compacts_etcds_history() {
     });
     let error = old.expect_err("revision 2 is compacted");
     assert!(error.to_string().contains("compacted"), "{error}");
+}
+
+/// A task as members see it.
+type Task = (String, u64);
+
+/// Where a churning member is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Its join was sent and not yet answered 200: it is sent again (with
+    /// the same member id, so a lost answer joins it once).
+    Joining,
+    /// Joined: it heartbeats every round.
+    In,
+    /// Its leave was sent and not yet answered 200.
+    Leaving,
+    /// Left, acknowledged (`left_acked`) or not.
+    Out,
+}
+
+/// One member of the churn test over raw HTTP: what it was told and what
+/// it holds, by its own view (a task is held from the answer that grants
+/// it until the member releases it by its next heartbeat, leaves, or its
+/// lease runs out without an answer).
+struct ChurnMember {
+    group: String,
+    /// Static members carry a name; dynamic ones do not.
+    name: Option<String>,
+    member_id: String,
+    member_epoch: u64,
+    phase: Phase,
+    /// Its last leave was answered 200.
+    left_acked: bool,
+    active: BTreeSet<Task>,
+    revoking: BTreeSet<Task>,
+    learner: BTreeSet<Task>,
+    held: BTreeSet<Task>,
+    /// When it must stop every task without a newer answer: when the last
+    /// answered heartbeat was sent, plus the answer's `lease_ms`.
+    lease_until: Option<Instant>,
+    /// The node that answered it last (where 307s led), if it still does.
+    coordinator: Option<String>,
+    /// Successful heartbeats after the kill.
+    answered_after_kill: u64,
+}
+
+/// The churn test's driver: members of several groups heartbeat in
+/// rounds, through any node (following 307 redirects, falling back to the
+/// next node when one does not answer), while some join and leave; every
+/// answer is checked against what the members were told before.
+struct Churn {
+    nodes: Vec<String>,
+    agent: ureq::Agent,
+    members: Vec<ChurnMember>,
+    rng: u64,
+    /// Round-robin over `nodes` for members without a coordinator.
+    next_node: usize,
+    /// Per group, the highest group epoch read.
+    group_epochs: std::collections::BTreeMap<String, u64>,
+    /// Per member id, the highest member epoch the group views showed.
+    viewed_epochs: std::collections::BTreeMap<String, u64>,
+    /// Leases that ran out without an answer.
+    lapses: Vec<String>,
+    /// Membership changes answered 200 (joins and leaves).
+    acked_changes: u64,
+    /// Answers checked for double ownership while their group's members
+    /// held tasks.
+    checks: u64,
+    /// Violations seen: each one fails the test.
+    trouble: Vec<String>,
+}
+
+/// A heartbeat's outcome: the final status and body, or no answer at all
+/// (the node is down).
+type Outcome = Option<(u16, Value)>;
+
+impl Churn {
+    fn new(nodes: &[&Server]) -> Churn {
+        Churn {
+            nodes: nodes.iter().map(|n| n.base.clone()).collect(),
+            agent: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .max_redirects(0)
+                .timeout_global(Some(Duration::from_secs(5)))
+                .build()
+                .into(),
+            members: Vec::new(),
+            rng: 0x5eed_c4a5_e0f1_2345,
+            next_node: 0,
+            group_epochs: Default::default(),
+            viewed_epochs: Default::default(),
+            lapses: Vec::new(),
+            acked_changes: 0,
+            checks: 0,
+            trouble: Vec::new(),
+        }
+    }
+
+    /// splitmix64: a seeded, reproducible choice of who churns.
+    fn random(&mut self, below: u64) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % below
+    }
+
+    /// Adds a member that joins at its next round.
+    fn add(&mut self, group: &str, name: Option<&str>) {
+        let k = self.members.len();
+        self.members.push(ChurnMember {
+            group: group.to_owned(),
+            name: name.map(str::to_owned),
+            member_id: format!("churn-{k}-0"),
+            member_epoch: 0,
+            phase: Phase::Joining,
+            left_acked: false,
+            active: BTreeSet::new(),
+            revoking: BTreeSet::new(),
+            learner: BTreeSet::new(),
+            held: BTreeSet::new(),
+            lease_until: None,
+            coordinator: None,
+            answered_after_kill: 0,
+        });
+    }
+
+    /// POSTs `body` to the group's heartbeat through `base`, following
+    /// 307s (at most two hops).
+    fn post(&self, base: &str, group: &str, body: &Value) -> (Outcome, String) {
+        let mut url = format!("{base}/v1/groups/{group}/heartbeat");
+        for _ in 0..3 {
+            let Ok(mut response) = self.agent.post(&url).send_json(body) else {
+                return (None, url);
+            };
+            let status = response.status().as_u16();
+            let text = response.body_mut().read_to_string().unwrap_or_default();
+            let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            if status == 307 {
+                let location = response
+                    .headers()
+                    .get("location")
+                    .and_then(|l| l.to_str().ok())
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| value["error"]["location"].as_str().unwrap().to_owned());
+                url = location;
+                continue;
+            }
+            return (Some((status, value)), url);
+        }
+        (None, url)
+    }
+
+    /// The member's lease ran out without an answer: it stops every task.
+    fn expire_leases(&mut self, now: Instant) {
+        for m in &mut self.members {
+            if !m.held.is_empty() && m.lease_until.is_some_and(|until| until <= now) {
+                self.lapses.push(format!("{}/{}", m.group, m.member_id));
+                m.held.clear();
+            }
+        }
+    }
+
+    /// Invariant 1 from the members' view: within a group, no task is held
+    /// by two members whose leases run.
+    fn check_no_double_ownership(&mut self, group: &str) {
+        let now = Instant::now();
+        self.expire_leases(now);
+        let mut holder: std::collections::BTreeMap<&Task, &str> = Default::default();
+        let members = self.members.iter().filter(|m| m.group == group);
+        if members.clone().any(|m| !m.held.is_empty()) {
+            self.checks += 1;
+        }
+        for m in members {
+            for task in &m.held {
+                if let Some(other) = holder.insert(task, &m.member_id) {
+                    self.trouble.push(format!(
+                        "double ownership in {group}: {task:?} held by {other} and {}",
+                        m.member_id
+                    ));
+                }
+            }
+        }
+    }
+
+    /// One round: a few members churn, every other one heartbeats, and
+    /// every group's view is read once.
+    fn round(&mut self, churn: bool, killed: bool) {
+        if churn && self.random(3) == 0 {
+            let i = self.random(self.members.len() as u64) as usize;
+            let m = &mut self.members[i];
+            match m.phase {
+                Phase::In => m.phase = Phase::Leaving,
+                Phase::Out => {
+                    // A new incarnation: a new member id (a static one
+                    // under its old name).
+                    let (prefix, n) = m.member_id.rsplit_once('-').expect("churn-K-N");
+                    m.member_id = format!("{prefix}-{}", n.parse::<u64>().unwrap() + 1);
+                    m.member_epoch = 0;
+                    m.left_acked = false;
+                    m.phase = Phase::Joining;
+                }
+                Phase::Joining | Phase::Leaving => {}
+            }
+        }
+        for i in 0..self.members.len() {
+            self.beat(i, killed);
+        }
+        let groups: BTreeSet<String> = self.members.iter().map(|m| m.group.clone()).collect();
+        for group in groups {
+            self.read_view(&group);
+        }
+    }
+
+    /// Sends member `i` its request for this round and checks the answer.
+    fn beat(&mut self, i: usize, killed: bool) {
+        let m = &mut self.members[i];
+        let body = match m.phase {
+            Phase::Out => return,
+            Phase::Joining => {
+                json!({"member_id": m.member_id, "member_name": m.name, "member_epoch": 0,
+                       "topics": ["orders"]})
+            }
+            Phase::In => {
+                // Revoked tasks are released before this beat.
+                m.held = m.active.clone();
+                let owned: Vec<Value> = m.active.iter().map(|(t, p)| json!([t, p])).collect();
+                let lags: Vec<Value> = m.learner.iter().map(|(t, p)| json!([t, p, 0])).collect();
+                json!({"member_id": m.member_id, "member_epoch": m.member_epoch,
+                       "owned": owned, "lags": lags})
+            }
+            Phase::Leaving => {
+                // It stops processing before it leaves.
+                m.held.clear();
+                json!({"member_id": m.member_id, "member_epoch": -1})
+            }
+        };
+        let base = match &m.coordinator {
+            Some(base) => base.clone(),
+            None => {
+                self.next_node = (self.next_node + 1) % self.nodes.len();
+                self.nodes[self.next_node].clone()
+            }
+        };
+        let group = m.group.clone();
+        let sent = Instant::now();
+        let (outcome, url) = self.post(&base, &group, &body);
+        let m = &mut self.members[i];
+        let answered_by = url.split("/v1/").next().unwrap_or_default().to_owned();
+        let Some((status, answer)) = outcome else {
+            m.coordinator = None;
+            return;
+        };
+        let me = format!("{group}/{} ({:?})", m.member_id, m.phase);
+        match (m.phase, status) {
+            (Phase::Leaving, 200) => {
+                m.phase = Phase::Out;
+                m.left_acked = true;
+                m.lease_until = None;
+                m.active.clear();
+                m.revoking.clear();
+                m.learner.clear();
+                self.acked_changes += 1;
+            }
+            // An earlier leave of it landed, unanswered.
+            (Phase::Leaving, 404 | 409)
+                if matches!(
+                    answer["error"]["code"].as_str(),
+                    Some("unknown_member" | "fenced")
+                ) =>
+            {
+                m.phase = Phase::Out;
+                m.lease_until = None;
+            }
+            (Phase::Joining | Phase::In, 200) => {
+                let epoch = answer["member_epoch"].as_u64().expect("member_epoch");
+                if answer["member_id"] != m.member_id.as_str() {
+                    self.trouble
+                        .push(format!("{me}: answered as {}", answer["member_id"]));
+                }
+                if epoch < m.member_epoch {
+                    self.trouble.push(format!(
+                        "{me}: member epoch back from {} to {epoch}",
+                        m.member_epoch
+                    ));
+                }
+                if m.phase == Phase::Joining {
+                    self.acked_changes += 1;
+                    m.phase = Phase::In;
+                }
+                m.member_epoch = epoch;
+                m.active = common::tasks(&answer["active"]);
+                m.revoking = common::tasks(&answer["revoking"]);
+                m.learner = common::tasks(&answer["learner"]);
+                m.held = m.active.union(&m.revoking).cloned().collect();
+                let lease_ms = answer["lease_ms"].as_u64().expect("lease_ms");
+                m.lease_until = Some(sent + Duration::from_millis(lease_ms));
+                m.coordinator = Some(answered_by);
+                if killed {
+                    m.answered_after_kill += 1;
+                }
+                self.check_no_double_ownership(&group);
+            }
+            // Between owners, or the redirect led to the node killed:
+            // tried again next round, elsewhere.
+            (_, 503) => m.coordinator = None,
+            // A join past the group's tokenless join rate: again later.
+            (Phase::Joining, 429) => {}
+            (_, status) => {
+                self.trouble.push(format!("{me}: {status} {answer}"));
+                // Not sent again: one report is enough.
+                m.phase = Phase::Out;
+                m.held.clear();
+            }
+        }
+    }
+
+    /// Reads `group`'s view through any node: its group epoch and member
+    /// epochs never go backwards.
+    fn read_view(&mut self, group: &str) {
+        self.next_node = (self.next_node + 1) % self.nodes.len();
+        let url = format!("{}/v1/groups/{group}", self.nodes[self.next_node]);
+        let Ok(mut response) = self
+            .agent
+            .get(&url)
+            .header("authorization", format!("Bearer {}", common::ADMIN_TOKEN))
+            .call()
+        else {
+            return;
+        };
+        if response.status().as_u16() != 200 {
+            return;
+        }
+        let view: Value = response.body_mut().read_json().expect("a group view");
+        self.check_view(group, &view);
+    }
+
+    fn check_view(&mut self, group: &str, view: &Value) {
+        let epoch = view["group_epoch"].as_u64().expect("group_epoch");
+        let seen = self.group_epochs.entry(group.to_owned()).or_default();
+        if epoch < *seen {
+            self.trouble
+                .push(format!("{group}: group epoch back from {seen} to {epoch}"));
+        }
+        *seen = epoch.max(*seen);
+        for member in view["members"].as_array().expect("members") {
+            let id = member["member_id"].as_str().expect("member_id").to_owned();
+            let epoch = member["member_epoch"].as_u64().expect("member_epoch");
+            let seen = self.viewed_epochs.entry(id.clone()).or_default();
+            if epoch < *seen {
+                self.trouble.push(format!(
+                    "{group}: member {id}'s epoch back from {seen} to {epoch} in the view"
+                ));
+            }
+            *seen = epoch.max(*seen);
+        }
+    }
+
+    /// Whether every member is settled: none joining or leaving.
+    fn quiet(&self) -> bool {
+        self.members
+            .iter()
+            .all(|m| matches!(m.phase, Phase::In | Phase::Out))
+    }
+}
+
+/// Group names whose shard `node` serves, `count` of them.
+fn groups_on(node: &Server, prefix: &str, count: usize) -> Vec<String> {
+    let shards = served(node);
+    (0..)
+        .map(|i| format!("{prefix}-{i}"))
+        .filter(|g| {
+            shards.contains(&u64::from(assignd::protocol::shard::shard_of(
+                g,
+                SHARDS as u32,
+            )))
+        })
+        .take(count)
+        .collect()
+}
+
+/// kill -9 of the node that owns two groups while their members churn: in
+/// one, static members (a name each) leave and come back as new
+/// incarnations; in the other, dynamic members join and leave; every
+/// member heartbeats in rounds through any of the three nodes, following
+/// 307s. The survivors take the groups over, and across the whole run:
+/// no two members whose leases run hold a task at once (checked at every
+/// answer), no member epoch or group epoch goes backwards (in the answers
+/// and in the group views), and no answered change is lost: every member
+/// whose join was answered heartbeats on (never `unknown_member` or
+/// `fenced`), and at the end the groups hold exactly the members whose
+/// joins were answered, every static name maps to its last incarnation,
+/// and a static member that left keeps its slot.
+#[test]
+fn a_killed_owner_is_taken_over_under_churn_and_nothing_answered_is_lost() {
+    let cluster = Cluster::start("churn-kill9");
+    let a = cluster.node("a");
+    let mut b = cluster.node("b");
+    let c = cluster.node("c");
+    wait_for_shares(&[&a, &b, &c], &[3, 3, 2]);
+    let static_group = groups_on(&b, "static", 1).remove(0);
+    let dynamic_group = groups_on(&b, "dynamic", 1).remove(0);
+    // A lease that outlasts a takeover (about a node TTL and a third, plus
+    // the replay): a heartbeat interval and an expansion timeout, 5.2 s.
+    let config = json!({"topics": [{"name": "orders", "partitions": 8}],
+                        "expansion_timeout_ms": 200, "heartbeat_interval_ms": 5_000});
+    for group in [&static_group, &dynamic_group] {
+        let (status, body) = a.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+        assert_eq!(status, 201, "{group}: {body}");
+    }
+    let mut churn = Churn::new(&[&a, &b, &c]);
+    for name in ["s-0", "s-1", "s-2", "s-3"] {
+        churn.add(&static_group, Some(name));
+    }
+    for _ in 0..4 {
+        churn.add(&dynamic_group, None);
+    }
+
+    // Churn before the kill.
+    let rounds_before = 60;
+    for _ in 0..rounds_before {
+        churn.round(true, false);
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let acked_before = churn.acked_changes;
+    b.child.kill().expect("kill -9 b");
+    let _ = b.child.wait();
+    let killed = Instant::now();
+    // Churn through the takeover, and on after it.
+    let mut taken_over = None;
+    let mut rounds_after = 0;
+    while taken_over.is_none() || rounds_after < 60 {
+        assert!(killed.elapsed() < SETTLE_WITHIN, "no takeover");
+        churn.round(true, true);
+        if taken_over.is_none() && served(&a).len() + served(&c).len() == SHARDS as usize {
+            taken_over = Some(killed.elapsed());
+        }
+        if taken_over.is_some() {
+            rounds_after += 1;
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let acked_through = churn.acked_changes - acked_before;
+    // Quiet: pending joins and leaves land, every member in its group is
+    // answered by a survivor.
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    loop {
+        churn.round(false, true);
+        let answered = churn
+            .members
+            .iter()
+            .all(|m| m.phase != Phase::In || m.answered_after_kill > 0);
+        if churn.quiet() && answered {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the members never settled: {:?}",
+            churn.trouble
+        );
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    eprintln!(
+        "kill -9 under churn: taken over in {} ms; {acked_before} changes answered before, {acked_through} after; {} answers checked; leases lapsed: {:?}",
+        taken_over.unwrap().as_millis(),
+        churn.checks,
+        churn.lapses
+    );
+    assert_eq!(churn.trouble, Vec::<String>::new());
+    assert!(acked_before > 0 && acked_through > 0, "churn on both sides");
+    assert!(churn.checks > 0, "the members held tasks");
+
+    // What the survivors hold is what the members were answered.
+    for group in [&static_group, &dynamic_group] {
+        let (status, view) = a.call("GET", &format!("/v1/groups/{group}"), None);
+        assert_eq!(status, 200, "{view}");
+        churn.check_view(group, &view);
+        let slots: std::collections::BTreeMap<String, &Value> = view["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["member_id"].as_str().unwrap().to_owned(), m))
+            .collect();
+        for m in churn.members.iter().filter(|m| &m.group == group) {
+            let found = slots.get(&m.member_id);
+            match (m.phase, &m.name) {
+                (Phase::In, name) => {
+                    let found = found.unwrap_or_else(|| {
+                        panic!("{group}: {} joined and is gone: {view}", m.member_id)
+                    });
+                    assert_eq!(found["away"], false, "{view}");
+                    assert!(found["member_epoch"].as_u64().unwrap() >= m.member_epoch);
+                    if let Some(name) = name {
+                        assert_eq!(found["slot"], format!("static:{name}").as_str(), "{view}");
+                    }
+                }
+                // A static member that left keeps its slot, and its name
+                // still maps to it.
+                (Phase::Out, Some(name)) if m.left_acked => {
+                    let found = found.unwrap_or_else(|| {
+                        panic!("{group}: static {name} left and lost its slot: {view}")
+                    });
+                    assert_eq!(found["slot"], format!("static:{name}").as_str(), "{view}");
+                    assert_eq!(found["away"], true, "{view}");
+                }
+                (Phase::Out, None) if m.left_acked => {
+                    assert!(found.is_none(), "{group}: {} left: {view}", m.member_id);
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(churn.trouble, Vec::<String>::new());
+    let (status, coordinator) = a.call(
+        "GET",
+        &format!("/v1/groups/{static_group}/coordinator"),
+        None,
+    );
+    assert_eq!(status, 200, "{coordinator}");
+    assert_ne!(coordinator["node"], "b", "a survivor coordinates it");
 }

@@ -18,7 +18,6 @@ pub struct ErrorDetail {
     /// invalid_json, invalid_path, payload_too_large,
     /// unsupported_media_type, not_found, method_not_allowed,
     /// unauthorized, forbidden, storage_failed, storage_unavailable, shard_unavailable,
-    /// not_supported_in_cluster,
     /// not_coordinator, coordinator_unreachable, internal.
     pub code: String,
     /// What went wrong, for a person.

@@ -249,7 +249,7 @@ fn unknown(reference: String) -> ApiError {
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "`unknown_module`", body = ErrorBody),
-        (status = 409, description = "`module_in_use` (a group is bound to it), `builtin_assignor`, `not_supported_in_cluster` (cluster mode keeps uploaded modules)", body = ErrorBody),
+        (status = 409, description = "`module_in_use` (a group is bound to it: in cluster mode, a group of any node), `builtin_assignor`", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),
     )
 )]

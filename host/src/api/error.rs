@@ -128,9 +128,6 @@ impl ApiError {
             ApiError::Runtime(RuntimeError::ShardNotServed { .. }) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "shard_unavailable")
             }
-            ApiError::Runtime(RuntimeError::NotInCluster(_)) => {
-                (StatusCode::CONFLICT, "not_supported_in_cluster")
-            }
             ApiError::Runtime(RuntimeError::StorageUnavailable(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable")
             }

@@ -458,6 +458,62 @@ impl Etcd {
         Ok(answer.header.map_or(0, |h| h.revision))
     }
 
+    /// [`Etcd::guarded`], applied only if every key of `present` exists
+    /// too: a batch that makes a group name a module carries the module's
+    /// key here, so that it never lands after the module was deleted.
+    /// Either failing is [`StoreError::Fenced`]: the writer's state is
+    /// ahead of what etcd allows, and its shard is loaded again.
+    pub async fn guarded_if_present(
+        &self,
+        claim: &Claim,
+        present: &[Vec<u8>],
+        writes: &[Write],
+    ) -> Result<i64, StoreError> {
+        let mut compare = vec![put_at(&claim.key, claim.revision)];
+        compare.extend(present.iter().map(|key| exists(key)));
+        let request = pb::TxnRequest {
+            compare,
+            success: writes.iter().map(operation).collect(),
+            failure: vec![],
+        };
+        let answer = self.txn("a guarded write", request).await?;
+        if !answer.succeeded {
+            return Err(StoreError::Fenced(format!(
+                "{} is no longer held under revision {}, or one of {} modules it binds was deleted",
+                String::from_utf8_lossy(&claim.key),
+                claim.revision,
+                present.len()
+            )));
+        }
+        Ok(answer.header.map_or(0, |h| h.revision))
+    }
+
+    /// Applies `writes` at once if every key of `present` exists and every
+    /// range `[from, to)` of `empty` holds no key (no claim guards them);
+    /// returns whether they were applied.
+    pub async fn apply_if(
+        &self,
+        present: &[Vec<u8>],
+        empty: &[(Vec<u8>, Vec<u8>)],
+        writes: &[Write],
+    ) -> Result<bool, StoreError> {
+        let mut compare: Vec<pb::Compare> = present.iter().map(|key| exists(key)).collect();
+        compare.extend(empty.iter().map(|(from, to)| {
+            // Over a range, a compare holds if it holds for every key, and
+            // an empty range compares as one absent key (create revision
+            // 0): so "every create revision is 0" is "no key".
+            let mut none = created_at(from, 0);
+            none.range_end = to.clone();
+            none
+        }));
+        let request = pb::TxnRequest {
+            compare,
+            success: writes.iter().map(operation).collect(),
+            failure: vec![],
+        };
+        Ok(self.txn("a write", request).await?.succeeded)
+    }
+
     /// Applies `writes` at once if none of `absent` exists (no claim
     /// guards them); returns whether they were applied.
     pub async fn apply(&self, absent: &[Vec<u8>], writes: &[Write]) -> Result<bool, StoreError> {
@@ -527,6 +583,14 @@ fn created_at(key: &[u8], revision: i64) -> pb::Compare {
         compare::CompareTarget::Create,
         compare::TargetUnion::CreateRevision(revision),
     )
+}
+
+/// Holds if `key` exists (its create revision is past 0).
+fn exists(key: &[u8]) -> pb::Compare {
+    pb::Compare {
+        result: compare::CompareResult::Greater as i32,
+        ..created_at(key, 0)
+    }
 }
 
 /// Holds if `key` exists and was last put at `revision`.

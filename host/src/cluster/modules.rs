@@ -13,11 +13,25 @@
 //! - `module-names/NAME@VERSION`: the id that has the name, created only
 //!   if absent, in the transaction that writes the meta, so that two
 //!   nodes cannot give one name to two modules.
+//! - `module-users/REF/GROUP` (the shard's id): group `GROUP`'s config
+//!   names the uploaded module `REF` (its id or `NAME@VERSION`, as the
+//!   config has it). The shard's sink writes it, guarded by the shard's
+//!   claim and by the module's key still existing, before the batch that
+//!   makes the group name it, and deletes it after the batch that makes
+//!   the group stop naming it; loading a shard puts right what a crash in
+//!   between left. A delete removes the meta, the name and the chunks in
+//!   one transaction that holds only while both `module-users/ID/` and
+//!   `module-users/NAME@VERSION/` are empty: a bind and a delete of one
+//!   module on two nodes are ordered by etcd, and whichever comes second
+//!   is refused.
 //!
 //! Chunks are written without a claim: a module's id is its bytes' hash,
 //! so whoever writes a chunk writes the same bytes. A node that copies a
 //! module checks the hash of what it read.
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -25,7 +39,9 @@ use tokio::runtime::Handle;
 
 use super::etcd::{Etcd, StoreError, Write, prefix_end};
 use super::store::CHUNK_BYTES_MAX;
-use crate::plugins::module_id;
+use crate::plugins::{BUILTIN_NAMES, module_id};
+use crate::protocol::core::Coordinator;
+use crate::protocol::group::GroupConfig;
 use crate::registry::{Entry, Registry, RegistryError};
 use crate::runtime::SharedModules;
 
@@ -53,11 +69,102 @@ pub struct ModuleMeta {
     pub chunks: u64,
 }
 
+/// Index keys read by one range request.
+const USERS_PER_PAGE: i64 = 512;
+
 /// The cluster's modules in etcd. Its [`SharedModules`] calls block on
 /// `handle` and must not be made on one of its worker threads.
 pub struct EtcdModules {
     etcd: Etcd,
     handle: Handle,
+    /// The ids this node has seen the cluster hold (listed, published, or
+    /// in its registry at start): one of them gone from etcd was deleted,
+    /// and goes from the registry too. A module uploaded here and not yet
+    /// published is not among them.
+    known: Mutex<BTreeSet<String>>,
+    /// Whether `known` took the registry's modules of the start.
+    seeded: AtomicBool,
+}
+
+/// What a delete did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Deleted {
+    /// The module is no longer the cluster's.
+    Done,
+    /// Groups name it (`GROUP` per index key, sorted).
+    InUse(Vec<String>),
+    /// The cluster has no such module (deleted meanwhile).
+    Unknown,
+}
+
+/// The uploaded modules `config` names (not the built-in assignors), as
+/// it names them.
+pub fn uploaded_references(config: &GroupConfig) -> impl Iterator<Item = &String> {
+    std::iter::once(&config.assignor)
+        .chain(&config.fallback_assignor)
+        .filter(|name| !BUILTIN_NAMES.contains(&name.as_str()))
+}
+
+/// Every (module reference, group) of `groups` in `core` whose config
+/// names an uploaded module.
+pub fn bindings<'a>(
+    core: &Coordinator,
+    groups: impl IntoIterator<Item = &'a str>,
+) -> BTreeSet<(String, String)> {
+    groups
+        .into_iter()
+        .filter_map(|name| core.group(name))
+        .flat_map(|group| {
+            uploaded_references(&group.config)
+                .map(|reference| (reference.clone(), group.name.clone()))
+        })
+        .collect()
+}
+
+/// The key `module-users/REF/GROUP`.
+pub fn user_key(etcd: &Etcd, reference: &str, group: &str) -> Vec<u8> {
+    etcd.key(&format!("module-users/{reference}/{group}"))
+}
+
+/// The prefix of every key of `module-users/REF/`.
+fn users_prefix(etcd: &Etcd, reference: &str) -> Vec<u8> {
+    etcd.key(&format!("module-users/{reference}/"))
+}
+
+/// The key that exists while the module `reference` names is the
+/// cluster's: its name's for `NAME@VERSION`, its meta's for an id.
+pub fn reference_key(etcd: &Etcd, reference: &str) -> Vec<u8> {
+    match reference.split_once('@') {
+        Some((name, version)) => name_key(etcd, name, version),
+        None => meta_key(etcd, reference),
+    }
+}
+
+/// Every index key of the cluster: (reference, group, shard).
+pub async fn all_users(etcd: &Etcd) -> Result<Vec<(String, String, String)>, StoreError> {
+    let prefix = etcd.key("module-users/");
+    let (pairs, _) = etcd
+        .range(&prefix, &prefix_end(&prefix), USERS_PER_PAGE)
+        .await?;
+    Ok(pairs
+        .into_iter()
+        .filter_map(|(key, value)| {
+            let rest = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+            let (reference, group) = rest.split_once('/')?;
+            Some((
+                reference.to_owned(),
+                group.to_owned(),
+                String::from_utf8_lossy(&value).into_owned(),
+            ))
+        })
+        .collect())
+}
+
+/// The single-key range of `key`, for a delete.
+pub fn only(key: Vec<u8>) -> Write {
+    let mut to = key.clone();
+    to.push(0);
+    Write::DeleteRange { from: key, to }
 }
 
 fn meta_key(etcd: &Etcd, id: &str) -> Vec<u8> {
@@ -74,7 +181,90 @@ fn chunks_prefix(etcd: &Etcd, id: &str) -> Vec<u8> {
 
 impl EtcdModules {
     pub fn new(etcd: Etcd, handle: Handle) -> Self {
-        EtcdModules { etcd, handle }
+        EtcdModules {
+            etcd,
+            handle,
+            known: Mutex::default(),
+            seeded: AtomicBool::new(false),
+        }
+    }
+
+    /// Deletes module `id` (named `name@version`) from the cluster unless
+    /// a group names it (by id or by name): one transaction, which holds
+    /// only while no index key of either reference exists, so a bind that
+    /// another node makes at the same time either lands first (and this is
+    /// refused) or is refused itself.
+    pub async fn delete(&self, id: &str, name: &str, version: &str) -> Result<Deleted, StoreError> {
+        let etcd = &self.etcd;
+        let by_name = format!("{name}@{version}");
+        let ranges: Vec<(Vec<u8>, Vec<u8>)> = [id, by_name.as_str()]
+            .iter()
+            .map(|reference| {
+                let prefix = users_prefix(etcd, reference);
+                let end = prefix_end(&prefix);
+                (prefix, end)
+            })
+            .collect();
+        let chunks = chunks_prefix(etcd, id);
+        let deleted = etcd
+            .apply_if(
+                &[meta_key(etcd, id)],
+                &ranges,
+                &[
+                    only(meta_key(etcd, id)),
+                    only(name_key(etcd, name, version)),
+                    Write::DeleteRange {
+                        from: chunks.clone(),
+                        to: prefix_end(&chunks),
+                    },
+                ],
+            )
+            .await?;
+        if deleted {
+            self.forget(id);
+            return Ok(Deleted::Done);
+        }
+        let mut groups = BTreeSet::new();
+        for (from, to) in &ranges {
+            let (users, _) = etcd.range(from, to, USERS_PER_PAGE).await?;
+            groups.extend(
+                users
+                    .into_iter()
+                    .map(|(key, _)| String::from_utf8_lossy(&key[from.len()..]).into_owned()),
+            );
+        }
+        if !groups.is_empty() {
+            return Ok(Deleted::InUse(groups.into_iter().collect()));
+        }
+        if etcd.get(&meta_key(etcd, id)).await?.is_none() {
+            return Ok(Deleted::Unknown);
+        }
+        // A bind's index key came and went between the two reads: the
+        // module was in use at the transaction.
+        Ok(Deleted::InUse(Vec::new()))
+    }
+
+    /// Whether the module `reference` names is still the cluster's.
+    pub async fn is_shared(&self, reference: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .etcd
+            .get(&reference_key(&self.etcd, reference))
+            .await?
+            .is_some())
+    }
+
+    fn forget(&self, id: &str) {
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+
+    fn know(&self, id: &str) {
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_owned());
     }
 
     /// Stores `bytes` as module `id` named `meta.name@meta.version`, unless
@@ -88,6 +278,7 @@ impl EtcdModules {
     ) -> Result<(), PublishError> {
         let etcd = &self.etcd;
         if etcd.get(&meta_key(etcd, id)).await?.is_some() {
+            self.know(id);
             return Ok(());
         }
         let prefix = chunks_prefix(etcd, id);
@@ -125,6 +316,7 @@ impl EtcdModules {
             )
             .await?;
         if written {
+            self.know(id);
             return Ok(());
         }
         // Another node was first: with these bytes (fine), or with others
@@ -146,7 +338,10 @@ impl EtcdModules {
                     id: String::from_utf8_lossy(&holder).into_owned(),
                 })
             }
-            _ => Ok(()),
+            _ => {
+                self.know(id);
+                Ok(())
+            }
         }
     }
 
@@ -190,19 +385,34 @@ impl EtcdModules {
         Ok(bytes)
     }
 
-    /// The modules of the cluster that `registry` lacks, with their bytes.
+    /// The modules of the cluster that `registry` lacks, with their bytes,
+    /// and those it was seen to hold that it holds no more (deleted).
     pub async fn missing(
         &self,
         registry: &Registry,
-    ) -> Result<Vec<(String, ModuleMeta, Vec<u8>)>, StoreError> {
+    ) -> Result<(Vec<(String, ModuleMeta, Vec<u8>)>, Vec<String>), StoreError> {
         let mut missing = Vec::new();
-        for (id, meta) in self.list().await? {
+        let listed = self.list().await?;
+        let ids: BTreeSet<&str> = listed.iter().map(|(id, _)| id.as_str()).collect();
+        let gone: Vec<String> = {
+            let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+            let gone = known
+                .iter()
+                .filter(|id| !ids.contains(id.as_str()))
+                .cloned()
+                .collect();
+            known.retain(|id| ids.contains(id.as_str()));
+            gone
+        };
+        for (id, meta) in listed {
             if registry.get(&id).is_none() {
                 let bytes = self.fetch(&id, &meta).await?;
                 missing.push((id, meta, bytes));
+            } else {
+                self.know(&id);
             }
         }
-        Ok(missing)
+        Ok((missing, gone))
     }
 }
 
@@ -240,13 +450,66 @@ impl SharedModules for EtcdModules {
             })
     }
 
+    fn delete(&self, entry: &Entry) -> Result<(), RegistryError> {
+        let deleted = self
+            .handle
+            .block_on(EtcdModules::delete(
+                self,
+                &entry.module.id,
+                &entry.name,
+                &entry.version,
+            ))
+            .map_err(|error| {
+                RegistryError::Storage(format!("deleting the module from the cluster: {error}"))
+            })?;
+        match deleted {
+            Deleted::Done => Ok(()),
+            Deleted::InUse(groups) => Err(RegistryError::InUse {
+                id: entry.module.id.clone(),
+                groups: if groups.is_empty() {
+                    "(one being bound now)".to_owned()
+                } else {
+                    groups.join(", ")
+                },
+            }),
+            Deleted::Unknown => Err(RegistryError::Unknown(entry.module.id.clone())),
+        }
+    }
+
+    fn is_shared(&self, reference: &str) -> Result<bool, RegistryError> {
+        self.handle
+            .block_on(EtcdModules::is_shared(self, reference))
+            .map_err(|error| {
+                RegistryError::Storage(format!("reading the cluster's modules: {error}"))
+            })
+    }
+
     fn copy_missing(&self, registry: &Registry) -> anyhow::Result<usize> {
+        if !self.seeded.swap(true, Ordering::SeqCst) {
+            // The first call, at start, before any upload: a module of the
+            // registry that the cluster lacks was deleted while this node
+            // was away.
+            for entry in registry.list() {
+                self.know(&entry.module.id);
+            }
+        }
+        let (missing, gone) = self.handle.block_on(self.missing(registry))?;
+        if !gone.is_empty() {
+            let _mutation = registry.mutation.blocking_lock();
+            for id in gone {
+                if registry.unlist(&id).is_some() {
+                    tracing::info!(id, "module deleted from the cluster: removed here");
+                }
+                registry.remove_files(&id)?;
+            }
+        }
         let mut copied = 0;
-        for (id, meta, bytes) in self.handle.block_on(self.missing(registry))? {
+        for (id, meta, bytes) in missing {
             // A module that does not load here is skipped, and the others
             // are copied all the same.
             match registry.upload(&meta.name, &meta.version, &bytes) {
                 Ok(_) => {
+                    self.know(&id);
                     tracing::info!(
                         id,
                         name = meta.name,

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 
 use super::etcd::{Claim, Etcd, StoreError, Write, prefix_end};
+use super::modules::{self, bindings};
 use crate::log::frame::{self, Decoded};
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::Record;
@@ -55,6 +56,10 @@ pub const COMPACT_AFTER_CHUNKS: u64 = 1024;
 /// How long a write retries while etcd is unavailable before it fails.
 /// Shorter than the node's lease TTL: past it the claim is at risk anyway.
 const RETRY_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Index writes (`module-users/...`) in one transaction: within etcd's
+/// 128 operations a transaction (`--max-txn-ops`).
+const INDEX_OPS_PER_TXN: usize = 64;
 
 /// The chunk flag: the batch goes on in the next chunk.
 const CHUNK_MORE: u8 = 1;
@@ -259,6 +264,43 @@ impl EtcdStore {
         Ok(log)
     }
 
+    /// Makes the module index of `shard` (its `module-users/` keys) say
+    /// what its loaded groups name: a crash between a batch and its index
+    /// deletes leaves a key too many (which only holds a delete back), and
+    /// a log from before the index has none.
+    async fn reconcile_bindings(
+        &self,
+        shard: ShardId,
+        claim: &Claim,
+        core: &Coordinator,
+    ) -> Result<(), StoreError> {
+        let etcd = &self.etcd;
+        let me = shard.to_string();
+        let expected = bindings(core, core.groups().map(|g| g.name.as_str()));
+        let indexed: std::collections::BTreeSet<(String, String)> = modules::all_users(etcd)
+            .await?
+            .into_iter()
+            .filter(|(_, _, owner)| *owner == me)
+            .map(|(reference, group, _)| (reference, group))
+            .collect();
+        let writes: Vec<Write> = indexed
+            .difference(&expected)
+            .map(|(reference, group)| modules::only(modules::user_key(etcd, reference, group)))
+            .chain(
+                expected
+                    .difference(&indexed)
+                    .map(|(reference, group)| Write::Put {
+                        key: modules::user_key(etcd, reference, group),
+                        value: me.clone().into_bytes(),
+                    }),
+            )
+            .collect();
+        for txn in writes.chunks(INDEX_OPS_PER_TXN) {
+            etcd.guarded(claim, txn).await?;
+        }
+        Ok(())
+    }
+
     fn block_on<T>(&self, future: impl Future<Output = T>) -> T {
         self.handle.block_on(future)
     }
@@ -352,6 +394,10 @@ impl ShardStore for EtcdStore {
             }
             core.apply_owned(record);
         }
+        if let Err(e) = self.block_on(self.reconcile_bindings(shard, &claim, &core)) {
+            let _ = self.block_on(self.etcd.release(&claim));
+            return Err(e.into());
+        }
         let next_index = log.torn_from.unwrap_or(log.next_index);
         self.claims
             .lock()
@@ -440,9 +486,23 @@ impl EtcdSink {
     /// `retry_for`. A put of the same chunk again is harmless: the claim
     /// makes this node the only writer, and it writes the same bytes.
     async fn with_retry(&self, writes: &[Write]) -> Result<i64, StoreError> {
+        self.with_retry_if_present(&[], writes).await
+    }
+
+    /// [`EtcdSink::with_retry`], applied only while every key of `present`
+    /// exists.
+    async fn with_retry_if_present(
+        &self,
+        present: &[Vec<u8>],
+        writes: &[Write],
+    ) -> Result<i64, StoreError> {
         let give_up = Instant::now() + self.retry_for;
         loop {
-            match self.etcd.guarded(&self.claim, writes).await {
+            match self
+                .etcd
+                .guarded_if_present(&self.claim, present, writes)
+                .await
+            {
                 Err(StoreError::Unavailable(reason)) if Instant::now() < give_up => {
                     tracing::warn!(shard = self.shard, %reason, "etcd unavailable; retrying the write");
                     tokio::time::sleep(RETRY_INTERVAL).await;
@@ -490,14 +550,46 @@ impl RecordSink for EtcdSink {
         for record in records {
             frame::encode(record, &mut bytes);
         }
+        // The module index follows the groups' configs: a key that a group
+        // now names an uploaded module lands before the batch (and only
+        // while the module is the cluster's), and one that it no longer
+        // does goes after it, so the index never says less than the log.
+        let touched: std::collections::BTreeSet<&str> = records.iter().map(Record::group).collect();
+        let before = bindings(&state.shadow, touched.iter().copied());
+        for record in records {
+            state.shadow.apply(record);
+        }
+        let after = bindings(&state.shadow, touched.iter().copied());
+        let me = self.shard.to_string();
         self.handle
             .block_on(async {
+                let added: Vec<&(String, String)> = after.difference(&before).collect();
+                for txn in added.chunks(INDEX_OPS_PER_TXN) {
+                    let present: Vec<Vec<u8>> = txn
+                        .iter()
+                        .map(|(reference, _)| modules::reference_key(&self.etcd, reference))
+                        .collect();
+                    let puts: Vec<Write> = txn
+                        .iter()
+                        .map(|(reference, group)| Write::Put {
+                            key: modules::user_key(&self.etcd, reference, group),
+                            value: me.clone().into_bytes(),
+                        })
+                        .collect();
+                    self.with_retry_if_present(&present, &puts).await?;
+                }
                 let index = state.next_index;
                 let next = self.write_batch(index, &bytes).await?;
                 state.chunks_since_compaction += next - index;
                 state.next_index = next;
-                for record in records {
-                    state.shadow.apply(record);
+                let removed: Vec<Write> = before
+                    .difference(&after)
+                    .map(|(reference, group)| {
+                        modules::only(modules::user_key(&self.etcd, reference, group))
+                    })
+                    .collect();
+                for txn in removed.chunks(INDEX_OPS_PER_TXN) {
+                    self.with_retry(txn).await?;
                 }
                 if state.chunks_since_compaction >= self.compact_after_chunks {
                     self.compact(&mut state).await?;

@@ -402,3 +402,140 @@ async fn a_module_is_stored_once_for_the_cluster_under_one_name_and_read_back_ch
     let damaged = b.fetch(&id, &listed[0].1).await.expect_err("damaged");
     assert!(damaged.to_string().contains("do not hash"), "{damaged}");
 }
+
+/// Group `group` configured with `assignor`.
+fn bound(group: &str, assignor: &str) -> Record {
+    let mut config = GroupConfig::with_topics(vec![TopicConfig {
+        name: "orders".into(),
+        partitions: 4,
+    }]);
+    config.assignor = assignor.to_owned();
+    Record::GroupConfigured {
+        group: group.to_owned(),
+        config,
+    }
+}
+
+/// A published module `custom@1.0.0` and its id.
+async fn published(modules: &super::modules::EtcdModules) -> String {
+    let bytes = b"a module's bytes".to_vec();
+    let id = crate::plugins::module_id(&bytes);
+    let meta = super::modules::ModuleMeta {
+        name: "custom".into(),
+        version: "1.0.0".into(),
+        size_bytes: bytes.len() as u64,
+        uploaded_at_ms: 1,
+        chunks: 0,
+    };
+    modules
+        .publish(&id, &meta, &bytes)
+        .await
+        .expect("published");
+    id
+}
+
+/// A module a group names (by name or by id) is not deleted, whichever
+/// node asks; unbound, it is; and a batch that names it after that never
+/// lands (the bind that loses the race to a delete is refused by etcd,
+/// and the next owner loads the group as it was).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_a_group_names_is_not_deleted_and_no_bind_lands_after_a_delete() {
+    use super::modules::{Deleted, EtcdModules};
+    let cluster = LocalEtcd::start(&scratch(), 1).await.expect("etcd");
+    let a = node(&cluster, "/delete/", "a").await;
+    let modules = EtcdModules::new(
+        Etcd::connect(cluster.config("/delete/")).await.unwrap(),
+        tokio::runtime::Handle::current(),
+    );
+    let id = published(&modules).await;
+    let (_core, sink) = load(&a).await.expect("a loads");
+    persist(
+        &sink,
+        vec![bound("by-name", "custom@1.0.0"), bound("by-id", &id)],
+    )
+    .await
+    .expect("bound");
+    assert_eq!(
+        modules.delete(&id, "custom", "1.0.0").await.unwrap(),
+        Deleted::InUse(vec!["by-id".into(), "by-name".into()])
+    );
+    persist(&sink, vec![bound("by-name", "sticky")])
+        .await
+        .expect("rebound");
+    assert_eq!(
+        modules.delete(&id, "custom", "1.0.0").await.unwrap(),
+        Deleted::InUse(vec!["by-id".into()])
+    );
+    persist(&sink, vec![bound("by-id", "range")])
+        .await
+        .expect("rebound");
+    assert_eq!(
+        modules.delete(&id, "custom", "1.0.0").await.unwrap(),
+        Deleted::Done
+    );
+    assert!(!modules.is_shared(&id).await.unwrap());
+    assert!(!modules.is_shared("custom@1.0.0").await.unwrap());
+    assert!(modules.list().await.unwrap().is_empty());
+    assert_eq!(
+        modules.delete(&id, "custom", "1.0.0").await.unwrap(),
+        Deleted::Unknown
+    );
+
+    // A node that still held the module binds a group to it: refused.
+    let refused = persist(&sink, vec![bound("late", "custom@1.0.0")])
+        .await
+        .expect_err("no bind lands after the delete");
+    assert!(format!("{refused:#}").contains("deleted"), "{refused:#}");
+    drop(sink);
+    unload(&a, Coordinator::new(7)).await;
+    let (core, _sink) = load(&a).await.expect("loaded again");
+    assert!(core.group("late").is_none());
+    assert_eq!(core.group("by-id").unwrap().config.assignor, "range");
+}
+
+/// Loading a shard makes the module index say what its groups name: a
+/// key that a crash left behind goes, a missing one comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loading_a_shard_puts_its_module_index_right() {
+    use super::modules::{EtcdModules, all_users, user_key};
+    let cluster = LocalEtcd::start(&scratch(), 1).await.expect("etcd");
+    let a = node(&cluster, "/reindex/", "a").await;
+    let raw = Etcd::connect(cluster.config("/reindex/")).await.unwrap();
+    let modules = EtcdModules::new(raw.clone(), tokio::runtime::Handle::current());
+    let id = published(&modules).await;
+    let (core, sink) = load(&a).await.expect("a loads");
+    persist(&sink, vec![bound("kept", &id)])
+        .await
+        .expect("bound");
+    drop(sink);
+    unload(&a, core).await;
+    // What a crash could leave: the index missing the bound group, and
+    // naming one that no longer names the module; and another shard's
+    // key, which is not this shard's to touch.
+    raw.apply(
+        &[],
+        &[
+            super::modules::only(user_key(&raw, &id, "kept")),
+            Write::Put {
+                key: user_key(&raw, &id, "stale"),
+                value: SHARD.to_string().into_bytes(),
+            },
+            Write::Put {
+                key: user_key(&raw, &id, "elsewhere"),
+                value: b"0".to_vec(),
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    let (_core, _sink) = load(&a).await.expect("loaded again");
+    let mut users = all_users(&raw).await.unwrap();
+    users.sort();
+    assert_eq!(
+        users,
+        vec![
+            (id.clone(), "elsewhere".into(), "0".into()),
+            (id.clone(), "kept".into(), SHARD.to_string()),
+        ]
+    );
+}

@@ -83,9 +83,6 @@ pub enum RuntimeError {
     /// every request is refused.
     #[error(transparent)]
     Storage(PersistError),
-    /// Cluster mode does not do this (yet); nothing changed.
-    #[error("not supported in cluster mode: {0}")]
-    NotInCluster(&'static str),
     /// The storage does not answer (cluster mode: etcd has no quorum, or
     /// none of its members is reachable). A change this answers may or may
     /// not have landed; once the storage answers again the shard is loaded
@@ -181,9 +178,17 @@ pub trait SharedModules: Send + Sync + 'static {
     /// returns once that is durable. Refused if the cluster has another
     /// module of its name.
     fn publish(&self, entry: &Entry, bytes: &[u8]) -> Result<(), RegistryError>;
-    /// Copies into `registry` every module of the cluster it lacks;
-    /// returns how many.
+    /// Copies into `registry` every module of the cluster it lacks, and
+    /// removes from it those the cluster deleted; returns how many it
+    /// copied.
     fn copy_missing(&self, registry: &Registry) -> anyhow::Result<usize>;
+    /// Deletes `entry` from the cluster unless a group of any node names
+    /// it (`RegistryError::InUse`); once it returns `Ok`, no bind of it
+    /// can land anywhere.
+    fn delete(&self, entry: &Entry) -> Result<(), RegistryError>;
+    /// Whether the module `reference` names (uploaded, held by the
+    /// registry) is still the cluster's.
+    fn is_shared(&self, reference: &str) -> Result<bool, RegistryError>;
 }
 
 /// The coordinator at run time; share it as `Arc<Runtime>`.
@@ -770,12 +775,27 @@ impl Runtime {
         let shared = self.shared_modules.get().cloned();
         tokio::task::spawn_blocking(move || -> Result<(), RuntimeError> {
             let names = || std::iter::once(&spec.assignor).chain(&spec.fallback);
-            if let Some(shared) = shared
+            if let Some(shared) = &shared
                 && names().any(|name| registry.resolve(name).is_none())
             {
                 // Uploaded through another node, and not copied here yet.
                 if let Err(error) = shared.copy_missing(&registry) {
                     tracing::warn!(%error, "copying the cluster's modules failed");
+                }
+            }
+            if let Some(shared) = &shared {
+                for name in names() {
+                    // Deleted from the cluster since this node copied it:
+                    // it goes here too (and the bind is refused as
+                    // unknown), rather than a batch that names it be
+                    // refused by etcd.
+                    if let Some(Resolved::Uploaded(id)) = registry.resolve(name)
+                        && !shared.is_shared(name)?
+                    {
+                        let _mutation = registry.mutation.blocking_lock();
+                        registry.unlist(&id);
+                        registry.remove_files(&id)?;
+                    }
                 }
             }
             for name in names() {
@@ -823,12 +843,8 @@ impl Runtime {
     /// so a config that stopped naming the module is in the log before the
     /// module's files go.
     pub async fn delete_assignor(self: &Arc<Self>, reference: &str) -> Result<Entry, RuntimeError> {
-        if self.shared_modules.get().is_some() {
-            // The check that no group binds the module would have to hold
-            // every node's shards at once.
-            return Err(RuntimeError::NotInCluster(
-                "deleting an uploaded module: a module is the cluster's, and no node can check that no group of another node binds it; modules stay (unbind them; they cost only their stored bytes)",
-            ));
+        if let Some(shared) = self.shared_modules.get().cloned() {
+            return self.delete_shared_assignor(shared, reference).await;
         }
         let registry = self.registry.clone();
         let _mutation = registry.mutation.lock().await;
@@ -890,6 +906,46 @@ impl Runtime {
         }
         registry.remove_files(&id)?;
         Ok(entry)
+    }
+
+    /// Cluster mode's delete: a module is the cluster's, and the groups
+    /// that may name it live on every node's shards, so the check is
+    /// etcd's (`SharedModules::delete`: an index key per group that
+    /// names a module, written with the records that make it name it);
+    /// then the copy here goes. The other nodes drop theirs at their next
+    /// sync, or at once when a bind names it.
+    async fn delete_shared_assignor(
+        self: &Arc<Self>,
+        shared: Arc<dyn SharedModules>,
+        reference: &str,
+    ) -> Result<Entry, RuntimeError> {
+        let registry = self.registry.clone();
+        let reference = reference.to_owned();
+        tokio::task::spawn_blocking(move || -> Result<Entry, RuntimeError> {
+            if registry.resolve(&reference).is_none()
+                && let Err(error) = shared.copy_missing(&registry)
+            {
+                tracing::warn!(%error, "copying the cluster's modules failed");
+            }
+            let _mutation = registry.mutation.blocking_lock();
+            let entry = match registry.resolve(&reference) {
+                None => return Err(RegistryError::Unknown(reference).into()),
+                Some(Resolved::Builtin(name)) => {
+                    return Err(RegistryError::Builtin(name.to_owned()).into());
+                }
+                Some(Resolved::Uploaded(id)) => registry.get(&id).expect("a resolved module"),
+            };
+            shared.delete(&entry)?;
+            registry.unlist(&entry.module.id);
+            registry.remove_files(&entry.module.id)?;
+            Ok(entry)
+        })
+        .await
+        .map_err(|join_error| {
+            RuntimeError::from(RegistryError::Storage(format!(
+                "deleting the module panicked: {join_error}"
+            )))
+        })?
     }
 
     /// One member heartbeat (join, heartbeat, leave). `member_token_sha256`
