@@ -8,7 +8,8 @@ use std::fmt;
 use crate::Assignor;
 use crate::model::{AssignError, Assignment, GroupInput};
 use crate::validate::{
-    InputLimits, InvalidAssignment, InvalidInput, check_assignment, check_input,
+    InputLimits, InvalidAssignment, InvalidInput, ROWS_PER_TASK_MAX, check_assignment, check_input,
+    rows_max_for,
 };
 
 /// Why a harness run failed.
@@ -34,13 +35,10 @@ impl fmt::Display for HarnessError {
 
 impl std::error::Error for HarnessError {}
 
-/// Rows of learners or standbys an answer may hold, per task, as the host's
-/// default; see [`check_assignment`].
+/// Rows of learners or standbys an answer to `input` may hold under the
+/// host's default limits; see [`rows_max_for`].
 pub fn rows_max(input: &GroupInput) -> usize {
-    input
-        .task_count()
-        .saturating_mul(input.members.len().min(16))
-        .max(1024)
+    rows_max_for(input, ROWS_PER_TASK_MAX, usize::MAX)
 }
 
 /// Checks `input`, runs `A` on it natively and validates the answer.

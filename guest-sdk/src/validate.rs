@@ -374,11 +374,35 @@ impl fmt::Display for InvalidAssignment {
 
 impl std::error::Error for InvalidAssignment {}
 
+/// Learner or standby rows an answer may hold per task, by default: more
+/// than any placement strategy uses (Kafka Streams runs one or two
+/// standbys per task; KIP-1071 caps them at 2 unless the operator raises
+/// it), and few enough that what the host builds from an answer stays
+/// proportional to the group's tasks.
+pub const ROWS_PER_TASK_MAX: usize = 8;
+
+/// The most learner rows, and the most standby rows, an answer to `input`
+/// may hold: `rows_per_task_max` per task (fewer when the group has fewer
+/// other members to place them on), and never more than `rows_max`.
+/// Small inputs may always have 1,024, so that an answer with a misplaced
+/// row gets the error that names it rather than `TooManyRows`.
+pub fn rows_max_for(input: &GroupInput, rows_per_task_max: usize, rows_max: usize) -> usize {
+    let per_task = rows_per_task_max.min(input.members.len().saturating_sub(1));
+    input
+        .task_count()
+        .saturating_mul(per_task)
+        .max(1024)
+        .min(rows_max)
+}
+
 /// Checks an answer against the input it answers: every task of a subscribed
 /// topic active exactly once and only on a subscribed member; learners and
 /// standbys only on subscribed members, never on the task's active owner and
 /// never twice; no unknown members or tasks; at most `rows_max` learner and
-/// standby rows each.
+/// standby rows each (the caller caps it by the input: [`rows_max_for`]).
+///
+/// Its cost is linear in the tasks and rows, with no allocation per row:
+/// the host runs it on every answer, and its time counts against the call's.
 ///
 /// `input` must have passed [`check_input`].
 pub fn check_assignment(
@@ -423,14 +447,7 @@ pub fn check_assignment(
         let set = input.members[member as usize].subscription as usize;
         subscribed[set * topic_count + topic as usize]
     };
-    let task_name = |task: u32| {
-        let topic = offsets.partition_point(|&o| o <= task) - 1;
-        (
-            input.topics[topic].name.clone(),
-            task - offsets[topic],
-            topic as u32,
-        )
-    };
+    let topic_of = |task: u32| offsets.partition_point(|&o| o <= task) as u32 - 1;
     for (t, topic) in input.topics.iter().enumerate() {
         let range = offsets[t] as usize..offsets[t + 1] as usize;
         for (partition, &owner) in out.active_owner[range].iter().enumerate() {
@@ -459,12 +476,11 @@ pub fn check_assignment(
             }
         }
     }
-    let mut placed: HashSet<(u32, u32)> =
-        HashSet::with_capacity(out.learners.len() + out.standbys.len());
-    for (role, rows) in [
+    let roles = [
         (Role::Learner, &out.learners),
         (Role::Standby, &out.standbys),
-    ] {
+    ];
+    for (role, rows) in roles {
         if rows.task.len() != rows.member.len() {
             return Err(InvalidAssignment::ColumnLengthMismatch { role });
         }
@@ -475,6 +491,11 @@ pub fn check_assignment(
                 max: rows_max,
             });
         }
+    }
+    // Each row on its own; the rows of a task are counted for the
+    // duplicate check below.
+    let mut task_starts = vec![0usize; task_count + 1];
+    for (role, rows) in roles {
         for (task, member) in rows.iter() {
             if task as usize >= task_count {
                 return Err(InvalidAssignment::UnknownTask { role, task });
@@ -482,32 +503,67 @@ pub fn check_assignment(
             if member >= member_count {
                 return Err(InvalidAssignment::UnknownMember { role, member });
             }
-            let (topic, partition, topic_index) = task_name(task);
-            let member_id = || input.members[member as usize].id.clone();
-            if !subscribes(member, topic_index) {
-                return Err(InvalidAssignment::NotSubscribed {
-                    role,
-                    member: member_id(),
-                    topic,
-                    partition,
+            let topic = topic_of(task);
+            let misplaced = if !subscribes(member, topic) {
+                Some(false)
+            } else if out.active_owner[task as usize] == member {
+                Some(true)
+            } else {
+                None
+            };
+            if let Some(on_owner) = misplaced {
+                let member = input.members[member as usize].id.clone();
+                let partition = task - offsets[topic as usize];
+                let topic = input.topics[topic as usize].name.clone();
+                return Err(if on_owner {
+                    InvalidAssignment::OnActiveOwner {
+                        role,
+                        member,
+                        topic,
+                        partition,
+                    }
+                } else {
+                    InvalidAssignment::NotSubscribed {
+                        role,
+                        member,
+                        topic,
+                        partition,
+                    }
                 });
             }
-            if out.active_owner[task as usize] == member {
-                return Err(InvalidAssignment::OnActiveOwner {
-                    role,
-                    member: member_id(),
-                    topic,
-                    partition,
-                });
-            }
-            if !placed.insert((task, member)) {
-                return Err(InvalidAssignment::Duplicate {
-                    role,
-                    member: member_id(),
-                    topic,
-                    partition,
-                });
-            }
+            task_starts[task as usize + 1] += 1;
+        }
+    }
+    // Duplicates: the rows grouped by task (a counting sort, so no hash
+    // set of every row), each task's few members sorted. An entry is
+    // `member << 1 | role`, learners first, so that the second of two
+    // equal placements names the role it came again as.
+    for task in 0..task_count {
+        task_starts[task + 1] += task_starts[task];
+    }
+    let mut next = task_starts.clone();
+    let mut by_task = vec![0u64; task_starts[task_count]];
+    for (role_bit, (_, rows)) in roles.iter().enumerate() {
+        for (task, member) in rows.iter() {
+            let at = &mut next[task as usize];
+            by_task[*at] = u64::from(member) << 1 | role_bit as u64;
+            *at += 1;
+        }
+    }
+    for task in 0..task_count {
+        let placements = &mut by_task[task_starts[task]..task_starts[task + 1]];
+        if placements.len() < 2 {
+            continue;
+        }
+        placements.sort_unstable();
+        if let Some(pair) = placements.windows(2).find(|p| p[0] >> 1 == p[1] >> 1) {
+            let topic = topic_of(task as u32);
+            return Err(InvalidAssignment::Duplicate {
+                role: roles[(pair[1] & 1) as usize].0,
+                member: input.members[(pair[1] >> 1) as usize].id.clone(),
+                topic: input.topics[topic as usize].name.clone(),
+                partition: task as u32 - offsets[topic as usize],
+            });
         }
     }
     Ok(())

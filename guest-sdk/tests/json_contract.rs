@@ -5,7 +5,8 @@
 
 use assignd_guest_sdk::json::{assignment_to_json, input_to_json, parse_assignment, parse_input};
 use assignd_guest_sdk::validate::{
-    InputLimits, InvalidAssignment, Role, check_assignment, check_input,
+    InputLimits, InvalidAssignment, ROWS_PER_TASK_MAX, Role, check_assignment, check_input,
+    rows_max_for,
 };
 use assignd_guest_sdk::{GroupInput, NO_MEMBER, TaskMembers};
 use proptest::prelude::*;
@@ -330,4 +331,121 @@ proptest! {
         let back = parse(&text).map_err(TestCaseError::fail)?;
         prop_assert_eq!(canonical(back), canonical(input));
     }
+}
+
+/// A valid active assignment of `input`: each task on the first member
+/// that subscribes to its topic, counting from the task's number.
+fn some_valid_owners(input: &GroupInput) -> Vec<u32> {
+    let offsets = input.topic_offsets();
+    let count = input.members.len() as u32;
+    (0..input.task_count() as u32)
+        .map(|task| {
+            let topic = offsets.partition_point(|&o| o <= task) as u32 - 1;
+            (0..count)
+                .map(|k| (task + k) % count.max(1))
+                .find(|&m| {
+                    let set = input.members[m as usize].subscription as usize;
+                    input.subscriptions[set].contains(&topic)
+                })
+                .unwrap_or(NO_MEMBER)
+        })
+        .collect()
+}
+
+proptest! {
+    /// The counting check of learner and standby rows agrees with the
+    /// obvious one (a set of every placement): same verdict, and when the
+    /// only fault is a placement made twice, that is the error.
+    #[test]
+    fn the_row_checks_agree_with_a_set_of_every_placement(
+        input in arbitrary_input(),
+        rows in proptest::collection::vec((any::<u32>(), any::<u32>(), any::<bool>()), 0..40),
+    ) {
+        let mut out = input.empty_assignment();
+        out.active_owner = some_valid_owners(&input);
+        let (tasks, members) = (input.task_count() as u32, input.members.len() as u32);
+        if tasks > 0 && members > 0 {
+            for (task, member, standby) in rows {
+                let (task, member) = (task % tasks, member % members);
+                if standby { out.standbys.push(task, member) } else { out.learners.push(task, member) }
+            }
+        }
+        let offsets = input.topic_offsets();
+        let subscribes = |task: u32, member: u32| {
+            let topic = offsets.partition_point(|&o| o <= task) as u32 - 1;
+            let set = input.members[member as usize].subscription as usize;
+            input.subscriptions[set].contains(&topic)
+        };
+        let all: Vec<(u32, u32)> = out.learners.iter().chain(out.standbys.iter()).collect();
+        let misplaced = all
+            .iter()
+            .any(|&(t, m)| !subscribes(t, m) || out.active_owner[t as usize] == m);
+        let distinct: std::collections::HashSet<_> = all.iter().collect();
+        let duplicated = distinct.len() < all.len();
+        let verdict = check_assignment(&input, &out, usize::MAX);
+        prop_assert_eq!(verdict.is_ok(), !misplaced && !duplicated, "{:?}", verdict);
+        if duplicated && !misplaced {
+            let is_duplicate = matches!(verdict, Err(InvalidAssignment::Duplicate { .. }));
+            prop_assert!(is_duplicate, "{:?}", verdict);
+        }
+    }
+}
+
+/// The rows an answer may hold follow its input: so many per task (no
+/// more than the other members to hold them), under the absolute cap.
+#[test]
+fn the_rows_an_answer_may_hold_follow_its_input() {
+    let input = |tasks: u32, members: usize| {
+        let text = format!(
+            r#"{{"topics": {{"t": {tasks}}}, "members": [{}]}}"#,
+            (0..members)
+                .map(|m| format!(r#"{{"id": "m{m}", "topics": ["t"]}}"#))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        parse(&text).unwrap()
+    };
+    let big = input(100_000, 20);
+    assert_eq!(rows_max_for(&big, ROWS_PER_TASK_MAX, usize::MAX), 800_000);
+    assert_eq!(rows_max_for(&big, ROWS_PER_TASK_MAX, 500_000), 500_000);
+    // Three members: each task has two others to hold its rows.
+    assert_eq!(
+        rows_max_for(&input(100_000, 3), ROWS_PER_TASK_MAX, usize::MAX),
+        200_000
+    );
+    // Small inputs keep room for the error that names a misplaced row.
+    assert_eq!(
+        rows_max_for(&input(4, 1), ROWS_PER_TASK_MAX, usize::MAX),
+        1024
+    );
+    // An answer over it is refused as too large, whatever its rows.
+    let mut out = big.empty_assignment();
+    out.active_owner = some_valid_owners(&big);
+    for task in 0..100_000 {
+        for member in 0..9 {
+            out.standbys
+                .push(task, (out.active_owner[task as usize] + 1 + member) % 20);
+        }
+    }
+    assert_eq!(
+        check_assignment(
+            &big,
+            &out,
+            rows_max_for(&big, ROWS_PER_TASK_MAX, usize::MAX)
+        ),
+        Err(InvalidAssignment::TooManyRows {
+            role: Role::Standby,
+            rows: 900_000,
+            max: 800_000
+        })
+    );
+    out.standbys = TaskMembers::default();
+    assert_eq!(
+        check_assignment(
+            &big,
+            &out,
+            rows_max_for(&big, ROWS_PER_TASK_MAX, usize::MAX)
+        ),
+        Ok(())
+    );
 }

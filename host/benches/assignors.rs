@@ -387,7 +387,11 @@ fn overhead(c: &mut Criterion) {
     group.bench_function("range/native/100x10000", |b| {
         b.iter(|| native(black_box(&input)).unwrap())
     });
-    let rows_max = limits.output_rows_max;
+    let rows_max = assignd_guest_sdk::validate::rows_max_for(
+        &input,
+        limits.output_rows_per_task_max,
+        limits.output_rows_max,
+    );
     group.bench_function("range/native-checked/100x10000", |b| {
         b.iter(|| {
             let input = black_box(&input);

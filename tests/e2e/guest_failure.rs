@@ -473,3 +473,65 @@ fn a_bindings_limits_tighten_the_hosts_and_its_fallback_serves_the_group() {
         "the fallback's calls are counted: {metrics}"
     );
 }
+
+/// The rows an answer may hold follow its input: 8 learner rows and 8
+/// standby rows per task by default. An answer over it is refused
+/// (`output_too_large`, naming both counts) however valid its rows; the
+/// group shows the failure and keeps its last good target, and another
+/// group is served as fast. At 8 standbys per task the same answer is
+/// installed. (Before the cap, any valid answer up to 16 million rows was
+/// checked and installed: 16 million took the host 7.7 s and 4.3 GB
+/// outside the call's limits.)
+#[test]
+fn an_answer_over_the_rows_its_input_allows_is_refused_and_another_group_is_served_as_fast() {
+    let mut scene = Scene::start("guest-failure-rows");
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 200}],
+        "assignor": MODULE,
+        "expansion_timeout_ms": 50,
+        "learners": "off",
+    });
+    let (status, answer) = scene.server.call("PUT", "/v1/groups/bad", Some(&config));
+    assert_eq!(status, 201, "{answer}");
+    // Ten members: nine others for each task's standbys, so that every
+    // row is valid on its own.
+    let mut bad: Vec<Value> = (0..10)
+        .map(|m| scene.server.join("bad", &format!("b{m}")))
+        .collect();
+    scene.server.converge("bad", &mut bad, 20);
+    let good_target = scene.server.view("bad")["target_epoch"].clone();
+
+    scene.server.bind("bad", json!({"standbys": "9"}));
+    let view = scene.serve_until(&mut bad, |view| total(view) >= 1);
+    let failures = &view["assignor_failures"];
+    assert_eq!(failures["code"], "output_too_large", "{failures}");
+    let message = failures["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("1800 standby rows, more than the limit of 1600"),
+        "{failures}"
+    );
+    assert_eq!(view["target_epoch"], good_target, "target kept: {view}");
+
+    // At the limit, the answer is installed, standbys and all.
+    scene.server.bind("bad", json!({"standbys": "8"}));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let view = loop {
+        for member in bad.iter_mut() {
+            *member = scene.server.beat("bad", member).0;
+        }
+        let view = scene.server.view("bad");
+        if view["target_epoch"] != good_target && view["state"] != "assigning" {
+            break view;
+        }
+        assert!(Instant::now() < deadline, "never installed: {view}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let standbys: usize = view["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["target"]["standby"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(standbys, 1600, "{view}");
+    scene.assert_good_served_as_fast();
+}

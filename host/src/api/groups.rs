@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 
 use super::error::{ApiError, ApiJson, ApiPath};
-use super::views::{group_summary, group_view};
+use super::views::{LargeJson, group_summary, group_view};
 use super::wire::{BindRequest, ErrorBody, GroupConfigDoc, GroupList, GroupView};
 use crate::protocol::core::ProtocolError;
 use crate::protocol::group::BindingSpec;
@@ -49,7 +49,7 @@ pub async fn put_group(
     State(runtime): State<Arc<Runtime>>,
     ApiPath(group): ApiPath<String>,
     ApiJson(body): ApiJson<serde_json::Map<String, serde_json::Value>>,
-) -> Result<(StatusCode, Json<GroupView>), ApiError> {
+) -> Result<(StatusCode, LargeJson<GroupView>), ApiError> {
     tracing::Span::current().record("group", group.as_str());
     let (config, member_token) = super::auth::split_config(body)?;
     let created = runtime.configure(&group, config, member_token).await?;
@@ -58,7 +58,7 @@ pub async fn put_group(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(view(&runtime, &group).await?)))
+    Ok((status, LargeJson(view(&runtime, &group).await?)))
 }
 
 /// Every group, one summary each.
@@ -99,9 +99,9 @@ pub async fn list_groups(State(runtime): State<Arc<Runtime>>) -> Result<Json<Gro
 pub async fn get_group(
     State(runtime): State<Arc<Runtime>>,
     ApiPath(group): ApiPath<String>,
-) -> Result<Json<GroupView>, ApiError> {
+) -> Result<LargeJson<GroupView>, ApiError> {
     tracing::Span::current().record("group", group.as_str());
-    Ok(Json(view(&runtime, &group).await?))
+    Ok(LargeJson(view(&runtime, &group).await?))
 }
 
 /// The group's input for its assignor as the next call would see it, in
@@ -155,7 +155,7 @@ pub async fn assignor_input(
 pub async fn drain_member(
     State(runtime): State<Arc<Runtime>>,
     ApiPath((group, member)): ApiPath<(String, String)>,
-) -> Result<(StatusCode, Json<GroupView>), ApiError> {
+) -> Result<(StatusCode, LargeJson<GroupView>), ApiError> {
     let span = tracing::Span::current();
     span.record("group", group.as_str());
     span.record("member", member.as_str());
@@ -165,7 +165,7 @@ pub async fn drain_member(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(view(&runtime, &group).await?)))
+    Ok((status, LargeJson(view(&runtime, &group).await?)))
 }
 
 /// Binds the group to an assignor and params: a hot swap.
@@ -194,7 +194,7 @@ pub async fn bind_assignor(
     State(runtime): State<Arc<Runtime>>,
     ApiPath(group): ApiPath<String>,
     ApiJson(request): ApiJson<BindRequest>,
-) -> Result<Json<GroupView>, ApiError> {
+) -> Result<LargeJson<GroupView>, ApiError> {
     tracing::Span::current().record("group", group.as_str());
     let spec = BindingSpec {
         assignor: request.module,
@@ -203,7 +203,7 @@ pub async fn bind_assignor(
         fallback: request.fallback,
     };
     runtime.bind(&group, spec).await?;
-    Ok(Json(view(&runtime, &group).await?))
+    Ok(LargeJson(view(&runtime, &group).await?))
 }
 
 /// Binds the group back to the binding before its current one.
@@ -227,8 +227,8 @@ pub async fn bind_assignor(
 pub async fn rollback_assignor(
     State(runtime): State<Arc<Runtime>>,
     ApiPath(group): ApiPath<String>,
-) -> Result<Json<GroupView>, ApiError> {
+) -> Result<LargeJson<GroupView>, ApiError> {
     tracing::Span::current().record("group", group.as_str());
     runtime.rollback(&group).await?;
-    Ok(Json(view(&runtime, &group).await?))
+    Ok(LargeJson(view(&runtime, &group).await?))
 }

@@ -54,8 +54,10 @@ pub async fn metrics(
         }
     }
     // The gauges of groups and members are the scrape's: an idle host
-    // spends nothing on them between scrapes.
-    runtime.refresh_gauges();
+    // spends nothing on them between scrapes. The scan takes every
+    // shard's lock in turn, so it runs off the workers: it may wait for a
+    // large group's step.
+    crate::runtime::off_the_workers(|| runtime.refresh_gauges());
     let mut text = crate::telemetry::render();
     if groups {
         crate::runtime::observe::render_groups(&mut text);

@@ -135,3 +135,21 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
         }),
     })
 }
+
+/// A JSON body rendered off the runtime's workers. A group's view is
+/// linear in its tasks and rows (100,000 tasks with three standbys each
+/// render tens of MB), and axum's `Json` would render it on the worker
+/// that also runs other groups' heartbeats.
+pub struct LargeJson<T>(pub T);
+
+impl<T: serde::Serialize> axum::response::IntoResponse for LargeJson<T> {
+    fn into_response(self) -> axum::response::Response {
+        let body = crate::runtime::off_the_workers(|| serde_json::to_vec(&self.0))
+            .expect("a wire type always renders as JSON");
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
+    }
+}

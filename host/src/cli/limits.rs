@@ -20,6 +20,11 @@ pub struct LimitArgs {
     #[arg(long, value_name = "MIB", default_value_t = Limits::default().memory_max_bytes >> 20,
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     memory_max_mib: u64,
+    /// Learner rows, and standby rows, an answer may hold per task; an
+    /// answer with more is refused (output_too_large).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().output_rows_per_task_max as u32,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    output_rows_per_task_max: u32,
     /// Wall-clock limit of compiling an uploaded component: this, plus
     /// --compile-time-per-mib-ms per MiB of it. Compiling runs in a child
     /// process that is stopped at the limit.
@@ -48,6 +53,7 @@ impl LimitArgs {
             fuel_per_item: self.fuel_per_item,
             time_limit_ms: self.time_limit_ms,
             memory_max_bytes: self.memory_max_mib.saturating_mul(1 << 20),
+            output_rows_per_task_max: self.output_rows_per_task_max as usize,
             ..Limits::default()
         }
     }

@@ -73,6 +73,10 @@ pub struct LoadgenArgs {
     /// The group config's assignor.
     #[arg(long, default_value = "sticky")]
     assignor: String,
+    /// An assignor param of the created groups, KEY=VALUE; repeat for
+    /// more (e.g. `--param num_standby=3` for learner-aware).
+    #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
+    params: Vec<(String, String)>,
     /// Who places learners: host, assignor or off.
     #[arg(long, default_value = "host", value_parser = ["host", "assignor", "off"])]
     learners: String,
@@ -107,6 +111,13 @@ pub struct LoadgenArgs {
         hide_env_values = true
     )]
     token: Option<String>,
+}
+
+fn parse_param(arg: &str) -> Result<(String, String), String> {
+    match arg.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("{arg:?} is not KEY=VALUE")),
+    }
 }
 
 fn failure(message: String) -> Failure {
@@ -158,6 +169,7 @@ fn group_config(args: &LoadgenArgs) -> serde_json::Value {
     json!({
         "topics": [{"name": fleet::TOPIC, "partitions": args.tasks}],
         "assignor": args.assignor,
+        "params": args.params.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         "heartbeat_interval_ms": args.interval_ms.max(1),
         "session_timeout_ms": session_timeout_ms,
         // Its members are dynamic; the host only wants the interval below

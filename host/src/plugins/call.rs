@@ -4,10 +4,12 @@
 //! cap, traps mapped to [`PluginError`], and the answer validated against
 //! its input before anyone sees it.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use assignd_guest_sdk::log::PANIC_PREFIX;
-use assignd_guest_sdk::validate::{InputLimits, InvalidAssignment, check_assignment, check_input};
+use assignd_guest_sdk::validate::{
+    InputLimits, InvalidAssignment, check_assignment, check_input, rows_max_for,
+};
 use assignd_guest_sdk::{
     AssignError, Assignment, Capabilities, GroupInput, Info, ParamSpec, TaskMembers,
 };
@@ -420,11 +422,25 @@ impl PluginEngine {
                 member: answer.standbys.member,
             },
         };
-        check_assignment(input, &assignment, limits.output_rows_max).map_err(|e| match e {
+        let rows_max = rows_max_for(
+            input,
+            limits.output_rows_per_task_max,
+            limits.output_rows_max,
+        );
+        check_assignment(input, &assignment, rows_max).map_err(|e| match e {
             InvalidAssignment::TooManyRows { .. } => PluginError::OutputTooLarge(e.to_string()),
             other => PluginError::InvalidAssignment(other),
         })?;
         let validated = Instant::now();
+        // The host's work on the answer counts against the call's time:
+        // an answer that is valid but took the host past the limit to
+        // check is refused like a guest that ran past it. (The rows cap
+        // keeps that work linear in the input.)
+        if validated - instantiated > Duration::from_millis(limits.time_limit_ms) {
+            return Err(PluginError::Timeout {
+                limit_ms: limits.time_limit_ms,
+            });
+        }
         let ms = |from: Instant, to: Instant| (to - from).as_secs_f64() * 1e3;
         Ok(CallOutcome {
             assignment,

@@ -22,7 +22,12 @@ pub struct Limits {
     pub time_limit_ms: u64,
     /// Largest linear memory a guest may grow to.
     pub memory_max_bytes: u64,
-    /// Largest number of learner rows, and of standby rows, in an answer.
+    /// Learner rows, and standby rows, an answer may hold per task of its
+    /// input: what the host builds from an answer (the target, its
+    /// record, the members' views) then stays proportional to the group.
+    pub output_rows_per_task_max: usize,
+    /// Largest number of learner rows, and of standby rows, in an answer,
+    /// however large its input.
     pub output_rows_max: usize,
     /// Log lines kept per call; the rest are counted and dropped.
     pub log_lines_max: usize,
@@ -41,6 +46,7 @@ impl Default for Limits {
             fuel_max: u64::MAX,
             time_limit_ms: 10_000,
             memory_max_bytes: 512 << 20,
+            output_rows_per_task_max: assignd_guest_sdk::validate::ROWS_PER_TASK_MAX,
             output_rows_max: 16_000_000,
             log_lines_max: 100,
             log_line_len_max: 4096,

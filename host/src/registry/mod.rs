@@ -393,6 +393,7 @@ const PARAMS_CHECK_LIMITS: Limits = Limits {
     fuel_max: 50_000_000,
     time_limit_ms: 200,
     memory_max_bytes: 64 << 20,
+    output_rows_per_task_max: 8,
     output_rows_max: 1_000,
     log_lines_max: 0,
     // The refusal's message is cut to this, as a log line would be.

@@ -98,7 +98,7 @@ impl Runtime {
                 Ok((first, second)) => {
                     let bound = first.report(&group, epoch, &assignor);
                     let second = second.map(|(name, call)| call.report(&group, epoch, &name));
-                    self.execute(&group, |core, now| {
+                    self.execute_heavy(&group, |core, now| {
                         Ok((
                             (),
                             match (bound, second) {

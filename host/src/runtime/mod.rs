@@ -325,7 +325,12 @@ impl Runtime {
             .lock()
             .map_err(|_| RuntimeError::Internal("a shard's core panicked earlier"))?;
         assert!(state.is_none(), "shard {id} loaded twice");
-        *state = Some(shard::Served::new(core, sink, self.admission));
+        let served = shard::Served::new(core, sink, self.admission);
+        *self.shards[id as usize]
+            .persist_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(served.queue.failure_cell());
+        *state = Some(served);
         Ok(())
     }
 
@@ -421,7 +426,7 @@ impl Runtime {
     pub fn failed_shards(&self) -> Vec<ShardId> {
         self.shards
             .iter()
-            .filter(|shard| lock_shard(shard).as_ref().is_some_and(|s| s.queue.failed()))
+            .filter(|shard| shard.persist_failed())
             .map(|shard| shard.id)
             .collect()
     }
@@ -539,6 +544,10 @@ impl Runtime {
         let Some(served) = lock_shard(&shard).take() else {
             return Ok(false);
         };
+        *shard
+            .persist_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
         let shard::Served { core, queue, .. } = served;
         let durable = queue.submit(Vec::new());
         let flushed = durable.await;
@@ -574,9 +583,7 @@ impl Runtime {
     /// Whether persisting has failed on a shard: its requests are refused
     /// from then on.
     pub fn failed(&self) -> bool {
-        self.shards
-            .iter()
-            .any(|shard| lock_shard(shard).as_ref().is_some_and(|s| s.queue.failed()))
+        self.shards.iter().any(|shard| shard.persist_failed())
     }
 
     /// Whether the storage does not answer: the node says so, or a
@@ -631,11 +638,35 @@ impl Runtime {
         group: &str,
         step: impl FnOnce(&mut shard::Served, Millis) -> Result<(T, Output), RuntimeError>,
     ) -> Result<T, RuntimeError> {
-        let (value, durable, calls) = {
-            let mut state = shard
-                .state
-                .lock()
-                .map_err(|_| RuntimeError::Internal("a shard's core panicked earlier"))?;
+        self.execute_weighted(shard, group, Weight::Light, step)
+            .await
+    }
+
+    /// [`Runtime::execute_on`], told how heavy `step` may be. A step runs
+    /// on the calling task's thread, but never so that it holds up a
+    /// runtime worker: a heavy step (installing a group's new target,
+    /// which is linear in its tasks and rows), and any step whose shard
+    /// is busy (so it would wait for the lock), run in
+    /// `tokio::task::block_in_place`, which hands the worker's other tasks
+    /// to another thread first. Otherwise one big group's work on one
+    /// shard, and the heartbeats queued behind it on that shard's lock,
+    /// would hold the workers every other shard's requests need.
+    async fn execute_weighted<T>(
+        self: &Arc<Self>,
+        shard: &shard::Shard,
+        group: &str,
+        weight: Weight,
+        step: impl FnOnce(&mut shard::Served, Millis) -> Result<(T, Output), RuntimeError>,
+    ) -> Result<T, RuntimeError> {
+        let locked_step = || {
+            let poisoned = |_| RuntimeError::Internal("a shard's core panicked earlier");
+            let mut state = match shard.state.try_lock() {
+                Ok(state) => state,
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    off_the_workers(|| shard.state.lock()).map_err(poisoned)?
+                }
+                Err(std::sync::TryLockError::Poisoned(e)) => return Err(poisoned(e)),
+            };
             let served = state.as_mut().ok_or_else(|| RuntimeError::ShardNotServed {
                 shard: shard.id,
                 group: group.to_owned(),
@@ -662,8 +693,12 @@ impl Runtime {
                 shard.wake_before(deadline);
             }
             let durable = served.queue.submit(output.records);
-            (value, durable, output.assignor_calls)
+            Ok((value, durable, output.assignor_calls))
         };
+        let (value, durable, calls) = match weight {
+            Weight::Light => locked_step(),
+            Weight::Heavy => off_the_workers(locked_step),
+        }?;
         self.start_assignor_calls(calls);
         durable
             .await
@@ -683,6 +718,21 @@ impl Runtime {
             .map_err(|error| self.as_told(error))
     }
 
+    /// [`Runtime::execute`] of a step as heavy as a group is large: an
+    /// assignor's answer installed, a group's whole view read.
+    async fn execute_heavy<T>(
+        self: &Arc<Self>,
+        group: &str,
+        step: impl FnOnce(&mut Coordinator, Millis) -> Result<(T, Output), RuntimeError>,
+    ) -> Result<T, RuntimeError> {
+        let shard = self.shards[self.shard_of(group) as usize].clone();
+        self.execute_weighted(&shard, group, Weight::Heavy, |served, now| {
+            step(&mut served.core, now)
+        })
+        .await
+        .map_err(|error| self.as_told(error))
+    }
+
     /// Reads the core of `group`'s shard once everything applied before is
     /// durable, so that nothing is shown that a crash could take back.
     pub async fn read<T>(
@@ -690,7 +740,7 @@ impl Runtime {
         group: &str,
         read: impl FnOnce(&Coordinator, Millis) -> T,
     ) -> Result<T, RuntimeError> {
-        self.execute(group, |core, now| Ok((read(core, now), Output::default())))
+        self.execute_heavy(group, |core, now| Ok((read(core, now), Output::default())))
             .await
     }
 
@@ -1144,6 +1194,30 @@ impl Runtime {
         {
             previous.abort();
         }
+    }
+}
+
+/// How much work a core step may be, for [`Runtime::execute_weighted`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Weight {
+    /// A heartbeat, an admin change, a tick: microseconds.
+    Light,
+    /// Linear in a group's tasks and rows: an assignor's answer.
+    Heavy,
+}
+
+/// Runs `work` here, on a multi-threaded runtime's worker only after
+/// handing the worker's other tasks over (`block_in_place`), so that they
+/// do not wait for it: for work linear in a group's size. (A
+/// current-thread runtime, as in unit tests, has no other worker to hand
+/// them to, and outside a runtime there is nothing to hand over.)
+pub(crate) fn off_the_workers<R>(work: impl FnOnce() -> R) -> R {
+    let on_a_worker = tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if on_a_worker {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
     }
 }
 

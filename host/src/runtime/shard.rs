@@ -15,13 +15,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::protocol::core::Coordinator;
 use crate::protocol::shard::ShardId;
 
 use super::member_token::Admission;
-use super::sink::{RecordQueue, RecordSink};
+use super::sink::{PersistError, RecordQueue, RecordSink};
 use super::{AdmissionPolicy, observe};
 
 /// Where shards' records are kept: what a shard is loaded from and
@@ -127,6 +127,10 @@ pub(super) struct Shard {
     pub(super) floor_ms: AtomicU64,
     /// The shard's timer task, while it is served with timers running.
     pub(super) timer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// While served: its record queue's failure, readable without the
+    /// shard's lock, which a large group's step may hold for a while
+    /// (`/healthz` must not wait for it).
+    pub(super) persist_failure: Mutex<Option<Arc<OnceLock<PersistError>>>>,
 }
 
 impl Shard {
@@ -139,6 +143,7 @@ impl Shard {
             sleeping_until_ms: AtomicU64::new(u64::MAX),
             floor_ms: AtomicU64::new(0),
             timer: Mutex::new(None),
+            persist_failure: Mutex::new(None),
         }
     }
 
@@ -150,6 +155,16 @@ impl Shard {
         if due < self.sleeping_until_ms.load(Ordering::Acquire) {
             self.wake.notify_one();
         }
+    }
+
+    /// Whether the served shard's persisting failed (false while not
+    /// served).
+    pub(super) fn persist_failed(&self) -> bool {
+        self.persist_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|failure| failure.get().is_some())
     }
 
     /// Stops the timer task, if one runs.

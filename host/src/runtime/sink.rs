@@ -133,6 +133,11 @@ impl RecordQueue {
         self.failed.get().is_some()
     }
 
+    /// Where the first failure is kept, to read without the queue.
+    pub fn failure_cell(&self) -> Arc<OnceLock<PersistError>> {
+        self.failed.clone()
+    }
+
     /// The failure every batch fails with from now on, if a persist failed.
     pub fn failure(&self) -> Option<&PersistError> {
         self.failed.get()

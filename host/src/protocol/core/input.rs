@@ -105,8 +105,19 @@ pub(super) fn assignor_input(
         .map(|(i, t)| (t.name.as_str(), i as u32))
         .collect();
     let tasks: Vec<TaskRef> = group.tasks().collect();
-    let task_index: BTreeMap<&TaskRef, usize> =
-        tasks.iter().enumerate().map(|(i, t)| (t, i)).collect();
+    // A task's index is its topic's first index plus its partition: no
+    // map of every task (a target of 100,000 tasks and 300,000 standbys
+    // would look each one up by name).
+    let mut first_index = BTreeMap::new();
+    let mut next = 0usize;
+    for topic in &group.config.topics {
+        first_index.insert(topic.name.as_str(), (next, topic.partitions));
+        next += topic.partitions as usize;
+    }
+    let task_index = |task: &TaskRef| {
+        let &(first, partitions) = first_index.get(task.topic.as_str())?;
+        (task.partition < partitions).then_some(first + task.partition as usize)
+    };
     let mut input = GroupInput {
         topics: group
             .config
@@ -149,23 +160,23 @@ pub(super) fn assignor_input(
         // is going, which is what stickiness should preserve.
         if let Some(target) = group.target.get(slot) {
             for task in &target.active {
-                if let Some(&i) = task_index.get(task) {
+                if let Some(i) = task_index(task) {
                     input.active_owner[i] = index;
                 }
             }
             for task in &target.learner {
-                if let Some(&i) = task_index.get(task) {
+                if let Some(i) = task_index(task) {
                     input.learners.push(i as u32, index);
                 }
             }
             for task in &target.standby {
-                if let Some(&i) = task_index.get(task) {
+                if let Some(i) = task_index(task) {
                     input.standbys.push(i as u32, index);
                 }
             }
         }
         for (task, &lag) in liveness.lags.get(slot).into_iter().flatten() {
-            if let Some(&i) = task_index.get(task) {
+            if let Some(i) = task_index(task) {
                 input.lags.push(i as u32, index, lag);
             }
         }

@@ -6,7 +6,10 @@
 //! - `spin=yes`: `assign` loops forever, logging a line first, until the
 //!   host's fuel or time limit stops it;
 //! - `trap=yes`: `assign` panics with [`TRAP_MESSAGE`] (the SDK's panic hook
-//!   logs the message, then the guest traps).
+//!   logs the message, then the guest traps);
+//! - `standbys=N`: the round-robin answer plus, for each task, standbys on
+//!   the `N` subscribers after its owner (as many as there are): a valid
+//!   answer of any size, for the host's cap on rows per task.
 //!
 //! It exists so the host's end-to-end tests can bind a group to a guest
 //! that goes wrong only once live, and check that the failure is visible on
@@ -25,7 +28,8 @@ impl Assignor for SpinWhenTold {
         Info::new(
             "spin-when-told",
             "0.1.0",
-            "test guest: round-robin, an endless loop with spin=yes, a panic with trap=yes",
+            "test guest: round-robin, an endless loop with spin=yes, a panic with trap=yes, \
+             N standbys per task with standbys=N",
         )
     }
 
@@ -54,10 +58,23 @@ impl Assignor for SpinWhenTold {
                 active_owner[(offset + p) as usize] = subscribers[p as usize % subscribers.len()];
             }
         }
-        Ok(Assignment {
+        let mut out = Assignment {
             active_owner,
             ..Assignment::default()
-        })
+        };
+        let standbys = input.param_u64("standbys", 0)? as usize;
+        for (topic, &offset) in offsets.iter().enumerate().take(input.topics.len()) {
+            let subscribers: Vec<u32> = (0..input.members.len() as u32)
+                .filter(|&m| input.subscribes(&input.members[m as usize], topic as u32))
+                .collect();
+            for p in 0..input.topics[topic].partitions as usize {
+                for k in 1..=standbys.min(subscribers.len().saturating_sub(1)) {
+                    let member = subscribers[(p + k) % subscribers.len()];
+                    out.standbys.push(offset + p as u32, member);
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
