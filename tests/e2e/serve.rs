@@ -888,6 +888,12 @@ fn a_host_idle_before_its_first_group_tells_the_first_member_the_configured_inte
     );
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["heartbeat_interval_ms"], 3_000, "{answer}");
-    assert_eq!(server.metric("assignd_host_late_total"), Some(0.0));
-    assert_eq!(server.metric("assignd_host_late_seconds"), Some(0.0));
+    // No lateness to speak of: a busy machine may make a timer really late
+    // by tens of ms (which `assignd_host_late_total` would count), the
+    // defect counted the whole idle time (the level was about 4 s here).
+    let late = server
+        .metric("assignd_host_late_seconds")
+        .expect("the lateness level is exported");
+    assert!(late < 0.5, "the host was idle, not late: {late} s");
+    assert!(server.metric("assignd_host_late_total").is_some());
 }

@@ -75,10 +75,12 @@ async fn join_on_time(runtime: &Arc<Runtime>) {
         .heartbeat(&Heartbeat::join(GROUP, None, vec!["t".into()]), None)
         .await
         .unwrap();
-    assert_eq!(
-        runtime.lateness().late_ms(runtime.now_ms()),
-        0,
-        "the host was idle, not late"
+    // A busy machine may make a timer really late by tens of ms; the
+    // defect counted the whole idle time.
+    let late_ms = runtime.lateness().late_ms(runtime.now_ms());
+    assert!(
+        late_ms < IDLE_MS / 5,
+        "the host was idle, not late: {late_ms} ms"
     );
     assert_eq!(response.heartbeat_interval_ms, 3_000);
 }
