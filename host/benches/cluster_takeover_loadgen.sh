@@ -38,14 +38,18 @@ wait_for() {
   done
 }
 
-# Stable groups as the live nodes' /metrics show them.
-stable_groups() {
-  local sum=0 n
+# Every group stable with every member stable, as the nodes' /metrics
+# show them (a group just created, with no member yet, is stable too).
+settled() {
+  local groups=0 members=0 n m
   for url in "$@"; do
-    n=$(curl -s "$url/metrics" | awk '/^assignd_groups\{state="stable"\}/ {print $2}')
-    sum=$((sum + ${n:-0}))
+    read -r n m <<< "$(curl -s "$url/metrics" | awk '
+      /^assignd_groups\{state="stable"\}/ {g=$2}
+      /^assignd_members\{state="stable"\}/ {m=$2}
+      END {print g+0, m+0}')"
+    groups=$((groups + n)) members=$((members + m))
   done
-  echo $sum
+  [ "$groups" -ge "$NGROUPS" ] && [ "$members" -ge $((NGROUPS * MEMBERS)) ]
 }
 
 served() { curl -s "$1/metrics" | awk '/^assignd_shards_served / {print $2}'; }
@@ -107,14 +111,23 @@ run() {
   local hosts
   hosts=$(IFS=,; echo "${nodes[*]}")
   echo "== run $run: loadgen --host $hosts --groups $NGROUPS --members $MEMBERS --tasks $TASKS --duration $DURATION; kill -9 n1 ${KILL_AFTER}s into measuring"
-  "$B" loadgen --host "$hosts" --token "$ASSIGND_ADMIN_TOKEN" --groups "$NGROUPS" \
-    --members "$MEMBERS" --tasks "$TASKS" --duration "$DURATION" --report "report-$run.json" \
-    > "loadgen-$run.log" 2>&1 &
-  local loadgen=$!
-  PIDS+=($loadgen)
   # loadgen measures once every group settled: wait for every group
-  # stable on the nodes, then kill n1 a while into the measuring.
-  wait_for "[ \$(stable_groups ${nodes[*]}) -ge $NGROUPS ]" 150 || { kill "$loadgen"; return 1; }
+  # stable on the nodes, then kill n1 a while into the measuring. A group
+  # created while placement still moves a shard is refused (503
+  # shard_unavailable, which loadgen does not retry): start it again.
+  local loadgen attempt
+  for attempt in 1 2 3; do
+    "$B" loadgen --host "$hosts" --token "$ASSIGND_ADMIN_TOKEN" --groups "$NGROUPS" \
+      --members "$MEMBERS" --tasks "$TASKS" --duration "$DURATION" --report "report-$run.json" \
+      > "loadgen-$run.log" 2>&1 &
+    loadgen=$!
+    PIDS+=($loadgen)
+    wait_for "settled ${nodes[*]} || ! kill -0 $loadgen" 150 || return 1
+    kill -0 "$loadgen" 2> /dev/null && break
+    grep -q shard_unavailable "loadgen-$run.log" || { cat "loadgen-$run.log"; return 1; }
+    echo "loadgen refused shard_unavailable (placement still moving), again"
+    sleep 1
+  done
   sleep "$KILL_AFTER"
   local killed_at shards_n1
   shards_n1=$(served "${nodes[1]}")
