@@ -236,6 +236,19 @@ pub const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         Unit::Count,
         "groups the ticks visited (those due): an idle group is not visited",
     ),
+    // The host's own lateness (runtime/lateness.rs).
+    (
+        "assignd_host_late_seconds",
+        Kind::Gauge,
+        Unit::Seconds,
+        "how late the host runs at the scrape (a timer that fired after its deadline, a heartbeat that waited for its shard), decaying; members are told to beat less often meanwhile",
+    ),
+    (
+        "assignd_host_late_total",
+        Kind::Counter,
+        Unit::Count,
+        "times the host started running late (at least 20 ms behind; each a warn log line)",
+    ),
     // The HTTP server's connections (api/server.rs).
     (
         "assignd_http_connections",
@@ -367,6 +380,8 @@ fn describe() {
     for step in crate::log::MAINTENANCE_STEPS {
         metrics::counter!("assignd_log_maintenance_failures_total", "step" => *step).absolute(0);
     }
+    metrics::gauge!("assignd_host_late_seconds").set(0.0);
+    metrics::counter!("assignd_host_late_total").absolute(0);
     metrics::gauge!("assignd_http_connections").set(0.0);
     metrics::counter!("assignd_http_connections_refused_total").absolute(0);
     metrics::counter!("assignd_http_accept_failures_total").absolute(0);

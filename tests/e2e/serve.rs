@@ -828,3 +828,72 @@ fn a_join_retried_after_a_lost_answer_is_one_member() {
     let (_, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
     assert_eq!(view["members"].as_array().map(Vec::len), Some(1));
 }
+
+/// Regression: a host idle since it started, then given its first group,
+/// measured the group's first timer (not started yet, so due at 0)
+/// against its whole time up: it logged "the host runs late" with
+/// late_ms about its idle time and told the first member to beat every
+/// 11,250 ms (a quarter of its session timeout) instead of the configured
+/// 3,000. Idleness is the point here, so the host is left idle for a
+/// fixed time; what is asserted is what the member and `/metrics` see.
+#[test]
+fn a_host_idle_before_its_first_group_tells_the_first_member_the_configured_interval() {
+    let data_dir = common::scratch("serve-idle-first-group");
+    let server = Server::start(&data_dir, &[]);
+    std::thread::sleep(Duration::from_secs(4));
+
+    let group = "idle-first";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 4}],
+        "heartbeat_interval_ms": 3_000,
+        "session_timeout_ms": 45_000,
+        // Longer than the interval: the join is not asked to come back
+        // for the target sooner.
+        "expansion_timeout_ms": 10_000,
+    });
+    let (status, value) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{value}");
+    // The shard's timer task has ticked the new group (its first timer
+    // started): whatever lateness it measured is in by now.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, shards) = server.call("GET", "/v1/shards", None);
+        assert_eq!(status, 200, "{shards}");
+        let groups: u64 = shards["shards"]
+            .as_array()
+            .expect("shards")
+            .iter()
+            .map(|s| s["groups"].as_u64().expect("groups"))
+            .sum();
+        assert_eq!(groups, 1, "{shards}");
+        let started = shards["shards"]
+            .as_array()
+            .expect("shards")
+            .iter()
+            .all(|s| s["timers"].get("start").is_none());
+        if started {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the group's timer never started: {shards}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let (status, answer) = server.call(
+        "POST",
+        &format!("/v1/groups/{group}/heartbeat"),
+        Some(&json!({"member_id": "", "member_epoch": 0, "topics": ["orders"]})),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["heartbeat_interval_ms"], 3_000, "{answer}");
+    // No lateness to speak of: a busy machine may make a timer really late
+    // by tens of ms (which `assignd_host_late_total` would count), the
+    // defect counted the whole idle time (the level was about 4 s here).
+    let late = server
+        .metric("assignd_host_late_seconds")
+        .expect("the lateness level is exported");
+    assert!(late < 0.5, "the host was idle, not late: {late} s");
+    assert!(server.metric("assignd_host_late_total").is_some());
+}

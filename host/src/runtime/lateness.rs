@@ -18,6 +18,18 @@ pub const LATE_MS_MIN: u64 = 20;
 /// that long to be served.
 const LATE_DECAY_FACTOR: u64 = 2;
 
+/// How late a timer ran that fired at `fired_ms` for `deadline_ms`, armed
+/// at `armed_ms`. A deadline already past when the timer was armed counts
+/// from the arming, not from its own time: the host was not behind a
+/// deadline it did not know of yet. (A timer that has not started — a new
+/// group's, a group just loaded from its records — is due at 0; a burst's
+/// floor may have passed while the task ticked.) Measured from the
+/// deadline itself, a host idle for a minute before its first group was
+/// "a minute late".
+pub fn timer_late_ms(deadline_ms: Millis, armed_ms: Millis, fired_ms: Millis) -> u64 {
+    fired_ms.saturating_sub(deadline_ms.max(armed_ms))
+}
+
 /// The decaying lateness level.
 #[derive(Debug, Default)]
 pub struct Lateness {
@@ -39,6 +51,7 @@ impl Lateness {
                     late_ms,
                     "the host runs late: members are not expired for it, and are told to beat less often"
                 );
+                ::metrics::counter!("assignd_host_late_total").increment(1);
             }
             *level = (late_ms, now);
         }
@@ -68,6 +81,19 @@ fn decayed((late_ms, at): (Millis, Millis), now: Millis) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timer_is_late_only_after_its_deadline_was_due_and_armed() {
+        // Armed at 1,000 for 1,500, fired at 1,700: 200 ms late.
+        assert_eq!(timer_late_ms(1_500, 1_000, 1_700), 200);
+        // On time.
+        assert_eq!(timer_late_ms(1_500, 1_000, 1_500), 0);
+        // A timer that has not started is due at 0: armed at 7,000 (the
+        // host idle until then), fired at 7,001, it is not 7 s late.
+        assert_eq!(timer_late_ms(0, 7_000, 7_001), 1);
+        // Armed after its deadline, the timer is late from the arming.
+        assert_eq!(timer_late_ms(5_000, 6_000, 9_000), 3_000);
+    }
 
     #[test]
     fn a_lateness_is_reported_and_decays_to_nothing_over_twice_its_length() {

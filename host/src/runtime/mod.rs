@@ -31,6 +31,8 @@ pub mod observe;
 mod preview;
 mod shard;
 mod sink;
+#[cfg(test)]
+mod tests;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -1079,6 +1081,8 @@ impl Runtime {
         for (kind, n) in TimerKind::ALL.iter().zip(timers) {
             ::metrics::gauge!("assignd_timers", "kind" => kind.name()).set(n as f64);
         }
+        ::metrics::gauge!("assignd_host_late_seconds")
+            .set(self.lateness.late_ms(self.clock.now()) as f64 / 1000.0);
         figures.sort_by(|a, b| a.name.cmp(&b.name));
         observe::publish(&figures);
         self.publish_shard_counts(served_count);
@@ -1125,7 +1129,7 @@ impl Runtime {
                 // When to tick next: the core's earliest deadline, but not
                 // sooner than one granularity after the last tick (a
                 // burst of changes costs one tick, not one each).
-                let (sleep_until, clock_start) = {
+                let (sleep_until, armed_ms, clock_start) = {
                     let Some(runtime) = weak.upgrade() else {
                         return;
                     };
@@ -1142,19 +1146,17 @@ impl Runtime {
                     shard
                         .sleeping_until_ms
                         .store(until.unwrap_or(u64::MAX), Ordering::Release);
-                    (until, runtime.clock.start())
+                    (until, runtime.clock.now(), runtime.clock.start())
                 };
                 let Some(start) = clock_start else {
                     // A manual clock: the test ticks by hand.
                     return;
                 };
-                let fired_late_ms = match sleep_until {
+                let fired_for = match sleep_until {
                     Some(until) => {
                         let at = start + Duration::from_millis(until);
                         tokio::select! {
-                            () = tokio::time::sleep_until(at.into()) => {
-                                Some(u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX))
-                            }
+                            () = tokio::time::sleep_until(at.into()) => Some(until),
                             () = shard.wake.notified() => None,
                         }
                     }
@@ -1163,7 +1165,7 @@ impl Runtime {
                         None
                     }
                 };
-                let Some(late_ms) = fired_late_ms else {
+                let Some(until) = fired_for else {
                     // Woken for an earlier deadline: compute it again.
                     continue;
                 };
@@ -1171,8 +1173,12 @@ impl Runtime {
                     return;
                 };
                 let now = runtime.clock.now();
-                // A timer that fires after its deadline: the host runs late.
-                runtime.lateness.observe(late_ms, now);
+                // A timer that fires after its deadline: the host runs
+                // late, but only from when the deadline was due and the
+                // task knew of it (a group's first timer is due at 0).
+                runtime
+                    .lateness
+                    .observe(lateness::timer_late_ms(until, armed_ms, now), now);
                 last_tick_ms = Some(now);
                 match runtime.tick_shard(&shard).await {
                     Ok(()) => failing = false,

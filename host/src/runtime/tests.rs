@@ -1,0 +1,145 @@
+//! The runtime's timer tasks on the real clock: what they measure of the
+//! host's lateness. (The rest of the runtime is driven through the API with
+//! a manual clock, `api/tests.rs`; a manual clock runs no timer task.)
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{
+    Clock, CountingSink, MemberTokenChange, MemoryStore, Runtime, RuntimeConfig, TICK_INTERVAL_MS,
+};
+use crate::plugins::{EngineConfig, Limits, PluginEngine};
+use crate::protocol::core::{Coordinator, Heartbeat};
+use crate::protocol::group::GroupConfig;
+use crate::registry::Registry;
+
+const GROUP: &str = "g";
+/// How long the host has been up, idle, when the test starts.
+const IDLE_MS: u64 = 5_000;
+
+fn config() -> RuntimeConfig {
+    RuntimeConfig {
+        seed: 1,
+        limits: Limits::default(),
+        admission: Default::default(),
+        shard_count: 1,
+    }
+}
+
+fn group_config() -> GroupConfig {
+    serde_json::from_value(serde_json::json!({
+        "topics": [{"name": "t", "partitions": 2}],
+        "heartbeat_interval_ms": 3_000,
+        "expansion_timeout_ms": 10_000,
+    }))
+    .unwrap()
+}
+
+fn engine() -> Arc<PluginEngine> {
+    Arc::new(PluginEngine::new(EngineConfig::default()).expect("engine"))
+}
+
+/// The real clock, started `IDLE_MS` ago: a host that has been up and
+/// idle that long, without the test waiting for it.
+fn clock_up_for_a_while() -> Clock {
+    let start = Instant::now()
+        .checked_sub(Duration::from_millis(IDLE_MS))
+        .expect("the machine has been up for a few seconds");
+    Clock::Monotonic(start)
+}
+
+/// Waits (deadline 10 s) until the shard's timer task has started every
+/// timer that had not started: it has ticked the shard once.
+async fn until_timers_started(runtime: &Runtime) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let statuses = runtime.shard_statuses();
+        if statuses
+            .iter()
+            .all(|s| s.served && s.timers.iter().all(|(kind, _)| *kind != "start"))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the timer task never ticked: {statuses:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Joins a member and asserts the host is not late: the member is told
+/// the configured interval.
+async fn join_on_time(runtime: &Arc<Runtime>) {
+    let response = runtime
+        .heartbeat(&Heartbeat::join(GROUP, None, vec!["t".into()]), None)
+        .await
+        .unwrap();
+    // A busy machine may make a timer really late by tens of ms; the
+    // defect counted the whole idle time.
+    let late_ms = runtime.lateness().late_ms(runtime.now_ms());
+    assert!(
+        late_ms < IDLE_MS / 5,
+        "the host was idle, not late: {late_ms} ms"
+    );
+    assert_eq!(response.heartbeat_interval_ms, 3_000);
+}
+
+/// Regression: a group's first timer (not started yet) is due at 0, and
+/// the timer task measured its lateness from there — a host idle for 5 s
+/// before its first group "ran 5 s late" and told the first member to beat
+/// every 11 s instead of 3.
+#[tokio::test]
+async fn a_host_idle_before_its_first_group_is_not_late() {
+    let runtime = Runtime::new(
+        config(),
+        clock_up_for_a_while(),
+        Arc::new(CountingSink::default()),
+        engine(),
+    );
+    runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
+    runtime
+        .configure(GROUP, group_config(), MemberTokenChange::Keep)
+        .await
+        .unwrap();
+    until_timers_started(&runtime).await;
+    join_on_time(&runtime).await;
+    runtime.stop_timers();
+}
+
+/// The same for a shard loaded while the host runs (cluster mode's
+/// takeover, a share on joining): its groups' timers, replayed from
+/// records, have not started.
+#[tokio::test]
+async fn a_shard_loaded_late_in_the_run_is_not_late() {
+    // The shard's records as another node left them: a group with a member.
+    let mut previous = Coordinator::new(1);
+    let mut records = previous
+        .configure(GROUP, group_config(), 0)
+        .unwrap()
+        .records;
+    let (_, joined) = previous
+        .heartbeat(&Heartbeat::join(GROUP, None, vec!["t".into()]), 0)
+        .unwrap();
+    records.extend(joined.records);
+    let mut replayed = Coordinator::new(1);
+    for record in &records {
+        replayed.apply(record);
+    }
+    let store = MemoryStore::new(Arc::new(CountingSink::default()));
+    super::ShardStore::unloaded(&store, 0, replayed);
+
+    let runtime = Runtime::start_serving(
+        config(),
+        clock_up_for_a_while(),
+        Arc::new(store),
+        Arc::new(Registry::in_memory(engine())),
+        &[],
+    )
+    .unwrap();
+    runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
+    assert!(runtime.load_shard(0).await.unwrap());
+    until_timers_started(&runtime).await;
+    join_on_time(&runtime).await;
+    runtime.stop_timers();
+}
