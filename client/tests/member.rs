@@ -802,6 +802,7 @@ async fn a_lease_that_runs_out_stops_every_task_until_the_host_answers_again() {
     const LEASE_MS: u64 = 300;
     let leased = |active: &[u32]| HeartbeatResponseBody {
         lease_ms: Some(LEASE_MS),
+        unreached_lease_ms: Some(LEASE_MS),
         ..answer("m-1", 1, active)
     };
     let unreachable = Arc::new(Mutex::new(false));

@@ -259,6 +259,7 @@ fn million_answer(
         draining: false,
         drained: false,
         lease_ms: Some(response.lease_ms),
+        unreached_lease_ms: Some(response.unreached_lease_ms),
         task_ranges,
     };
     for (name, ranges) in [("answer-json-pairs", false), ("answer-json-ranges", true)] {

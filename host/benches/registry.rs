@@ -348,6 +348,7 @@ fn swap_setup(stable: &Coordinator, now: Millis, registry: &Arc<Registry>, log: 
             limits: Limits::default(),
             admission: Default::default(),
             shard_count: 1,
+            unreached_grace_ms: 0,
         },
         Clock::manual(now + 1),
         Arc::new(OneShard {

@@ -40,6 +40,7 @@ async fn heartbeat(
         draining: request.drain,
         drained: false,
         lease_ms: Some(LEASE_MS),
+        unreached_lease_ms: Some(LEASE_MS),
         task_ranges: request.task_ranges,
     })
 }

@@ -118,6 +118,18 @@ pub struct HeartbeatResponseBody {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = u64, required = true))]
     pub lease_ms: Option<u64>,
+    /// The member's lease, in ms, while none of its later heartbeats
+    /// reaches the group's coordinator: each was refused a connection,
+    /// redirected (307), or refused `shard_unavailable` (503), as happens
+    /// while a cluster takes a dead node's shards over. Counted, like
+    /// `lease_ms`, from when this heartbeat was sent. Once a later
+    /// heartbeat may have reached the coordinator (a timeout, a reset, any
+    /// other answer) only `lease_ms` counts. At least `lease_ms`; equal to
+    /// it on a single node and when the answer has tasks to revoke.
+    // `None` reads the answer of a host from before it.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = u64, required = true))]
+    pub unreached_lease_ms: Option<u64>,
     /// Write the task lists as ranges (the request's `task_ranges`); not a
     /// field of the answer.
     #[serde(skip)]
@@ -129,7 +141,7 @@ impl Serialize for HeartbeatResponseBody {
         use serde::ser::SerializeStruct;
         let ranges = self.task_ranges;
         let list = |tasks| TaskList { tasks, ranges };
-        let mut body = serializer.serialize_struct("HeartbeatResponseBody", 10)?;
+        let mut body = serializer.serialize_struct("HeartbeatResponseBody", 11)?;
         body.serialize_field("member_id", &self.member_id)?;
         body.serialize_field("member_epoch", &self.member_epoch)?;
         body.serialize_field("heartbeat_interval_ms", &self.heartbeat_interval_ms)?;
@@ -140,6 +152,7 @@ impl Serialize for HeartbeatResponseBody {
         body.serialize_field("draining", &self.draining)?;
         body.serialize_field("drained", &self.drained)?;
         body.serialize_field("lease_ms", &self.lease_ms)?;
+        body.serialize_field("unreached_lease_ms", &self.unreached_lease_ms)?;
         body.end()
     }
 }

@@ -26,6 +26,7 @@ fn answer(task_ranges: bool) -> HeartbeatResponseBody {
         draining: false,
         drained: false,
         lease_ms: Some(45_000),
+        unreached_lease_ms: Some(55_000),
         task_ranges,
     }
 }
@@ -43,6 +44,7 @@ fn an_answer_round_trips_in_ranges_and_in_pairs() {
             "revoking": [["orders", 9]], "learner": [],
             "standby": [["payments", 5, 6], ["payments", 8]],
             "draining": false, "drained": false, "lease_ms": 45000,
+            "unreached_lease_ms": 55000,
         })
     );
     let pairs = serde_json::to_value(answer(false)).unwrap();
@@ -144,7 +146,8 @@ fn the_reader_refuses_backward_ranges_long_lists_and_odd_items() {
     assert!(owned(json!([["a", 0, 1, 2]])).is_err());
 }
 
-/// Hosts before `lease_ms`, `draining` or `drained` left them out.
+/// Hosts before `lease_ms`, `unreached_lease_ms`, `draining` or `drained`
+/// left them out.
 #[test]
 fn an_answer_without_its_newer_fields_reads_as_unknown_or_false() {
     let read: HeartbeatResponseBody = serde_json::from_value(json!({
@@ -156,4 +159,5 @@ fn an_answer_without_its_newer_fields_reads_as_unknown_or_false() {
         (read.lease_ms, read.draining, read.drained, read.active),
         (None, false, false, tasks("orders", [0]))
     );
+    assert_eq!(read.unreached_lease_ms, None);
 }

@@ -87,6 +87,7 @@ fn fixture() -> Fixture {
             limits: Limits::default(),
             admission: Default::default(),
             shard_count: SHARD_COUNT,
+            unreached_grace_ms: 0,
         },
         Clock::manual(0),
         sink.clone(),

@@ -92,6 +92,7 @@ pub fn heartbeat_response(response: HeartbeatResponse, task_ranges: bool) -> Hea
         draining: response.draining,
         drained: response.drained,
         lease_ms: Some(response.lease_ms),
+        unreached_lease_ms: Some(response.unreached_lease_ms),
         task_ranges,
     }
 }

@@ -175,6 +175,7 @@ async fn start_host(
             limits: Limits::default(),
             admission: Default::default(),
             shard_count: SHARD_COUNT_DEFAULT,
+            unreached_grace_ms: 0,
         },
         Clock::monotonic(),
         Arc::new(CountingSink::default()),

@@ -137,6 +137,16 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MS", default_value_t = 5_000, requires = "etcd",
           value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
     lease_ttl_ms: u64,
+    /// Cluster mode: how much longer than its plain lease (`lease_ms`) a
+    /// member keeps its tasks while none of its heartbeats reaches the
+    /// group's coordinator (refused, redirected, `shard_unavailable`):
+    /// the time a dead node's shards may take to be taken over. Each
+    /// answer carries the longer lease as `unreached_lease_ms`; it also
+    /// delays, by as much, when a crashed static member's new incarnation
+    /// gets its tasks [default: 2 × --lease-ttl-ms].
+    #[arg(long, value_name = "MS", requires = "etcd",
+          value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    unreached_grace_ms: Option<u64>,
     /// Cluster mode: every key of the cluster in etcd starts with it.
     #[arg(
         long,
@@ -243,7 +253,7 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         // Every shard's log is recovered (several at once) before the
         // first request.
         let runtime = Runtime::start(
-            runtime_config(&args, shard_count),
+            runtime_config(&args, shard_count, 0),
             Clock::monotonic(),
             Arc::new(store),
             Arc::new(registry),
@@ -323,7 +333,8 @@ fn async_runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| failure(format!("cannot start the async runtime: {e}")))
 }
 
-fn runtime_config(args: &ServeArgs, shard_count: u32) -> RuntimeConfig {
+/// `unreached_grace_ms`: see [`RuntimeConfig::unreached_grace_ms`].
+fn runtime_config(args: &ServeArgs, shard_count: u32, unreached_grace_ms: u64) -> RuntimeConfig {
     // Member ids derive from the seed and each group's issued-id count
     // (which the log keeps); a fresh seed per process keeps ids from
     // repeating across hosts that share no log.
@@ -342,6 +353,7 @@ fn runtime_config(args: &ServeArgs, shard_count: u32) -> RuntimeConfig {
             tokenless_join_rate_per_s: args.tokenless_join_rate_per_s,
         },
         shard_count,
+        unreached_grace_ms,
     }
 }
 
@@ -363,6 +375,19 @@ async fn copy_modules(runtime: &Arc<Runtime>, failing: &mut bool) {
         Ok(Err(_)) => {}
         Err(_) => tracing::error!("copying the cluster's modules panicked"),
     }
+}
+
+/// The node lease: whole seconds (etcd's unit), rounded up.
+fn lease_ttl(lease_ttl_ms: u64) -> Duration {
+    Duration::from_millis(lease_ttl_ms.div_ceil(1000) * 1000)
+}
+
+/// A takeover ends within two node lease TTLs: the dead node's lease runs
+/// out (one TTL after its last renewal), a survivor's next placement round
+/// claims the shard and replays it.
+fn unreached_grace_ms(args: &ServeArgs) -> u64 {
+    args.unreached_grace_ms
+        .unwrap_or_else(|| 2 * lease_ttl(args.lease_ttl_ms).as_millis() as u64)
 }
 
 fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failure> {
@@ -389,7 +414,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
                 .advertise
                 .clone()
                 .unwrap_or_else(|| format!("http://{address}")),
-            lease_ttl: Duration::from_millis(args.lease_ttl_ms.div_ceil(1000) * 1000),
+            lease_ttl: lease_ttl(args.lease_ttl_ms),
             shard_count: args.shards.unwrap_or(SHARD_COUNT_DEFAULT),
             compaction_interval: Duration::from_millis(args.etcd_compaction_interval_ms),
         };
@@ -399,7 +424,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
             .await
             .map_err(|e| failure(format!("cannot join the cluster: {e:#}")))?;
         let runtime = Runtime::start_serving(
-            runtime_config(&args, shard_count),
+            runtime_config(&args, shard_count, unreached_grace_ms(&args)),
             Clock::monotonic(),
             store,
             Arc::new(registry),

@@ -1773,6 +1773,115 @@ fn a_second_process_with_the_same_name_gets_the_tasks_only_after_the_old_lease()
     );
 }
 
+/// The unreached grace of the cluster tests below (a takeover's time).
+const GRACE_MS: u64 = 4_000;
+
+/// Issue 14: an answer carries the unreached lease, the plain lease plus
+/// the grace (the time a takeover may take) within the session timeout;
+/// on a single node (no grace), and when the answer has tasks to revoke,
+/// it is the plain lease.
+#[test]
+fn an_unreached_lease_adds_the_grace_unless_tasks_are_revoked() {
+    let mut single = Harness::new(4);
+    let alone = single.join(None);
+    assert_eq!(alone.unreached_lease_ms, alone.lease_ms);
+
+    let mut h = Harness::new(4);
+    h.core.set_unreached_grace_ms(GRACE_MS);
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    for member in &members {
+        assert_eq!(member.active.len(), 2);
+        assert_eq!(member.unreached_lease_ms, member.lease_ms + GRACE_MS);
+    }
+    h.core.set_unreached_grace_ms(10 * SESSION_MS);
+    members[0] = h.beat(&members[0]);
+    assert_eq!(
+        members[0].unreached_lease_ms, SESSION_MS,
+        "within the session"
+    );
+    h.core.set_unreached_grace_ms(GRACE_MS);
+
+    // A newcomer: each old member is told to release one task.
+    members.push(h.join(None));
+    h.at(2 * EXPANSION_MS);
+    let told = h.send(Heartbeat {
+        owned: Some(members[0].active.iter().cloned().collect()),
+        ..request_from(&members[0])
+    });
+    let told = told.unwrap();
+    assert_eq!(told.revoking.len(), 1, "{told:?}");
+    assert_eq!(told.unreached_lease_ms, told.lease_ms, "no grace: {told:?}");
+}
+
+/// Issue 14: a crashed static member's new incarnation gets the slot's
+/// tasks only once the old one's unreached lease ended, not its plain one:
+/// the old process may still be processing while its heartbeats find no
+/// coordinator.
+#[test]
+fn a_new_incarnation_waits_for_the_old_ones_unreached_lease() {
+    let mut h = Harness::new(4);
+    h.core.set_unreached_grace_ms(GRACE_MS);
+    let mut members = vec![h.join(Some("w")), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let old = members[0].clone();
+    let plain_end = h.now + old.lease_ms;
+    let unreached_end = h.now + old.unreached_lease_ms;
+    assert_eq!(unreached_end, plain_end + GRACE_MS);
+
+    h.at(plain_end + 100);
+    let mut new = h.join(Some("w"));
+    assert_ne!(new.member_id, old.member_id);
+    while h.now + 100 < unreached_end {
+        assert!(new.active.is_empty(), "at {}: {new:?}", h.now);
+        h.at(h.now + 100);
+        new = h.beat(&new);
+    }
+    h.at(unreached_end);
+    new = h.beat(&new);
+    assert_eq!(
+        new.active, old.active,
+        "granted once the unreached lease ended"
+    );
+}
+
+/// Issue 14: a heartbeat that reached the coordinator voids the unreached
+/// lease of the answers before it. A member told to revoke that then goes
+/// silent is fenced at the usual time (an expansion timeout and an
+/// interval after it was told), not after an earlier answer's grace.
+#[test]
+fn a_member_told_to_revoke_is_fenced_on_time_despite_an_earlier_unreached_lease() {
+    let mut h = Harness::new(4);
+    h.core.set_unreached_grace_ms(GRACE_MS);
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let earlier_end = h.now + members[0].unreached_lease_ms;
+    members.push(h.join(None));
+    h.at(h.now + EXPANSION_MS);
+    let told = h
+        .send(Heartbeat {
+            owned: Some(members[0].active.iter().cloned().collect()),
+            ..request_from(&members[0])
+        })
+        .unwrap();
+    assert_eq!(told.revoking.len(), 1, "{told:?}");
+    let fence = h.now + EXPANSION_MS + 1_000;
+    assert!(
+        fence + 1_000 < earlier_end,
+        "the test needs the fence first"
+    );
+    // Silent from here; the others beat on.
+    h.advance(fence, &mut members[1..]);
+    let group = h.core.group(GROUP).unwrap();
+    assert!(
+        group.slot_of(&told.member_id).is_none(),
+        "fenced at {fence}, before the earlier unreached lease ended at {earlier_end}"
+    );
+}
+
 /// A static member that left (a graceful restart) gave its lease back:
 /// its next incarnation gets the slot's tasks at once.
 #[test]

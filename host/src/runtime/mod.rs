@@ -156,6 +156,10 @@ pub struct RuntimeConfig {
     /// How many shards the host's groups are spread over (fixed for a data
     /// dir: `crate::log::ShardedDir` records it).
     pub shard_count: u32,
+    /// How much longer than its plain lease a member keeps its tasks while
+    /// its heartbeats reach no coordinator (`unreached_lease_ms`): the time
+    /// a takeover of a shard may take. 0 on a single node.
+    pub unreached_grace_ms: u64,
 }
 
 /// What the host says of one of its shards.
@@ -199,6 +203,8 @@ pub struct Runtime {
     shards: Box<[Arc<shard::Shard>]>,
     store: Arc<dyn ShardStore>,
     seed: u64,
+    /// Given to every core loaded ([`RuntimeConfig::unreached_grace_ms`]).
+    unreached_grace_ms: u64,
     clock: Clock,
     registry: Arc<Registry>,
     limits: Limits,
@@ -274,6 +280,7 @@ impl Runtime {
                 .collect(),
             store,
             seed: config.seed,
+            unreached_grace_ms: config.unreached_grace_ms,
             clock,
             registry,
             limits: config.limits,
@@ -321,6 +328,7 @@ impl Runtime {
                     shard: id,
                     message: format!("{e:#}"),
                 })?;
+        core.set_unreached_grace_ms(self.unreached_grace_ms);
         core.restarted(self.clock.now());
         let mut state = self.shards[id as usize]
             .state

@@ -23,6 +23,7 @@ fn config() -> RuntimeConfig {
         limits: Limits::default(),
         admission: Default::default(),
         shard_count: 1,
+        unreached_grace_ms: 0,
     }
 }
 

@@ -140,8 +140,8 @@ pub fn slot_deadline(group: &Group, liveness: Option<&Liveness>, slot: &Slot) ->
         earliest = Some(Deadline::earliest(earliest, fence));
     }
     let earliest = earliest.expect("a member always has a silence timer");
-    match liveness.and_then(|l| l.lease_end_ms.get(slot)) {
-        Some(&end) if end > earliest.at_ms => Some(Deadline {
+    match liveness.and_then(|l| l.lease_floor_ms(slot)) {
+        Some(end) if end > earliest.at_ms => Some(Deadline {
             at_ms: end,
             kind: TimerKind::Lease,
         }),

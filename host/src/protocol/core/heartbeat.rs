@@ -140,6 +140,7 @@ impl Coordinator {
                         draining: false,
                         drained: true,
                         lease_ms: 0,
+                        unreached_lease_ms: 0,
                     },
                     out,
                 ));
@@ -251,6 +252,13 @@ impl Coordinator {
                 liveness.lease_end_ms.insert(slot.clone(), lease_end);
             }
         }
+        // Replaced, not kept at its latest: this heartbeat reached the
+        // coordinator, so the member no longer counts on an earlier
+        // answer's unreached lease (only on its plain lease, kept above).
+        liveness.unreached_end_ms.insert(
+            slot.clone(),
+            now.saturating_add(response.unreached_lease_ms),
+        );
         // Besides what its records marked, a heartbeat changed its own
         // slot's timers and, with a call it started, the group's own.
         self.refresh_slot_deadline(&request.group, &slot);
@@ -337,6 +345,7 @@ impl Coordinator {
             .saturating_mul(BACKPRESSURE_FACTOR)
             .min(member_timeout_ms(&group.config, member) / BACKPRESSURE_TIMEOUT_DIVISOR);
         heartbeat_interval_ms = heartbeat_interval_ms.max(pressure_ms);
+        let lease_ms = self.lease_ms(group_name, slot, now, heartbeat_interval_ms);
         HeartbeatResponse {
             member_id: member.member_id.clone(),
             member_epoch: held.epoch,
@@ -352,7 +361,8 @@ impl Coordinator {
             standby: target.standby.clone(),
             draining: member.draining,
             drained,
-            lease_ms: self.lease_ms(group_name, slot, now, heartbeat_interval_ms),
+            lease_ms,
+            unreached_lease_ms: self.unreached_lease_ms(group_name, slot, now, lease_ms),
         }
     }
 

@@ -1,7 +1,9 @@
 //! How long a member's tasks stay its own when the host hears nothing more
 //! from it: the lease each answer carries ([`Coordinator::lease_ms`]), the
-//! longest lease an answer can give ([`lease_ms_max`]), and what a restarted
-//! host takes of the leases it cannot know ([`Coordinator::restarted`]). A
+//! longest lease an answer can give ([`lease_ms_max`]), the longer lease a
+//! member keeps while its heartbeats cannot reach the coordinator
+//! ([`Coordinator::unreached_lease_ms`]), and what a restarted host takes of
+//! the leases it cannot know ([`Coordinator::restarted`]). A
 //! handover (a new incarnation of a name waiting for the old one's last
 //! lease) starts at the join (membership.rs) and is honoured in the answer
 //! (heartbeat.rs); the leases it waits for are kept here.
@@ -14,7 +16,8 @@ impl Coordinator {
     /// answered any member just before it stopped, and how long that
     /// answer's lease runs was never logged. So every member that holds
     /// tasks is taken to hold the longest lease an answer could give it,
-    /// from `now`: a new incarnation of its name (a takeover right after
+    /// unreached grace included (its heartbeats found no coordinator while
+    /// none served the shard), from `now`: a new incarnation of its name (a takeover right after
     /// the restart) is granted its tasks only once that has passed, as
     /// invariant 1 asks of every other handover, and one that was already
     /// waiting for the incarnation it replaced ([`Group::handovers`](crate::protocol::group::Group::handovers))
@@ -33,7 +36,9 @@ impl Coordinator {
                 else {
                     continue;
                 };
-                let end = now.saturating_add(lease_ms_max(&group.config, member));
+                let end = now
+                    .saturating_add(lease_ms_max(&group.config, member))
+                    .saturating_add(self.unreached_grace_ms);
                 let promised = liveness.lease_end_ms.entry(slot.clone()).or_insert(end);
                 *promised = (*promised).max(end);
                 // An incarnation that was still waiting for the one it
@@ -103,6 +108,56 @@ impl Coordinator {
             "a lease past the longest a restarted host assumes"
         );
         lease_ms
+    }
+
+    /// How long after `now` the slot keeps its tasks if none of its later
+    /// heartbeats reaches this coordinator (they find no node serving the
+    /// shard, as during a takeover): `lease_ms`, the answer's plain lease,
+    /// plus the unreached grace, within the slot's timeouts and drain.
+    ///
+    /// Why it holds: the plain lease's margin is for a revocation told at
+    /// the *next* heartbeat whose answer is lost; a revocation (and the
+    /// fence after it) needs a heartbeat that reaches the coordinator, and
+    /// so does everything else that takes a slot's tasks before its timeout
+    /// (`revoking_since_ms` is set only while a heartbeat is handled). The
+    /// member counts on this lease only while every heartbeat since this
+    /// answer provably did not reach a coordinator; one that may have
+    /// replaces it ([`Liveness::unreached_end_ms`](crate::protocol::group::Liveness::unreached_end_ms)),
+    /// and no timer, handover or restart acts before it ends. An answer
+    /// with tasks to revoke gets no grace: the fence for them is already
+    /// running.
+    pub(super) fn unreached_lease_ms(
+        &self,
+        group_name: &str,
+        slot: &Slot,
+        now: Millis,
+        lease_ms: u64,
+    ) -> u64 {
+        let group = self.group_at(group_name);
+        let liveness = self.liveness(group_name);
+        if self.unreached_grace_ms == 0
+            || liveness.is_some_and(|l| l.revoking_since_ms.contains_key(slot))
+        {
+            return lease_ms;
+        }
+        let config = &group.config;
+        let member = &group.members[slot];
+        let last_seen = liveness
+            .and_then(|l| l.last_seen_ms.get(slot).copied())
+            .unwrap_or(now);
+        let mut removal = last_seen.saturating_add(member_timeout_ms(config, member));
+        let drain_started = if member.draining {
+            liveness
+                .and_then(|l| l.draining_since_ms.get(slot).copied())
+                .unwrap_or(now)
+        } else {
+            now
+        };
+        removal = removal.min(drain_started.saturating_add(config.scale_down_timeout_ms));
+        let unreached_ms = removal
+            .saturating_sub(now)
+            .min(lease_ms.saturating_add(self.unreached_grace_ms));
+        unreached_ms.max(lease_ms)
     }
 }
 

@@ -186,7 +186,7 @@ impl Coordinator {
                 }
                 let named = name.clone().expect("a static slot");
                 liveness.replaced.push_back((previous_id, named));
-                if let Some(&until_ms) = liveness.lease_end_ms.get(&slot)
+                if let Some(until_ms) = liveness.lease_floor_ms(&slot)
                     && until_ms > now
                     && !held.is_empty()
                 {
@@ -261,7 +261,9 @@ impl Coordinator {
             );
             // It stopped processing before it left: no lease of it runs on,
             // and a new incarnation gets the slot's tasks at once.
-            self.liveness_mut(group_name).lease_end_ms.remove(slot);
+            let liveness = self.liveness_mut(group_name);
+            liveness.lease_end_ms.remove(slot);
+            liveness.unreached_end_ms.remove(slot);
         } else {
             self.remove(group_name, slot, RemovalReason::Left, now, out);
         }
@@ -289,6 +291,7 @@ impl Coordinator {
         liveness.lags.remove(slot);
         liveness.draining_since_ms.remove(slot);
         liveness.lease_end_ms.remove(slot);
+        liveness.unreached_end_ms.remove(slot);
         liveness.handover.remove(slot);
         liveness.caught_up_signalled.retain(|(s, _)| s != slot);
         // The expansion timeout batches arrivals; a departure (a leave, an

@@ -203,6 +203,13 @@ pub struct HeartbeatResponse {
     /// The member's lease: if the host hears nothing more from it, it may
     /// give the member's tasks to others this long after answering.
     pub lease_ms: u64,
+    /// The member's lease while none of its later heartbeats reaches the
+    /// coordinator (refused a connection, redirected, or refused
+    /// `shard_unavailable`, as during a takeover): this long after
+    /// answering, the host gives none of its tasks to others. At least
+    /// `lease_ms`, and equal to it when the answer has tasks to revoke
+    /// (see [`Coordinator::unreached_lease_ms`]).
+    pub unreached_lease_ms: u64,
 }
 
 /// A group's assignor input for a preview, with the slot of each member
@@ -261,6 +268,10 @@ pub struct Coordinator {
     /// clock under the shard's lock).
     latest_ms: Millis,
     seed: u64,
+    /// How much longer than its plain lease a member keeps its tasks while
+    /// its heartbeats reach no coordinator ([`Coordinator::unreached_lease_ms`]):
+    /// the time a takeover may take. 0 (no grace) on a single node.
+    unreached_grace_ms: u64,
 }
 
 /// A group: its durable state, which records change, and what the core
@@ -334,6 +345,13 @@ impl Coordinator {
             seed,
             ..Coordinator::default()
         }
+    }
+
+    /// Sets the unreached grace: how long a takeover of this core's shard
+    /// may take (cluster mode), which every answer's `unreached_lease_ms`
+    /// adds to its plain lease and a restart adds to the leases it assumes.
+    pub fn set_unreached_grace_ms(&mut self, grace_ms: u64) {
+        self.unreached_grace_ms = grace_ms;
     }
 
     pub fn group(&self, name: &str) -> Option<&Group> {

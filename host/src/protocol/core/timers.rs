@@ -59,11 +59,7 @@ impl Coordinator {
                 // The member may still process under a lease given before
                 // a config change shortened its timeouts: no timer takes
                 // its tasks before that lease ends.
-                if liveness
-                    .lease_end_ms
-                    .get(slot)
-                    .is_some_and(|&end| now < end)
-                {
+                if liveness.lease_floor_ms(slot).is_some_and(|end| now < end) {
                     continue;
                 }
                 if member.draining {

@@ -34,6 +34,13 @@ pub struct Liveness {
     /// config change that shortens a timeout cannot break a lease already
     /// given. Not kept over a restart: every timer then restarts later.
     pub lease_end_ms: BTreeMap<Slot, Millis>,
+    /// The end of the unreached lease of each slot's last answer (its time
+    /// plus its `unreached_lease_ms`): the member may process until then
+    /// while its later heartbeats reach no coordinator. Replaced by each
+    /// heartbeat handled, since one that reached the coordinator voids the
+    /// member's claim to an earlier one. No timer removes the slot before
+    /// it either ([`Liveness::lease_floor_ms`]).
+    pub unreached_end_ms: BTreeMap<Slot, Millis>,
     /// Member ids this host saw replaced by a new incarnation of their
     /// name, with the name (oldest first, at most
     /// [`FENCED_MEMBER_IDS_MAX`](super::FENCED_MEMBER_IDS_MAX)), so that
@@ -126,6 +133,15 @@ pub fn assignor_retry_ms(expansion_timeout_ms: u64, consecutive: u64) -> u64 {
 pub const ASSIGNOR_RETRY_MAX_MS: u64 = 60_000;
 
 impl Liveness {
+    /// Until when slot's member may still process under a lease it was
+    /// given, plain or unreached: no timer takes its tasks and no new
+    /// incarnation gets them before then.
+    pub fn lease_floor_ms(&self, slot: &Slot) -> Option<Millis> {
+        let plain = self.lease_end_ms.get(slot).copied();
+        let unreached = self.unreached_end_ms.get(slot).copied();
+        plain.max(unreached)
+    }
+
     /// Moves what is kept for slot `from` to slot `to` (a static slot
     /// re-keyed by member id when the name map is dropped), so that its
     /// deadlines, its lease promise, its lags and its caught-up signals
@@ -141,6 +157,7 @@ impl Liveness {
         move_entry(&mut self.lags, from, to);
         move_entry(&mut self.draining_since_ms, from, to);
         move_entry(&mut self.lease_end_ms, from, to);
+        move_entry(&mut self.unreached_end_ms, from, to);
         move_entry(&mut self.handover, from, to);
         self.caught_up_signalled = std::mem::take(&mut self.caught_up_signalled)
             .into_iter()
