@@ -5,6 +5,7 @@
 # big group starts (the args); /healthz is sampled every 200 ms. Prints the
 # bystanders' loadgen line, /healthz p99 and max (s), and the host's RSS / peak (kB).
 # Builds running on the machine are reniced to 19 first. LG=other-binary runs loadgen from it.
+set -u
 BIN=$1; LABEL=$2; shift 2; LG=${LG:-$BIN}
 pgrep -f "rustc|cargo |/cc1|collect2|/ld" | xargs -r renice -n 19 -p >/dev/null 2>&1
 D=${TMPDIR:-/tmp}/bystander-$LABEL; rm -rf $D; mkdir -p $D

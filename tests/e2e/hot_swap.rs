@@ -627,18 +627,7 @@ fn twenty_members_ride_hot_swaps_and_a_rollback_without_a_failed_heartbeat() {
     );
 
     // Rollback: back to learner-aware with its param.
-    let (status, rolled) = server.call(
-        "POST",
-        &format!("/v1/groups/{GROUP}/assignor/rollback"),
-        None,
-    );
-    assert_eq!(status, 200, "{rolled}");
-    let binding = rolled["bindings"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
+    let (_, binding) = server.rollback(GROUP);
     assert_eq!(binding["rollback_to"], learner_aware_seq, "{binding}");
     let seq = binding["seq"].as_u64().unwrap();
     let next = settle(&server, &ledger, "learner-aware", &learner_params, seq);

@@ -446,18 +446,7 @@ fn offline_and_live(name: &str) {
     // Back to the built-in, then roll back to the module.
     let sticky_seq = bind(&server, "sticky");
     settle(&server, &mut members, sticky_seq, "swapped back to sticky");
-    let (status, rolled) = server.call(
-        "POST",
-        &format!("/v1/groups/{GROUP}/assignor/rollback"),
-        None,
-    );
-    assert_eq!(status, 200, "{rolled}");
-    let binding = rolled["bindings"]
-        .as_array()
-        .expect("bindings")
-        .last()
-        .cloned();
-    let binding = binding.expect("a binding");
+    let (rolled, binding) = server.rollback(GROUP);
     assert_eq!(binding["module"], reference.as_str(), "{binding}");
     assert_eq!(binding["rollback_to"], module_seq, "{binding}");
     assert_eq!(rolled["config"]["assignor"], reference.as_str(), "{rolled}");

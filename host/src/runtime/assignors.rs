@@ -25,7 +25,7 @@ use crate::protocol::core::AssignorCall;
 use crate::protocol::group::AssignorFailure;
 use crate::registry::Registry;
 
-use super::Runtime;
+use super::{Runtime, Weight};
 
 impl Runtime {
     /// Starts every call on its own task and returns at once.
@@ -98,7 +98,7 @@ impl Runtime {
                 Ok((first, second)) => {
                     let bound = first.report(&group, epoch, &assignor);
                     let second = second.map(|(name, call)| call.report(&group, epoch, &name));
-                    self.execute_heavy(&group, |core, now| {
+                    self.execute(&group, Weight::Heavy, |core, now| {
                         Ok((
                             (),
                             match (bound, second) {
@@ -124,7 +124,7 @@ impl Runtime {
                         "host_panic",
                         format!("the assignor call panicked: {join_error}"),
                     );
-                    self.execute(&group, |core, now| {
+                    self.execute(&group, Weight::Light, |core, now| {
                         Ok((
                             (),
                             core.assignment_computed(&group, epoch, Err(failure), now),

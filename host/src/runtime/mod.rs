@@ -642,26 +642,16 @@ impl Runtime {
     /// forward; starts its assignor calls; and returns once its records
     /// (and all before them) are durable. An error from `step` changed
     /// nothing.
-    async fn execute_on<T>(
-        self: &Arc<Self>,
-        shard: &shard::Shard,
-        group: &str,
-        step: impl FnOnce(&mut shard::Served, Millis) -> Result<(T, Output), RuntimeError>,
-    ) -> Result<T, RuntimeError> {
-        self.execute_weighted(shard, group, Weight::Light, step)
-            .await
-    }
-
-    /// [`Runtime::execute_on`], told how heavy `step` may be. A step runs
-    /// on the calling task's thread, but never so that it holds up a
-    /// runtime worker: a heavy step (installing a group's new target,
-    /// which is linear in its tasks and rows), and any step whose shard
-    /// is busy (so it would wait for the lock), run in
+    ///
+    /// A step runs on the calling task's thread, but never so that it
+    /// holds up a runtime worker: a heavy step (installing a group's new
+    /// target, which is linear in its tasks and rows), and any step whose
+    /// shard is busy (so it would wait for the lock), run in
     /// `tokio::task::block_in_place`, which hands the worker's other tasks
     /// to another thread first. Otherwise one big group's work on one
     /// shard, and the heartbeats queued behind it on that shard's lock,
     /// would hold the workers every other shard's requests need.
-    async fn execute_weighted<T>(
+    async fn execute_on<T>(
         self: &Arc<Self>,
         shard: &shard::Shard,
         group: &str,
@@ -720,23 +710,11 @@ impl Runtime {
     async fn execute<T>(
         self: &Arc<Self>,
         group: &str,
+        weight: Weight,
         step: impl FnOnce(&mut Coordinator, Millis) -> Result<(T, Output), RuntimeError>,
     ) -> Result<T, RuntimeError> {
         let shard = self.shards[self.shard_of(group) as usize].clone();
-        self.execute_on(&shard, group, |served, now| step(&mut served.core, now))
-            .await
-            .map_err(|error| self.as_told(error))
-    }
-
-    /// [`Runtime::execute`] of a step as heavy as a group is large: an
-    /// assignor's answer installed, a group's whole view read.
-    async fn execute_heavy<T>(
-        self: &Arc<Self>,
-        group: &str,
-        step: impl FnOnce(&mut Coordinator, Millis) -> Result<(T, Output), RuntimeError>,
-    ) -> Result<T, RuntimeError> {
-        let shard = self.shards[self.shard_of(group) as usize].clone();
-        self.execute_weighted(&shard, group, Weight::Heavy, |served, now| {
+        self.execute_on(&shard, group, weight, |served, now| {
             step(&mut served.core, now)
         })
         .await
@@ -750,8 +728,10 @@ impl Runtime {
         group: &str,
         read: impl FnOnce(&Coordinator, Millis) -> T,
     ) -> Result<T, RuntimeError> {
-        self.execute_heavy(group, |core, now| Ok((read(core, now), Output::default())))
-            .await
+        self.execute(group, Weight::Heavy, |core, now| {
+            Ok((read(core, now), Output::default()))
+        })
+        .await
     }
 
     /// [`Runtime::read`] on every served shard, in shard order (a listing
@@ -764,7 +744,7 @@ impl Runtime {
         let mut parts = Vec::with_capacity(self.shards.len());
         for shard in self.shards.iter() {
             match self
-                .execute_on(shard, "", |served, now| {
+                .execute_on(shard, "", Weight::Light, |served, now| {
                     Ok((read(&served.core, now), Output::default()))
                 })
                 .await
@@ -792,7 +772,7 @@ impl Runtime {
     ) -> Result<bool, RuntimeError> {
         crate::protocol::core::check_config(&config)?;
         self.check_params(&config.binding_spec()).await?;
-        self.execute(group, |core, now| {
+        self.execute(group, Weight::Light, |core, now| {
             self.check_resolves(&config.binding_spec())?;
             let created = core.group(group).is_none();
             config.member_token_sha256 = member_token.apply(core.group(group));
@@ -814,7 +794,7 @@ impl Runtime {
         spec: BindingSpec,
     ) -> Result<bool, RuntimeError> {
         self.check_params(&spec).await?;
-        self.execute(group, |core, now| {
+        self.execute(group, Weight::Light, |core, now| {
             if core.group(group).is_none() {
                 return Err(ProtocolError::UnknownGroup(group.to_owned()).into());
             }
@@ -885,7 +865,7 @@ impl Runtime {
     /// Binds a group back to its previous binding. A module deleted since
     /// is `unknown_assignor`; nothing changes.
     pub async fn rollback(self: &Arc<Self>, group: &str) -> Result<(), RuntimeError> {
-        self.execute(group, |core, now| {
+        self.execute(group, Weight::Light, |core, now| {
             let previous = core
                 .group(group)
                 .ok_or_else(|| ProtocolError::UnknownGroup(group.to_owned()))?
@@ -957,7 +937,7 @@ impl Runtime {
         // the module's files go.
         for shard in self.shards.iter() {
             match self
-                .execute_on(shard, "", |_, _| Ok(((), Output::default())))
+                .execute_on(shard, "", Weight::Light, |_, _| Ok(((), Output::default())))
                 .await
             {
                 Ok(()) | Err(RuntimeError::ShardNotServed { .. }) => {}
@@ -1019,7 +999,7 @@ impl Runtime {
     ) -> Result<HeartbeatResponse, RuntimeError> {
         let arrived = self.clock.now();
         let shard = self.shards[self.shard_of(&request.group) as usize].clone();
-        self.execute_on(&shard, &request.group, |served, now| {
+        self.execute_on(&shard, &request.group, Weight::Light, |served, now| {
             // A heartbeat that waited for its shard: the host runs late.
             self.lateness.observe(now.saturating_sub(arrived), now);
             served.admission.admit(
@@ -1039,7 +1019,7 @@ impl Runtime {
     /// An admin drain of a member (by member id or static name); returns
     /// whether the drain started now (false: it was already draining).
     pub async fn drain(self: &Arc<Self>, group: &str, member: &str) -> Result<bool, RuntimeError> {
-        self.execute(group, |core, now| {
+        self.execute(group, Weight::Light, |core, now| {
             let output = core.drain(group, member, now)?;
             Ok((!output.records.is_empty(), output))
         })
@@ -1059,7 +1039,7 @@ impl Runtime {
     }
 
     async fn tick_shard(self: &Arc<Self>, shard: &shard::Shard) -> Result<(), RuntimeError> {
-        self.execute_on(shard, "", |served, now| {
+        self.execute_on(shard, "", Weight::Light, |served, now| {
             let output = served.core.tick_loaded(now, self.lateness.load(now));
             ::metrics::counter!("assignd_timer_ticks_total").increment(1);
             ::metrics::counter!("assignd_timer_groups_visited_total")
@@ -1211,7 +1191,7 @@ impl Runtime {
     }
 }
 
-/// How much work a core step may be, for [`Runtime::execute_weighted`].
+/// How much work a core step may be, for [`Runtime::execute_on`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Weight {
     /// A heartbeat, an admin change, a tick: microseconds.

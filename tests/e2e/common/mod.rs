@@ -284,6 +284,23 @@ impl Server {
             .collect()
     }
 
+    /// Rolls `group`'s assignor back to its binding before (expects 200);
+    /// returns the answer and the binding the rollback made.
+    pub fn rollback(&self, group: &str) -> (serde_json::Value, serde_json::Value) {
+        let (status, rolled) = self.call(
+            "POST",
+            &format!("/v1/groups/{group}/assignor/rollback"),
+            None,
+        );
+        assert_eq!(status, 200, "{rolled}");
+        let binding = rolled["bindings"]
+            .as_array()
+            .and_then(|bindings| bindings.last())
+            .cloned()
+            .unwrap_or_else(|| panic!("a rollback without bindings: {rolled}"));
+        (rolled, binding)
+    }
+
     /// Uploads a component as `name@version`.
     pub fn upload(&self, name: &str, version: &str, bytes: &[u8]) -> (u16, serde_json::Value) {
         let url = format!("{}/v1/assignors?name={name}&version={version}", self.base);
