@@ -506,6 +506,59 @@ impl LibraryMembers {
     }
 }
 
+/// Members whose plain lease is shorter than a takeover keep their tasks
+/// through it: after kill -9 of their groups' owner, their heartbeats find
+/// no coordinator (refused, redirected to the dead node, 503
+/// `shard_unavailable`), so each keeps its tasks on the unreached lease of
+/// its last answer (the plain one plus two node TTLs) until a survivor
+/// answers it with the same tasks. No member loses a task or is fenced,
+/// and nobody rebalances. (Before the unreached lease, every member here
+/// stopped all its tasks: a 1 s interval and a 0.5 s expansion timeout
+/// give a 1.5 s lease against a takeover of one TTL, 2 s, and more.)
+#[cfg(unix)]
+#[test]
+fn members_keep_their_tasks_through_a_takeover_longer_than_their_plain_lease() {
+    let _turn = one_at_a_time();
+    let cluster = Cluster::start("unreached");
+    let a = cluster.node("a");
+    let mut b = cluster.node("b");
+    wait_for_shares(&[&a, &b], &[4, 4]);
+    let groups = groups_on(&b, "short-lease", 2);
+    let config = json!({"topics": [{"name": "orders", "partitions": 4}],
+                        "heartbeat_interval_ms": 1_000, "expansion_timeout_ms": 500});
+    for group in &groups {
+        let (status, body) = a.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+        assert_eq!(status, 201, "{group}: {body}");
+    }
+    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let members = LibraryMembers::start_many(&format!("{},{}", a.base, b.base), &names, 2);
+    members.wait_settled();
+    let before = members.holdings();
+    let epochs = |node: &Server| -> Vec<Value> {
+        groups
+            .iter()
+            .map(|g| node.call("GET", &format!("/v1/groups/{g}"), None).1["group_epoch"].clone())
+            .collect()
+    };
+    let epochs_before = epochs(&a);
+
+    b.child.kill().expect("kill -9 b");
+    let _ = b.child.wait();
+    let killed = Instant::now();
+    let took = wait_for_shares(&[&a], &[SHARDS as usize]);
+    members.wait_answered_after(killed + took);
+    eprintln!(
+        "takeover after kill -9: {} ms (node TTL {LEASE_TTL_MS} ms, members' plain lease 1,500 ms); longest heartbeat through it {} ms",
+        took.as_millis(),
+        members
+            .longest_heartbeat(killed, Instant::now())
+            .as_millis()
+    );
+    assert_eq!(members.worse_than_errors(), Vec::<String>::new());
+    assert_eq!(members.holdings(), before, "every member kept its tasks");
+    assert_eq!(epochs(&a), epochs_before, "nobody rebalanced");
+}
+
 /// Any node answers any request: admin requests are forwarded to the
 /// group's owner, heartbeats redirected there; members of the client
 /// library, given both nodes, follow. Then a node stopped with SIGTERM
