@@ -1,5 +1,6 @@
 //! The one error type of the client: what the host refused (with its
-//! stable code), what never got an answer, and misuse of the library.
+//! stable code), what never got an answer, what certainly reached no
+//! coordinator, and misuse of the library.
 
 /// The stable error codes of the host's `{"error": {"code", ...}}` body.
 pub mod codes {
@@ -43,10 +44,20 @@ pub enum ClientError {
         /// The answer's `Retry-After` (503 `too_many_connections`, say).
         retry_after: Option<std::time::Duration>,
     },
-    /// No answer: connection refused or reset, or the request timed out.
-    /// The request may or may not have been processed.
+    /// No answer: the connection was reset or closed after the request
+    /// went out, or the request timed out. The request may or may not have
+    /// been processed.
     #[error("no answer from the host: {0}")]
     Transport(String),
+    /// No node that coordinates the group got the heartbeat: every attempt
+    /// was refused a connection (the request never went out), redirected
+    /// (`307`: the node does not coordinate the group) or answered 503
+    /// `shard_unavailable` (the node does not serve the group's shard). The
+    /// request was certainly not processed, so the host cannot have taken
+    /// the member's tasks early through it (the member keeps them on its
+    /// unreached lease, see `Status::lease_until`).
+    #[error("no coordinator of the group got the heartbeat: {0}")]
+    Unreached(String),
     /// An answer this client cannot read.
     #[error("unreadable answer from the host: {0}")]
     Decode(String),
@@ -75,9 +86,12 @@ impl ClientError {
         }
     }
 
-    /// Whether retrying the same request later may succeed: no answer, or
-    /// a host failure.
+    /// Whether retrying the same request later may succeed: no answer, no
+    /// coordinator reached, or a host failure.
     pub fn is_transient(&self) -> bool {
-        matches!(self, ClientError::Server { .. } | ClientError::Transport(_))
+        matches!(
+            self,
+            ClientError::Server { .. } | ClientError::Transport(_) | ClientError::Unreached(_)
+        )
     }
 }

@@ -38,7 +38,10 @@
 //! was sent. An application that checks [`MemberHandle::may_process`] (or
 //! [`Status::may_process`]) before committing output never writes after its
 //! tasks went elsewhere; the loop also sends [`Event::Lost`] when the lease
-//! runs out.
+//! runs out. An answer may also carry a longer *unreached lease*: while no
+//! later heartbeat can have reached a coordinator of the group (its node
+//! died and no other serves the group yet), the host keeps the member's
+//! tasks until that ends, and so does the member ([`Status::lease_until`]).
 //!
 //! - `wire`: the JSON bodies; `transport`: one request over HTTP/1.1.
 //! - `tracker`: what the application has been told (sans-IO).

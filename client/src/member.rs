@@ -3,8 +3,13 @@
 //! rejoins, retries, drains and leaves. It owns the member id and epoch and
 //! the policy for every error code; it chooses the member id itself (random,
 //! as KIP-848 members do) and keeps it across retries of a join, so that a
-//! join whose answer was lost and is sent again is the same member; what to tell the application about
-//! tasks is the tracker's business, and HTTP the transport's.
+//! join whose answer was lost and is sent again is the same member. It owns
+//! the lease too: the last answer's, counted from when its heartbeat was
+//! sent, or that answer's longer unreached lease while every heartbeat
+//! since certainly reached no coordinator (a coordinator that died, before
+//! another node serves the group); when the lease in force runs out, every
+//! task stops (see [`Status::lease_until`]). What to tell the application
+//! about tasks is the tracker's business, and HTTP the transport's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,8 +29,13 @@ use crate::{ClientError, Task};
 const INTERVAL_BEFORE_JOIN: Duration = Duration::from_secs(1);
 /// The shortest interval followed, whatever the host says.
 const INTERVAL_MIN: Duration = Duration::from_millis(10);
-/// The first retry delay after a failure; it doubles up to the interval.
+/// The first retry delay after a failure; it doubles up to
+/// [`RETRY_BACKOFF_MAX`], and never past the heartbeat interval.
 const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// The longest retry delay (Kafka's `retry.backoff.max.ms` default): when a
+/// coordinator died, the member reaches the node that takes its shard over
+/// within a second of it serving, not a whole interval later.
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// How many times a leave is tried when the host does not answer.
 const LEAVE_ATTEMPTS_MAX: u32 = 3;
 /// Random bytes in a member-chosen id (as many as a UUID's).
@@ -46,6 +56,16 @@ fn choose_member_id() -> String {
             String::new()
         }
     }
+}
+
+/// The wait before the attempt after `failures` failed heartbeats in a row
+/// (from 1): exponential from [`RETRY_BACKOFF_MIN`], at most
+/// [`RETRY_BACKOFF_MAX`] and never longer than the heartbeat `interval`.
+fn retry_backoff(failures: u32, interval: Duration) -> Duration {
+    let doubling = 2u32.saturating_pow(failures.saturating_sub(1).min(16));
+    (RETRY_BACKOFF_MIN * doubling)
+        .min(RETRY_BACKOFF_MAX)
+        .min(interval)
 }
 
 /// Where the application's lag figures come from: the state it keeps for
@@ -191,6 +211,14 @@ pub struct Status {
     /// gives nobody else this member's tasks before then, however long the
     /// member is stalled; after it, they may already be active elsewhere.
     /// `None` before the first answer, or from a host that sends no lease.
+    ///
+    /// While every heartbeat since that answer certainly reached no
+    /// coordinator of the group ([`ClientError::Unreached`]: its node died
+    /// and no other serves the group yet), it is the answer's longer
+    /// *unreached lease* (`unreached_lease_ms`) instead, as long as no task
+    /// is being released: the host takes tasks early only through a
+    /// heartbeat it got, so it keeps them that long. A failed heartbeat that
+    /// may have reached the coordinator brings the plain lease back.
     pub lease_until: Option<std::time::Instant>,
 }
 
@@ -339,6 +367,9 @@ impl Member {
             failures: 0,
             drain: false,
             lease_until: None,
+            unreached_until: None,
+            reached_since_answer: false,
+            on_unreached_lease: false,
             events,
             commands: command_receiver,
             ack_sender: commands.clone(),
@@ -377,6 +408,17 @@ struct Runner {
     drain: bool,
     /// The lease of the last answer (see [`Status::lease_until`]).
     lease_until: Option<Instant>,
+    /// The unreached lease of the last answer: how long the member may
+    /// keep its active tasks while no heartbeat since reaches the
+    /// coordinator.
+    unreached_until: Option<Instant>,
+    /// A heartbeat since the last answer failed in a way that may have
+    /// reached the coordinator: the unreached lease no longer holds.
+    reached_since_answer: bool,
+    /// The member keeps its tasks on `unreached_until` now (later than
+    /// `lease_until`): every heartbeat since the last answer certainly
+    /// reached no coordinator.
+    on_unreached_lease: bool,
     events: mpsc::Sender<Event>,
     commands: mpsc::UnboundedReceiver<Command>,
     ack_sender: mpsc::UnboundedSender<Command>,
@@ -398,6 +440,7 @@ impl Runner {
     async fn run(mut self) {
         let mut next = Instant::now();
         loop {
+            let lease_end = self.lease_end().unwrap_or(next);
             tokio::select! {
                 biased;
                 command = self.commands.recv() => {
@@ -430,7 +473,7 @@ impl Runner {
                         }
                     }
                 }
-                () = sleep_until(self.lease_until.unwrap_or(next)), if self.lease_ends_first(next) => {
+                () = sleep_until(lease_end), if self.lease_ends_first(next) => {
                     if !self.lease_ran_out().await {
                         return;
                     }
@@ -484,10 +527,20 @@ impl Runner {
         }
     }
 
+    /// The lease in force (see [`Status::lease_until`]): the unreached
+    /// lease while the member is on it, else the last answer's.
+    fn lease_end(&self) -> Option<Instant> {
+        if self.on_unreached_lease {
+            self.unreached_until
+        } else {
+            self.lease_until
+        }
+    }
+
     /// Whether the loop must act on the lease: it runs out before the next
     /// heartbeat while the member holds tasks.
     fn lease_ends_first(&self, next: Instant) -> bool {
-        self.lease_until.is_some_and(|until| until < next) && self.tracker.holds_any()
+        self.lease_end().is_some_and(|until| until < next) && self.tracker.holds_any()
     }
 
     /// The lease ran out with no newer answer: the host may have given
@@ -497,19 +550,86 @@ impl Runner {
     /// Returns whether the application still listens.
     async fn lease_ran_out(&mut self) -> bool {
         let held = self.tracker.assignment();
-        tracing::warn!(
-            member_id = %self.member_id,
-            active = held.active.len(),
-            revoking = held.revoking.len(),
-            late_ms = self.lease_until.map_or(0, |until| until.elapsed().as_millis() as u64),
-            "lease ran out without an answer from the host: stopping every task"
-        );
+        let late_ms = self
+            .lease_end()
+            .map_or(0, |until| until.elapsed().as_millis() as u64);
+        if self.on_unreached_lease {
+            tracing::warn!(
+                member_id = %self.member_id,
+                active = held.active.len(),
+                late_ms,
+                "the unreached lease ran out with no heartbeat reaching a coordinator of the group: stopping every task"
+            );
+        } else {
+            tracing::warn!(
+                member_id = %self.member_id,
+                active = held.active.len(),
+                revoking = held.revoking.len(),
+                late_ms,
+                "the lease of the last answer ran out without a newer answer from the host: stopping every task"
+            );
+        }
         self.lose_everything_but_id().await
+    }
+
+    /// Which lease holds after a failed heartbeat. While every heartbeat
+    /// since the last answer certainly reached no coordinator, the
+    /// answer's unreached lease (if later): the host takes tasks early only
+    /// through a heartbeat it got. Any other failure may have reached it,
+    /// and the plain lease holds again until the next answer; if that one
+    /// has passed, the loop stops every task at once.
+    fn judge_lease(&mut self, error: &ClientError) {
+        let unreached = matches!(error, ClientError::Unreached(_)) && !self.reached_since_answer;
+        self.reached_since_answer |= !unreached;
+        // The host never answers an unreached lease past the plain one
+        // while tasks are to be released (their fence may come first);
+        // checked here too.
+        let extends = unreached
+            && !self.tracker.is_releasing()
+            && self
+                .lease_until
+                .zip(self.unreached_until)
+                .is_some_and(|(lease, unreached)| unreached > lease);
+        if extends == self.on_unreached_lease {
+            return;
+        }
+        self.on_unreached_lease = extends;
+        if extends {
+            // Once per outage: it lasts until an answer, or a failure
+            // that may have reached the coordinator.
+            tracing::info!(
+                member_id = %self.member_id,
+                lease_left_ms = self.lease_until.map_or(0, |until| {
+                    until.saturating_duration_since(Instant::now()).as_millis() as u64
+                }),
+                unreached_lease_left_ms = self.unreached_until.map_or(0, |until| {
+                    until.saturating_duration_since(Instant::now()).as_millis() as u64
+                }),
+                "no heartbeat reaches a coordinator of the group: keeping the tasks on the unreached lease"
+            );
+        } else {
+            tracing::info!(
+                member_id = %self.member_id,
+                "a heartbeat may have reached the coordinator: back on the last answer's lease"
+            );
+        }
+        self.publish();
     }
 
     async fn on_response(&mut self, response: HeartbeatResponse, sent: Instant) -> Next {
         self.failures = 0;
         self.lease_until = response.lease_ms.map(|ms| sent + Duration::from_millis(ms));
+        self.unreached_until = response
+            .unreached_lease_ms
+            .map(|ms| sent + Duration::from_millis(ms));
+        self.reached_since_answer = false;
+        if self.on_unreached_lease {
+            self.on_unreached_lease = false;
+            tracing::info!(
+                member_id = %self.member_id,
+                "a coordinator of the group answers again: off the unreached lease"
+            );
+        }
         let joined = self.member_id.is_empty();
         self.member_id = response.member_id.clone();
         self.epoch = response.member_epoch;
@@ -540,6 +660,7 @@ impl Runner {
 
     async fn on_error(&mut self, error: ClientError) -> Next {
         tracing::debug!(%error, member_id = %self.member_id, epoch = self.epoch, "heartbeat failed");
+        self.judge_lease(&error);
         let joined = !self.member_id.is_empty();
         let is_static = self.config.member_name.is_some();
         let leaving = self.drain || self.tracker.assignment().draining;
@@ -628,12 +749,11 @@ impl Runner {
         }
     }
 
-    /// The next attempt after a failure: exponential backoff up to the
-    /// heartbeat interval, keeping the member id and epoch.
+    /// The next attempt after a failure, keeping the member id and epoch
+    /// (see [`retry_backoff`]).
     fn retry_later(&mut self) -> Next {
         self.failures = self.failures.saturating_add(1);
-        let doubling = 2u32.saturating_pow(self.failures.saturating_sub(1).min(16));
-        Next::After((RETRY_BACKOFF_MIN * doubling).min(self.interval))
+        Next::After(retry_backoff(self.failures, self.interval))
     }
 
     /// Tells the application every held task is lost and forgets the
@@ -728,7 +848,7 @@ impl Runner {
             member_id: (!self.member_id.is_empty()).then(|| self.member_id.clone()),
             member_epoch: self.epoch,
             assignment: self.tracker.assignment(),
-            lease_until: self.lease_until.map(Instant::into_std),
+            lease_until: self.lease_end().map(Instant::into_std),
         });
     }
 
@@ -761,5 +881,26 @@ impl Runner {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After a coordinator died, a member that failed many times retries
+    /// within a second, not a whole interval (3 s by default) later.
+    #[test]
+    fn the_retry_backoff_doubles_up_to_a_second_and_never_past_the_interval() {
+        let interval = Duration::from_secs(3);
+        let backoffs: Vec<u64> = (1..=8)
+            .map(|failures| retry_backoff(failures, interval).as_millis() as u64)
+            .collect();
+        assert_eq!(backoffs, [50, 100, 200, 400, 800, 1000, 1000, 1000]);
+        assert_eq!(retry_backoff(u32::MAX, interval), RETRY_BACKOFF_MAX);
+        // A short interval still bounds it.
+        let short = Duration::from_millis(300);
+        assert_eq!(retry_backoff(4, short), short);
+        assert_eq!(retry_backoff(1, short), RETRY_BACKOFF_MIN);
     }
 }

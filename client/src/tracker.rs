@@ -292,6 +292,12 @@ impl Tracker {
         !self.active.is_empty() || !self.revoking.is_empty()
     }
 
+    /// Whether any task is being released here (revoked, not yet
+    /// acknowledged).
+    pub fn is_releasing(&self) -> bool {
+        !self.revoking.is_empty()
+    }
+
     /// Forgets everything (the member was fenced or removed, its lease ran
     /// out, or it rejoins as a new member); returns every task the
     /// application held, active or still being released.

@@ -12,6 +12,15 @@
 //! `shard_unavailable`) is retried within the same request timeout, after
 //! a short pause: the member loop sees neither a move nor a takeover as
 //! long as it ends within that time.
+//!
+//! It also tells whether a failed heartbeat may have reached the group's
+//! coordinator: one whose every attempt was refused a connection (never
+//! sent), redirected (a node that does not coordinate the group) or
+//! answered 503 `shard_unavailable` (a node that does not serve the
+//! group's shard) certainly did not, and fails as
+//! [`ClientError::Unreached`]; the member loop then keeps its tasks on the
+//! answer's unreached lease. A timeout, a connection lost after sending,
+//! any other failure or any answer may have reached it.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -86,13 +95,54 @@ impl Target {
 
 /// What one request came back with.
 enum Outcome {
+    /// The heartbeat's result: an answer, or a failure after which no other
+    /// node is tried (a timeout, a host failure, an unreadable answer). Any
+    /// of them may have reached the coordinator.
     Done(Result<HeartbeatResponse, ClientError>),
-    /// Sent elsewhere: the coordinator's heartbeat URL.
+    /// A failure after which no other node is tried, and which reached no
+    /// coordinator: the request never went out (no turn on the shared
+    /// connections in time), or a node that does not coordinate the group
+    /// redirected it without a usable location.
+    NotReached(ClientError),
+    /// Sent elsewhere: the coordinator's heartbeat URL. The node that
+    /// answered does not coordinate the group.
     Redirected(reqwest::Url),
     /// The group's shard is between owners: try again shortly.
-    InTransit(ClientError),
-    /// No answer from this node.
-    Unreachable(ClientError),
+    /// `may_have_reached` is false for 503 `shard_unavailable` (the node
+    /// does not serve the shard and processed nothing).
+    InTransit {
+        error: ClientError,
+        may_have_reached: bool,
+    },
+    /// This node refused the connection: the request was never sent.
+    Refused(ClientError),
+    /// The connection failed after the request may have gone out (reset,
+    /// closed before the answer): the node may have processed it.
+    Unanswered(ClientError),
+}
+
+impl Outcome {
+    /// Whether this request may have reached the group's coordinator.
+    fn may_have_reached(&self) -> bool {
+        match self {
+            Outcome::Done(_) | Outcome::Unanswered(_) => true,
+            Outcome::NotReached(_) | Outcome::Redirected(_) | Outcome::Refused(_) => false,
+            Outcome::InTransit {
+                may_have_reached, ..
+            } => *may_have_reached,
+        }
+    }
+}
+
+/// `error`, the last of a heartbeat whose attempts all failed: as it is if
+/// one of them may have reached the coordinator, else as
+/// [`ClientError::Unreached`].
+fn failed(error: ClientError, may_have_reached: bool) -> ClientError {
+    if may_have_reached {
+        error
+    } else {
+        ClientError::Unreached(error.to_string())
+    }
 }
 
 impl Transport {
@@ -144,6 +194,8 @@ impl Transport {
     /// Sends `request` to the group's coordinator, following redirects,
     /// trying the bootstrap URLs when the coordinator does not answer and
     /// waiting out a shard between owners, all within the request timeout.
+    /// Fails as [`ClientError::Unreached`] when no attempt can have reached
+    /// a coordinator of the group.
     pub async fn heartbeat(
         &self,
         request: &HeartbeatRequest,
@@ -153,6 +205,9 @@ impl Transport {
         // Each bootstrap URL is tried at most once per heartbeat.
         let mut unreachable_bootstraps = 0;
         let mut pause = IN_TRANSIT_PAUSE_MIN;
+        // Over every attempt of this heartbeat: one that may have reached
+        // the coordinator makes a failure ambiguous.
+        let mut may_have_reached = false;
         loop {
             let target = self.target();
             let url = match &target {
@@ -161,31 +216,34 @@ impl Transport {
             };
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
-                return Err(ClientError::Transport(format!(
-                    "no answer within {:?}",
-                    self.request_timeout
-                )));
+                let error =
+                    ClientError::Transport(format!("no answer within {:?}", self.request_timeout));
+                return Err(failed(error, may_have_reached));
             }
-            match self.send(url, request, left).await {
+            let outcome = self.send(url, request, left).await;
+            may_have_reached |= outcome.may_have_reached();
+            match outcome {
                 Outcome::Done(result) => return result,
+                Outcome::NotReached(error) => return Err(failed(error, may_have_reached)),
                 Outcome::Redirected(to) if redirects < REDIRECTS_MAX => {
                     redirects += 1;
                     self.set_target(Target::Coordinator(to, target.bootstrap()));
                 }
                 Outcome::Redirected(to) => {
-                    return Err(ClientError::Transport(format!(
+                    let error = ClientError::Transport(format!(
                         "more than {REDIRECTS_MAX} redirects, the last to {to}"
-                    )));
+                    ));
+                    return Err(failed(error, may_have_reached));
                 }
-                Outcome::InTransit(error) => {
+                Outcome::InTransit { error, .. } => {
                     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                     if left <= pause {
-                        return Err(error);
+                        return Err(failed(error, may_have_reached));
                     }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(IN_TRANSIT_PAUSE_MAX);
                 }
-                Outcome::Unreachable(error) => {
+                Outcome::Refused(error) | Outcome::Unanswered(error) => {
                     // A coordinator that died or left: ask the bootstrap
                     // URL that led to it again.
                     if let Target::Bootstrap(_) = target {
@@ -193,7 +251,7 @@ impl Transport {
                     }
                     self.set_target(target.next(self.bootstrap.len()));
                     if unreachable_bootstraps >= self.bootstrap.len() {
-                        return Err(error);
+                        return Err(failed(error, may_have_reached));
                     }
                 }
             }
@@ -212,10 +270,10 @@ impl Transport {
             Some(shared) => match tokio::time::timeout(timeout, shared.turn()).await {
                 Ok(turn) => Some(turn),
                 Err(_) => {
-                    return Outcome::Done(Err(ClientError::Transport(format!(
+                    return Outcome::NotReached(ClientError::Transport(format!(
                         "no turn on the shared connections within {:?}",
                         self.request_timeout
-                    ))));
+                    )));
                 }
             },
             None => None,
@@ -226,24 +284,31 @@ impl Transport {
         }
         let answer = match post.send().await {
             Ok(answer) => answer,
+            // Checked first: a connect timeout is a timeout too, but the
+            // request never went out.
+            Err(e) if e.is_connect() => {
+                return Outcome::Refused(ClientError::Transport(describe(&e)));
+            }
             Err(e) if e.is_timeout() => {
                 // A node that stopped answering (paused, cut off): the
                 // next heartbeat asks the (next) bootstrap URL.
                 self.set_target(self.target().next(self.bootstrap.len()));
                 return Outcome::Done(Err(ClientError::Transport(describe(&e))));
             }
-            Err(e) => return Outcome::Unreachable(ClientError::Transport(describe(&e))),
+            Err(e) => return Outcome::Unanswered(ClientError::Transport(describe(&e))),
         };
         let status = answer.status();
-        if matches!(
+        let redirected = matches!(
             status,
             StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
-        ) && let Some(to) = answer
-            .headers()
-            .get(reqwest::header::LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|location| url.join(location).ok())
-            .filter(|to| matches!(to.scheme(), "http" | "https"))
+        );
+        if redirected
+            && let Some(to) = answer
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|location| url.join(location).ok())
+                .filter(|to| matches!(to.scheme(), "http" | "https"))
         {
             return Outcome::Redirected(to);
         }
@@ -281,13 +346,16 @@ impl Transport {
         if status == StatusCode::SERVICE_UNAVAILABLE
             && matches!(code, Some(SHARD_UNAVAILABLE | COORDINATOR_UNREACHABLE))
         {
-            return Outcome::InTransit(ClientError::Server {
-                status: status.as_u16(),
-                message,
-                retry_after,
-            });
+            return Outcome::InTransit {
+                may_have_reached: code != Some(SHARD_UNAVAILABLE),
+                error: ClientError::Server {
+                    status: status.as_u16(),
+                    message,
+                    retry_after,
+                },
+            };
         }
-        Outcome::Done(match error {
+        let refusal = match error {
             Some(body) if status.is_client_error() || body.error.code == NOT_COORDINATOR => {
                 Err(ClientError::Api {
                     status: status.as_u16(),
@@ -304,7 +372,13 @@ impl Transport {
             _ => Err(ClientError::Decode(format!(
                 "HTTP {status} without an error body: {message}"
             ))),
-        })
+        };
+        match refusal {
+            // A redirect the transport cannot follow still says the node
+            // does not coordinate the group.
+            Err(error) if redirected => Outcome::NotReached(error),
+            result => Outcome::Done(result),
+        }
     }
 }
 

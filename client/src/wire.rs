@@ -16,7 +16,7 @@ use serde::Deserialize;
 /// The 200 answer to a heartbeat, as the member loop uses it: task sets,
 /// and the epoch in the signed space of the epoch a request sends.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "HeartbeatResponseBody")]
+#[serde(try_from = "Answer")]
 pub struct HeartbeatResponse {
     pub member_id: String,
     pub member_epoch: i64,
@@ -30,12 +30,35 @@ pub struct HeartbeatResponse {
     /// How long after answering the host may give this member's tasks to
     /// others if it hears nothing more (absent from hosts before it).
     pub lease_ms: Option<u64>,
+    /// How long after *sending* this heartbeat the member may keep
+    /// processing its active tasks while none of its later heartbeats
+    /// reaches the group's coordinator (a coordinator that died, before
+    /// another node takes its shard over). At least `lease_ms`, and equal
+    /// to it while the answer has tasks to revoke: the host takes tasks
+    /// early only through a heartbeat it got. Absent from hosts before it.
+    pub unreached_lease_ms: Option<u64>,
 }
 
-impl TryFrom<HeartbeatResponseBody> for HeartbeatResponse {
+/// The answer as it crosses HTTP: `assignd-wire`'s body, and beside it
+/// the field of newer hosts the shared body does not have yet.
+// Once `HeartbeatResponseBody` has `unreached_lease_ms`, this keeps
+// working (the outer field takes the key) and can go.
+#[derive(Deserialize)]
+struct Answer {
+    #[serde(flatten)]
+    body: HeartbeatResponseBody,
+    #[serde(default)]
+    unreached_lease_ms: Option<u64>,
+}
+
+impl TryFrom<Answer> for HeartbeatResponse {
     type Error = String;
 
-    fn try_from(body: HeartbeatResponseBody) -> Result<Self, String> {
+    fn try_from(answer: Answer) -> Result<Self, String> {
+        let Answer {
+            body,
+            unreached_lease_ms,
+        } = answer;
         // The next request sends the epoch back, as an i64.
         let member_epoch = i64::try_from(body.member_epoch)
             .map_err(|_| format!("member_epoch {} past {}", body.member_epoch, i64::MAX))?;
@@ -50,6 +73,7 @@ impl TryFrom<HeartbeatResponseBody> for HeartbeatResponse {
             draining: body.draining,
             drained: body.drained,
             lease_ms: body.lease_ms,
+            unreached_lease_ms,
         })
     }
 }
@@ -112,6 +136,48 @@ mod tests {
         assert_eq!(ranged, pairs);
         assert_eq!(ranged.active.len(), 4);
         assert_eq!((ranged.member_epoch, ranged.lease_ms), (4, Some(6000)));
+    }
+
+    /// A host that sends the unreached lease gives it beside the lease; an
+    /// older host's answer reads as having none, its other fields alike.
+    #[test]
+    fn an_answer_with_and_without_the_unreached_lease_reads() {
+        let answer = |extra: serde_json::Value| {
+            let mut json = serde_json::json!({
+                "member_id": "m", "member_epoch": 4, "heartbeat_interval_ms": 3000,
+                "active": [["orders", 0, 2]], "revoking": [], "learner": [],
+                "standby": [["orders", 9]], "draining": false, "drained": false,
+                "lease_ms": 6000,
+            });
+            json.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            serde_json::from_value::<HeartbeatResponse>(json).unwrap()
+        };
+        let newer = answer(serde_json::json!({"unreached_lease_ms": 11000}));
+        let older = answer(serde_json::json!({}));
+        assert_eq!(
+            (newer.lease_ms, newer.unreached_lease_ms),
+            (Some(6000), Some(11000))
+        );
+        assert_eq!(
+            (older.lease_ms, older.unreached_lease_ms),
+            (Some(6000), None)
+        );
+        assert_eq!(
+            HeartbeatResponse {
+                unreached_lease_ms: None,
+                ..newer
+            },
+            older,
+            "the other fields read alike"
+        );
+        assert_eq!(older.active.len(), 3);
+        assert_eq!(older.standby.len(), 1);
+        // Read from bytes as the transport reads it, and `null` as absent.
+        let bytes = br#"{"member_id":"m","member_epoch":1,"heartbeat_interval_ms":3000,"lease_ms":6000,"unreached_lease_ms":null}"#;
+        let read: HeartbeatResponse = serde_json::from_slice(bytes).unwrap();
+        assert_eq!((read.lease_ms, read.unreached_lease_ms), (Some(6000), None));
     }
 
     #[test]

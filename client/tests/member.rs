@@ -21,6 +21,13 @@ const DEADLINE: Duration = Duration::from_secs(10);
 /// What the fake host answers.
 enum Reply {
     Ok(HeartbeatResponseBody),
+    /// A 200 answer as raw JSON (with fields newer than `assignd-wire`'s
+    /// body).
+    Json(Value),
+    /// A 200 answer as raw JSON, after which the node dies: it stops
+    /// listening and closes the connection, so every later connection is
+    /// refused (as after kill -9).
+    JsonThenDie(Value),
     Error(u16, &'static str),
     /// An error answer with `Retry-After: SECONDS`.
     ErrorRetryAfter(u16, &'static str, u64),
@@ -40,6 +47,12 @@ struct Inner {
     /// The `Authorization` header of each request, in order.
     authorizations: Mutex<Vec<Option<String>>>,
     arrived: Notify,
+    /// The task accepting connections, until the node dies.
+    listening: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    address: std::net::SocketAddr,
+    /// The node's port once it died: held, so that it refuses connections
+    /// and no other test's listener takes it.
+    gone: Mutex<Option<DeadNode>>,
 }
 
 struct FakeHost {
@@ -69,6 +82,22 @@ async fn heartbeat(
     inner.arrived.notify_waiters();
     match reply {
         Reply::Ok(answer) => axum::Json(answer).into_response(),
+        Reply::Json(answer) => axum::Json(answer).into_response(),
+        Reply::JsonThenDie(answer) => {
+            // Not listening before the answer leaves: the member's next
+            // connection is refused, never half-accepted.
+            let listening = inner.listening.lock().unwrap().take();
+            if let Some(listening) = listening {
+                listening.abort();
+                let _ = listening.await;
+                *inner.gone.lock().unwrap() = Some(DeadNode::at(inner.address));
+            }
+            (
+                [(axum::http::header::CONNECTION, "close")],
+                axum::Json(answer),
+            )
+                .into_response()
+        }
         Reply::Late(delay, answer) => {
             tokio::time::sleep(delay).await;
             axum::Json(answer).into_response()
@@ -99,18 +128,23 @@ async fn heartbeat(
 
 impl FakeHost {
     async fn start(script: impl FnMut(usize, &HeartbeatRequest) -> Reply + Send + 'static) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
         let inner = Arc::new(Inner {
             script: Mutex::new(Box::new(script)),
             requests: Mutex::new(Vec::new()),
             authorizations: Mutex::new(Vec::new()),
             arrived: Notify::new(),
+            listening: Mutex::new(None),
+            address,
+            gone: Mutex::new(None),
         });
         let app = Router::new()
             .route("/v1/groups/{group}/heartbeat", post(heartbeat))
             .with_state(inner.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let url = format!("http://{address}");
+        let listening = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        *inner.listening.lock().unwrap() = Some(listening);
         FakeHost { url, inner }
     }
 
@@ -938,12 +972,35 @@ async fn a_join_the_host_rate_limits_waits_its_retry_after() {
     assert_eq!(retry["member_id"], first["member_id"], "the same chosen id");
 }
 
-/// A URL nothing listens at.
-async fn dead_url() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
-    url
+/// A node that is gone: its port is bound but not listening, so every
+/// connection is refused, and held, so no other test's listener takes it
+/// meanwhile (a port merely closed could be).
+struct DeadNode {
+    url: String,
+    _port: tokio::net::TcpSocket,
+}
+
+impl DeadNode {
+    fn new() -> Self {
+        Self::at("127.0.0.1:0".parse().unwrap())
+    }
+
+    /// At `address`, the port of a listener that has just closed (its
+    /// connections may linger, hence the address reuse).
+    fn at(address: std::net::SocketAddr) -> Self {
+        let port = tokio::net::TcpSocket::new_v4().unwrap();
+        port.set_reuseaddr(true).unwrap();
+        port.bind(address).unwrap();
+        DeadNode {
+            url: format!("http://{}", port.local_addr().unwrap()),
+            _port: port,
+        }
+    }
+
+    /// The heartbeat URL of `billing` there.
+    fn heartbeat_url(&self) -> String {
+        format!("{}/v1/groups/billing/heartbeat", self.url)
+    }
 }
 
 /// A cluster node that does not coordinate the group redirects the member
@@ -980,8 +1037,8 @@ async fn a_redirect_is_followed_with_the_token_and_the_coordinator_remembered() 
 /// skipped for the next; none of it within one request is an error event.
 #[tokio::test]
 async fn a_coordinator_that_stops_answering_is_forgotten_for_the_bootstrap_urls() {
-    let dead = dead_url().await;
-    let dead_location = format!("{dead}/v1/groups/billing/heartbeat");
+    let dead = DeadNode::new();
+    let dead_location = dead.heartbeat_url();
     let bootstrap = FakeHost::start(move |index, _| match index {
         // First to a node that is gone, then served here.
         0 => Reply::Redirect(dead_location.clone()),
@@ -989,8 +1046,12 @@ async fn a_coordinator_that_stops_answering_is_forgotten_for_the_bootstrap_urls(
     })
     .await;
     // The first bootstrap URL answers nothing: the second is asked.
-    let config = MemberConfig::new(format!("{dead},{}", bootstrap.url), "billing", ["orders"])
-        .with_request_timeout(Duration::from_secs(2));
+    let config = MemberConfig::new(
+        format!("{},{}", dead.url, bootstrap.url),
+        "billing",
+        ["orders"],
+    )
+    .with_request_timeout(Duration::from_secs(2));
     let (_member, mut events) = Member::start(config, NoLags).unwrap();
     match next_event(&mut events).await {
         Event::Joined { .. } => {}
@@ -1019,4 +1080,338 @@ async fn a_shard_between_owners_is_retried_within_the_request() {
         .map(|(_, body)| body["member_id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(ids.len(), 1, "{ids:?}");
+}
+
+/// An answer with a lease and, from a host that sends one, an unreached
+/// lease, as JSON (`unreached_lease_ms` is newer than `assignd-wire`'s
+/// body).
+fn leased(active: &[u32], lease_ms: u64, unreached_lease_ms: Option<u64>) -> Value {
+    let mut body = serde_json::to_value(HeartbeatResponseBody {
+        lease_ms: Some(lease_ms),
+        ..answer("m-1", 1, active)
+    })
+    .unwrap();
+    if let Some(ms) = unreached_lease_ms {
+        body["unreached_lease_ms"] = json!(ms);
+    }
+    body
+}
+
+/// Joined and assigned `active`: when the assignment arrived.
+async fn joined_with(events: &mut mpsc::Receiver<Event>, active: &[u32]) -> std::time::Instant {
+    assert!(matches!(next_event(events).await, Event::Joined { .. }));
+    match next_event(events).await {
+        Event::Assigned(assigned) => assert_eq!(assigned, tasks(active)),
+        event => panic!("expected Assigned, got {event:?}"),
+    }
+    std::time::Instant::now()
+}
+
+/// The tasks of the next `Lost` event, and when it came; every event
+/// before it must be an error that `expected` accepts.
+async fn lost_after_errors(
+    events: &mut mpsc::Receiver<Event>,
+    expected: impl Fn(&ClientError) -> bool,
+) -> (Vec<Task>, std::time::Instant) {
+    loop {
+        match next_event(events).await {
+            Event::Error(error) => assert!(expected(&error), "{error:?}"),
+            Event::Lost(lost) => return (lost, std::time::Instant::now()),
+            event => panic!("expected Lost, got {event:?}"),
+        }
+    }
+}
+
+/// The coordinator dies (kill -9: its port refuses connections) and no
+/// other node serves the group yet. No heartbeat can reach a coordinator,
+/// so the host keeps the member's tasks until the answer's unreached lease
+/// ends: the member processes past its plain lease, and stops at that end.
+#[tokio::test]
+async fn a_coordinator_that_refuses_connections_leaves_the_tasks_until_the_unreached_lease() {
+    const LEASE_MS: u64 = 300;
+    const UNREACHED_LEASE_MS: u64 = 1_200;
+    let host = FakeHost::start(|_, _| {
+        Reply::JsonThenDie(leased(&[0, 1], LEASE_MS, Some(UNREACHED_LEASE_MS)))
+    })
+    .await;
+    let before_join = std::time::Instant::now();
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    joined_with(&mut events, &[0, 1]).await;
+    match next_event(&mut events).await {
+        Event::Error(ClientError::Unreached(message)) => {
+            assert!(message.contains("error sending request"), "{message}");
+        }
+        event => panic!("expected the refused heartbeat, got {event:?}"),
+    }
+    // The join's send time plus the unreached lease, not the plain one.
+    let lease = member.status().lease_until.expect("a lease");
+    assert!(lease >= before_join + Duration::from_millis(UNREACHED_LEASE_MS));
+    let plain = lease - Duration::from_millis(UNREACHED_LEASE_MS - LEASE_MS);
+
+    // Past the plain lease, the tasks are still the member's.
+    tokio::time::sleep_until((plain + Duration::from_millis(200)).into()).await;
+    let zero = Task::new("orders", 0);
+    assert!(std::time::Instant::now() < lease);
+    assert!(member.may_process(&zero));
+    assert_eq!(member.status().lease_until, Some(lease));
+
+    let (lost, at) = lost_after_errors(&mut events, |error| {
+        matches!(error, ClientError::Unreached(_))
+    })
+    .await;
+    assert_eq!(lost, tasks(&[0, 1]));
+    assert!(at >= lease, "lost only once the unreached lease ran out");
+    assert!(at < lease + Duration::from_secs(1), "lost when it ran out");
+    assert!(!member.may_process(&zero));
+    assert_eq!(host.count(), 1, "only the join reached the node");
+}
+
+/// The same outage seen as a timeout (the node accepts and never answers:
+/// paused, or cut off after the request went out): the heartbeat may have
+/// reached the coordinator, which may then take the tasks after the plain
+/// lease, so the member stops when that one ends.
+#[tokio::test]
+async fn a_coordinator_that_never_answers_leaves_the_tasks_only_until_the_plain_lease() {
+    const LEASE_MS: u64 = 600;
+    const UNREACHED_LEASE_MS: u64 = 5_000;
+    let host = FakeHost::start(|index, _| match index {
+        0 => Reply::Json(leased(&[0, 1], LEASE_MS, Some(UNREACHED_LEASE_MS))),
+        _ => Reply::Late(Duration::from_secs(30), answer("m-1", 1, &[0, 1])),
+    })
+    .await;
+    let before_join = std::time::Instant::now();
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    let assigned_at = joined_with(&mut events, &[0, 1]).await;
+    match next_event(&mut events).await {
+        Event::Error(ClientError::Transport(message)) => {
+            assert!(message.contains("timed out"), "{message}");
+        }
+        event => panic!("expected the timeout, got {event:?}"),
+    }
+    let lease = member.status().lease_until.expect("a lease");
+    assert!(
+        lease <= assigned_at + Duration::from_millis(LEASE_MS),
+        "the plain lease"
+    );
+
+    let (lost, at) = lost_after_errors(&mut events, |error| {
+        matches!(error, ClientError::Transport(_))
+    })
+    .await;
+    assert_eq!(lost, tasks(&[0, 1]));
+    assert!(at >= lease);
+    assert!(
+        at < before_join + Duration::from_millis(UNREACHED_LEASE_MS),
+        "not kept on the unreached lease"
+    );
+    assert_eq!(member.status().lease_until, Some(lease));
+}
+
+/// What counts as reaching no coordinator: a redirect to a node that is
+/// gone (its port refuses), and 503 `shard_unavailable` (the node does not
+/// serve the group's shard, and processed nothing). Any other failure may
+/// have reached it and leaves the plain lease; so does an older host's
+/// answer, which has no unreached lease.
+#[tokio::test]
+async fn only_failures_that_reached_no_coordinator_extend_the_lease() {
+    const LEASE_MS: u64 = 1_000;
+    const UNREACHED_LEASE_MS: u64 = 5_000;
+    enum Failure {
+        RedirectToDeadNode,
+        Error(u16, &'static str),
+    }
+    struct Case {
+        failure: Failure,
+        unreached_lease_ms: Option<u64>,
+        /// The heartbeat fails as `Unreached`.
+        unreached: bool,
+        /// ... and the member keeps its tasks on the unreached lease.
+        extended: bool,
+    }
+    let case = |failure, unreached, extended| Case {
+        failure,
+        unreached_lease_ms: Some(UNREACHED_LEASE_MS),
+        unreached,
+        extended,
+    };
+    let cases = [
+        case(Failure::RedirectToDeadNode, true, true),
+        case(Failure::Error(503, "shard_unavailable"), true, true),
+        case(Failure::Error(503, "storage_unavailable"), false, false),
+        case(Failure::Error(503, "coordinator_unreachable"), false, false),
+        case(Failure::Error(500, "internal"), false, false),
+        case(Failure::Error(400, "invalid_request"), false, false),
+        Case {
+            unreached_lease_ms: None,
+            ..case(Failure::RedirectToDeadNode, true, false)
+        },
+    ];
+    let dead_node = DeadNode::new();
+    let dead = dead_node.heartbeat_url();
+    for case in cases {
+        let dead = dead.clone();
+        let label = match case.failure {
+            Failure::RedirectToDeadNode => format!("307 to {dead}"),
+            Failure::Error(status, code) => format!("{status} {code}"),
+        };
+        let label = format!("{label}, unreached_lease_ms {:?}", case.unreached_lease_ms);
+        let host = FakeHost::start(move |index, _| match (index, &case.failure) {
+            (0, _) => Reply::Json(leased(&[0], LEASE_MS, case.unreached_lease_ms)),
+            (_, Failure::RedirectToDeadNode) => Reply::Redirect(dead.clone()),
+            (_, Failure::Error(status, code)) => Reply::Error(*status, code),
+        })
+        .await;
+        let before_join = std::time::Instant::now();
+        let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+        let assigned_at = joined_with(&mut events, &[0]).await;
+        match next_event(&mut events).await {
+            Event::Error(error) => assert_eq!(
+                matches!(error, ClientError::Unreached(_)),
+                case.unreached,
+                "{label}: {error:?}"
+            ),
+            event => panic!("{label}: expected an error, got {event:?}"),
+        }
+        let lease = member.status().lease_until.expect("a lease");
+        if case.extended {
+            let unreached = before_join + Duration::from_millis(UNREACHED_LEASE_MS);
+            assert!(lease >= unreached, "{label}: the unreached lease");
+        } else {
+            let plain = assigned_at + Duration::from_millis(LEASE_MS);
+            assert!(lease <= plain, "{label}: the plain lease");
+        }
+        member.abort();
+    }
+}
+
+/// A failure that may have reached the coordinator ends the unreached
+/// lease: until the next answer the plain lease holds, a heartbeat that
+/// then reaches no coordinator does not bring the longer one back, and the
+/// tasks stop when the plain one ends. An answer starts afresh.
+#[tokio::test]
+async fn a_failure_that_may_have_reached_the_coordinator_brings_the_plain_lease_back() {
+    const LEASE_MS: u64 = 1_500;
+    const UNREACHED_LEASE_MS: u64 = 6_000;
+    #[derive(Clone, Copy)]
+    enum Phase {
+        Answering,
+        CoordinatorGone,
+        StorageUnavailable,
+    }
+    let phase = Arc::new(Mutex::new(Phase::Answering));
+    let now = phase.clone();
+    let dead_node = DeadNode::new();
+    let dead = dead_node.heartbeat_url();
+    let host = FakeHost::start(move |_, _| match *now.lock().unwrap() {
+        Phase::Answering => Reply::Json(leased(&[0], LEASE_MS, Some(UNREACHED_LEASE_MS))),
+        Phase::CoordinatorGone => Reply::Redirect(dead.clone()),
+        Phase::StorageUnavailable => Reply::Error(503, "storage_unavailable"),
+    })
+    .await;
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    joined_with(&mut events, &[0]).await;
+    let set_phase = |to| *phase.lock().unwrap() = to;
+    let is_unreached = |error: &ClientError| matches!(error, ClientError::Unreached(_));
+    let is_storage = |error: &ClientError| matches!(error, ClientError::Server { status: 503, .. });
+    // The first error that `wanted` accepts, skipping those of the phase
+    // before.
+    let next_error = async |events: &mut mpsc::Receiver<Event>,
+                            wanted: &dyn Fn(&ClientError) -> bool,
+                            skipped: &dyn Fn(&ClientError) -> bool| loop {
+        match next_event(events).await {
+            Event::Error(error) if wanted(&error) => return,
+            Event::Error(error) if skipped(&error) => continue,
+            event => panic!("expected an error, got {event:?}"),
+        }
+    };
+
+    set_phase(Phase::CoordinatorGone);
+    next_error(&mut events, &is_unreached, &|_| false).await;
+    let extended = member.status().lease_until.expect("a lease");
+    let plain = extended - Duration::from_millis(UNREACHED_LEASE_MS - LEASE_MS);
+    assert!(extended > std::time::Instant::now() + Duration::from_millis(LEASE_MS));
+
+    set_phase(Phase::StorageUnavailable);
+    next_error(&mut events, &is_storage, &is_unreached).await;
+    assert_eq!(
+        member.status().lease_until,
+        Some(plain),
+        "the plain lease again"
+    );
+
+    set_phase(Phase::CoordinatorGone);
+    next_error(&mut events, &is_unreached, &is_storage).await;
+    assert_eq!(
+        member.status().lease_until,
+        Some(plain),
+        "not extended again"
+    );
+
+    let (lost, at) = lost_after_errors(&mut events, is_unreached).await;
+    assert_eq!(lost, tasks(&[0]));
+    assert!(at >= plain, "lost once the plain lease ran out");
+    assert!(at < extended, "not kept on the unreached lease");
+
+    // An answer, then a coordinator gone again: the new answer's unreached
+    // lease holds.
+    set_phase(Phase::Answering);
+    match next_non_error(&mut events).await {
+        Event::Assigned(assigned) => assert_eq!(assigned, tasks(&[0])),
+        event => panic!("expected the tasks back, got {event:?}"),
+    }
+    set_phase(Phase::CoordinatorGone);
+    next_error(&mut events, &is_unreached, &|_| false).await;
+    let lease = member.status().lease_until.expect("a lease");
+    assert!(lease > std::time::Instant::now() + Duration::from_millis(LEASE_MS));
+    assert!(member.may_process(&Task::new("orders", 0)));
+}
+
+/// A member asked to release tasks is not kept on the unreached lease,
+/// even from a host that sends a longer one: the released tasks' fence
+/// may come first. (The host sends none then; the member checks too.)
+#[tokio::test]
+async fn a_member_releasing_tasks_stays_on_the_plain_lease() {
+    const LEASE_MS: u64 = 1_000;
+    const UNREACHED_LEASE_MS: u64 = 5_000;
+    let dead_node = DeadNode::new();
+    let dead = dead_node.heartbeat_url();
+    let host = FakeHost::start(move |index, _| match index {
+        0 => Reply::Json(leased(&[0, 1], LEASE_MS, Some(UNREACHED_LEASE_MS))),
+        1 => {
+            let mut revoking = leased(&[0], LEASE_MS, Some(UNREACHED_LEASE_MS));
+            revoking["revoking"] = json!([["orders", 1]]);
+            Reply::Json(revoking)
+        }
+        _ => Reply::Redirect(dead.clone()),
+    })
+    .await;
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    joined_with(&mut events, &[0, 1]).await;
+    // Not acknowledged: task 1 is still being released.
+    let _ack = match next_event(&mut events).await {
+        Event::Revoked {
+            tasks: revoked,
+            ack,
+        } => {
+            assert_eq!(revoked, tasks(&[1]));
+            ack
+        }
+        event => panic!("expected Revoked, got {event:?}"),
+    };
+    let revoked_at = std::time::Instant::now();
+    match next_event(&mut events).await {
+        Event::Error(ClientError::Unreached(_)) => {}
+        event => panic!("expected the unreached heartbeat, got {event:?}"),
+    }
+    let lease = member.status().lease_until.expect("a lease");
+    assert!(
+        lease <= revoked_at + Duration::from_millis(LEASE_MS),
+        "the plain lease"
+    );
+    let (lost, at) = lost_after_errors(&mut events, |error| {
+        matches!(error, ClientError::Unreached(_))
+    })
+    .await;
+    assert_eq!(lost, tasks(&[0, 1]));
+    assert!(at >= lease);
 }
