@@ -368,6 +368,8 @@ impl Member {
             drain: false,
             lease_until: None,
             unreached_until: None,
+            unreached_flight: None,
+            in_flight_since: None,
             reached_since_answer: false,
             on_unreached_lease: false,
             events,
@@ -412,6 +414,15 @@ struct Runner {
     /// keep its active tasks while no heartbeat since reaches the
     /// coordinator.
     unreached_until: Option<Instant>,
+    /// The last answer's `unreached_flight_ms`: while a heartbeat is in
+    /// flight, the unreached lease counts only until its send time plus
+    /// this (the host, should the heartbeat reach it, keeps the tasks that
+    /// long after handling it; the member learns whether it did only from
+    /// the answer or its timeout). `None` from a host before it: no
+    /// unreached lease while a heartbeat is in flight.
+    unreached_flight: Option<Duration>,
+    /// When the heartbeat in flight was sent, if one is.
+    in_flight_since: Option<Instant>,
     /// A heartbeat since the last answer failed in a way that may have
     /// reached the coordinator: the unreached lease no longer holds.
     reached_since_answer: bool,
@@ -521,20 +532,55 @@ impl Runner {
     async fn beat(&mut self) -> Next {
         let request = self.request();
         let sent = Instant::now();
-        match self.send(&request).await {
+        self.in_flight_since = Some(sent);
+        let outcome = match self.unreached_flight.filter(|_| self.on_unreached_lease) {
+            Some(flight) => {
+                // This heartbeat may reach the coordinator: should it
+                // still be in flight half its bound later (a refusal, a
+                // redirect, a 503 come back at once), the application
+                // is shown the lease that bound gives (`lease_end`).
+                // (Fields, not `&self`, cross the await: the lag source
+                // need not be `Sync`.)
+                let bounded = self.current_status();
+                let status = &self.status;
+                let send = send_observed(&self.transport, self.observer.as_deref(), &request);
+                tokio::pin!(send);
+                tokio::select! {
+                    outcome = &mut send => outcome,
+                    () = sleep_until(sent + flight / 2) => {
+                        status.send_replace(bounded);
+                        send.await
+                    }
+                }
+            }
+            None => self.send(&request).await,
+        };
+        self.in_flight_since = None;
+        match outcome {
             Ok(response) => self.on_response(response, sent).await,
-            Err(error) => self.on_error(error).await,
+            Err(error) => {
+                let next = self.on_error(error).await;
+                if self.on_unreached_lease {
+                    self.publish();
+                }
+                next
+            }
         }
     }
 
     /// The lease in force (see [`Status::lease_until`]): the unreached
     /// lease while the member is on it, else the last answer's.
     fn lease_end(&self) -> Option<Instant> {
-        if self.on_unreached_lease {
-            self.unreached_until
-        } else {
-            self.lease_until
+        if !self.on_unreached_lease {
+            return self.lease_until;
         }
+        let in_flight_bound = match (self.in_flight_since, self.unreached_flight) {
+            (Some(sent), Some(flight)) => Some(sent + flight),
+            (Some(_), None) => self.lease_until,
+            (None, _) => self.unreached_until,
+        };
+        let unreached = self.unreached_until.min(in_flight_bound);
+        self.lease_until.max(unreached)
     }
 
     /// Whether the loop must act on the lease: it runs out before the next
@@ -622,6 +668,7 @@ impl Runner {
         self.unreached_until = response
             .unreached_lease_ms
             .map(|ms| sent + Duration::from_millis(ms));
+        self.unreached_flight = response.unreached_flight_ms.map(Duration::from_millis);
         self.reached_since_answer = false;
         if self.on_unreached_lease {
             self.on_unreached_lease = false;
@@ -829,12 +876,7 @@ impl Runner {
 
     /// One request, shown to the observer.
     async fn send(&mut self, request: &HeartbeatRequest) -> Result<HeartbeatResponse, ClientError> {
-        let sent = Instant::now();
-        let result = self.transport.heartbeat(request).await;
-        if let Some(observer) = &self.observer {
-            observer.heartbeat(sent.elapsed(), result.as_ref().map(|_| ()));
-        }
-        result
+        send_observed(&self.transport, self.observer.as_deref(), request).await
     }
 
     /// The application dropped its receiver: leave and end.
@@ -844,12 +886,16 @@ impl Runner {
     }
 
     fn publish(&self) {
-        self.status.send_replace(Status {
+        self.status.send_replace(self.current_status());
+    }
+
+    fn current_status(&self) -> Status {
+        Status {
             member_id: (!self.member_id.is_empty()).then(|| self.member_id.clone()),
             member_epoch: self.epoch,
             assignment: self.tracker.assignment(),
             lease_until: self.lease_end().map(Instant::into_std),
-        });
+        }
     }
 
     async fn tell(&mut self, event: Event) -> bool {
@@ -882,6 +928,20 @@ impl Runner {
         }
         true
     }
+}
+
+/// One request through `transport`, shown to `observer`.
+async fn send_observed(
+    transport: &Transport,
+    observer: Option<&dyn HeartbeatObserver>,
+    request: &HeartbeatRequest,
+) -> Result<HeartbeatResponse, ClientError> {
+    let sent = Instant::now();
+    let result = transport.heartbeat(request).await;
+    if let Some(observer) = observer {
+        observer.heartbeat(sent.elapsed(), result.as_ref().map(|_| ()));
+    }
+    result
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use serde::Deserialize;
 /// The 200 answer to a heartbeat, as the member loop uses it: task sets,
 /// and the epoch in the signed space of the epoch a request sends.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "Answer")]
+#[serde(try_from = "HeartbeatResponseBody")]
 pub struct HeartbeatResponse {
     pub member_id: String,
     pub member_epoch: i64,
@@ -37,28 +37,19 @@ pub struct HeartbeatResponse {
     /// to it while the answer has tasks to revoke: the host takes tasks
     /// early only through a heartbeat it got. Absent from hosts before it.
     pub unreached_lease_ms: Option<u64>,
+    /// While a heartbeat is in flight, the unreached lease counts only
+    /// until that heartbeat's send time plus this: should it reach the
+    /// coordinator, the host takes none of the member's tasks sooner than
+    /// this after handling it, but the member learns whether it did only
+    /// from the answer or its timeout. Absent from hosts before it (then
+    /// no unreached lease counts while a heartbeat is in flight).
+    pub unreached_flight_ms: Option<u64>,
 }
 
-/// The answer as it crosses HTTP: `assignd-wire`'s body, and beside it
-/// the field of newer hosts the shared body does not have yet.
-// Once `HeartbeatResponseBody` has `unreached_lease_ms`, this keeps
-// working (the outer field takes the key) and can go.
-#[derive(Deserialize)]
-struct Answer {
-    #[serde(flatten)]
-    body: HeartbeatResponseBody,
-    #[serde(default)]
-    unreached_lease_ms: Option<u64>,
-}
-
-impl TryFrom<Answer> for HeartbeatResponse {
+impl TryFrom<HeartbeatResponseBody> for HeartbeatResponse {
     type Error = String;
 
-    fn try_from(answer: Answer) -> Result<Self, String> {
-        let Answer {
-            body,
-            unreached_lease_ms,
-        } = answer;
+    fn try_from(body: HeartbeatResponseBody) -> Result<Self, String> {
         // The next request sends the epoch back, as an i64.
         let member_epoch = i64::try_from(body.member_epoch)
             .map_err(|_| format!("member_epoch {} past {}", body.member_epoch, i64::MAX))?;
@@ -73,7 +64,8 @@ impl TryFrom<Answer> for HeartbeatResponse {
             draining: body.draining,
             drained: body.drained,
             lease_ms: body.lease_ms,
-            unreached_lease_ms,
+            unreached_lease_ms: body.unreached_lease_ms,
+            unreached_flight_ms: body.unreached_flight_ms,
         })
     }
 }
@@ -154,11 +146,16 @@ mod tests {
                 .extend(extra.as_object().unwrap().clone());
             serde_json::from_value::<HeartbeatResponse>(json).unwrap()
         };
-        let newer = answer(serde_json::json!({"unreached_lease_ms": 11000}));
+        let newer = answer(serde_json::json!({"unreached_lease_ms": 11000,
+                                              "unreached_flight_ms": 6000}));
         let older = answer(serde_json::json!({}));
         assert_eq!(
-            (newer.lease_ms, newer.unreached_lease_ms),
-            (Some(6000), Some(11000))
+            (
+                newer.lease_ms,
+                newer.unreached_lease_ms,
+                newer.unreached_flight_ms
+            ),
+            (Some(6000), Some(11000), Some(6000))
         );
         assert_eq!(
             (older.lease_ms, older.unreached_lease_ms),
@@ -167,6 +164,7 @@ mod tests {
         assert_eq!(
             HeartbeatResponse {
                 unreached_lease_ms: None,
+                unreached_flight_ms: None,
                 ..newer
             },
             older,

@@ -837,6 +837,7 @@ async fn a_lease_that_runs_out_stops_every_task_until_the_host_answers_again() {
     let leased = |active: &[u32]| HeartbeatResponseBody {
         lease_ms: Some(LEASE_MS),
         unreached_lease_ms: Some(LEASE_MS),
+        unreached_flight_ms: Some(LEASE_MS),
         ..answer("m-1", 1, active)
     };
     let unreachable = Arc::new(Mutex::new(false));
@@ -1083,18 +1084,15 @@ async fn a_shard_between_owners_is_retried_within_the_request() {
 }
 
 /// An answer with a lease and, from a host that sends one, an unreached
-/// lease, as JSON (`unreached_lease_ms` is newer than `assignd-wire`'s
-/// body).
+/// lease (and its in-flight bound, the plain lease's length), as JSON.
 fn leased(active: &[u32], lease_ms: u64, unreached_lease_ms: Option<u64>) -> Value {
-    let mut body = serde_json::to_value(HeartbeatResponseBody {
+    serde_json::to_value(HeartbeatResponseBody {
         lease_ms: Some(lease_ms),
+        unreached_lease_ms,
+        unreached_flight_ms: unreached_lease_ms.map(|_| lease_ms),
         ..answer("m-1", 1, active)
     })
-    .unwrap();
-    if let Some(ms) = unreached_lease_ms {
-        body["unreached_lease_ms"] = json!(ms);
-    }
-    body
+    .unwrap()
 }
 
 /// Joined and assigned `active`: when the assignment arrived.
@@ -1414,4 +1412,83 @@ async fn a_member_releasing_tasks_stays_on_the_plain_lease() {
     .await;
     assert_eq!(lost, tasks(&[0, 1]));
     assert!(at >= lease);
+}
+
+/// A member on its unreached lease whose next heartbeat hangs (it may
+/// have reached a coordinator whose answer is then lost) counts on the
+/// unreached lease, while that heartbeat is in flight, only until its send
+/// time plus the answer's `unreached_flight_ms`: the host, had it handled
+/// the heartbeat and told a revocation, could fence that long after. The
+/// application is shown that bound while the heartbeat is still out; when
+/// the heartbeat times out, the plain lease (long over) holds and every
+/// task is lost.
+#[tokio::test]
+async fn a_heartbeat_in_flight_bounds_the_unreached_lease() {
+    const LEASE_MS: u64 = 1_000;
+    const UNREACHED_LEASE_MS: u64 = 20_000;
+    const FLIGHT_MS: u64 = 1_000;
+    #[derive(Clone, Copy)]
+    enum Phase {
+        Answering,
+        CoordinatorGone,
+        Hanging,
+    }
+    let phase = Arc::new(Mutex::new(Phase::Answering));
+    let now = phase.clone();
+    let dead_node = DeadNode::new();
+    let dead = dead_node.heartbeat_url();
+    let host = FakeHost::start(move |_, _| match *now.lock().unwrap() {
+        Phase::Answering => Reply::Json(
+            serde_json::to_value(HeartbeatResponseBody {
+                lease_ms: Some(LEASE_MS),
+                unreached_lease_ms: Some(UNREACHED_LEASE_MS),
+                unreached_flight_ms: Some(FLIGHT_MS),
+                ..answer("m-1", 1, &[0])
+            })
+            .unwrap(),
+        ),
+        Phase::CoordinatorGone => Reply::Redirect(dead.clone()),
+        Phase::Hanging => Reply::Late(Duration::from_secs(60), answer("m-1", 1, &[0])),
+    })
+    .await;
+    let config = host.config().with_request_timeout(Duration::from_secs(5));
+    let (member, mut events) = Member::start(config, NoLags).unwrap();
+    let joined = joined_with(&mut events, &[0]).await;
+    *phase.lock().unwrap() = Phase::CoordinatorGone;
+    match next_event(&mut events).await {
+        Event::Error(ClientError::Unreached(_)) => {}
+        event => panic!("expected the redirect to the dead node, got {event:?}"),
+    }
+    let extended = member.status().lease_until.expect("a lease");
+    assert!(extended > joined + Duration::from_millis(UNREACHED_LEASE_MS - 1_000));
+    // Past the plain lease, still the member's.
+    tokio::time::sleep_until((joined + Duration::from_millis(LEASE_MS + 500)).into()).await;
+    let zero = Task::new("orders", 0);
+    assert!(member.may_process(&zero));
+
+    let hanging_from = std::time::Instant::now();
+    *phase.lock().unwrap() = Phase::Hanging;
+    let deadline = hanging_from + Duration::from_secs(4);
+    let bounded = loop {
+        let lease = member.status().lease_until.expect("a lease");
+        if lease < extended {
+            break lease;
+        }
+        assert!(std::time::Instant::now() < deadline, "never bounded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Sent after the phase changed (within one backoff), bounded by it.
+    assert!(
+        bounded >= hanging_from + Duration::from_millis(FLIGHT_MS - 50),
+        "bounded by the heartbeat in flight, not the plain lease"
+    );
+    assert!(bounded <= hanging_from + Duration::from_millis(1_000 + FLIGHT_MS + 50));
+    tokio::time::sleep_until((bounded + Duration::from_millis(50)).into()).await;
+    assert!(!member.may_process(&zero), "past the in-flight bound");
+
+    let (lost, _) = lost_after_errors(&mut events, |error| {
+        matches!(error, ClientError::Unreached(_) | ClientError::Transport(_))
+    })
+    .await;
+    assert_eq!(lost, tasks(&[0]));
 }

@@ -260,6 +260,7 @@ fn million_answer(
         drained: false,
         lease_ms: Some(response.lease_ms),
         unreached_lease_ms: Some(response.unreached_lease_ms),
+        unreached_flight_ms: Some(response.unreached_flight_ms),
         task_ranges,
     };
     for (name, ranges) in [("answer-json-pairs", false), ("answer-json-ranges", true)] {

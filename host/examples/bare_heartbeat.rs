@@ -41,6 +41,7 @@ async fn heartbeat(
         drained: false,
         lease_ms: Some(LEASE_MS),
         unreached_lease_ms: Some(LEASE_MS),
+        unreached_flight_ms: Some(LEASE_MS),
         task_ranges: request.task_ranges,
     })
 }

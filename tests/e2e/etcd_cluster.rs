@@ -527,8 +527,7 @@ fn members_keep_their_tasks_through_a_takeover_longer_than_their_plain_lease() {
     let config = json!({"topics": [{"name": "orders", "partitions": 4}],
                         "heartbeat_interval_ms": 1_000, "expansion_timeout_ms": 500});
     for group in &groups {
-        let (status, body) = a.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
-        assert_eq!(status, 201, "{group}: {body}");
+        create_group(&a, group, &config);
     }
     let names: Vec<&str> = groups.iter().map(String::as_str).collect();
     let members = LibraryMembers::start_many(&format!("{},{}", a.base, b.base), &names, 2);
@@ -548,7 +547,7 @@ fn members_keep_their_tasks_through_a_takeover_longer_than_their_plain_lease() {
     let took = wait_for_shares(&[&a], &[SHARDS as usize]);
     members.wait_answered_after(killed + took);
     eprintln!(
-        "takeover after kill -9: {} ms (node TTL {LEASE_TTL_MS} ms, members' plain lease 1,500 ms); longest heartbeat through it {} ms",
+        "takeover after kill -9: {} ms (node TTL {LEASE_TTL_MS} ms, members' plain lease 1,500 ms); longest answered heartbeat through it {} ms",
         took.as_millis(),
         members
             .longest_heartbeat(killed, Instant::now())
@@ -656,17 +655,23 @@ fn any_node_answers_and_a_sigterm_hand_over_is_seen_by_no_member() {
 /// creation is retried, as any client would, until the shards settle.
 fn create_groups(node: &Server, config: &Value) {
     for group in GROUPS {
-        let deadline = Instant::now() + SETTLE_WITHIN;
-        loop {
-            let (status, body) = node.call("PUT", &format!("/v1/groups/{group}"), Some(config));
-            if status == 503 && body["error"]["code"] == "shard_unavailable" {
-                assert!(Instant::now() < deadline, "{group}: {body}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-            assert_eq!(status, 201, "{group}: {body}");
-            break;
+        create_group(node, group, config);
+    }
+}
+
+/// Creates `group` through `node`, retrying 503 `shard_unavailable` (its
+/// shard still moving after a node joined), as any client would.
+fn create_group(node: &Server, group: &str, config: &Value) {
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    loop {
+        let (status, body) = node.call("PUT", &format!("/v1/groups/{group}"), Some(config));
+        if status == 503 && body["error"]["code"] == "shard_unavailable" {
+            assert!(Instant::now() < deadline, "{group}: {body}");
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
         }
+        assert_eq!(status, 201, "{group}: {body}");
+        return;
     }
 }
 
@@ -1459,8 +1464,7 @@ fn a_killed_owner_is_taken_over_under_churn_and_nothing_answered_is_lost() {
     let config = json!({"topics": [{"name": "orders", "partitions": 8}],
                         "expansion_timeout_ms": 200, "heartbeat_interval_ms": 5_000});
     for group in [&static_group, &dynamic_group] {
-        let (status, body) = a.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
-        assert_eq!(status, 201, "{group}: {body}");
+        create_group(&a, group, &config);
     }
     let mut churn = Churn::new(&[&a, &b, &c]);
     for name in ["s-0", "s-1", "s-2", "s-3"] {

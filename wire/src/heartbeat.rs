@@ -130,6 +130,16 @@ pub struct HeartbeatResponseBody {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = u64, required = true))]
     pub unreached_lease_ms: Option<u64>,
+    /// While a later heartbeat is in flight, the unreached lease counts
+    /// only until that heartbeat's send time plus this, in ms: should it
+    /// reach the coordinator, the host takes none of the member's tasks
+    /// sooner than this after handling it (an expansion timeout and a
+    /// heartbeat interval, within the member's timeouts and drain), but
+    /// the member learns whether it did only from the answer.
+    // `None` reads the answer of a host from before it.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = u64, required = true))]
+    pub unreached_flight_ms: Option<u64>,
     /// Write the task lists as ranges (the request's `task_ranges`); not a
     /// field of the answer.
     #[serde(skip)]
@@ -141,7 +151,7 @@ impl Serialize for HeartbeatResponseBody {
         use serde::ser::SerializeStruct;
         let ranges = self.task_ranges;
         let list = |tasks| TaskList { tasks, ranges };
-        let mut body = serializer.serialize_struct("HeartbeatResponseBody", 11)?;
+        let mut body = serializer.serialize_struct("HeartbeatResponseBody", 12)?;
         body.serialize_field("member_id", &self.member_id)?;
         body.serialize_field("member_epoch", &self.member_epoch)?;
         body.serialize_field("heartbeat_interval_ms", &self.heartbeat_interval_ms)?;
@@ -153,6 +163,7 @@ impl Serialize for HeartbeatResponseBody {
         body.serialize_field("drained", &self.drained)?;
         body.serialize_field("lease_ms", &self.lease_ms)?;
         body.serialize_field("unreached_lease_ms", &self.unreached_lease_ms)?;
+        body.serialize_field("unreached_flight_ms", &self.unreached_flight_ms)?;
         body.end()
     }
 }

@@ -27,6 +27,7 @@ fn answer(task_ranges: bool) -> HeartbeatResponseBody {
         drained: false,
         lease_ms: Some(45_000),
         unreached_lease_ms: Some(55_000),
+        unreached_flight_ms: Some(6_000),
         task_ranges,
     }
 }
@@ -44,7 +45,7 @@ fn an_answer_round_trips_in_ranges_and_in_pairs() {
             "revoking": [["orders", 9]], "learner": [],
             "standby": [["payments", 5, 6], ["payments", 8]],
             "draining": false, "drained": false, "lease_ms": 45000,
-            "unreached_lease_ms": 55000,
+            "unreached_lease_ms": 55000, "unreached_flight_ms": 6000,
         })
     );
     let pairs = serde_json::to_value(answer(false)).unwrap();
@@ -159,5 +160,8 @@ fn an_answer_without_its_newer_fields_reads_as_unknown_or_false() {
         (read.lease_ms, read.draining, read.drained, read.active),
         (None, false, false, tasks("orders", [0]))
     );
-    assert_eq!(read.unreached_lease_ms, None);
+    assert_eq!(
+        (read.unreached_lease_ms, read.unreached_flight_ms),
+        (None, None)
+    );
 }

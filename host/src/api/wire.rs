@@ -93,6 +93,7 @@ pub fn heartbeat_response(response: HeartbeatResponse, task_ranges: bool) -> Hea
         drained: response.drained,
         lease_ms: Some(response.lease_ms),
         unreached_lease_ms: Some(response.unreached_lease_ms),
+        unreached_flight_ms: Some(response.unreached_flight_ms),
         task_ranges,
     }
 }

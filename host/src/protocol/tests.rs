@@ -1794,6 +1794,8 @@ fn an_unreached_lease_adds_the_grace_unless_tasks_are_revoked() {
     for member in &members {
         assert_eq!(member.active.len(), 2);
         assert_eq!(member.unreached_lease_ms, member.lease_ms + GRACE_MS);
+        // A revocation at a later heartbeat is fenced this long after it.
+        assert_eq!(member.unreached_flight_ms, EXPANSION_MS + 1_000);
     }
     h.core.set_unreached_grace_ms(10 * SESSION_MS);
     members[0] = h.beat(&members[0]);
@@ -1868,12 +1870,21 @@ fn a_member_told_to_revoke_is_fenced_on_time_despite_an_earlier_unreached_lease(
         })
         .unwrap();
     assert_eq!(told.revoking.len(), 1, "{told:?}");
-    let fence = h.now + EXPANSION_MS + 1_000;
+    let fence = h.now + members[0].unreached_flight_ms;
     assert!(
         fence + 1_000 < earlier_end,
         "the test needs the fence first"
     );
-    // Silent from here; the others beat on.
+    // Silent from here; the others beat on. Not before the in-flight bound
+    // the earlier answer gave: the member may count on it until then.
+    h.advance(fence - 1, &mut members[1..]);
+    assert!(
+        h.core
+            .group(GROUP)
+            .unwrap()
+            .slot_of(&told.member_id)
+            .is_some()
+    );
     h.advance(fence, &mut members[1..]);
     let group = h.core.group(GROUP).unwrap();
     assert!(

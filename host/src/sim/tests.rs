@@ -381,6 +381,7 @@ fn answer(active: &[u32], lease_ms: u64) -> HeartbeatResponse {
         drained: false,
         lease_ms,
         unreached_lease_ms: lease_ms,
+        unreached_flight_ms: lease_ms,
     }
 }
 
@@ -498,6 +499,7 @@ fn a_static_return_that_moves_anything_is_caught() {
         drained: false,
         lease_ms: 45_000,
         unreached_lease_ms: 45_000,
+        unreached_flight_ms: 45_000,
     };
     let after = before.clone();
     check::check_static_return(&before, &after, "static:w1", &back, &[]).unwrap();

@@ -141,6 +141,7 @@ impl Coordinator {
                         drained: true,
                         lease_ms: 0,
                         unreached_lease_ms: 0,
+                        unreached_flight_ms: 0,
                     },
                     out,
                 ));
@@ -363,6 +364,7 @@ impl Coordinator {
             drained,
             lease_ms,
             unreached_lease_ms: self.unreached_lease_ms(group_name, slot, now, lease_ms),
+            unreached_flight_ms: self.unreached_flight_ms(group_name, slot, now),
         }
     }
 

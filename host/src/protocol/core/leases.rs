@@ -159,6 +159,38 @@ impl Coordinator {
             .min(lease_ms.saturating_add(self.unreached_grace_ms));
         unreached_ms.max(lease_ms)
     }
+
+    /// The least time the host keeps the slot's tasks after handling any
+    /// later heartbeat of it: a revocation told then is fenced an
+    /// expansion timeout and a heartbeat interval later, its silence is
+    /// judged from then, a drain ends no sooner than now plus the
+    /// scale-down timeout (or its end, already set). A member on its
+    /// unreached lease counts on it, while a heartbeat is in flight, only
+    /// until that heartbeat's send time plus this: should the heartbeat
+    /// reach the coordinator and its answer be lost, the member stops
+    /// before the host can act on it. (A revocation already under way
+    /// would be fenced sooner, but a member told to revoke, or whose
+    /// heartbeat that told it may have arrived, is never on its unreached
+    /// lease.)
+    pub(super) fn unreached_flight_ms(&self, group_name: &str, slot: &Slot, now: Millis) -> u64 {
+        let group = self.group_at(group_name);
+        let config = &group.config;
+        let member = &group.members[slot];
+        let mut flight_ms = config
+            .expansion_timeout_ms
+            .saturating_add(config.heartbeat_interval_ms)
+            .min(member_timeout_ms(config, member))
+            .min(config.scale_down_timeout_ms);
+        if member.draining {
+            let drain_end = self
+                .liveness(group_name)
+                .and_then(|l| l.draining_since_ms.get(slot).copied())
+                .unwrap_or(now)
+                .saturating_add(config.scale_down_timeout_ms);
+            flight_ms = flight_ms.min(drain_end.saturating_sub(now));
+        }
+        flight_ms
+    }
 }
 
 /// How long a silent member keeps its tasks at most, as far as one answer

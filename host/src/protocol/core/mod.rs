@@ -210,6 +210,11 @@ pub struct HeartbeatResponse {
     /// `lease_ms`, and equal to it when the answer has tasks to revoke
     /// (see [`Coordinator::unreached_lease_ms`]).
     pub unreached_lease_ms: u64,
+    /// While a later heartbeat is in flight, the unreached lease counts
+    /// only until its send time plus this: after handling any later
+    /// heartbeat, the host takes none of the member's tasks sooner than
+    /// this (see [`Coordinator::unreached_flight_ms`]).
+    pub unreached_flight_ms: u64,
 }
 
 /// A group's assignor input for a preview, with the slot of each member
