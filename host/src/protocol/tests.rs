@@ -2242,3 +2242,51 @@ mod timer_table {
         assert_eq!(recovered.poll_timeout(), Some(lease_end + SESSION_MS));
     }
 }
+
+/// Found by the simulator (a cluster schedule of a draft of its unreached
+/// lease model, seed 1066 with the injected member fault
+/// `ExtendWhenUnsure`, which played no part in it: the old process there
+/// counted on its plain lease; 20,000 single-host seeds do not reach it).
+/// Two processes with one name in a draining slot: the second one joins
+/// while the first one's lease runs
+/// (a handover: the slot's tasks are withheld from it), then leaves. The
+/// leave of a draining member removes the slot at once, its handover
+/// with it, and the next target gives the first process's tasks to
+/// another member while that process may still process them under its
+/// lease: invariant 1 is breached. Not fixed here (host protocol code).
+#[test]
+#[ignore = "host bug: a new incarnation's leave of a draining slot frees tasks the replaced one still holds under its lease"]
+fn a_second_process_that_leaves_a_draining_slot_does_not_free_the_first_ones_tasks() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(Some("w")), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let old = h
+        .send(Heartbeat {
+            drain: true,
+            owned: Some(members[0].active.iter().cloned().collect()),
+            ..request_from(&members[0])
+        })
+        .unwrap();
+    assert!(old.draining && !old.active.is_empty(), "{old:?}");
+    let lease_end = h.now + old.lease_ms;
+    // A second process joins with the name (the tasks are withheld from
+    // it while the first one's lease runs), then leaves.
+    let new = h.join(Some("w"));
+    assert!(new.active.is_empty(), "{new:?}");
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        member_name: Some("w".into()),
+        ..request_from(&new)
+    })
+    .unwrap();
+    let other = h.beat(&members[1]);
+    let other = h.beat(&other);
+    assert!(h.now < lease_end);
+    assert!(
+        other.active.is_disjoint(&old.active),
+        "granted {:?} at {} while the first process's lease runs until {lease_end}",
+        other.active.intersection(&old.active).collect::<Vec<_>>(),
+        h.now
+    );
+}

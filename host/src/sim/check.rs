@@ -19,8 +19,10 @@ pub struct Belief<'a> {
     pub process: &'a str,
     /// The member id it sends (empty before its join was answered).
     pub member_id: &'a str,
-    /// When the lease of its last answer ends (`None` before any answer):
-    /// past it, the process no longer acts on `owns`.
+    /// When the lease it honours ends (`None` before any answer): its
+    /// last answer's plain lease, or its unreached lease while every
+    /// heartbeat since provably reached no coordinator. Past it, the
+    /// process no longer acts on `owns`.
     pub lease_until_ms: Option<Millis>,
     pub owns: Vec<&'a TaskRef>,
 }

@@ -17,11 +17,16 @@
 //! placement round it drops the shards whose last write did not land,
 //! reads the live nodes and owners at one revision, computes the real
 //! [`placement::plan`], releases the shards the plan takes from it and
-//! claims and replays the free ones it gives it. Whether a request reaches
-//! the store (partitions) and whether its answer gets back (the ambiguous
-//! case real etcd has) is drawn here, from the cluster's own generator.
-//! It does not touch members, assignor calls or the invariants of groups:
-//! the world ([`super::world`]) routes those through [`Cluster::serving`].
+//! claims and replays the free ones it gives it. Each core it loads gets
+//! the unreached grace before its restart (two node lease TTLs, as
+//! `serve` sets it): its answers carry the longer `unreached_lease_ms`,
+//! and the leases a takeover assumes include the grace. Whether a request
+//! reaches the store (partitions) and whether its answer gets back (the
+//! ambiguous case real etcd has) is drawn here, from the cluster's own
+//! generator. It does not touch members, assignor calls or the invariants
+//! of groups: the world ([`super::world`]) routes those through
+//! [`Cluster::serving`], and tells each member whether its heartbeat
+//! provably reached no core.
 
 use std::collections::BTreeMap;
 
@@ -41,6 +46,11 @@ const PLACEMENT_INTERVAL_MS_MAX: u64 = 500;
 /// The lease TTLs a schedule draws from (ms): short, so that takeovers
 /// happen within a schedule's virtual seconds.
 const LEASE_TTLS_MS: [u64; 3] = [600, 900, 1_500];
+
+/// The unreached grace of every core, in node lease TTLs: a takeover ends
+/// within two (the dead node's lease runs out, a survivor's next round
+/// claims the shard), as `serve`'s default assumes.
+const UNREACHED_GRACE_TTLS: u64 = 2;
 
 /// Probability, per store request, that its answer is lost after it was
 /// applied (outside boot and the quiet phase), by scenario.
@@ -83,6 +93,22 @@ pub struct ClusterStats {
     /// Heartbeats no node answered (down, paused, not serving, or its
     /// write did not land).
     pub unanswered: u64,
+    /// Of those, heartbeats that provably reached no core (the node down,
+    /// no node serving the shard, redirected in circles, the member's own
+    /// network down): the member may count on its unreached lease.
+    pub unreached: u64,
+    /// Times a member's network went down for a while (its heartbeats
+    /// fail before they leave it) while the nodes serve on.
+    pub cut_offs: u64,
+    /// Times a member kept processing past its plain lease on its
+    /// unreached lease (once an answer).
+    pub leases_extended: u64,
+    /// Times such a member was then answered with tasks it had processed
+    /// past its plain lease still its: it kept them without a stop.
+    pub leases_extended_kept: u64,
+    /// Of those, answers from another load of the shard than the one that
+    /// answered it before (a takeover, or a reload).
+    pub kept_through_takeovers: u64,
     /// Store requests applied whose answer was lost.
     pub answers_lost: u64,
     /// Writes of records refused by their guard.
@@ -100,6 +126,11 @@ impl ClusterStats {
         self.step_downs += other.step_downs;
         self.redirects += other.redirects;
         self.unanswered += other.unanswered;
+        self.unreached += other.unreached;
+        self.cut_offs += other.cut_offs;
+        self.leases_extended += other.leases_extended;
+        self.leases_extended_kept += other.leases_extended_kept;
+        self.kept_through_takeovers += other.kept_through_takeovers;
         self.answers_lost += other.answers_lost;
         self.writes_fenced += other.writes_fenced;
         self.leases_expired += other.leases_expired;
@@ -245,6 +276,10 @@ pub struct Cluster {
     pub store: LeaseStore,
     pub nodes: Vec<SimNode>,
     pub ttl_ms: u64,
+    /// Every core's unreached grace ([`UNREACHED_GRACE_TTLS`] node lease
+    /// TTLs, as `serve` sets it): how much longer than its plain lease a
+    /// member keeps its tasks while no core handles its heartbeats.
+    pub unreached_grace_ms: u64,
     shard_count: u32,
     /// Each shard's core seed, as the world gives it.
     shard_seeds: Vec<u64>,
@@ -285,6 +320,7 @@ impl Cluster {
             store: LeaseStore::new(),
             nodes: (0..count).map(|i| SimNode::new(format!("n{i}"))).collect(),
             ttl_ms,
+            unreached_grace_ms: UNREACHED_GRACE_TTLS * ttl_ms,
             shard_count: shard_count as u32,
             shard_seeds,
             rng: Rng::new(rng.next_u64()),
@@ -303,9 +339,10 @@ impl Cluster {
 
     pub fn describe(&self) -> String {
         format!(
-            "cluster of {} nodes, lease ttl {} ms, store answers lost with p={}",
+            "cluster of {} nodes, lease ttl {} ms, unreached grace {} ms, store answers lost with p={}",
             self.nodes.len(),
             self.ttl_ms,
+            self.unreached_grace_ms,
             self.answer_lost_p
         )
     }
@@ -636,6 +673,10 @@ impl Cluster {
                 .map_err(|e| format!("a record of shard {shard} does not fit the log: {e}"))?;
             core.apply_owned(record);
         }
+        // As the runtime loads a shard: the grace first, so that the
+        // leases a restart assumes include it (members of the previous
+        // owner may count on it while nobody serves the shard).
+        core.set_unreached_grace_ms(self.unreached_grace_ms);
         core.restarted(now);
         let incarnation = self.next_incarnation;
         self.next_incarnation += 1;

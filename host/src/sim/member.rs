@@ -6,11 +6,19 @@
 //! stale otherwise) and reports it as `lags`, drains when asked and leaves
 //! once drained, rejoins after `unknown_member`, `fenced` or
 //! `stale_epoch`, and stops after `replaced` (another process took its
-//! name). It honours its lease: once `lease_ms` of its last answer
-//! has passed since it sent the heartbeat that got that answer, it stops
-//! processing every task it holds and heartbeats at once. It never calls
-//! the coordinator itself: the world sends what [`SimMember::request`]
-//! builds and hands back the answer.
+//! name). It honours its lease as the client library does: once the lease
+//! of its last answer has passed since it sent the heartbeat that got that
+//! answer, it stops processing every task it holds and heartbeats at once.
+//! That lease is the answer's `lease_ms`, or its longer
+//! `unreached_lease_ms` while every heartbeat sent since provably reached
+//! no coordinator (at least one was refused before any core handled it:
+//! the node down, no node serving the shard, redirected in circles, or it
+//! never left: its own network down), none may have reached one (its
+//! answer lost, a node that did not answer) and it has no revoked task to
+//! release. It never calls the coordinator
+//! itself: the world sends what [`SimMember::request`] builds and hands
+//! back the answer ([`SimMember::on_response`]) or what became of the
+//! request ([`SimMember::on_unanswered`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,6 +30,18 @@ use crate::protocol::group::{Millis, TaskRef};
 /// How fast local state of a task nobody asks the member to keep goes stale
 /// (lag units per ms).
 const STALE_LAG_PER_MS: u64 = 5;
+
+/// What became of a heartbeat that got no answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Provably handled by no core: refused a connection, answered 503
+    /// `shard_unavailable`, redirected without end, or never sent (the
+    /// member's own network down).
+    Unreached,
+    /// A core may have handled it: its answer was lost, the node did not
+    /// answer in time, or its write did not land.
+    MaybeReached,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
@@ -92,6 +112,20 @@ pub struct SimMember {
     /// its request plus its `lease_ms`); `None` before any answer. A lost
     /// answer extends nothing.
     pub lease_until_ms: Option<Millis>,
+    /// When the unreached lease of the last answer that arrived ends
+    /// (`sent_at_ms` of its request plus its `unreached_lease_ms`).
+    pub unreached_until_ms: Option<Millis>,
+    /// Since the last answer, a heartbeat provably reached no coordinator.
+    pub unreached: bool,
+    /// Since the last answer, a heartbeat may have reached the coordinator:
+    /// only `lease_until_ms` counts until the next answer.
+    pub maybe_reached: bool,
+    /// Injected bug: counts on the unreached lease after a heartbeat that
+    /// may have reached the coordinator too.
+    pub extends_when_unsure: bool,
+    /// It kept processing past `lease_until_ms` on the unreached lease
+    /// since the last answer (once noted, for the statistics).
+    pub extended: bool,
 }
 
 impl SimMember {
@@ -128,6 +162,11 @@ impl SimMember {
             zombie: BTreeSet::new(),
             sent_at_ms: now,
             lease_until_ms: None,
+            unreached_until_ms: None,
+            unreached: false,
+            maybe_reached: false,
+            extends_when_unsure: false,
+            extended: false,
         }
     }
 
@@ -144,7 +183,7 @@ impl SimMember {
         Belief {
             process: &self.label,
             member_id: &self.member_id,
-            lease_until_ms: self.lease_until_ms,
+            lease_until_ms: self.lease_end_ms(),
             owns: self
                 .active
                 .iter()
@@ -160,9 +199,31 @@ impl SimMember {
         !self.active.is_empty() || !self.revoking.is_empty()
     }
 
+    /// When the lease it honours ends: the unreached lease of its last
+    /// answer while every heartbeat since provably reached no coordinator
+    /// (and one did not) and it has no revoked task to release, else the
+    /// plain lease; `None` before any answer.
+    pub fn lease_end_ms(&self) -> Option<Millis> {
+        let plain = self.lease_until_ms;
+        if self.unreached && !self.maybe_reached && self.revoking.is_empty() {
+            plain.max(self.unreached_until_ms)
+        } else {
+            plain
+        }
+    }
+
     /// Whether its lease has passed at `now` (or it never had one).
     pub fn lease_passed(&self, now: Millis) -> bool {
-        self.lease_until_ms.is_none_or(|until| now >= until)
+        self.lease_end_ms().is_none_or(|until| now >= until)
+    }
+
+    /// Whether it still processes tasks at `now` only thanks to the
+    /// unreached lease: its plain lease has passed, the one it honours has
+    /// not.
+    pub fn past_plain_lease(&self, now: Millis) -> bool {
+        self.holds_tasks()
+            && self.lease_until_ms.is_some_and(|until| now >= until)
+            && !self.lease_passed(now)
     }
 
     /// Once the lease has passed without a newer answer, the host may have
@@ -304,6 +365,13 @@ impl SimMember {
         self.member_id = response.member_id.clone();
         self.epoch = response.member_epoch as i64;
         self.lease_until_ms = Some(self.sent_at_ms.saturating_add(response.lease_ms));
+        self.unreached_until_ms = Some(
+            self.sent_at_ms
+                .saturating_add(response.unreached_lease_ms.max(response.lease_ms)),
+        );
+        self.unreached = false;
+        self.maybe_reached = false;
+        self.extended = false;
         if let Some(topics) = self.pending_topics.take() {
             self.topics = topics;
         }
@@ -362,6 +430,37 @@ impl SimMember {
         note
     }
 
+    /// Takes in what became of the request built last when no answer came
+    /// back: a heartbeat that may have reached the coordinator voids the
+    /// unreached lease until the next answer (and if the plain lease has
+    /// passed, it stops processing at once); one that provably did not
+    /// lets it count on the unreached lease. Schedules the next heartbeat.
+    /// Returns a note for the trace when the lease it honours changed.
+    pub fn on_unanswered(&mut self, reach: Reach, now: Millis, rng: &mut Rng) -> Option<String> {
+        let before = self.lease_end_ms();
+        match reach {
+            Reach::MaybeReached if !self.extends_when_unsure => self.maybe_reached = true,
+            _ => self.unreached = true,
+        }
+        let after = self.lease_end_ms();
+        let mut note = (before != after && self.holds_tasks()).then(|| match reach {
+            Reach::Unreached => format!("unreached: keeps processing until {after:?}"),
+            Reach::MaybeReached if self.extends_when_unsure => {
+                format!("may have reached, yet keeps processing until {after:?} (injected)")
+            }
+            Reach::MaybeReached => format!("may have reached: back to the lease until {after:?}"),
+        });
+        if self.expire_lease(now) {
+            note = Some(format!(
+                "{}lease over (until {after:?}): stops processing",
+                note.map(|n| n + "; ").unwrap_or_default(),
+            ));
+        }
+        let interval = self.interval_ms;
+        self.schedule_beat(interval, now, rng);
+        note
+    }
+
     /// The next heartbeat: one interval (a little early, as jitter), or as
     /// soon as a revoked task is released, or at the end of its lease if
     /// it still holds tasks then (it stops processing them and tells the
@@ -372,7 +471,7 @@ impl SimMember {
         if let Some(&release) = self.revoking.values().min() {
             next = next.min(release.max(now + 1));
         }
-        if let Some(until) = self.lease_until_ms
+        if let Some(until) = self.lease_end_ms()
             && until > now
             && self.holds_tasks()
         {

@@ -13,7 +13,7 @@ use assignd_guest_sdk::{Assignment, GroupInput};
 
 use super::check::{self, Belief, tasks_str};
 use super::cluster::{Cluster, ClusterOptions, Loaded, NodeState};
-use super::member::{SimMember, Status};
+use super::member::{Reach, SimMember, Status};
 use super::rng::Rng;
 use super::{Fault, Options, Report, Stats, Violation};
 use crate::protocol::core::{
@@ -175,10 +175,15 @@ struct PendingCall {
 /// What became of a member's heartbeat in cluster mode.
 enum Routed {
     /// A node that serves the group's shard answered (its records, if
-    /// any, are durable and absorbed; its calls queued).
-    Answered(Result<(HeartbeatResponse, Output), ProtocolError>),
-    /// No answer came back (why, for the trace).
-    Unanswered(String),
+    /// any, are durable and absorbed; its calls queued), from the load
+    /// `incarnation` of the shard.
+    Answered {
+        result: Result<(HeartbeatResponse, Output), ProtocolError>,
+        incarnation: u64,
+    },
+    /// No answer came back (why, for the trace), and whether a core may
+    /// have handled the heartbeat.
+    Unanswered { why: String, reach: Reach },
 }
 
 /// One shard of the simulated host: its core and its own record log.
@@ -250,6 +255,22 @@ pub struct World {
     node_hints: BTreeMap<usize, usize>,
     /// Cluster mode: the highest group epoch each group has had.
     epochs_seen: Vec<u64>,
+    /// Cluster mode: the load of its shard that answered each process last
+    /// (another one answering it next is a takeover, or a reload).
+    answered_by: BTreeMap<usize, u64>,
+    /// Cluster mode: processes whose network is down, until when.
+    cut_off: BTreeMap<usize, CutOff>,
+}
+
+/// Cluster mode: a process's network is down (its interface, an egress
+/// rule that rejects): every heartbeat it sends until `until_ms` fails
+/// before it leaves, provably unreached, while the nodes serve on.
+#[derive(Clone, Copy, Debug)]
+struct CutOff {
+    until_ms: Millis,
+    /// It went down with a heartbeat in flight: that one reaches its node
+    /// and its answer is lost.
+    in_flight: bool,
 }
 
 impl World {
@@ -306,6 +327,8 @@ impl World {
             cluster,
             node_hints: BTreeMap::new(),
             epochs_seen: vec![0; lane_count],
+            answered_by: BTreeMap::new(),
+            cut_off: BTreeMap::new(),
         }
     }
 
@@ -545,6 +568,7 @@ impl World {
         member.catch_up_per_ms = *self.rng.pick(&self.lanes[lane].scenario.catch_up_per_ms);
         member.interval_ms = self.group(lane).config.heartbeat_interval_ms;
         member.keep_revoked = self.fault == Some(Fault::KeepRevoked) && pid % 3 == 1;
+        member.extends_when_unsure = self.fault == Some(Fault::ExtendWhenUnsure);
         member.store = store;
         member.join_id = self.draw_join_id(pid);
         self.note(|w| format!("spawn {} in {}", member.label(), w.lanes[lane].name));
@@ -1148,11 +1172,29 @@ impl World {
                 tasks_str(process.revoking.keys())
             )
         });
+        // Cluster mode: it processes past its plain lease, on the
+        // unreached lease (noted once an answer).
+        let extension = (process.past_plain_lease(now) && !process.extended).then(|| {
+            process.extended = true;
+            format!(
+                "{}: keeps processing active=[{}] past its lease ({:?}) while unreached, until {:?}",
+                process.label(),
+                tasks_str(&process.active),
+                process.lease_until_ms,
+                process.lease_end_ms()
+            )
+        });
         let joining = process.member_id.is_empty();
         let request = process.request(&self.lanes[lane].name, &configured, now);
         let label = process.label().to_owned();
         if let Some(line) = lease_over {
             self.stats.leases_lapsed += 1;
+            self.note(|_| line);
+        }
+        if let Some(line) = extension {
+            if let Some(cluster) = &mut self.cluster {
+                cluster.stats.leases_extended += 1;
+            }
             self.note(|_| line);
         }
         let leaving = request.member_epoch == LEAVE_EPOCH;
@@ -1175,21 +1217,49 @@ impl World {
             });
         self.step += 1;
         let load = self.host_load();
+        let mut answered_by = None;
+        // Cluster mode: a process whose network is down reaches nobody,
+        // but a heartbeat in flight when it went down did.
+        let cut_off = self.cut_off.get_mut(&pid).filter(|c| now < c.until_ms);
+        let answer_cut = cut_off.as_ref().is_some_and(|c| c.in_flight);
+        let routed = match cut_off {
+            Some(cut) if cut.in_flight => {
+                cut.in_flight = false;
+                None
+            }
+            Some(_) => Some(Routed::Unanswered {
+                why: "its network is down".into(),
+                reach: Reach::Unreached,
+            }),
+            None => None,
+        };
         let result = if self.cluster.is_some() {
-            match self.route_heartbeat(pid, shard, &request)? {
-                Routed::Answered(result) => result,
-                Routed::Unanswered(why) => {
-                    self.note(|_| format!("{label} heartbeat unanswered: {why}"));
+            let routed = match routed {
+                Some(routed) => routed,
+                None => self.route_heartbeat(pid, shard, &request)?,
+            };
+            match routed {
+                Routed::Answered {
+                    result,
+                    incarnation,
+                } => {
+                    answered_by = Some(incarnation);
+                    result
+                }
+                Routed::Unanswered { why, reach } => {
+                    self.note(|_| format!("{label} heartbeat unanswered ({reach:?}): {why}"));
                     if let Some(cluster) = &mut self.cluster {
                         cluster.stats.unanswered += 1;
+                        if reach == Reach::Unreached {
+                            cluster.stats.unreached += 1;
+                        }
                     }
                     let process = &mut self.processes[pid];
                     if leaving {
                         // It exits anyway; its slot times out.
                         process.stop(Status::Gone);
                     } else {
-                        let interval = process.interval_ms;
-                        process.schedule_beat(interval, now, &mut self.rng);
+                        self.unanswered(pid, reach);
                     }
                     return self.check_step(Some(lane));
                 }
@@ -1200,7 +1270,8 @@ impl World {
                 .heartbeat_loaded(&request, now, load)
         };
         let lost =
-            !self.quiet && !leaving && self.rng.chance(self.lanes[lane].scenario.lost_response_p);
+            (!self.quiet && !leaving && self.rng.chance(self.lanes[lane].scenario.lost_response_p))
+                || (answer_cut && !leaving);
         self.note(|_| {
             let kind = if leaving {
                 "leave".to_owned()
@@ -1225,10 +1296,15 @@ impl World {
             };
             let outcome = match &result {
                 Ok((r, _)) => format!(
-                    "{} e{} lease={} active=[{}] revoking=[{}] learner=[{}] standby=[{}]{}{}{}",
+                    "{} e{} lease={}{} active=[{}] revoking=[{}] learner=[{}] standby=[{}]{}{}{}",
                     r.member_id,
                     r.member_epoch,
                     r.lease_ms,
+                    if r.unreached_lease_ms == r.lease_ms {
+                        String::new()
+                    } else {
+                        format!(" unreached={}", r.unreached_lease_ms)
+                    },
                     tasks_str(&r.active),
                     tasks_str(&r.revoking),
                     tasks_str(&r.learner),
@@ -1266,9 +1342,12 @@ impl World {
                     if joining {
                         self.stats.lost_joins += 1;
                     }
-                    let interval = process.interval_ms;
-                    process.schedule_beat(interval, now, &mut self.rng);
+                    self.unanswered(pid, Reach::MaybeReached);
                 } else {
+                    if let Some(incarnation) = answered_by {
+                        self.answered_in_cluster(pid, incarnation, &response);
+                    }
+                    let process = &mut self.processes[pid];
                     let granted = !response.active.is_empty() || !response.revoking.is_empty();
                     let note = process.on_response(&response, initial_lag_max, now, &mut self.rng);
                     if granted && process.lease_passed(now) {
@@ -1306,6 +1385,62 @@ impl World {
         self.check_step(Some(lane))
     }
 
+    /// Process `pid`'s heartbeat got no answer (`reach` says whether a core
+    /// may have handled it): it learns so and schedules its next one.
+    fn unanswered(&mut self, pid: usize, reach: Reach) {
+        let now = self.now;
+        let process = &mut self.processes[pid];
+        let held = process.holds_tasks();
+        let note = process.on_unanswered(reach, now, &mut self.rng);
+        if held && !process.holds_tasks() {
+            self.stats.leases_lapsed += 1;
+        }
+        if let Some(note) = note {
+            let label = self.processes[pid].label().to_owned();
+            self.note(|_| format!("  {label}: {note}"));
+        }
+    }
+
+    /// Cluster mode: an answer from load `incarnation` of its shard reached
+    /// process `pid` (before it takes it in). If the process was
+    /// processing past its plain lease on the unreached lease and the
+    /// answer keeps some of those tasks its, it kept them through; through
+    /// a takeover if another load than the last one to answer it did.
+    fn answered_in_cluster(&mut self, pid: usize, incarnation: u64, response: &HeartbeatResponse) {
+        let now = self.now;
+        let previous = self.answered_by.insert(pid, incarnation);
+        let process = &self.processes[pid];
+        if !process.past_plain_lease(now) {
+            return;
+        }
+        let kept: Vec<_> = process
+            .active
+            .iter()
+            .filter(|t| response.active.contains(*t))
+            .collect();
+        if kept.is_empty() {
+            return;
+        }
+        let taken_over = previous.is_some_and(|p| p != incarnation);
+        let line = format!(
+            "  {}: kept [{}] past its lease ({:?}) while unreached, and still has them{}",
+            process.label(),
+            tasks_str(kept),
+            process.lease_until_ms,
+            if taken_over {
+                " from another load of the shard"
+            } else {
+                ""
+            }
+        );
+        let cluster = self.cluster.as_mut().expect("cluster mode");
+        cluster.stats.leases_extended_kept += 1;
+        if taken_over {
+            cluster.stats.kept_through_takeovers += 1;
+        }
+        self.note(|_| line);
+    }
+
     /// Cluster mode: sends process `pid`'s heartbeat to the node it last
     /// reached; a node that does not serve the group's shard sends it on
     /// to the owner its directory names (the real 307), a node that does
@@ -1323,9 +1458,25 @@ impl World {
         let mut node = *self.node_hints.entry(pid).or_insert(pid % count);
         for _hop in 0..3 {
             let cluster = self.cluster.as_mut().expect("cluster mode");
-            if cluster.nodes[node].state != NodeState::Up {
-                self.node_hints.insert(pid, (node + 1) % count);
-                return Ok(Routed::Unanswered(format!("n{node} does not answer")));
+            match cluster.nodes[node].state {
+                NodeState::Up => {}
+                // Its process is gone: the connection is refused.
+                NodeState::Down { .. } => {
+                    self.node_hints.insert(pid, (node + 1) % count);
+                    return Ok(Routed::Unanswered {
+                        why: format!("n{node} is down (connection refused)"),
+                        reach: Reach::Unreached,
+                    });
+                }
+                // The request waits in its socket: it may be handled when
+                // the node resumes.
+                NodeState::Paused { .. } => {
+                    self.node_hints.insert(pid, (node + 1) % count);
+                    return Ok(Routed::Unanswered {
+                        why: format!("n{node} does not answer (paused)"),
+                        reach: Reach::MaybeReached,
+                    });
+                }
             }
             let Some(served) = cluster.serving_mut(node, shard, now) else {
                 let directed = cluster.nodes[node]
@@ -1333,23 +1484,29 @@ impl World {
                     .and_then(|owner| cluster.nodes.iter().position(|n| n.name == owner));
                 let Some(owner) = directed else {
                     self.node_hints.insert(pid, (node + 1) % count);
-                    return Ok(Routed::Unanswered(format!(
-                        "n{node} does not serve shard {shard} and knows no other owner"
-                    )));
+                    return Ok(Routed::Unanswered {
+                        why: format!(
+                            "n{node} does not serve shard {shard} and knows no other owner (503 shard_unavailable)"
+                        ),
+                        reach: Reach::Unreached,
+                    });
                 };
                 cluster.stats.redirects += 1;
                 self.node_hints.insert(pid, owner);
                 node = owner;
                 continue;
             };
+            let incarnation = served.incarnation;
             let result = served.core.heartbeat_loaded(request, now, load);
             let result = match result {
                 Ok((response, out)) => match self.persist_output(node, shard, out)? {
                     Some(out) => Ok((response, out)),
                     None => {
-                        return Ok(Routed::Unanswered(format!(
-                            "n{node}'s write of shard {shard} did not land"
-                        )));
+                        // Handled by a core, its records perhaps durable.
+                        return Ok(Routed::Unanswered {
+                            why: format!("n{node}'s write of shard {shard} was not acknowledged"),
+                            reach: Reach::MaybeReached,
+                        });
                     }
                 },
                 Err(error) => Err(error),
@@ -1364,9 +1521,16 @@ impl World {
                     "invariant 8: n{node} answers for shard {shard}, whose claim it no longer holds"
                 )));
             }
-            return Ok(Routed::Answered(result));
+            return Ok(Routed::Answered {
+                result,
+                incarnation,
+            });
         }
-        Ok(Routed::Unanswered("redirected too often".into()))
+        // Every hop was a redirect: no core handled it.
+        Ok(Routed::Unanswered {
+            why: "redirected too often".into(),
+            reach: Reach::Unreached,
+        })
     }
 
     /// Static names with no running process: crashed or left, and may come
@@ -1453,6 +1617,11 @@ impl World {
             2,
             2,
             1,
+            if self.cluster.is_some() {
+                any(&joined, 2)
+            } else {
+                0
+            },
         ];
         match self.rng.weighted(&weights) {
             0 => {
@@ -1576,6 +1745,42 @@ impl World {
             // In a cluster, the host's restart and stall are the nodes'
             // faults.
             12 | 13 if self.cluster.is_some() => self.node_chaos(),
+            14 => {
+                // Up to three times its slot's timeout: the host may
+                // remove it meanwhile, once the lease it honours ended.
+                let pid = *self.rng.pick(&joined);
+                let config = &self.group(lane).config;
+                let timeout = if self.processes[pid].name.is_some() {
+                    config.registration_timeout_ms
+                } else {
+                    config.session_timeout_ms
+                };
+                let interval = self.processes[pid].interval_ms;
+                let until_ms = self.now + self.rng.range(interval, 3 * timeout);
+                let in_flight = self.rng.chance(0.5);
+                self.note(|w| {
+                    format!(
+                        "{}'s network is down until {until_ms}{}",
+                        w.processes[pid].label(),
+                        if in_flight {
+                            " (from its next heartbeat, whose answer is lost)"
+                        } else {
+                            ""
+                        }
+                    )
+                });
+                if let Some(cluster) = &mut self.cluster {
+                    cluster.stats.cut_offs += 1;
+                }
+                self.cut_off.insert(
+                    pid,
+                    CutOff {
+                        until_ms,
+                        in_flight,
+                    },
+                );
+                Ok(())
+            }
             13 => {
                 // The host restarts: its core is what the log replays to,
                 // its transient state and its assignor calls in flight are
@@ -1694,6 +1899,7 @@ impl World {
             cluster.calm_down(now);
             takeover_ms = 4 * cluster.ttl_ms;
         }
+        self.cut_off.clear();
         for process in self.processes.iter_mut().filter(|p| p.is_running()) {
             process.release_delay_ms = (0, 0);
             process.catch_up_per_ms = u64::MAX / 4;
