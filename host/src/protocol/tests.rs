@@ -2248,14 +2248,13 @@ mod timer_table {
 /// `ExtendWhenUnsure`, which played no part in it: the old process there
 /// counted on its plain lease; 20,000 single-host seeds do not reach it).
 /// Two processes with one name in a draining slot: the second one joins
-/// while the first one's lease runs
-/// (a handover: the slot's tasks are withheld from it), then leaves. The
-/// leave of a draining member removes the slot at once, its handover
-/// with it, and the next target gives the first process's tasks to
-/// another member while that process may still process them under its
-/// lease: invariant 1 is breached. Not fixed here (host protocol code).
+/// while the first one's lease runs (a handover: the slot's tasks are
+/// withheld from it), then leaves. That leave used to remove the slot at
+/// once, its handover with it, and the next target gave the first
+/// process's tasks to another member while that process could still
+/// process them under its lease (invariant 1). Now the slot goes, as
+/// left, once that lease ends, and only then do its tasks move.
 #[test]
-#[ignore = "host bug: a new incarnation's leave of a draining slot frees tasks the replaced one still holds under its lease"]
 fn a_second_process_that_leaves_a_draining_slot_does_not_free_the_first_ones_tasks() {
     let mut h = Harness::new(4);
     let mut members = vec![h.join(Some("w")), h.join(None)];
@@ -2289,4 +2288,19 @@ fn a_second_process_that_leaves_a_draining_slot_does_not_free_the_first_ones_tas
         other.active.intersection(&old.active).collect::<Vec<_>>(),
         h.now
     );
+    // Once that lease ended, the slot goes (as left) and its tasks move.
+    let mut other = vec![other];
+    h.advance(lease_end, &mut other);
+    let group = h.core.group(GROUP).unwrap();
+    assert!(group.slot_of(&new.member_id).is_none(), "the slot is gone");
+    assert!(h.log.iter().any(|r| matches!(
+        r,
+        Record::MemberRemoved {
+            reason: RemovalReason::Left,
+            ..
+        }
+    )));
+    h.at(h.now + EXPANSION_MS);
+    h.settle(&mut other);
+    assert!(other[0].active.is_superset(&old.active), "{:?}", other[0]);
 }

@@ -108,6 +108,14 @@ pub fn slot_deadline(group: &Group, liveness: Option<&Liveness>, slot: &Slot) ->
         at_ms: 0,
         kind: TimerKind::Start,
     };
+    // Left during a handover: it goes when the replaced incarnation's
+    // lease ends.
+    if let Some(liveness) = liveness.filter(|l| l.departing.contains(slot)) {
+        return Some(Deadline {
+            at_ms: liveness.lease_floor_ms(slot).unwrap_or(0),
+            kind: TimerKind::Lease,
+        });
+    }
     let mut earliest: Option<Deadline> = None;
     if member.draining {
         earliest = Some(match liveness.and_then(|l| l.draining_since_ms.get(slot)) {

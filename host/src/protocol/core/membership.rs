@@ -250,7 +250,20 @@ impl Coordinator {
     pub(super) fn leave(&mut self, group_name: &str, slot: &Slot, now: Millis, out: &mut Output) {
         let group = self.group_at(group_name);
         let member = &group.members[slot];
-        if member.name.is_some() && !member.draining {
+        let handover_pending = self
+            .liveness(group_name)
+            .and_then(|l| l.handover.get(slot))
+            .is_some_and(|h| h.until_ms > now && !h.tasks.is_empty());
+        if member.draining && handover_pending {
+            // This incarnation gives its own lease back, not the one of
+            // the incarnation it replaced, which may still process the
+            // slot's tasks: the slot goes once that lease ends
+            // (`tick_group`), not now.
+            self.liveness_mut(group_name)
+                .departing
+                .insert(slot.to_owned());
+            self.deadlines.mark_slot(group_name, slot);
+        } else if member.name.is_some() && !member.draining {
             self.emit(
                 out,
                 Record::MemberAway {
@@ -293,6 +306,7 @@ impl Coordinator {
         liveness.lease_end_ms.remove(slot);
         liveness.unreached_end_ms.remove(slot);
         liveness.handover.remove(slot);
+        liveness.departing.remove(slot);
         liveness.caught_up_signalled.retain(|(s, _)| s != slot);
         // The expansion timeout batches arrivals; a departure (a leave, an
         // expiry, a fence, a drain that ran out) leaves tasks without an

@@ -62,6 +62,10 @@ impl Coordinator {
                 if liveness.lease_floor_ms(slot).is_some_and(|end| now < end) {
                     continue;
                 }
+                if liveness.departing.contains(slot) {
+                    expired.push((slot.clone(), RemovalReason::Left));
+                    continue;
+                }
                 if member.draining {
                     let since = *liveness
                         .draining_since_ms

@@ -52,6 +52,11 @@ pub struct Liveness {
     /// ends. The new incarnation is granted them only then (invariant 1 for
     /// two live processes with one name).
     pub handover: BTreeMap<Slot, Handover>,
+    /// Slots whose incarnation left while the one it replaced may still
+    /// process under its lease (a handover under way): removed, as left,
+    /// once that lease ends rather than at once, so that no target gives
+    /// the tasks that incarnation holds to another member before then.
+    pub departing: BTreeSet<Slot>,
     /// When the assignor was last asked (for the probing interval).
     pub last_call_ms: Option<Millis>,
     /// The next call skips the expansion wait (a learner caught up, a drain
@@ -159,6 +164,9 @@ impl Liveness {
         move_entry(&mut self.lease_end_ms, from, to);
         move_entry(&mut self.unreached_end_ms, from, to);
         move_entry(&mut self.handover, from, to);
+        if self.departing.remove(from) {
+            self.departing.insert(to.clone());
+        }
         self.caught_up_signalled = std::mem::take(&mut self.caught_up_signalled)
             .into_iter()
             .map(|(slot, task)| {
