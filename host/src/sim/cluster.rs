@@ -109,6 +109,20 @@ pub struct ClusterStats {
     /// Of those, answers from another load of the shard than the one that
     /// answered it before (a takeover, or a reload).
     pub kept_through_takeovers: u64,
+    /// Heartbeats a core handled, or may have, whose answer was lost: the
+    /// member waited for its request timeout, sending nothing meanwhile.
+    pub in_flight: u64,
+    /// Of those, heartbeats sent while the member counted on its
+    /// unreached lease with tasks: it counted on it only until the send
+    /// time plus `unreached_flight_ms` while waiting.
+    pub in_flight_unreached: u64,
+    /// Of those, heartbeats whose flight bound ended the lease sooner
+    /// than the unreached lease would have.
+    pub flight_bound_binding: u64,
+    /// Times a member stopped processing while its heartbeat was in
+    /// flight because the flight bound had passed (its request timed out
+    /// later).
+    pub flight_bound_stops: u64,
     /// Store requests applied whose answer was lost.
     pub answers_lost: u64,
     /// Writes of records refused by their guard.
@@ -131,6 +145,10 @@ impl ClusterStats {
         self.leases_extended += other.leases_extended;
         self.leases_extended_kept += other.leases_extended_kept;
         self.kept_through_takeovers += other.kept_through_takeovers;
+        self.in_flight += other.in_flight;
+        self.in_flight_unreached += other.in_flight_unreached;
+        self.flight_bound_binding += other.flight_bound_binding;
+        self.flight_bound_stops += other.flight_bound_stops;
         self.answers_lost += other.answers_lost;
         self.writes_fenced += other.writes_fenced;
         self.leases_expired += other.leases_expired;

@@ -15,10 +15,18 @@
 //! the node down, no node serving the shard, redirected in circles, or it
 //! never left: its own network down), none may have reached one (its
 //! answer lost, a node that did not answer) and it has no revoked task to
-//! release. It never calls the coordinator
-//! itself: the world sends what [`SimMember::request`] builds and hands
-//! back the answer ([`SimMember::on_response`]) or what became of the
-//! request ([`SimMember::on_unanswered`]).
+//! release. While a heartbeat is in flight on the unreached lease (in
+//! cluster schedules: one a core handled, or may have, whose answer is
+//! lost, until its request times out), it counts on that lease only until
+//! the heartbeat's send time plus the last answer's
+//! `unreached_flight_ms`, as the client does: that heartbeat may have
+//! been told a revocation the host fences an expansion timeout and an
+//! interval after handling it. It sends nothing else while one is in
+//! flight. It never calls the coordinator itself: the world sends what
+//! [`SimMember::request`] builds and hands back the answer
+//! ([`SimMember::on_response`]) or what became of the request
+//! ([`SimMember::on_unanswered`]), at once or, for a lost answer in a
+//! cluster, after the request timeout ([`SimMember::send_unanswered`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -115,6 +123,21 @@ pub struct SimMember {
     /// When the unreached lease of the last answer that arrived ends
     /// (`sent_at_ms` of its request plus its `unreached_lease_ms`).
     pub unreached_until_ms: Option<Millis>,
+    /// The last answer's `unreached_flight_ms`: while a heartbeat is in
+    /// flight, the unreached lease counts only until `sent_at_ms` plus
+    /// this. `None` before any answer.
+    pub unreached_flight_ms: Option<u64>,
+    /// When the heartbeat in flight (sent at `sent_at_ms`) times out, if
+    /// one is: its answer is lost, and the member learns only then that
+    /// it may have reached a coordinator. `None` while none is (every
+    /// other outcome comes back at once).
+    pub in_flight_until_ms: Option<Millis>,
+    /// How long it waits for an answer before it gives a heartbeat up
+    /// (cluster schedules draw it per process).
+    pub request_timeout_ms: u64,
+    /// Injected bug: counts on the whole unreached lease while a
+    /// heartbeat is in flight too.
+    pub ignores_flight_bound: bool,
     /// Since the last answer, a heartbeat provably reached no coordinator.
     pub unreached: bool,
     /// Since the last answer, a heartbeat may have reached the coordinator:
@@ -163,6 +186,10 @@ impl SimMember {
             sent_at_ms: now,
             lease_until_ms: None,
             unreached_until_ms: None,
+            unreached_flight_ms: None,
+            in_flight_until_ms: None,
+            request_timeout_ms: 0,
+            ignores_flight_bound: false,
             unreached: false,
             maybe_reached: false,
             extends_when_unsure: false,
@@ -202,14 +229,51 @@ impl SimMember {
     /// When the lease it honours ends: the unreached lease of its last
     /// answer while every heartbeat since provably reached no coordinator
     /// (and one did not) and it has no revoked task to release, else the
-    /// plain lease; `None` before any answer.
+    /// plain lease; `None` before any answer. While a heartbeat is in
+    /// flight on the unreached lease, that lease ends no later than the
+    /// heartbeat's send time plus the answer's `unreached_flight_ms` (the
+    /// client's `lease_end`): `max(plain, min(unreached, sent + flight))`.
     pub fn lease_end_ms(&self) -> Option<Millis> {
         let plain = self.lease_until_ms;
-        if self.unreached && !self.maybe_reached && self.revoking.is_empty() {
-            plain.max(self.unreached_until_ms)
-        } else {
-            plain
+        if !self.on_unreached_lease() {
+            return plain;
         }
+        let unreached = match self.flight_bound_ms() {
+            Some(bound) => self.unreached_until_ms.min(Some(bound)),
+            None => self.unreached_until_ms,
+        };
+        plain.max(unreached)
+    }
+
+    /// Whether it counts on its unreached lease rather than its plain one.
+    fn on_unreached_lease(&self) -> bool {
+        self.unreached && !self.maybe_reached && self.revoking.is_empty()
+    }
+
+    /// While a heartbeat is in flight, how long its unreached lease may
+    /// count: its send time plus the last answer's flight bound (the plain
+    /// lease from an answer without one); `None` (no bound) otherwise, or
+    /// under the injected fault.
+    fn flight_bound_ms(&self) -> Option<Millis> {
+        if self.in_flight_until_ms.is_none() || self.ignores_flight_bound {
+            return None;
+        }
+        match self.unreached_flight_ms {
+            Some(flight_ms) => Some(self.sent_at_ms.saturating_add(flight_ms)),
+            None => self.lease_until_ms,
+        }
+    }
+
+    /// Whether the flight bound of the heartbeat in flight now ends its
+    /// lease before its unreached lease would (for the statistics).
+    pub fn flight_bound_binds(&self) -> bool {
+        self.counts_on_unreached_lease()
+            && self.lease_end_ms() < self.lease_until_ms.max(self.unreached_until_ms)
+    }
+
+    /// Whether it is on its unreached lease (and holds tasks) now.
+    pub fn counts_on_unreached_lease(&self) -> bool {
+        self.on_unreached_lease() && self.holds_tasks()
     }
 
     /// Whether its lease has passed at `now` (or it never had one).
@@ -231,7 +295,7 @@ impl SimMember {
     /// released). It keeps its member id and epoch: the host may still
     /// know it, and its next heartbeat (owned = []) says what it holds.
     /// Returns whether it dropped anything.
-    fn expire_lease(&mut self, now: Millis) -> bool {
+    pub fn expire_lease(&mut self, now: Millis) -> bool {
         if !self.lease_passed(now) || !self.holds_tasks() {
             return false;
         }
@@ -369,6 +433,7 @@ impl SimMember {
             self.sent_at_ms
                 .saturating_add(response.unreached_lease_ms.max(response.lease_ms)),
         );
+        self.unreached_flight_ms = Some(response.unreached_flight_ms);
         self.unreached = false;
         self.maybe_reached = false;
         self.extended = false;
@@ -430,14 +495,43 @@ impl SimMember {
         note
     }
 
+    /// The request built last is in flight and its answer is lost: it
+    /// learns so only at `now` plus its request timeout, sending nothing
+    /// until then, and meanwhile counts on the lease [`Self::lease_end_ms`]
+    /// gives (the unreached lease bounded by the flight bound). The next
+    /// event is that timeout, or the end of its lease if it holds tasks
+    /// then (it stops processing them, still waiting). Returns the
+    /// timeout.
+    pub fn send_unanswered(&mut self, now: Millis) -> Millis {
+        let until = now.saturating_add(self.request_timeout_ms);
+        self.in_flight_until_ms = Some(until);
+        self.next_beat_ms = match self.lease_end_ms() {
+            Some(end) if end > now && end < until && self.holds_tasks() => end,
+            _ => until,
+        };
+        until
+    }
+
+    /// While in flight, at `now` before its timeout (its lease ended):
+    /// stops processing if the lease has passed, and waits for the
+    /// timeout. Returns whether it dropped anything.
+    pub fn in_flight_lease_check(&mut self, now: Millis) -> bool {
+        let dropped = self.expire_lease(now);
+        if let Some(until) = self.in_flight_until_ms {
+            self.next_beat_ms = until;
+        }
+        dropped
+    }
+
     /// Takes in what became of the request built last when no answer came
-    /// back: a heartbeat that may have reached the coordinator voids the
+    /// back (at once, or at the end of its flight): a heartbeat that may have reached the coordinator voids the
     /// unreached lease until the next answer (and if the plain lease has
     /// passed, it stops processing at once); one that provably did not
     /// lets it count on the unreached lease. Schedules the next heartbeat.
     /// Returns a note for the trace when the lease it honours changed.
     pub fn on_unanswered(&mut self, reach: Reach, now: Millis, rng: &mut Rng) -> Option<String> {
         let before = self.lease_end_ms();
+        self.in_flight_until_ms = None;
         match reach {
             Reach::MaybeReached if !self.extends_when_unsure => self.maybe_reached = true,
             _ => self.unreached = true,
@@ -498,6 +592,7 @@ impl SimMember {
     /// Stops processing at once (a crash or a leave).
     pub fn stop(&mut self, status: Status) {
         self.status = status;
+        self.in_flight_until_ms = None;
         self.active.clear();
         self.revoking.clear();
         self.learner.clear();

@@ -55,6 +55,13 @@ pub enum Fault {
     /// revocation the member then never hears of before it is fenced: rare
     /// in random schedules (see `sim::cluster_tests`).
     ExtendWhenUnsure,
+    /// Members on the unreached lease (cluster mode) count on all of it
+    /// while a heartbeat is in flight too, ignoring its
+    /// `unreached_flight_ms` bound: should that heartbeat be told a
+    /// revocation and its answer be lost, the host fences the member an
+    /// expansion timeout and an interval after handling it, while the
+    /// member learns of the loss only when its request times out.
+    IgnoresFlightBound,
 }
 
 /// How to run schedules.

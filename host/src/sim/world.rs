@@ -46,6 +46,12 @@ const CHOSEN_ID_P: f64 = 0.75;
 /// (crash, pause, partition from the store, leave).
 const NODE_FAULT_P: f64 = 0.02;
 
+/// In cluster mode, how long a process waits for an answer before it
+/// gives a heartbeat up: drawn per process, `lo..=hi` ms. Often longer
+/// than a group's expansion timeout and interval (at most 1,600 ms), so
+/// that the flight bound of the unreached lease matters.
+const REQUEST_TIMEOUT_MS: (u64, u64) = (200, 3_000);
+
 /// Runs a built-in assignor through the SDK harness: input checked, called
 /// natively, answer validated, as the host's sandbox would. The assignor of
 /// the simulator and of the protocol core's tests.
@@ -271,6 +277,10 @@ struct CutOff {
     /// It went down with a heartbeat in flight: that one reaches its node
     /// and its answer is lost.
     in_flight: bool,
+    /// It flaps: the first heartbeat once it is back up reaches its node
+    /// and its answer is lost (sent on the unreached lease, perhaps told a
+    /// revocation the host decided meanwhile).
+    flaps: bool,
 }
 
 impl World {
@@ -569,6 +579,11 @@ impl World {
         member.interval_ms = self.group(lane).config.heartbeat_interval_ms;
         member.keep_revoked = self.fault == Some(Fault::KeepRevoked) && pid % 3 == 1;
         member.extends_when_unsure = self.fault == Some(Fault::ExtendWhenUnsure);
+        member.ignores_flight_bound = self.fault == Some(Fault::IgnoresFlightBound);
+        if self.cluster.is_some() {
+            let (lo, hi) = REQUEST_TIMEOUT_MS;
+            member.request_timeout_ms = self.rng.range(lo, hi);
+        }
         member.store = store;
         member.join_id = self.draw_join_id(pid);
         self.note(|w| format!("spawn {} in {}", member.label(), w.lanes[lane].name));
@@ -1163,6 +1178,9 @@ impl World {
             process.stop(Status::Gone);
             return Ok(());
         }
+        if process.in_flight_until_ms.is_some() {
+            return self.in_flight(pid);
+        }
         let lease_over = (process.holds_tasks() && process.lease_passed(now)).then(|| {
             format!(
                 "{}: lease ended at {:?}, stops processing active=[{}] revoking=[{}]",
@@ -1219,19 +1237,25 @@ impl World {
         let load = self.host_load();
         let mut answered_by = None;
         // Cluster mode: a process whose network is down reaches nobody,
-        // but a heartbeat in flight when it went down did.
-        let cut_off = self.cut_off.get_mut(&pid).filter(|c| now < c.until_ms);
-        let answer_cut = cut_off.as_ref().is_some_and(|c| c.in_flight);
-        let routed = match cut_off {
-            Some(cut) if cut.in_flight => {
+        // but a heartbeat in flight when it went down did, and so does the
+        // first one after a flapping link is back (their answers lost).
+        let mut answer_cut = false;
+        let routed = match self.cut_off.get_mut(&pid) {
+            Some(cut) if now < cut.until_ms && cut.in_flight => {
                 cut.in_flight = false;
+                answer_cut = true;
                 None
             }
-            Some(_) => Some(Routed::Unanswered {
+            Some(cut) if now < cut.until_ms => Some(Routed::Unanswered {
                 why: "its network is down".into(),
                 reach: Reach::Unreached,
             }),
-            None => None,
+            Some(cut) if cut.flaps => {
+                self.cut_off.remove(&pid);
+                answer_cut = true;
+                None
+            }
+            _ => None,
         };
         let result = if self.cluster.is_some() {
             let routed = match routed {
@@ -1258,6 +1282,9 @@ impl World {
                     if leaving {
                         // It exits anyway; its slot times out.
                         process.stop(Status::Gone);
+                    } else if reach == Reach::MaybeReached {
+                        // It waits for its request timeout.
+                        self.send_unanswered(pid);
                     } else {
                         self.unanswered(pid, reach);
                     }
@@ -1342,7 +1369,12 @@ impl World {
                     if joining {
                         self.stats.lost_joins += 1;
                     }
-                    self.unanswered(pid, Reach::MaybeReached);
+                    if self.cluster.is_some() {
+                        // It waits for its request timeout.
+                        self.send_unanswered(pid);
+                    } else {
+                        self.unanswered(pid, Reach::MaybeReached);
+                    }
                 } else {
                     if let Some(incarnation) = answered_by {
                         self.answered_in_cluster(pid, incarnation, &response);
@@ -1399,6 +1431,73 @@ impl World {
             let label = self.processes[pid].label().to_owned();
             self.note(|_| format!("  {label}: {note}"));
         }
+    }
+
+    /// Cluster mode: process `pid`'s heartbeat (a core handled it, or may
+    /// have) lost its answer: it is in flight until the process's request
+    /// timeout, on the lease [`SimMember::lease_end_ms`] bounds.
+    fn send_unanswered(&mut self, pid: usize) {
+        let now = self.now;
+        let process = &mut self.processes[pid];
+        let until = process.send_unanswered(now);
+        let (on_unreached, binds) = (
+            process.counts_on_unreached_lease(),
+            process.flight_bound_binds(),
+        );
+        let line = format!(
+            "  {}: in flight until {until}, lease until {:?}{}",
+            process.label(),
+            process.lease_end_ms(),
+            if binds {
+                format!(
+                    " (the flight bound; unreached lease until {:?})",
+                    process.unreached_until_ms
+                )
+            } else {
+                String::new()
+            }
+        );
+        let stats = &mut self.cluster.as_mut().expect("cluster mode").stats;
+        stats.in_flight += 1;
+        stats.in_flight_unreached += u64::from(on_unreached);
+        stats.flight_bound_binding += u64::from(binds);
+        self.note(|_| line);
+    }
+
+    /// Cluster mode: process `pid` has a heartbeat in flight. At its
+    /// request timeout it learns that the heartbeat may have reached a
+    /// coordinator; before, its lease ended: it stops processing.
+    fn in_flight(&mut self, pid: usize) -> Result<(), Violation> {
+        let now = self.now;
+        let lane = self.processes[pid].lane;
+        let process = &mut self.processes[pid];
+        let until = process.in_flight_until_ms.expect("in flight");
+        if now >= until {
+            let label = process.label().to_owned();
+            self.note(|_| format!("{label} heartbeat unanswered (MaybeReached): timed out"));
+            if let Some(cluster) = &mut self.cluster {
+                cluster.stats.unanswered += 1;
+            }
+            self.unanswered(pid, Reach::MaybeReached);
+            return self.check_step(Some(lane));
+        }
+        let binds = process.flight_bound_binds();
+        let line = format!(
+            "{}: lease ended at {:?} with a heartbeat in flight until {until}, stops processing active=[{}] revoking=[{}]",
+            process.label(),
+            process.lease_end_ms(),
+            tasks_str(&process.active),
+            tasks_str(process.revoking.keys())
+        );
+        if process.in_flight_lease_check(now) {
+            self.stats.leases_lapsed += 1;
+            if binds {
+                let cluster = self.cluster.as_mut().expect("cluster mode");
+                cluster.stats.flight_bound_stops += 1;
+            }
+            self.note(|_| line);
+        }
+        self.check_step(Some(lane))
     }
 
     /// Cluster mode: an answer from load `incarnation` of its shard reached
@@ -1591,6 +1690,13 @@ impl World {
             .copied()
             .filter(|&pid| !self.processes[pid].member_id.is_empty())
             .collect();
+        // Cluster mode: a process with a heartbeat in flight sends nothing
+        // else (a leave) until it is answered or times out.
+        let joined_idle: Vec<usize> = joined
+            .iter()
+            .copied()
+            .filter(|&pid| self.processes[pid].in_flight_until_ms.is_none())
+            .collect();
         let statics: Vec<usize> = running
             .iter()
             .copied()
@@ -1605,7 +1711,7 @@ impl World {
                 0
             },
             if dormant.is_empty() { 0 } else { 6 },
-            any(&joined, 4),
+            any(&joined_idle, 4),
             any(&running, 4),
             any(&statics, 6),
             any(&running, 3),
@@ -1636,7 +1742,7 @@ impl World {
                 self.reincarnate(lane, name)
             }
             2 => {
-                let pid = *self.rng.pick(&joined);
+                let pid = *self.rng.pick(&joined_idle);
                 self.processes[pid].status = Status::Leaving;
                 self.beat(pid)
             }
@@ -1758,12 +1864,18 @@ impl World {
                 let interval = self.processes[pid].interval_ms;
                 let until_ms = self.now + self.rng.range(interval, 3 * timeout);
                 let in_flight = self.rng.chance(0.5);
+                let flaps = self.rng.chance(0.5);
                 self.note(|w| {
                     format!(
-                        "{}'s network is down until {until_ms}{}",
+                        "{}'s network is down until {until_ms}{}{}",
                         w.processes[pid].label(),
                         if in_flight {
                             " (from its next heartbeat, whose answer is lost)"
+                        } else {
+                            ""
+                        },
+                        if flaps {
+                            " (the answer to its first heartbeat after is lost)"
                         } else {
                             ""
                         }
@@ -1777,6 +1889,7 @@ impl World {
                     CutOff {
                         until_ms,
                         in_flight,
+                        flaps,
                     },
                 );
                 Ok(())
