@@ -535,3 +535,75 @@ fn an_answer_over_the_rows_its_input_allows_is_refused_and_another_group_is_serv
     assert_eq!(standbys, 1600, "{view}");
     scene.assert_good_served_as_fast();
 }
+
+/// The other ways a guest goes wrong once live (issue 15): endless
+/// recursion, endless allocation, one `memory.grow` to 4 GiB, a flood of
+/// 128 MiB log lines, an invalid answer. Each fails visibly with its own
+/// code, the group keeps its last good target, and another group is
+/// served as fast. (host/benches/hostile_guests.sh measures what the same
+/// guests cost the host: its memory, a bystander's heartbeats.)
+#[test]
+fn recursing_hogging_growing_flooding_and_invalid_guests_fail_visibly_and_another_group_is_served_as_fast()
+ {
+    let mut scene = Scene::start("guest-failure-hostile");
+    let (status, answer) = scene
+        .server
+        .call("PUT", "/v1/groups/bad", Some(&config(MODULE, false)));
+    assert_eq!(status, 201, "{answer}");
+    let mut bad = [
+        scene.server.join("bad", "b1"),
+        scene.server.join("bad", "b2"),
+    ];
+    scene.server.converge("bad", &mut bad, 4);
+    let good_target = scene.server.view("bad")["target_epoch"].clone();
+
+    // A binding's memory cap of 16 MiB: the allocation reaches it at once
+    // (the host's 512 MiB would take longer than the 200 ms time limit).
+    let small = json!({"memory_max_mib": 16});
+    for (params, limits, code, needle) in [
+        (json!({"recurse": "yes"}), None, "stack_overflow", "stack"),
+        (
+            json!({"hog": "yes"}),
+            Some(&small),
+            "memory_limit",
+            "past its limit of 16777216 bytes",
+        ),
+        (
+            json!({"grow": "yes"}),
+            Some(&small),
+            "memory_limit",
+            "grow its memory to 4294967296 bytes",
+        ),
+        (
+            json!({"log_flood": "yes"}),
+            None,
+            "timeout",
+            "time limit of 200 ms",
+        ),
+        (
+            json!({"invalid": "yes"}),
+            None,
+            "invalid_assignment",
+            "member index 2",
+        ),
+    ] {
+        let before = total(&scene.server.view("bad"));
+        let mut binding = json!({"module": MODULE, "params": params});
+        if let Some(limits) = limits {
+            binding["limits"] = limits.clone();
+        }
+        let (status, view) = scene
+            .server
+            .call("PUT", "/v1/groups/bad/assignor", Some(&binding));
+        assert_eq!(status, 200, "{view}");
+        let view = scene.serve_until(&mut bad, |view| {
+            total(view) > before && view["assignor_failures"]["code"] == code
+        });
+        let failures = &view["assignor_failures"];
+        assert_eq!(failures["module"], MODULE, "{failures}");
+        let message = failures["message"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{params}: {failures}");
+        assert_eq!(view["target_epoch"], good_target, "target kept: {view}");
+    }
+    scene.assert_good_served_as_fast();
+}

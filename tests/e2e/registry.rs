@@ -404,3 +404,31 @@ fn an_upload_that_compiles_too_long_is_refused_and_the_host_goes_on() {
     let (status, module) = server.upload("honest", "1", &honest);
     assert_eq!(status, 201, "{module}");
 }
+
+/// Issue 15: a component whose start function never returns (a Rust
+/// guest's own core module with a looping start function added: every
+/// check before instantiation passes) is stopped by the limits of the
+/// first instance an upload makes, to call `info()`; it is refused 400
+/// `instantiate_failed` naming the limit, leaves nothing behind, and the
+/// host goes on.
+#[test]
+fn an_upload_whose_start_function_never_returns_is_refused_and_the_host_goes_on() {
+    let data_dir = common::scratch("registry-start-loop");
+    let server = Server::start(&data_dir, &[]);
+    let looping = common::start_loop_component();
+    let (status, error) = server.upload("looping", "1", &looping);
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"]["code"], "instantiate_failed", "{error}");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ran out of fuel") || message.contains("time limit"),
+        "{error}"
+    );
+    assert_eq!(
+        artifacts_of(&data_dir, &id_of(&looping)),
+        Vec::<String>::new()
+    );
+    let honest = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = server.upload("honest", "1", &honest);
+    assert_eq!(status, 201, "{module}");
+}

@@ -55,6 +55,10 @@ pub struct CallOutcome {
 /// Per-store state: the memory cap and what the guest logged.
 pub(super) struct GuestState {
     memory_max_bytes: u64,
+    /// Bytes of all the store's linear memories together: the cap is the
+    /// call's, not each memory's (a component may hold
+    /// `MEMORIES_PER_CALL_MAX` of them).
+    memory_bytes: u64,
     memory_denied_bytes: Option<u64>,
     logs: Vec<GuestLogLine>,
     logs_dropped: u64,
@@ -70,6 +74,7 @@ impl GuestState {
     fn new(limits: &Limits) -> Self {
         GuestState {
             memory_max_bytes: limits.memory_max_bytes,
+            memory_bytes: 0,
             memory_denied_bytes: None,
             logs: Vec::new(),
             logs_dropped: 0,
@@ -87,19 +92,25 @@ impl GuestState {
 const TABLE_ELEMENTS_MAX: usize = 1 << 20;
 
 impl ResourceLimiter for GuestState {
+    /// Also called for each memory's initial size (from 0) when the
+    /// instance is made, so `memory_bytes` counts every memory from the
+    /// start.
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired as u64 > self.memory_max_bytes {
+        let total =
+            (self.memory_bytes.saturating_sub(current as u64)).saturating_add(desired as u64);
+        if total > self.memory_max_bytes {
             // Stop the guest right here, rather than let its allocator abort
             // with an anonymous `unreachable`: the error can then name the
-            // size it asked for.
-            self.memory_denied_bytes = Some(desired as u64);
+            // size it asked for (all its memories together).
+            self.memory_denied_bytes = Some(total);
             return Err(wasmtime::Error::msg("memory limit reached"));
         }
+        self.memory_bytes = total;
         Ok(true)
     }
 
@@ -470,6 +481,29 @@ mod tests {
         assert!(cut.capacity() < 8192, "capacity {}", cut.capacity());
         let short = truncate("ünïcode".to_owned(), 2);
         assert_eq!(short, "ü…");
+    }
+
+    /// The memory cap is the call's: two memories of a component share
+    /// it (each had the whole cap, so a call could hold twice it).
+    #[test]
+    fn the_memory_cap_counts_every_memory_of_the_call() {
+        let mib = 1 << 20;
+        let limits = Limits {
+            memory_max_bytes: 512 * mib,
+            ..Limits::default()
+        };
+        let mut state = GuestState::new(&limits);
+        let (first, second) = (300 * mib as usize, 200 * mib as usize);
+        assert!(state.memory_growing(0, first, None).unwrap());
+        assert!(state.memory_growing(0, second, None).unwrap());
+        // The first memory grows by 12 MiB: 512 MiB in all, at the cap.
+        assert!(
+            state
+                .memory_growing(first, first + 12 * mib as usize, None)
+                .unwrap()
+        );
+        assert!(state.memory_growing(second, second + 1, None).is_err());
+        assert_eq!(state.memory_denied_bytes, Some(512 * mib + 1));
     }
 
     /// A call keeps at most `log_bytes_max` bytes of lines, whatever their

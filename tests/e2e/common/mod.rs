@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+mod crafted;
+pub use crafted::*;
+
 pub const BAD_GUESTS: &[&str] = &[
     "test-guest-spin-forever",
     "test-guest-memory-hog",
@@ -45,18 +48,26 @@ pub fn bad_guest(package: &str) -> PathBuf {
     dir.join(format!("{package}.wasm"))
 }
 
+/// The `spin-when-told` guest's core module made to loop in its start
+/// function ([`with_start_loop`]), as a component: refused at upload,
+/// where `info()` is called on a first instance, by the call's limits.
+pub fn start_loop_component() -> Vec<u8> {
+    bad_guest("test-guest-spin-when-told");
+    let core = assignd_guest_build::target_dir(&workspace_root())
+        .join(assignd_guest_build::TARGET)
+        .join(assignd_guest_build::PROFILE)
+        .join("test_guest_spin_when_told.wasm");
+    let core = std::fs::read(&core).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
+    assignd_guest_build::componentize(&with_start_loop(&core))
+        .unwrap_or_else(|e| panic!("the start-loop component: {e}"))
+}
+
 /// A component that exports something other than the assignor interface.
 pub const OTHER_WORLD_WAT: &str = r#"
 (component
   (core module $m (func (export "f") (result i32) i32.const 42))
   (core instance $i (instantiate $m))
   (func (export "hello") (result u32) (canon lift (core func $i "f")))
-)"#;
-
-/// A component that imports a WASI interface.
-pub const WASI_IMPORT_WAT: &str = r#"
-(component
-  (import "wasi:cli/environment@0.2.0" (instance))
 )"#;
 
 pub fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
@@ -481,34 +492,4 @@ impl Member {
         }
         (status, answer)
     }
-}
-
-/// A component whose core module costs Cranelift many seconds to compile
-/// (12,000 locals, each updated from another inside a loop: register
-/// allocation over all of them; 20,000 took 29 s here) for a few hundred
-/// KB: the crafted upload a host must bound its compile against. It
-/// imports nothing and exports our interface by name, so every check
-/// before the compile passes.
-pub fn slow_to_compile_component() -> Vec<u8> {
-    const LOCALS: usize = 12_000;
-    let mut body = String::new();
-    for i in 0..LOCALS {
-        body.push_str(&format!("(local.set {i} (i64.const {i}))"));
-    }
-    body.push_str("(loop $l");
-    for i in 0..LOCALS {
-        let other = (i * 7919) % LOCALS;
-        body.push_str(&format!(
-            "(local.set {i} (i64.add (local.get {i}) (local.get {other})))"
-        ));
-    }
-    body.push_str("(br_if $l (i32.wrap_i64 (local.get 0))))");
-    let locals = vec!["i64"; LOCALS].join(" ");
-    wat::parse_str(format!(
-        r#"(component
-             (core module (func (local {locals}) {body}))
-             (instance $a)
-             (export "assignd:assignor/assignor@0.1.0" (instance $a)))"#
-    ))
-    .expect("the crafted component parses")
 }
