@@ -21,8 +21,10 @@ pub struct Belief<'a> {
     pub member_id: &'a str,
     /// When the lease it honours ends (`None` before any answer): its
     /// last answer's plain lease, or its unreached lease while every
-    /// heartbeat since provably reached no coordinator. Past it, the
-    /// process no longer acts on `owns`.
+    /// heartbeat since provably reached no coordinator (while one is in
+    /// flight, no later than its send time plus the answer's
+    /// `unreached_flight_ms`). Past it, the process no longer acts on
+    /// `owns`.
     pub lease_until_ms: Option<Millis>,
     pub owns: Vec<&'a TaskRef>,
 }

@@ -6,6 +6,15 @@
 //! outside a shard refers to a group's state. A chaos phase of random
 //! events is followed by a quiet phase; every input to a core is a step,
 //! and the invariants are checked after each one, in every group.
+//!
+//! In cluster mode the world routes each heartbeat to a node and tells
+//! its member what became of it: an answer; a refusal, a redirect without
+//! end or a 503 (provably unreached), at once, as they come back in
+//! reality; or, when a core handled it (or may have: a paused node, a
+//! write not acknowledged) and its answer is lost, nothing until the
+//! member's request timeout (drawn per process), the heartbeat in flight
+//! meanwhile, the member on the lease [`SimMember::lease_end_ms`] bounds.
+//! On one host a lost answer is still learnt at once.
 
 use std::collections::{BTreeMap, BTreeSet};
 
