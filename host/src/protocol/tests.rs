@@ -2304,3 +2304,50 @@ fn a_second_process_that_leaves_a_draining_slot_does_not_free_the_first_ones_tas
     h.settle(&mut other);
     assert!(other[0].active.is_superset(&old.active), "{:?}", other[0]);
 }
+
+/// Found by the simulator's cluster schedules (seed 795): an assignor
+/// call whose answer the runtime could not deliver (the shard was not
+/// served for a moment when it came back) left the group waiting for a
+/// target for ever. The core asks again once the answer is overdue
+/// (`ANSWER_WAIT_MIN_MS`, or twice the binding's time limit).
+#[test]
+fn an_assignor_call_whose_answer_never_comes_back_is_asked_again() {
+    use super::group::ANSWER_WAIT_MIN_MS;
+    let mut core = Coordinator::new(7);
+    let patient = GroupConfig {
+        session_timeout_ms: 10 * ANSWER_WAIT_MIN_MS,
+        ..config(4)
+    };
+    core.configure(GROUP, patient, 0).unwrap();
+    let (_, out) = core
+        .heartbeat(&Heartbeat::join(GROUP, None, vec!["orders".into()]), 0)
+        .unwrap();
+    assert!(out.assignor_calls.is_empty(), "the batch waits first");
+    let first = core.tick(EXPANSION_MS);
+    assert_eq!(first.assignor_calls.len(), 1);
+    let epoch = first.assignor_calls[0].epoch;
+    // Its answer is lost: nothing is asked until it is overdue.
+    let due = EXPANSION_MS + ANSWER_WAIT_MIN_MS;
+    assert_eq!(core.poll_timeout(), Some(due));
+    assert!(core.tick(due - 1).assignor_calls.is_empty());
+    core.check_deadlines().unwrap();
+    let again = core.tick(due);
+    assert_eq!(again.assignor_calls.len(), 1, "asked again");
+    assert_eq!(again.assignor_calls[0].epoch, epoch);
+    // Its answer installs a target; a late answer to the first is dropped.
+    let call = &again.assignor_calls[0];
+    let out = core.assignment_computed(
+        GROUP,
+        call.epoch,
+        assign_natively(&call.assignor, &call.input),
+        due + 1,
+    );
+    assert!(
+        out.records
+            .iter()
+            .any(|r| matches!(r, Record::TargetInstalled { .. }))
+    );
+    let group = core.group(GROUP).unwrap();
+    assert_eq!(group.group_epoch, group.target_epoch);
+    core.check_deadlines().unwrap();
+}

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::Coordinator;
 use super::targets::batch_wait_ms;
-use crate::protocol::group::{Group, Liveness, Millis, Slot};
+use crate::protocol::group::{Group, Liveness, Millis, Slot, answer_wait_ms};
 
 /// What a deadline is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -45,10 +45,12 @@ pub enum TimerKind {
     AssignorRetry,
     /// While learners exist, the assignor is asked again now and then.
     Probing,
+    /// An assignor call's answer never came back: it is asked again.
+    AnswerOverdue,
 }
 
 impl TimerKind {
-    pub const ALL: [TimerKind; 9] = [
+    pub const ALL: [TimerKind; 10] = [
         TimerKind::Start,
         TimerKind::Session,
         TimerKind::Registration,
@@ -58,6 +60,7 @@ impl TimerKind {
         TimerKind::Expansion,
         TimerKind::AssignorRetry,
         TimerKind::Probing,
+        TimerKind::AnswerOverdue,
     ];
 
     /// The name `/metrics` and `GET /v1/shards` show.
@@ -72,6 +75,7 @@ impl TimerKind {
             TimerKind::Expansion => "expansion",
             TimerKind::AssignorRetry => "assignor_retry",
             TimerKind::Probing => "probing",
+            TimerKind::AnswerOverdue => "answer_overdue",
         }
     }
 
@@ -176,8 +180,12 @@ pub fn group_deadline(group: &Group, liveness: Option<&Liveness>) -> Option<Dead
     let computing = liveness.computing_epoch.is_some();
     if group.group_epoch != group.target_epoch {
         if computing {
-            // The answer comes back as an input, not with time.
-            return None;
+            // The answer comes back as an input, not with time, unless it
+            // never does.
+            return Some(Deadline {
+                at_ms: last_call.saturating_add(answer_wait_ms(&group.config)),
+                kind: TimerKind::AnswerOverdue,
+            });
         }
         let Some(since) = liveness.pending_since_ms else {
             return Some(start);

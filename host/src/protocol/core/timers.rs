@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use super::{Coordinator, HostLoad, Output};
-use crate::protocol::group::{Millis, RemovalReason};
+use crate::protocol::group::{Millis, RemovalReason, answer_wait_ms};
 
 impl Coordinator {
     /// Advances timers: expired members, members that did not release in
@@ -94,6 +94,17 @@ impl Coordinator {
                 }) {
                     expired.push((slot.clone(), RemovalReason::Fenced));
                 }
+            }
+            // A call whose answer never came back (the runtime could not
+            // deliver it): ask again at once.
+            if liveness.computing_epoch.is_some()
+                && liveness
+                    .last_call_ms
+                    .is_some_and(|at| now >= at.saturating_add(answer_wait_ms(&group.config)))
+            {
+                liveness.computing_epoch = None;
+                liveness.urgent = true;
+                entry.call = None;
             }
             // A group recovered from the log while it waited for a target
             // has no batch open: start one.

@@ -137,6 +137,22 @@ pub fn assignor_retry_ms(expansion_timeout_ms: u64, consecutive: u64) -> u64 {
 /// The longest wait between retries of a failing assignor.
 pub const ASSIGNOR_RETRY_MAX_MS: u64 = 60_000;
 
+/// How long the core waits for the answer to an assignor call before it
+/// asks again, at least (twice the binding's time limit if that is
+/// longer): an answer the runtime could not deliver (the shard was not
+/// served for a moment when it came back, its node paused past its
+/// lease) must not leave the group without a target for ever.
+pub const ANSWER_WAIT_MIN_MS: u64 = 60_000;
+
+/// How long the core waits for the answer to a call under `config`.
+pub fn answer_wait_ms(config: &super::GroupConfig) -> u64 {
+    config
+        .assignor_limits
+        .time_limit_ms
+        .map_or(0, |ms| ms.saturating_mul(2))
+        .max(ANSWER_WAIT_MIN_MS)
+}
+
 impl Liveness {
     /// Until when slot's member may still process under a lease it was
     /// given, plain or unreached: no timer takes its tasks and no new

@@ -23,7 +23,8 @@ mod state;
 
 pub use config::{BindingSpec, CallLimits, GroupConfig, LearnerMode, TopicConfig, defaults};
 pub use liveness::{
-    ASSIGNOR_RETRY_MAX_MS, AssignorFailure, AssignorFailures, Handover, Liveness, assignor_retry_ms,
+    ANSWER_WAIT_MIN_MS, ASSIGNOR_RETRY_MAX_MS, AssignorFailure, AssignorFailures, Handover,
+    Liveness, answer_wait_ms, assignor_retry_ms,
 };
 pub use records::{BINDINGS_MAX, Binding, Record, RemovalReason};
 pub use slot::Slot;
