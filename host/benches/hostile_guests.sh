@@ -39,7 +39,8 @@
 #   cargo run --release -p assignd --example hostile_guests -- target/hostile-guests
 #   RUNS=2 host/benches/hostile_guests.sh
 #
-# Settings: RUNS (1), DURATION (20 s), REBIND_S (3), CASES (all), GUESTS
+# Settings: RUNS (1), DURATION (20 s), REBIND_S (3), CASES (all), SERVE_ARGS
+# (more flags for `assignd serve`, e.g. --concurrent-calls-max 2), GUESTS
 # (target/hostile-guests), ASSIGND (target/release/assignd), OUT (a fresh
 # temporary folder: one folder per case and run, results.tsv, table.md).
 # About 8 minutes a run. Builds on the machine are reniced to 19 before
@@ -48,7 +49,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=${ASSIGND:-$ROOT/target/release/assignd}
 GUESTS=${GUESTS:-$ROOT/target/hostile-guests}
-RUNS=${RUNS:-1} DURATION=${DURATION:-20} REBIND_S=${REBIND_S:-3}
+RUNS=${RUNS:-1} DURATION=${DURATION:-20} REBIND_S=${REBIND_S:-3} SERVE_ARGS=${SERVE_ARGS:-}
 ALL="baseline spin trap recurse hog hog4 grow log_flood invalid big foreign invalid_output start_loop slow_compile"
 CASES=${CASES:-$ALL}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/hostile-guests.XXXXXX")}
@@ -96,7 +97,8 @@ run_case() { # run case
   rm -rf "$D"; mkdir -p "$D"
   pgrep -f "rustc|cargo |/cc1|collect2|/ld" | xargs -r renice -n 19 -p > /dev/null 2>&1
   local load_before; load_before=$(cut -d' ' -f1 /proc/loadavg)
-  "$B" serve --listen 127.0.0.1:0 --data-dir "$D/data" > "$D/serve.log" 2>&1 &
+  # shellcheck disable=SC2086 # SERVE_ARGS is a list of flags
+  "$B" serve --listen 127.0.0.1:0 --data-dir "$D/data" $SERVE_ARGS > "$D/serve.log" 2>&1 &
   SP=$!
   H=
   for _ in $(seq 100); do
