@@ -21,7 +21,7 @@ pub struct Limits {
     /// Wall-clock limit of one call, enforced by epoch interruption.
     pub time_limit_ms: u64,
     /// The most linear memory a call may hold: all of its component's
-    /// memories together (at most [`MEMORIES_PER_CALL_MAX`]).
+    /// memories together (at most `MEMORIES_PER_CALL_MAX`).
     pub memory_max_bytes: u64,
     /// Learner rows, and standby rows, an answer may hold per task of its
     /// input: what the host builds from an answer (the target, its

@@ -294,7 +294,7 @@ pub struct Cluster {
     pub store: LeaseStore,
     pub nodes: Vec<SimNode>,
     pub ttl_ms: u64,
-    /// Every core's unreached grace ([`UNREACHED_GRACE_TTLS`] node lease
+    /// Every core's unreached grace (`UNREACHED_GRACE_TTLS` node lease
     /// TTLs, as `serve` sets it): how much longer than its plain lease a
     /// member keeps its tasks while no core handles its heartbeats.
     pub unreached_grace_ms: u64,

@@ -208,12 +208,12 @@ pub struct HeartbeatResponse {
     /// `shard_unavailable`, as during a takeover): this long after
     /// answering, the host gives none of its tasks to others. At least
     /// `lease_ms`, and equal to it when the answer has tasks to revoke
-    /// (see [`Coordinator::unreached_lease_ms`]).
+    /// (see `Coordinator::unreached_lease_ms`).
     pub unreached_lease_ms: u64,
     /// While a later heartbeat is in flight, the unreached lease counts
     /// only until its send time plus this: after handling any later
     /// heartbeat, the host takes none of the member's tasks sooner than
-    /// this (see [`Coordinator::unreached_flight_ms`]).
+    /// this (see `Coordinator::unreached_flight_ms`).
     pub unreached_flight_ms: u64,
 }
 
