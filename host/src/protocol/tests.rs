@@ -2351,3 +2351,39 @@ fn an_assignor_call_whose_answer_never_comes_back_is_asked_again() {
     assert_eq!(group.group_epoch, group.target_epoch);
     core.check_deadlines().unwrap();
 }
+
+/// Found measuring hostile guests (issue 15): a failure whose call the
+/// group had moved past (a member joined while a slow guest ran to its
+/// time limit) was dropped with the stale answer, so a guest that fails
+/// slower than its group changes never showed failing and was asked again
+/// at once. It shows, and counts for the retry backoff.
+#[test]
+fn a_failure_that_comes_back_after_the_group_moved_on_still_shows_and_backs_off() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let _second = h.join(None);
+    let out = h.core.tick(h.now + EXPANSION_MS);
+    h.now += EXPANSION_MS;
+    let [call] = &out.assignor_calls[..] else {
+        panic!("one call: {:?}", out.assignor_calls)
+    };
+    let (stale_epoch, group_epoch_before) = (call.epoch, h.core.group(GROUP).unwrap().group_epoch);
+    h.log.extend(out.records.clone());
+    // The group moves on while the guest runs.
+    let _third = h.join(None);
+    assert!(h.core.group(GROUP).unwrap().group_epoch > group_epoch_before);
+    let failed = h.core.assignment_computed(
+        GROUP,
+        stale_epoch,
+        Err(AssignorFailure::new("timeout", "ran past its time limit")),
+        h.now,
+    );
+    assert!(failed.assignor_calls.is_empty(), "not asked again at once");
+    let failures = h.core.liveness(GROUP).unwrap().failures.clone().unwrap();
+    assert_eq!(
+        (failures.code.as_str(), failures.consecutive),
+        ("timeout", 1)
+    );
+}

@@ -311,6 +311,9 @@ struct CallInFlight {
     slots: Vec<Slot>,
     /// The task of each task index of the call's input.
     tasks: Vec<TaskRef>,
+    /// The assignor asked (a failure of it is the group's news only
+    /// while it is still the group's).
+    assignor: String,
 }
 
 /// A character a name must not hold: a control character (NUL, CR, …),

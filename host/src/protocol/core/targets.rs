@@ -63,6 +63,7 @@ impl Coordinator {
             epoch: group.group_epoch,
             slots,
             tasks,
+            assignor: group.config.assignor.clone(),
         });
         out.assignor_calls.push(AssignorCall {
             group: group_name.to_owned(),
@@ -128,6 +129,23 @@ impl Coordinator {
         let (group, liveness) = (&entry.group, &mut entry.liveness);
         liveness.computing_epoch = None;
         if call.epoch != epoch || epoch != group.group_epoch {
+            // Too late to install, but a failure of the assignor still
+            // bound is the group's news and its backoff: a guest that
+            // fails slower than its group changes would otherwise never
+            // show failing, and be asked again at once, for ever.
+            let failure = match (&bound_failure, &result) {
+                (Some(failure), _) | (None, Err(failure)) => Some(failure.clone()),
+                (None, Ok(_)) => None,
+            };
+            if let Some(failure) = failure
+                && call.assignor == group.config.assignor
+            {
+                let failures =
+                    record_failure(liveness, group_name, epoch, &group.config, failure, now);
+                failures.served_by_fallback = bound_failure.is_some() && result.is_ok();
+                // The backoff counts from this failure.
+                liveness.pending_since_ms = Some(now);
+            }
             liveness.pending_since_ms.get_or_insert(now);
             self.maybe_call_assignor(group_name, now, &mut out);
             return out;
