@@ -630,8 +630,11 @@ impl Runner {
         // The host never answers an unreached lease past the plain one
         // while tasks are to be released (their fence may come first);
         // checked here too.
+        // (Without the in-flight bound, from a host that sends none, no
+        // extension: the next heartbeat may reach a coordinator.)
         let extends = unreached
             && !self.tracker.is_releasing()
+            && self.unreached_flight.is_some()
             && self
                 .lease_until
                 .zip(self.unreached_until)
