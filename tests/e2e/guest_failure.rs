@@ -171,6 +171,19 @@ impl Scene {
         }
     }
 
+    /// The `bad` group, served by the guest's round-robin: its two
+    /// members, converged on 4 tasks each, and its target epoch.
+    fn healthy_bad_group(&self) -> ([Value; 2], Value) {
+        let (status, answer) =
+            self.server
+                .call("PUT", "/v1/groups/bad", Some(&config(MODULE, false)));
+        assert_eq!(status, 201, "{answer}");
+        let mut bad = [self.server.join("bad", "b1"), self.server.join("bad", "b2")];
+        self.server.converge("bad", &mut bad, 4);
+        let good_target = self.server.view("bad")["target_epoch"].clone();
+        (bad, good_target)
+    }
+
     /// Serves the good group (timed) and the `bad` members in turn until
     /// `failed` holds for the bad group's view and enough good heartbeats
     /// were timed in this phase; returns that view.
@@ -252,16 +265,7 @@ fn a_trapping_then_looping_guest_keeps_the_last_good_target_and_another_group_is
     let mut scene = Scene::start("guest-failure-trap");
 
     // The bad group starts healthy: the guest's round-robin, 4 tasks each.
-    let (status, answer) = scene
-        .server
-        .call("PUT", "/v1/groups/bad", Some(&config(MODULE, false)));
-    assert_eq!(status, 201, "{answer}");
-    let mut bad = [
-        scene.server.join("bad", "b1"),
-        scene.server.join("bad", "b2"),
-    ];
-    scene.server.converge("bad", &mut bad, 4);
-    let good_target = scene.server.view("bad")["target_epoch"].clone();
+    let (mut bad, good_target) = scene.healthy_bad_group();
     let held: Vec<Value> = bad.iter().map(|m| m["active"].clone()).collect();
     let kept = |view: &Value, bad: &[Value]| {
         assert_eq!(view["target_epoch"], good_target, "target kept: {view}");
@@ -546,16 +550,7 @@ fn an_answer_over_the_rows_its_input_allows_is_refused_and_another_group_is_serv
 fn recursing_hogging_growing_flooding_and_invalid_guests_fail_visibly_and_another_group_is_served_as_fast()
  {
     let mut scene = Scene::start("guest-failure-hostile");
-    let (status, answer) = scene
-        .server
-        .call("PUT", "/v1/groups/bad", Some(&config(MODULE, false)));
-    assert_eq!(status, 201, "{answer}");
-    let mut bad = [
-        scene.server.join("bad", "b1"),
-        scene.server.join("bad", "b2"),
-    ];
-    scene.server.converge("bad", &mut bad, 4);
-    let good_target = scene.server.view("bad")["target_epoch"].clone();
+    let (mut bad, good_target) = scene.healthy_bad_group();
 
     // A binding's memory cap of 16 MiB: the allocation reaches it at once
     // (the host's 512 MiB would take longer than the 200 ms time limit).

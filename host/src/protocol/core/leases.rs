@@ -74,11 +74,7 @@ impl Coordinator {
         let config = &group.config;
         let member = &group.members[slot];
         let liveness = self.liveness(group_name);
-        let session_ms = member_timeout_ms(config, member);
-        let last_seen = liveness
-            .and_then(|l| l.last_seen_ms.get(slot).copied())
-            .unwrap_or(now);
-        let mut removal = last_seen.saturating_add(session_ms);
+        let mut removal = self.silent_removal_ms(group_name, slot, now);
         if let Some(&since) = liveness.and_then(|l| l.revoking_since_ms.get(slot)) {
             // The grace heartbeat interval of `tick` is left out on purpose:
             // it stays a margin for the answer's way back.
@@ -94,14 +90,6 @@ impl Coordinator {
                     .saturating_add(config.heartbeat_interval_ms.max(interval_ms)),
             );
         }
-        let drain_started = if member.draining {
-            liveness
-                .and_then(|l| l.draining_since_ms.get(slot).copied())
-                .unwrap_or(now)
-        } else {
-            now
-        };
-        removal = removal.min(drain_started.saturating_add(config.scale_down_timeout_ms));
         let lease_ms = removal.saturating_sub(now);
         debug_assert!(
             lease_ms <= lease_ms_max(config, member),
@@ -133,28 +121,14 @@ impl Coordinator {
         now: Millis,
         lease_ms: u64,
     ) -> u64 {
-        let group = self.group_at(group_name);
-        let liveness = self.liveness(group_name);
-        if self.unreached_grace_ms == 0
-            || liveness.is_some_and(|l| l.revoking_since_ms.contains_key(slot))
-        {
+        let revoking = self
+            .liveness(group_name)
+            .is_some_and(|l| l.revoking_since_ms.contains_key(slot));
+        if self.unreached_grace_ms == 0 || revoking {
             return lease_ms;
         }
-        let config = &group.config;
-        let member = &group.members[slot];
-        let last_seen = liveness
-            .and_then(|l| l.last_seen_ms.get(slot).copied())
-            .unwrap_or(now);
-        let mut removal = last_seen.saturating_add(member_timeout_ms(config, member));
-        let drain_started = if member.draining {
-            liveness
-                .and_then(|l| l.draining_since_ms.get(slot).copied())
-                .unwrap_or(now)
-        } else {
-            now
-        };
-        removal = removal.min(drain_started.saturating_add(config.scale_down_timeout_ms));
-        let unreached_ms = removal
+        let unreached_ms = self
+            .silent_removal_ms(group_name, slot, now)
             .saturating_sub(now)
             .min(lease_ms.saturating_add(self.unreached_grace_ms));
         unreached_ms.max(lease_ms)
@@ -176,20 +150,40 @@ impl Coordinator {
         let group = self.group_at(group_name);
         let config = &group.config;
         let member = &group.members[slot];
-        let mut flight_ms = config
+        config
             .expansion_timeout_ms
             .saturating_add(config.heartbeat_interval_ms)
             .min(member_timeout_ms(config, member))
-            .min(config.scale_down_timeout_ms);
-        if member.draining {
-            let drain_end = self
-                .liveness(group_name)
+            .min(self.drain_end_ms(group_name, slot, now).saturating_sub(now))
+    }
+
+    /// When the slot goes if the host hears nothing more from it and tells
+    /// it nothing to release: its timeout from when it was last heard
+    /// from, or its drain's end, whichever comes first.
+    fn silent_removal_ms(&self, group_name: &str, slot: &Slot, now: Millis) -> Millis {
+        let group = self.group_at(group_name);
+        let last_seen = self
+            .liveness(group_name)
+            .and_then(|l| l.last_seen_ms.get(slot).copied())
+            .unwrap_or(now);
+        last_seen
+            .saturating_add(member_timeout_ms(&group.config, &group.members[slot]))
+            .min(self.drain_end_ms(group_name, slot, now))
+    }
+
+    /// When the slot's drain ends: the scale-down timeout after the drain
+    /// began, or after `now` for a slot not draining (an admin may start a
+    /// drain right after).
+    fn drain_end_ms(&self, group_name: &str, slot: &Slot, now: Millis) -> Millis {
+        let group = self.group_at(group_name);
+        let drain_started = if group.members[slot].draining {
+            self.liveness(group_name)
                 .and_then(|l| l.draining_since_ms.get(slot).copied())
                 .unwrap_or(now)
-                .saturating_add(config.scale_down_timeout_ms);
-            flight_ms = flight_ms.min(drain_end.saturating_sub(now));
-        }
-        flight_ms
+        } else {
+            now
+        };
+        drain_started.saturating_add(group.config.scale_down_timeout_ms)
     }
 }
 

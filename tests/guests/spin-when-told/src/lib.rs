@@ -86,22 +86,8 @@ impl Assignor for SpinWhenTold {
             let mib = input.param_u64("line_mib", FLOOD_LINE_MIB)?;
             log_flood(usize::try_from(mib << 20).unwrap_or(usize::MAX));
         }
-        let mut out = round_robin(input);
         let standbys = input.param_u64("standbys", 0)? as usize;
-        for (topic, &offset) in input
-            .topic_offsets()
-            .iter()
-            .enumerate()
-            .take(input.topics.len())
-        {
-            let subscribers = subscribers(input, topic);
-            for p in 0..input.topics[topic].partitions as usize {
-                for k in 1..=standbys.min(subscribers.len().saturating_sub(1)) {
-                    let member = subscribers[(p + k) % subscribers.len()];
-                    out.standbys.push(offset + p as u32, member);
-                }
-            }
-        }
+        let mut out = round_robin(input, standbys);
         if told("invalid")
             && let Some(owner) = out.active_owner.first_mut()
         {
@@ -118,8 +104,14 @@ fn subscribers(input: &GroupInput, topic: usize) -> Vec<u32> {
         .collect()
 }
 
-fn round_robin(input: &GroupInput) -> Assignment {
-    let mut active_owner = vec![NO_MEMBER; input.task_count()];
+/// Each topic's partition `p` on the `p mod n`-th of its `n` subscribers,
+/// with standbys on the `standbys` subscribers after it (as many as there
+/// are).
+fn round_robin(input: &GroupInput, standbys: usize) -> Assignment {
+    let mut out = Assignment {
+        active_owner: vec![NO_MEMBER; input.task_count()],
+        ..Assignment::default()
+    };
     for (topic, &offset) in input
         .topic_offsets()
         .iter()
@@ -130,14 +122,16 @@ fn round_robin(input: &GroupInput) -> Assignment {
         if subscribers.is_empty() {
             continue;
         }
-        for p in 0..input.topics[topic].partitions {
-            active_owner[(offset + p) as usize] = subscribers[p as usize % subscribers.len()];
+        for p in 0..input.topics[topic].partitions as usize {
+            let task = offset + p as u32;
+            out.active_owner[task as usize] = subscribers[p % subscribers.len()];
+            for k in 1..=standbys.min(subscribers.len() - 1) {
+                out.standbys
+                    .push(task, subscribers[(p + k) % subscribers.len()]);
+            }
         }
     }
-    Assignment {
-        active_owner,
-        ..Assignment::default()
-    }
+    out
 }
 
 /// Recurses until the stack runs out. The end test on an opaque value and
