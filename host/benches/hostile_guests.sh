@@ -7,7 +7,7 @@
 # - 8 bystander groups x 4 members x 8 tasks heartbeat every 100 ms for
 #   DURATION s of measuring (`assignd loadgen --report`: p50 / p99 / p99.9);
 # - a hostile group of MEMBERS x TASKS (4 x 64; 10 x 5,000 for `big`;
-#   4 such groups for `hog4`) served by the `spin-when-told` test guest
+#   4 such groups for `hog4`, 16 for `spin16`) served by the `spin-when-told` test guest
 #   (uploaded as spinner@0.1.0) with its round-robin answer, under its own
 #   loadgen (1 s heartbeats);
 # - once that group is stable, until the bystanders' window ends, the case
@@ -23,7 +23,9 @@
 #   binds: a call that outlives its epoch is discarded, failure and all.
 #
 # Cases (CASES to pick): baseline (the guest's round-robin, re-bound like
-# the others), spin, trap, recurse, hog, hog4 (4 groups hogging at once),
+# the others), spin, spin16 (16 groups spinning at once: every call slot
+# of the default --concurrent-calls-max busy), trap, recurse, hog, hog4
+# (4 groups hogging at once),
 # grow (one memory.grow to 4 GiB),
 # log_flood (128 MiB lines), invalid (an invalid answer), big (8 standbys
 # per task on 10 x 5,000: 40,000 standby rows, the row cap), and the
@@ -50,7 +52,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=${ASSIGND:-$ROOT/target/release/assignd}
 GUESTS=${GUESTS:-$ROOT/target/hostile-guests}
 RUNS=${RUNS:-1} DURATION=${DURATION:-20} REBIND_S=${REBIND_S:-3} SERVE_ARGS=${SERVE_ARGS:-}
-ALL="baseline spin trap recurse hog hog4 grow log_flood invalid big foreign invalid_output start_loop slow_compile"
+ALL="baseline spin spin16 trap recurse hog hog4 grow log_flood invalid big foreign invalid_output start_loop slow_compile"
 CASES=${CASES:-$ALL}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/hostile-guests.XXXXXX")}
 MODULE=spinner@0.1.0
@@ -71,6 +73,7 @@ spec() {
     baseline) ;;
     spin | trap | recurse | hog | grow | log_flood | invalid) PARAMS="\"$1\": \"yes\", " FAILS=yes ;;
     hog4) PARAMS='"hog": "yes", ' HOSTILE_GROUPS=4 FAILS=yes ;;
+    spin16) PARAMS='"spin": "yes", ' HOSTILE_GROUPS=16 FAILS=yes ;;
     big) PARAMS='"standbys": "8", ' MEMBERS=10 TASKS=5000 ;;
     foreign) KIND=upload FILE=wasi-import ;;
     invalid_output) KIND=upload FILE=invalid-output ;;

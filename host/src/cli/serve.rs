@@ -33,7 +33,7 @@ use crate::api::server::ServerConfig;
 use crate::cluster::{Etcd, EtcdConfig, EtcdModules, Node, NodeConfig};
 use crate::log::shards::recorded_shard_count;
 use crate::log::{FsyncPolicy, Opened, ShardedDir, lock};
-use crate::plugins::{EngineConfig, PluginEngine};
+use crate::plugins::{EngineConfig, GUEST_NICE_MAX, PluginEngine};
 use crate::protocol::shard::{SHARD_COUNT_DEFAULT, SHARD_COUNT_MAX};
 use crate::registry::Registry;
 use crate::runtime::{AdmissionPolicy, Clock, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
@@ -66,6 +66,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = EngineConfig::default().concurrent_calls_max,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     concurrent_calls_max: u32,
+    /// How many nice values below the host's own priority assignor calls
+    /// run: guests get the CPU the host's threads (heartbeats, timers,
+    /// record writes) leave, and their wall-clock limit runs on while they
+    /// wait for it. 0 runs them at the host's priority; nice 19 is the
+    /// lowest any thread gets.
+    #[arg(long, value_name = "STEPS", default_value_t = EngineConfig::default().guest_nice,
+          value_parser = clap::value_parser!(u8).range(0..=i64::from(GUEST_NICE_MAX)))]
+    guest_nice: u8,
     /// The admin token every route but the member heartbeat, /healthz and
     /// /v1/openapi.json requires (`Authorization: Bearer TOKEN`); 16 to
     /// 1024 visible ASCII characters. Neither this nor the variable given:
@@ -302,6 +310,7 @@ fn open_registry(args: &ServeArgs) -> Result<Registry, Failure> {
         concurrent_calls_max: args.concurrent_calls_max,
         memory_ceiling_bytes: limits.memory_max_bytes,
         compile_bounds: args.limits.compile_bounds(),
+        guest_nice: args.guest_nice,
         ..EngineConfig::default()
     })
     .map_err(|e| failure(format!("cannot start the wasm engine: {e:#}")))?;

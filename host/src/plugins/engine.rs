@@ -65,6 +65,7 @@ pub struct PluginEngine {
     pub(super) memory_ceiling_bytes: u64,
     compile_bounds: Option<CompileBounds>,
     compiles_running: CompilesRunning,
+    guest_threads: super::GuestThreads,
 }
 
 /// A counting semaphore over the pool's instance slots: a call holds a
@@ -146,6 +147,13 @@ impl PluginEngine {
         let engine = Engine::new(&wasm_config)?;
         let mut linker = Linker::new(&engine);
         Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        anyhow::ensure!(
+            config.guest_nice <= super::GUEST_NICE_MAX,
+            "a guest nice increment of {} is out of range (0 to {})",
+            config.guest_nice,
+            super::GUEST_NICE_MAX
+        );
+        let guest_threads = super::GuestThreads::new(slots, config.guest_nice);
         let slots = Arc::new(CallSlots::new(slots));
         start_epoch_ticker(&engine, &slots);
         if let Some(dir) = &config.cache_dir {
@@ -162,7 +170,19 @@ impl PluginEngine {
             memory_ceiling_bytes: config.memory_ceiling_bytes,
             compile_bounds: config.compile_bounds,
             compiles_running: CompilesRunning::default(),
+            guest_threads,
         })
+    }
+
+    /// Runs `work` (a guest call, with whatever loading and checking goes
+    /// with it) on one of the guest threads, below the host's priority,
+    /// and resolves to its result. As many threads as call slots.
+    pub fn on_guest_thread<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<T, super::GuestThreadError>> + Send + 'static
+    {
+        self.guest_threads.run(work)
     }
 
     /// Loads a built-in assignor by name.

@@ -103,6 +103,9 @@ pub struct EngineConfig {
     /// How components from outside are compiled: in a bounded child
     /// process, or (`None`: tests and the built-ins-only demo) in process.
     pub compile_bounds: Option<super::CompileBounds>,
+    /// How many nice values below the host's own priority guest calls run
+    /// (`super::GuestThreads`): 0 runs them at it; 19 at the lowest.
+    pub guest_nice: u8,
 }
 
 impl Default for EngineConfig {
@@ -113,6 +116,7 @@ impl Default for EngineConfig {
             memory_ceiling_bytes: Limits::default().memory_max_bytes,
             memory_keep_resident_bytes: 16 << 20,
             compile_bounds: None,
+            guest_nice: 10,
         }
     }
 }

@@ -11,6 +11,7 @@ mod call;
 mod compile;
 mod engine;
 mod error;
+mod guest_threads;
 mod limits;
 
 pub use builtin::{BUILTIN_NAMES, builtin_component};
@@ -18,6 +19,7 @@ pub use call::{CallOutcome, CallStats, GuestLogLine};
 pub use compile::{COMPILE_SUBCOMMAND, CompileBounds, compile_child};
 pub use engine::{LoadedModule, ModuleId, PluginEngine, module_id};
 pub use error::PluginError;
+pub use guest_threads::{GUEST_NICE_MAX, GuestThreadError, GuestThreads};
 pub use limits::{EngineConfig, Limits};
 
 /// The interface every assignor component exports.

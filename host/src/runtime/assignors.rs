@@ -1,4 +1,5 @@
-//! Running the core's assignor calls: each on `spawn_blocking`, never on a
+//! Running the core's assignor calls: each on a guest thread (below the
+//! host's CPU priority: `crate::plugins::GuestThreads`), never on a
 //! request path and never under the core's lock, so that one group's slow
 //! assignor delays no other group's heartbeats. A call runs under the host's
 //! limits lowered by the binding's; if it fails and the binding names a
@@ -20,7 +21,7 @@ use std::time::Instant;
 use assignd_guest_sdk::{Assignment, GroupInput};
 use tracing::Instrument;
 
-use crate::plugins::{BUILTIN_NAMES, GuestLogLine, Limits, PluginError};
+use crate::plugins::{BUILTIN_NAMES, GuestLogLine, GuestThreadError, Limits, PluginError};
 use crate::protocol::core::AssignorCall;
 use crate::protocol::group::AssignorFailure;
 use crate::registry::Registry;
@@ -76,7 +77,8 @@ impl Runtime {
             let fallback_limits = self.limits;
             let registry = self.registry.clone();
             let (bound, fallback) = (assignor.clone(), fallback.clone());
-            let answered = tokio::task::spawn_blocking(move || {
+            let engine = registry.engine().clone();
+            let answered = engine.on_guest_thread(move || {
                 let _span = blocking_span.enter();
                 let first = call_module(&registry, &bound, &input, &limits);
                 let second = match (&first.result, &fallback) {
@@ -111,19 +113,16 @@ impl Runtime {
                     })
                     .await
                 }
-                Err(join_error) if join_error.is_cancelled() => {
-                    // The runtime is shutting down and never started the
-                    // call: not the assignor's failure. Nothing waits for
-                    // the answer (a call in flight is transient state).
-                    tracing::debug!(group, epoch, assignor, "assignor call cancelled at shutdown");
+                Err(GuestThreadError::Stopped) => {
+                    // The engine is shutting down and never ran the call:
+                    // not the assignor's failure. Nothing waits for the
+                    // answer (a call in flight is transient state).
+                    tracing::debug!(group, epoch, assignor, "assignor call dropped at shutdown");
                     return;
                 }
-                Err(join_error) => {
-                    tracing::error!(group, epoch, assignor, %join_error, "assignor call panicked");
-                    let failure = AssignorFailure::new(
-                        "host_panic",
-                        format!("the assignor call panicked: {join_error}"),
-                    );
+                Err(panicked @ GuestThreadError::Panicked(_)) => {
+                    tracing::error!(group, epoch, assignor, %panicked, "assignor call panicked");
+                    let failure = AssignorFailure::new("host_panic", panicked.to_string());
                     self.execute(&group, Weight::Light, |core, now| {
                         Ok((
                             (),

@@ -12,7 +12,7 @@
 //! 1. its records are queued for the shard's [`RecordSink`] under the
 //!    shard's lock, so the sink sees them in apply order; the caller's
 //!    answer waits until they are durable;
-//! 2. its assignor calls each run on `spawn_blocking`, off every request
+//! 2. its assignor calls each run on a guest thread, off every request
 //!    path, and their answers go back into the group's shard (whose output
 //!    is handled the same way).
 //!

@@ -1,5 +1,5 @@
 //! Previewing a candidate assignor: it runs on the group's current input
-//! (on `spawn_blocking`, like a real call), and its answer goes through the
+//! (on a guest thread, like a real call), and its answer goes through the
 //! host's learner safety without anything being emitted or applied.
 
 use std::collections::BTreeMap;
@@ -48,14 +48,16 @@ impl Runtime {
         let limits = self.limits;
         let name = module.to_owned();
         let input = prepared.input.clone();
-        let result = tokio::task::spawn_blocking(move || -> Result<Assignment, PluginError> {
-            let module = registry.load(&name)?;
-            Ok(registry
-                .engine()
-                .assign(&module, &input, &limits)?
-                .assignment)
-        })
-        .await;
+        let engine = registry.engine().clone();
+        let result = engine
+            .on_guest_thread(move || -> Result<Assignment, PluginError> {
+                let module = registry.load(&name)?;
+                Ok(registry
+                    .engine()
+                    .assign(&module, &input, &limits)?
+                    .assignment)
+            })
+            .await;
         let assignment = match result {
             Ok(Ok(assignment)) => assignment,
             Ok(Err(error)) => {
@@ -64,10 +66,10 @@ impl Runtime {
                     message: error.to_string(),
                 });
             }
-            Err(join_error) => {
+            Err(unfinished) => {
                 return Err(RuntimeError::AssignorFailed {
                     module: module.to_owned(),
-                    message: format!("the assignor call panicked: {join_error}"),
+                    message: unfinished.to_string(),
                 });
             }
         };

@@ -1,0 +1,295 @@
+//! The threads guest calls run on: at most one per call slot, started as
+//! needed, each at a lower CPU priority (a higher nice value) than the
+//! host's own threads. Guests that burn the CPU, or fault in fresh memory
+//! (whose zeroing the kernel charges to the faulting thread), then take
+//! only the CPU the host's heartbeats, timers and record writes leave, and
+//! a waking host thread preempts them at once rather than at the end of a
+//! time slice: on 2 cores, 16 spinning guests would otherwise hold 16 of
+//! every 18 runnable threads.
+//!
+//! Not tokio's blocking pool: its threads also persist records and run
+//! `block_in_place` work, and a thread that lowered its priority cannot
+//! raise it again without `CAP_SYS_NICE`. The cost is the guest's: its
+//! wall-clock limit (the epoch deadline) runs on while it waits for the
+//! CPU, so on a host saturated by its own work a guest gets less done
+//! before its deadline.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// A guest thread's stack: the deepest wasm stack a guest may use, and
+/// room for the host's frames around it (tokio's blocking threads have
+/// 2 MiB).
+const GUEST_THREAD_STACK_BYTES: usize = super::limits::WASM_STACK_MAX_BYTES + (2 << 20);
+
+/// The highest nice value: the lowest priority a thread can take.
+pub const GUEST_NICE_MAX: u8 = 19;
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Why work given to the guest threads did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestThreadError {
+    #[error("the guest call panicked: {0}")]
+    Panicked(String),
+    #[error("the guest threads stopped before the call ran")]
+    Stopped,
+}
+
+/// The pool; dropping it lets its threads finish what is queued and end.
+pub struct GuestThreads {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    threads_max: usize,
+    nice: u8,
+    state: Mutex<State>,
+    queued: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    jobs: VecDeque<Job>,
+    /// Threads started and not ended.
+    started: usize,
+    /// Threads waiting for a job.
+    waiting: usize,
+    closed: bool,
+}
+
+impl GuestThreads {
+    /// A pool of at most `threads_max` threads, each `nice` nice values
+    /// below the host's priority (0: at it), down to [`GUEST_NICE_MAX`].
+    pub fn new(threads_max: u32, nice: u8) -> Self {
+        assert!(nice <= GUEST_NICE_MAX, "nice {nice} is out of range");
+        GuestThreads {
+            shared: Arc::new(Shared {
+                threads_max: usize::try_from(threads_max.max(1)).expect("u32 fits usize"),
+                nice,
+                state: Mutex::new(State::default()),
+                queued: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Runs `work` on a guest thread (in the order given, once a thread is
+    /// free) and resolves to its result.
+    pub fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> impl Future<Output = Result<T, GuestThreadError>> + Send + 'static {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            let result = catch_unwind(AssertUnwindSafe(work))
+                .map_err(|panic| GuestThreadError::Panicked(panic_message(&*panic)));
+            // Nobody waits for the answer any more (the caller was
+            // dropped, at shutdown): nothing to do with it.
+            let _ = answer.send(result);
+        });
+        self.push(job);
+        async move { answered.await.unwrap_or(Err(GuestThreadError::Stopped)) }
+    }
+
+    fn push(&self, job: Job) {
+        let shared = &self.shared;
+        let mut state = shared.state.lock().expect("guest threads poisoned");
+        state.jobs.push_back(job);
+        // Each waiting thread takes one job; start a thread for a job no
+        // waiting thread will take, while under the maximum.
+        if state.jobs.len() > state.waiting && state.started < shared.threads_max {
+            let worker = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name("assignd-guest".to_owned())
+                .stack_size(GUEST_THREAD_STACK_BYTES)
+                .spawn(move || worker.serve());
+            match spawned {
+                Ok(_) => state.started += 1,
+                // The job waits for a running thread; with none, for the
+                // next push's try.
+                Err(error) => tracing::error!(%error, "cannot start a guest thread"),
+            }
+        }
+        drop(state);
+        shared.queued.notify_one();
+    }
+
+    /// Threads started and not ended.
+    pub fn started(&self) -> usize {
+        self.shared
+            .state
+            .lock()
+            .expect("guest threads poisoned")
+            .started
+    }
+}
+
+impl Drop for GuestThreads {
+    fn drop(&mut self) {
+        self.shared
+            .state
+            .lock()
+            .expect("guest threads poisoned")
+            .closed = true;
+        self.shared.queued.notify_all();
+    }
+}
+
+impl Shared {
+    /// A guest thread's life: lower its priority, then run jobs until the
+    /// pool is dropped and nothing is queued.
+    fn serve(&self) {
+        lower_priority(self.nice);
+        let mut state = self.state.lock().expect("guest threads poisoned");
+        loop {
+            if let Some(job) = state.jobs.pop_front() {
+                drop(state);
+                job();
+                state = self.state.lock().expect("guest threads poisoned");
+            } else if state.closed {
+                state.started -= 1;
+                self.queued.notify_all();
+                return;
+            } else {
+                state.waiting += 1;
+                state = self.queued.wait(state).expect("guest threads poisoned");
+                state.waiting -= 1;
+            }
+        }
+    }
+}
+
+/// Lowers the calling thread's priority by `steps` nice values, to at most
+/// [`GUEST_NICE_MAX`] (Linux keeps a nice value per thread; a new thread
+/// starts with its creator's).
+#[cfg(target_os = "linux")]
+fn lower_priority(steps: u8) {
+    if steps == 0 {
+        return;
+    }
+    // SAFETY: gettid, getpriority and setpriority only read their
+    // arguments.
+    let (thread, nice, set) = unsafe {
+        let thread = libc::id_t::try_from(libc::gettid()).expect("thread ids are positive");
+        // -1 is a valid nice value as well as the error return; reading
+        // our own thread's cannot fail.
+        let own = libc::getpriority(libc::PRIO_PROCESS, thread);
+        let nice = (own + libc::c_int::from(steps)).min(libc::c_int::from(GUEST_NICE_MAX));
+        (
+            thread,
+            nice,
+            libc::setpriority(libc::PRIO_PROCESS, thread, nice),
+        )
+    };
+    if set != 0 {
+        tracing::warn!(
+            thread,
+            nice,
+            error = %std::io::Error::last_os_error(),
+            "cannot lower a guest thread's priority: guests compete with the host's threads as equals"
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_priority(_nice: u8) {}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Barrier;
+
+    use super::*;
+
+    /// The calling thread's nice value.
+    fn own_nice() -> i32 {
+        // SAFETY: as in `lower_priority`.
+        unsafe {
+            libc::getpriority(
+                libc::PRIO_PROCESS,
+                libc::id_t::try_from(libc::gettid()).expect("positive"),
+            )
+        }
+    }
+
+    #[tokio::test]
+    async fn work_runs_at_the_lowered_priority_and_the_caller_keeps_its_own() {
+        let mine = own_nice();
+        let threads = GuestThreads::new(2, 10);
+        let theirs = threads.run(own_nice).await.expect("ran");
+        assert_eq!(theirs, (mine + 10).min(19), "a guest thread is niced");
+        assert_eq!(own_nice(), mine, "the caller's thread is not");
+        let unchanged = GuestThreads::new(1, 0).run(own_nice).await.expect("ran");
+        assert_eq!(unchanged, mine);
+    }
+
+    #[tokio::test]
+    async fn no_more_threads_than_the_maximum_run_at_once_and_the_rest_queue() {
+        let threads = GuestThreads::new(2, 0);
+        // Two jobs hold both threads until a third party lets them go:
+        // a third job queues behind them and runs after.
+        let release = Arc::new(Barrier::new(3));
+        let holding: Vec<_> = (0..2)
+            .map(|i| {
+                let release = release.clone();
+                threads.run(move || {
+                    release.wait();
+                    i
+                })
+            })
+            .collect();
+        let queued = threads.run(|| "after");
+        assert_eq!(threads.started(), 2, "capped at the maximum");
+        release.wait();
+        let mut answers = Vec::new();
+        for job in holding {
+            answers.push(job.await.expect("ran"));
+        }
+        assert_eq!(answers, [0, 1]);
+        assert_eq!(queued.await.expect("ran"), "after");
+        assert_eq!(threads.started(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_an_error_and_the_thread_serves_on() {
+        let threads = GuestThreads::new(1, 0);
+        let failed = threads.run(|| -> u32 { panic!("guest blew up") }).await;
+        assert!(
+            matches!(&failed, Err(GuestThreadError::Panicked(m)) if m == "guest blew up"),
+            "{failed:?}"
+        );
+        assert_eq!(threads.run(|| 7).await.expect("ran"), 7);
+        assert_eq!(threads.started(), 1);
+    }
+
+    #[test]
+    fn dropping_the_pool_lets_queued_work_finish_and_its_threads_end() {
+        let threads = GuestThreads::new(1, 0);
+        let shared = threads.shared.clone();
+        let (sent, received) = std::sync::mpsc::channel();
+        for i in 0..3 {
+            let sent = sent.clone();
+            drop(threads.run(move || sent.send(i).expect("receiver lives")));
+        }
+        drop(threads);
+        let done: Vec<i32> = (0..3).map(|_| received.recv().expect("ran")).collect();
+        assert_eq!(done, [0, 1, 2]);
+        // The thread ends once nothing is queued.
+        let state = shared.state.lock().expect("not poisoned");
+        let state = shared
+            .queued
+            .wait_timeout_while(state, std::time::Duration::from_secs(10), |s| s.started > 0)
+            .expect("not poisoned")
+            .0;
+        assert_eq!(state.started, 0);
+    }
+}
