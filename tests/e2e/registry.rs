@@ -405,6 +405,40 @@ fn an_upload_that_compiles_too_long_is_refused_and_the_host_goes_on() {
     assert_eq!(status, 201, "{module}");
 }
 
+/// Issue 15: the artifact the compiler process sends back is read up to
+/// `--compile-artifact-max-mib`, not to its end: a component whose
+/// artifact is larger is refused 400 `compile_output_too_large` naming the
+/// limit, nothing of it is stored or cached, and the host goes on; the
+/// same component under the default limit uploads.
+#[test]
+fn an_upload_whose_artifact_is_over_its_limit_is_refused_and_the_host_goes_on() {
+    let data_dir = common::scratch("registry-artifact-limit");
+    let server = Server::start(&data_dir, &["--compile-artifact-max-mib", "1"]);
+    let big = common::big_artifact_component(40_000);
+    assert!(big.len() < 2 << 20, "a small upload: {} bytes", big.len());
+    let (status, error) = server.upload("big", "1", &big);
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"]["code"], "compile_output_too_large", "{error}");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("1048576 bytes"), "{error}");
+    assert_eq!(artifacts_of(&data_dir, &id_of(&big)), Vec::<String>::new());
+    let (status, list) = server.call("GET", "/v1/assignors", None);
+    assert_eq!(status, 200);
+    assert!(!list.to_string().contains("\"big\""), "nothing stored: {list}");
+    let honest = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = server.upload("honest", "1", &honest);
+    assert_eq!(status, 201, "{module}");
+    drop(server);
+
+    // Under the default limit the same component compiles: it is refused
+    // only later, for what it is (it exports no functions of our world).
+    let data_dir = common::scratch("registry-artifact-default");
+    let server = Server::start(&data_dir, &[]);
+    let (status, error) = server.upload("big", "1", &big);
+    assert_eq!(status, 400, "{error}");
+    assert_ne!(error["error"]["code"], "compile_output_too_large", "{error}");
+}
+
 /// Issue 15: a component whose start function never returns (a Rust
 /// guest's own core module with a looping start function added: every
 /// check before instantiation passes) is stopped by the limits of the

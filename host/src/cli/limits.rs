@@ -40,6 +40,12 @@ pub struct LimitArgs {
     #[arg(long, value_name = "N", default_value_t = default_bounds().concurrent_max,
           value_parser = clap::value_parser!(u32).range(1..=64))]
     compiles_max: u32,
+    /// The largest compiled artifact the host takes back from the compiler
+    /// process (1 to 4096); a larger one is refused
+    /// (compile_output_too_large).
+    #[arg(long, value_name = "MIB", default_value_t = default_bounds().artifact_max_bytes >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    compile_artifact_max_mib: u64,
 }
 
 fn default_bounds() -> CompileBounds {
@@ -69,6 +75,7 @@ impl LimitArgs {
             time_per_mib_ms: self.compile_time_per_mib_ms,
             memory_max_bytes: self.compile_memory_max_mib.saturating_mul(1 << 20),
             concurrent_max: self.compiles_max,
+            artifact_max_bytes: self.compile_artifact_max_mib.saturating_mul(1 << 20),
         })
     }
 }

@@ -8,8 +8,9 @@
 //! wall-clock limit (the parent kills it), with at most
 //! [`CompileBounds::concurrent_max`] at once (past it: refused, not
 //! queued). The child writes the precompiled artifact to stdout; the
-//! parent loads it with `Component::deserialize`, so the host's memory
-//! holds only the artifact. The built-ins, which the host ships, compile
+//! parent reads at most [`CompileBounds::artifact_max_bytes`] of it and
+//! loads it with `Component::deserialize`, so the host's memory holds only
+//! the artifact, of a bounded size. The built-ins, which the host ships, compile
 //! in process.
 //!
 //! It owns the child's protocol (component bytes on stdin, artifact on
@@ -18,7 +19,7 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use wasmtime::{Config, Engine};
@@ -44,6 +45,8 @@ pub struct CompileBounds {
     pub memory_max_bytes: u64,
     /// Compiles running at once; one more is refused `compile_busy`.
     pub concurrent_max: u32,
+    /// The largest artifact the host reads back from the child.
+    pub artifact_max_bytes: u64,
 }
 
 impl CompileBounds {
@@ -51,7 +54,9 @@ impl CompileBounds {
     /// 12 MB JavaScript guest compiles in 16.5 s on a debug build here,
     /// and may take 58 s; the crafted 174 KB module is stopped after
     /// 10.7 s), 2 GiB of memory (the JavaScript and Python guests peak
-    /// near 0.4 GB), two at once (a core each on a 2-core machine).
+    /// near 0.4 GB), two at once (a core each on a 2-core machine), and
+    /// artifacts of up to 256 MiB (the JavaScript guest's is 43 MB, the
+    /// Python guest's 40 MB, 2.2 to 3.6 times the component).
     pub fn new(exe: PathBuf) -> Self {
         CompileBounds {
             exe,
@@ -59,6 +64,7 @@ impl CompileBounds {
             time_per_mib_ms: 4_000,
             memory_max_bytes: 2 << 30,
             concurrent_max: 2,
+            artifact_max_bytes: 256 << 20,
         }
     }
 
@@ -140,15 +146,25 @@ pub(super) fn compile_in_child(
     let mut stdin = child.stdin.take().expect("piped");
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
+    let over_limit = &AtomicBool::new(false);
     std::thread::scope(|scope| {
         // A child that dies early closes its stdin: the write fails, and
         // its exit says why.
         scope.spawn(move || {
             let _ = stdin.write_all(bytes);
         });
+        let artifact_max_bytes = bounds.artifact_max_bytes;
         let artifact = scope.spawn(move || {
+            // One byte past the limit tells an artifact over it; the
+            // child, its output unread from then on, blocks until killed.
             let mut out = Vec::new();
-            stdout.read_to_end(&mut out).map(|_| out)
+            let read = (&mut stdout)
+                .take(artifact_max_bytes.saturating_add(1))
+                .read_to_end(&mut out);
+            if out.len() as u64 > artifact_max_bytes {
+                over_limit.store(true, Ordering::SeqCst);
+            }
+            read.map(|_| out)
         });
         let message = scope.spawn(move || {
             let mut out = String::new();
@@ -158,6 +174,12 @@ pub(super) fn compile_in_child(
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
+                Ok(None) if over_limit.load(Ordering::SeqCst) => {
+                    let _ = child.kill();
+                    break child.wait().map_err(|e| {
+                        PluginError::Compile(format!("waiting for the compiler process: {e}"))
+                    })?;
+                }
                 Ok(None) if Instant::now() >= deadline => {
                     let _ = child.kill();
                     let _ = child.wait();
@@ -176,6 +198,11 @@ pub(super) fn compile_in_child(
         let artifact = artifact.join().expect("reader thread");
         let message = message.join().expect("reader thread");
         let message = message.trim();
+        if over_limit.load(Ordering::SeqCst) {
+            return Err(PluginError::CompileOutputTooLarge {
+                limit_bytes: artifact_max_bytes,
+            });
+        }
         if status.success() {
             return artifact
                 .map_err(|e| PluginError::Compile(format!("reading the compiler's output: {e}")));

@@ -47,6 +47,12 @@ pub enum PluginError {
     )]
     CompileMemoryLimit { limit_bytes: u64, detail: String },
 
+    /// The compiled artifact came out larger than its limit.
+    #[error(
+        "the compiled component is larger than its limit of {limit_bytes} bytes (Cranelift's output grows with what a component asks of it; the host stopped reading it)"
+    )]
+    CompileOutputTooLarge { limit_bytes: u64 },
+
     /// Too many compiles run already; try again when one is done.
     #[error("{running} components are being compiled already; try again shortly")]
     CompileBusy { running: u32 },
@@ -174,6 +180,7 @@ impl PluginError {
             PluginError::Compile(_) => "compile_failed",
             PluginError::CompileTimeout { .. } => "compile_timeout",
             PluginError::CompileMemoryLimit { .. } => "compile_memory_limit",
+            PluginError::CompileOutputTooLarge { .. } => "compile_output_too_large",
             PluginError::CompileBusy { .. } => "compile_busy",
             PluginError::ForeignImport { .. } => "foreign_import",
             PluginError::WrongWorld { .. } => "wrong_world",

@@ -116,10 +116,18 @@ impl Default for EngineConfig {
             memory_ceiling_bytes: Limits::default().memory_max_bytes,
             memory_keep_resident_bytes: 16 << 20,
             compile_bounds: None,
-            guest_nice: 10,
+            guest_nice: GUEST_NICE_DEFAULT,
         }
     }
 }
+
+/// How far below the host's priority guest calls run by default: to the
+/// lowest. Measured with 16 groups' guests spinning at once on 2 cores
+/// (docs/benchmarks.md, "Hostile guests"): a bystander's heartbeat p99 was
+/// 10.5 and 20.8 ms with guests at the host's priority, 14.0 and 15.8 ms
+/// at 10 below (16 threads at nice 10 still weigh 1.7 times one at 0),
+/// 4.2 and 6.7 ms at 19.
+pub const GUEST_NICE_DEFAULT: u8 = 19;
 
 /// Core instances, memories and tables one assignor component may hold:
 /// wit-component links the guest module with small shim modules.

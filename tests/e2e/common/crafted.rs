@@ -1,6 +1,6 @@
 //! Crafted components a host must refuse or bound, built in memory: a
-//! foreign import, a module slow to compile, a start function that never
-//! returns. Shared by the end-to-end tests (through `common`) and by the
+//! foreign import, a module slow to compile, one whose compiled artifact
+//! is large, a start function that never returns. Shared by the end-to-end tests (through `common`) and by the
 //! hostile-guests benchmark's builder (host/examples/hostile_guests.rs),
 //! so it uses nothing but `wat` and `wasmparser`.
 
@@ -42,6 +42,27 @@ pub fn slow_to_compile_component_with(locals: usize) -> Vec<u8> {
     wat::parse_str(format!(
         r#"(component
              (core module (func (local {types}) {body}))
+             (instance $a)
+             (export "assignd:assignor/assignor@0.1.0" (instance $a)))"#
+    ))
+    .expect("the crafted component parses")
+}
+
+/// A component whose compiled artifact is many times its size and quick
+/// to make: `functions` functions of a few instructions each (each
+/// compiles to its own machine code, unwind and trap tables), ~28 bytes
+/// of component per function. Like [`slow_to_compile_component`], it
+/// passes every check before the compile.
+pub fn big_artifact_component(functions: usize) -> Vec<u8> {
+    let mut funcs = String::new();
+    for i in 0..functions {
+        funcs.push_str(&format!(
+            "(func (param i64) (result i64) (i64.add (i64.mul (local.get 0) (i64.const {i})) (i64.const 7)))"
+        ));
+    }
+    wat::parse_str(format!(
+        r#"(component
+             (core module {funcs})
              (instance $a)
              (export "assignd:assignor/assignor@0.1.0" (instance $a)))"#
     ))
