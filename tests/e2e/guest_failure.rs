@@ -602,3 +602,47 @@ fn recursing_hogging_growing_flooding_and_invalid_guests_fail_visibly_and_anothe
     }
     scene.assert_good_served_as_fast();
 }
+
+/// Issue 15: assignor calls run on threads of their own, 19 nice values
+/// below the host's (the lowest a thread gets), while the threads that
+/// answer heartbeats keep the host's priority: 16 groups' guests spinning
+/// at once on 2 cores get only the CPU the host leaves (docs/benchmarks.md,
+/// "Hostile guests", `spin16`).
+#[test]
+fn guest_calls_run_on_threads_below_the_hosts_priority() {
+    let scene = Scene::start("guest-nice");
+    // Both groups' assignors have answered: a built-in and the guest.
+    let _ = scene.healthy_bad_group();
+    let threads = threads_of(scene.server.child.id());
+    let nice_of = |name: &str| -> Vec<i64> {
+        threads
+            .iter()
+            .filter(|(thread, _)| thread == name)
+            .map(|&(_, nice)| nice)
+            .collect()
+    };
+    let (workers, guests) = (nice_of("assignd-worker"), nice_of("assignd-guest"));
+    assert!(!workers.is_empty() && !guests.is_empty(), "{threads:?}");
+    let host = workers[0];
+    assert!(workers.iter().all(|&nice| nice == host), "{threads:?}");
+    assert!(
+        guests.iter().all(|&nice| nice == (host + 19).min(19)),
+        "every guest thread 19 below the host's {host}: {threads:?}"
+    );
+}
+
+/// The name and nice value of each thread of process `pid`.
+fn threads_of(pid: u32) -> Vec<(String, i64)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the host's threads");
+    tasks
+        .filter_map(|task| {
+            let dir = task.ok()?.path();
+            let name = std::fs::read_to_string(dir.join("comm")).ok()?;
+            let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+            // After the name in brackets: state is field 3, nice field 19.
+            let (_, fields) = stat.rsplit_once(')')?;
+            let nice = fields.split_whitespace().nth(19 - 3)?.parse().ok()?;
+            Some((name.trim().to_owned(), nice))
+        })
+        .collect()
+}

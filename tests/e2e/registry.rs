@@ -414,7 +414,7 @@ fn an_upload_that_compiles_too_long_is_refused_and_the_host_goes_on() {
 fn an_upload_whose_artifact_is_over_its_limit_is_refused_and_the_host_goes_on() {
     let data_dir = common::scratch("registry-artifact-limit");
     let server = Server::start(&data_dir, &["--compile-artifact-max-mib", "1"]);
-    let big = common::big_artifact_component(40_000);
+    let big = common::big_artifact_component(16_000);
     assert!(big.len() < 2 << 20, "a small upload: {} bytes", big.len());
     let (status, error) = server.upload("big", "1", &big);
     assert_eq!(status, 400, "{error}");
