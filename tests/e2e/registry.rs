@@ -418,13 +418,19 @@ fn an_upload_whose_artifact_is_over_its_limit_is_refused_and_the_host_goes_on() 
     assert!(big.len() < 2 << 20, "a small upload: {} bytes", big.len());
     let (status, error) = server.upload("big", "1", &big);
     assert_eq!(status, 400, "{error}");
-    assert_eq!(error["error"]["code"], "compile_output_too_large", "{error}");
+    assert_eq!(
+        error["error"]["code"], "compile_output_too_large",
+        "{error}"
+    );
     let message = error["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("1048576 bytes"), "{error}");
     assert_eq!(artifacts_of(&data_dir, &id_of(&big)), Vec::<String>::new());
     let (status, list) = server.call("GET", "/v1/assignors", None);
     assert_eq!(status, 200);
-    assert!(!list.to_string().contains("\"big\""), "nothing stored: {list}");
+    assert!(
+        !list.to_string().contains("\"big\""),
+        "nothing stored: {list}"
+    );
     let honest = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
     let (status, module) = server.upload("honest", "1", &honest);
     assert_eq!(status, 201, "{module}");
@@ -436,7 +442,10 @@ fn an_upload_whose_artifact_is_over_its_limit_is_refused_and_the_host_goes_on() 
     let server = Server::start(&data_dir, &[]);
     let (status, error) = server.upload("big", "1", &big);
     assert_eq!(status, 400, "{error}");
-    assert_ne!(error["error"]["code"], "compile_output_too_large", "{error}");
+    assert_ne!(
+        error["error"]["code"], "compile_output_too_large",
+        "{error}"
+    );
 }
 
 /// Issue 15: a component whose start function never returns (a Rust

@@ -335,6 +335,7 @@ impl Runtime {
             .lock()
             .map_err(|_| RuntimeError::Internal("a shard's core panicked earlier"))?;
         assert!(state.is_none(), "shard {id} loaded twice");
+        self.shards[id as usize].large_groups.reset(&core);
         let served = shard::Served::new(core, sink, self.admission);
         *self.shards[id as usize]
             .persist_failure
@@ -658,6 +659,10 @@ impl Runtime {
         weight: Weight,
         step: impl FnOnce(&mut shard::Served, Millis) -> Result<(T, Output), RuntimeError>,
     ) -> Result<T, RuntimeError> {
+        // Every step of a large group (and of its whole shard) may be
+        // linear in the group, whatever the step: run it as heavy.
+        let was_large = shard.large_groups.holds(group);
+        let weight = if was_large { Weight::Heavy } else { weight };
         let locked_step = || {
             let poisoned = |_| RuntimeError::Internal("a shard's core panicked earlier");
             let mut state = match shard.state.try_lock() {
@@ -684,6 +689,15 @@ impl Runtime {
                 });
             }
             let (value, output) = step(served, now)?;
+            if !group.is_empty() {
+                let tasks = served
+                    .core
+                    .group(group)
+                    .map_or(0, |g| g.config.task_count());
+                if (tasks >= shard::LARGE_GROUP_TASKS) != was_large {
+                    shard.large_groups.note(group, tasks);
+                }
+            }
             if !output.records.is_empty() {
                 served
                     .rebalances

@@ -13,7 +13,7 @@
 //! Where a shard's records live is the [`ShardStore`]'s business: the
 //! record log of `assignd serve` (`crate::log::ShardedDir`), or memory.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -131,6 +131,59 @@ pub(super) struct Shard {
     /// shard's lock, which a large group's step may hold for a while
     /// (`/healthz` must not wait for it).
     pub(super) persist_failure: Mutex<Option<Arc<OnceLock<PersistError>>>>,
+    /// Its groups whose every step is heavy ([`LargeGroups`]); readable
+    /// without the shard's lock, since it decides how that lock is taken.
+    pub(super) large_groups: LargeGroups,
+}
+
+/// A group of at least this many tasks is large: any step of it may be
+/// linear in its size (the snapshot of a group turning stable, a
+/// reconcile of thousands of tasks, an answer of hundreds of thousands of
+/// rows), so each runs off the async workers. Measured: one group of
+/// 100,000 tasks with 3 standbys each, rebalancing, had its heartbeats'
+/// steps (and the snapshots they took) fill a worker's queue, and
+/// `/healthz` waited up to 0.8 s behind them (docs/benchmarks.md, "One
+/// group's big target and the others").
+pub(super) const LARGE_GROUP_TASKS: u64 = 10_000;
+
+/// The large groups of a shard, by name, as of each one's last step.
+#[derive(Default)]
+pub(super) struct LargeGroups(Mutex<HashSet<String>>);
+
+impl LargeGroups {
+    /// Whether `group` is large; for `""` (a step of the whole shard: a
+    /// tick, a listing), whether any of the shard's groups is.
+    pub(super) fn holds(&self, group: &str) -> bool {
+        let large = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if group.is_empty() {
+            !large.is_empty()
+        } else {
+            large.contains(group)
+        }
+    }
+
+    /// `group` has `tasks` tasks (0: it is gone).
+    pub(super) fn note(&self, group: &str, tasks: u64) {
+        let mut large = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if tasks >= LARGE_GROUP_TASKS {
+            if !large.contains(group) {
+                large.insert(group.to_owned());
+            }
+        } else {
+            large.remove(group);
+        }
+    }
+
+    /// Exactly the groups of `core` that are large (a shard just loaded).
+    pub(super) fn reset(&self, core: &Coordinator) {
+        let mut large = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        large.clear();
+        large.extend(
+            core.groups()
+                .filter(|group| group.config.task_count() >= LARGE_GROUP_TASKS)
+                .map(|group| group.name.clone()),
+        );
+    }
 }
 
 impl Shard {
@@ -144,6 +197,7 @@ impl Shard {
             floor_ms: AtomicU64::new(0),
             timer: Mutex::new(None),
             persist_failure: Mutex::new(None),
+            large_groups: LargeGroups::default(),
         }
     }
 

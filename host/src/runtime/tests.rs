@@ -144,3 +144,67 @@ async fn a_shard_loaded_late_in_the_run_is_not_late() {
     join_on_time(&runtime).await;
     runtime.stop_timers();
 }
+
+fn config_of(partitions: u32) -> GroupConfig {
+    serde_json::from_value(serde_json::json!({
+        "topics": [{"name": "t", "partitions": partitions}],
+    }))
+    .unwrap()
+}
+
+/// A group of `LARGE_GROUP_TASKS` tasks or more is known as large to its
+/// shard from its first step on (so each of its steps, and a tick of its
+/// shard, runs off the async workers), and no longer once it shrinks; a
+/// shard loaded with one knows it at once.
+#[tokio::test]
+async fn a_shard_knows_its_large_groups_from_their_steps_and_its_load() {
+    use super::shard::LARGE_GROUP_TASKS;
+    let large = u32::try_from(LARGE_GROUP_TASKS).unwrap();
+    let runtime = Runtime::new(
+        config(),
+        Clock::monotonic(),
+        Arc::new(CountingSink::default()),
+        engine(),
+    );
+    let shard = &runtime.shards[0];
+    let configure = |group: &'static str, partitions: u32| {
+        let runtime = runtime.clone();
+        async move {
+            runtime
+                .configure(group, config_of(partitions), MemberTokenChange::Keep)
+                .await
+                .unwrap();
+        }
+    };
+    configure("small", large - 1).await;
+    assert!(!shard.large_groups.holds("small"));
+    assert!(!shard.large_groups.holds(""), "no large group in the shard");
+    configure("big", large).await;
+    assert!(shard.large_groups.holds("big"));
+    assert!(shard.large_groups.holds(""), "the shard holds one");
+    assert!(!shard.large_groups.holds("small"));
+    configure("big", 8).await;
+    assert!(!shard.large_groups.holds("big"), "it shrank");
+    assert!(!shard.large_groups.holds(""));
+
+    // A shard loaded (a restart, a takeover) with a large group in it.
+    let mut previous = Coordinator::new(1);
+    let records = previous
+        .configure("big", config_of(large), 0)
+        .unwrap()
+        .records;
+    let mut replayed = Coordinator::new(1);
+    for record in &records {
+        replayed.apply(record);
+    }
+    let store = MemoryStore::new(Arc::new(CountingSink::default()));
+    super::ShardStore::unloaded(&store, 0, replayed);
+    let loaded = Runtime::start(
+        config(),
+        Clock::monotonic(),
+        Arc::new(store),
+        Arc::new(Registry::in_memory(engine())),
+    )
+    .unwrap();
+    assert!(loaded.shards[0].large_groups.holds("big"));
+}

@@ -183,6 +183,11 @@ impl GroupConfig {
         }
     }
 
+    /// How many tasks the group's topics make.
+    pub fn task_count(&self) -> u64 {
+        self.topics.iter().map(|t| u64::from(t.partitions)).sum()
+    }
+
     /// The binding this config sets.
     pub fn binding_spec(&self) -> BindingSpec {
         BindingSpec {
