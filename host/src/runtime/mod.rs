@@ -342,6 +342,9 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(served.queue.failure_cell());
         *state = Some(served);
+        self.shards[id as usize]
+            .served
+            .store(true, Ordering::Release);
         Ok(())
     }
 
@@ -456,7 +459,7 @@ impl Runtime {
     pub fn serves(&self, shard: ShardId) -> bool {
         self.shards
             .get(shard as usize)
-            .is_some_and(|shard| lock_shard(shard).is_some())
+            .is_some_and(|shard| shard.served.load(Ordering::Acquire))
     }
 
     fn shard(&self, id: u64) -> Result<&Arc<shard::Shard>, RuntimeError> {
@@ -474,7 +477,7 @@ impl Runtime {
         self.shards
             .iter()
             .map(|shard| {
-                let mut state = lock_shard(shard);
+                let mut state = lock_shard_aside(shard);
                 let now = self.clock.now();
                 let served = state.as_mut();
                 let is_served = served.is_some();
@@ -508,7 +511,7 @@ impl Runtime {
         let served = self
             .shards
             .iter()
-            .filter(|shard| lock_shard(shard).is_some())
+            .filter(|shard| shard.served.load(Ordering::Acquire))
             .count();
         self.publish_shard_counts(served);
     }
@@ -523,7 +526,7 @@ impl Runtime {
     pub async fn load_shard(self: &Arc<Self>, id: u64) -> Result<bool, RuntimeError> {
         let shard = self.shard(id)?.clone();
         let _transition = shard.transition.lock().await;
-        if lock_shard(&shard).is_some() {
+        if shard.served.load(Ordering::Acquire) {
             return Ok(false);
         }
         let runtime = self.clone();
@@ -552,7 +555,11 @@ impl Runtime {
         let shard = self.shard(id)?.clone();
         let _transition = shard.transition.lock().await;
         shard.stop_timer();
-        let Some(served) = lock_shard(&shard).take() else {
+        let Some(served) = ({
+            let mut state = lock_shard_aside(&shard);
+            shard.served.store(false, Ordering::Release);
+            state.take()
+        }) else {
             return Ok(false);
         };
         *shard
@@ -605,9 +612,10 @@ impl Runtime {
             .unwrap_or_else(|e| e.into_inner())
             .is_some()
             || self.shards.iter().any(|shard| {
-                lock_shard(shard)
-                    .as_ref()
-                    .and_then(|s| s.queue.failure())
+                // Not under the shard's lock: `/healthz` asks, and must not
+                // wait for a large group's step.
+                shard
+                    .persist_failure()
                     .is_some_and(|failure| failure.unavailable)
             })
     }
@@ -1135,7 +1143,7 @@ impl Runtime {
                     let Some(runtime) = weak.upgrade() else {
                         return;
                     };
-                    let mut state = lock_shard(&shard);
+                    let mut state = lock_shard_aside(&shard);
                     let Some(served) = state.as_mut() else {
                         return;
                     };
@@ -1226,6 +1234,17 @@ pub(crate) fn off_the_workers<R>(work: impl FnOnce() -> R) -> R {
         tokio::task::block_in_place(work)
     } else {
         work()
+    }
+}
+
+/// [`lock_shard`] without holding up a runtime worker: at once if the lock
+/// is free, else waited for [`off_the_workers`] (a large group's step may
+/// hold it for hundreds of ms, and the worker's other tasks would wait).
+fn lock_shard_aside(shard: &shard::Shard) -> MutexGuard<'_, Option<shard::Served>> {
+    match shard.state.try_lock() {
+        Ok(state) => state,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => off_the_workers(|| lock_shard(shard)),
     }
 }
 

@@ -14,7 +14,7 @@
 //! record log of `assignd serve` (`crate::log::ShardedDir`), or memory.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::protocol::core::Coordinator;
@@ -134,6 +134,10 @@ pub(super) struct Shard {
     /// Its groups whose every step is heavy ([`LargeGroups`]); readable
     /// without the shard's lock, since it decides how that lock is taken.
     pub(super) large_groups: LargeGroups,
+    /// Whether `state` holds a served shard; set under the lock, read
+    /// without it (every request in cluster mode asks where its group is
+    /// served, and must not wait for a large group's step to learn it).
+    pub(super) served: AtomicBool,
 }
 
 /// A group of at least this many tasks is large: any step of it may be
@@ -198,6 +202,7 @@ impl Shard {
             timer: Mutex::new(None),
             persist_failure: Mutex::new(None),
             large_groups: LargeGroups::default(),
+            served: AtomicBool::new(false),
         }
     }
 
@@ -211,14 +216,20 @@ impl Shard {
         }
     }
 
-    /// Whether the served shard's persisting failed (false while not
-    /// served).
-    pub(super) fn persist_failed(&self) -> bool {
+    /// Why the served shard's persisting failed, if it did (`None` while
+    /// not served). Read without the shard's lock.
+    pub(super) fn persist_failure(&self) -> Option<PersistError> {
         self.persist_failure
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .is_some_and(|failure| failure.get().is_some())
+            .and_then(|failure| failure.get().cloned())
+    }
+
+    /// Whether the served shard's persisting failed (false while not
+    /// served).
+    pub(super) fn persist_failed(&self) -> bool {
+        self.persist_failure().is_some()
     }
 
     /// Stops the timer task, if one runs.
