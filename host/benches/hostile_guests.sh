@@ -45,7 +45,7 @@
 # (more flags for `assignd serve`, e.g. --concurrent-calls-max 2), GUESTS
 # (target/hostile-guests), ASSIGND (target/release/assignd), OUT (a fresh
 # temporary folder: one folder per case and run, results.tsv, table.md).
-# About 8 minutes a run. Builds on the machine are reniced to 19 before
+# About 10 minutes a run. Builds on the machine are reniced to 19 before
 # each case. Needs curl and python3.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
