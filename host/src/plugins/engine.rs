@@ -176,7 +176,7 @@ impl PluginEngine {
 
     /// Runs `work` (a guest call, with whatever loading and checking goes
     /// with it) on one of the guest threads, below the host's priority,
-    /// and resolves to its result. As many threads as call slots.
+    /// and resolves to its result. At most as many threads as call slots.
     pub fn on_guest_thread<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,
