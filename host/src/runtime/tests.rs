@@ -49,6 +49,17 @@ fn clock_up_for_a_while() -> Clock {
     Clock::Monotonic(start)
 }
 
+/// A store holding shard 0 as another node left it: `records` replayed.
+fn store_left_with(records: &[crate::protocol::group::Record]) -> MemoryStore {
+    let mut replayed = Coordinator::new(1);
+    for record in records {
+        replayed.apply(record);
+    }
+    let store = MemoryStore::new(Arc::new(CountingSink::default()));
+    super::ShardStore::unloaded(&store, 0, replayed);
+    store
+}
+
 /// Waits (deadline 10 s) until the shard's timer task has started every
 /// timer that had not started: it has ticked the shard once.
 async fn until_timers_started(runtime: &Runtime) {
@@ -123,12 +134,7 @@ async fn a_shard_loaded_late_in_the_run_is_not_late() {
         .heartbeat(&Heartbeat::join(GROUP, None, vec!["t".into()]), 0)
         .unwrap();
     records.extend(joined.records);
-    let mut replayed = Coordinator::new(1);
-    for record in &records {
-        replayed.apply(record);
-    }
-    let store = MemoryStore::new(Arc::new(CountingSink::default()));
-    super::ShardStore::unloaded(&store, 0, replayed);
+    let store = store_left_with(&records);
 
     let runtime = Runtime::start_serving(
         config(),
@@ -193,12 +199,7 @@ async fn a_shard_knows_its_large_groups_from_their_steps_and_its_load() {
         .configure("big", config_of(large), 0)
         .unwrap()
         .records;
-    let mut replayed = Coordinator::new(1);
-    for record in &records {
-        replayed.apply(record);
-    }
-    let store = MemoryStore::new(Arc::new(CountingSink::default()));
-    super::ShardStore::unloaded(&store, 0, replayed);
+    let store = store_left_with(&records);
     let loaded = Runtime::start(
         config(),
         Clock::monotonic(),
