@@ -177,8 +177,10 @@ fn a_member_keeps_its_tasks_past_its_plain_lease_through_a_takeover() {
     );
 }
 
-/// The group of the hand-made schedule below.
+/// The group of the hand-made schedules below.
 const G: &str = "g";
+/// Its members' expansion timeout and heartbeat interval.
+const INTERVAL_MS: u64 = 500;
 
 /// A core with an unreached grace and the simulated members of a
 /// hand-made schedule; assignor calls are answered at once.
@@ -189,6 +191,36 @@ struct Hand {
 }
 
 impl Hand {
+    /// A core with a 4 s unreached grace and the group `G`: 2 tasks of
+    /// `t0` by `range`, no learners, a 10 s session and `INTERVAL_MS`.
+    fn new() -> Hand {
+        let mut hand = Hand {
+            core: Coordinator::new(1),
+            now: 0,
+            rng: Rng::new(7),
+        };
+        hand.core.set_unreached_grace_ms(4_000);
+        let config = GroupConfig {
+            learners: LearnerMode::Off,
+            assignor: "range".into(),
+            session_timeout_ms: 10_000,
+            expansion_timeout_ms: INTERVAL_MS,
+            heartbeat_interval_ms: INTERVAL_MS,
+            ..GroupConfig::with_topics(vec![TopicConfig {
+                name: "t0".into(),
+                partitions: 2,
+            }])
+        };
+        let out = hand.core.configure(G, config, 0).unwrap();
+        hand.absorb(out);
+        hand
+    }
+
+    /// What the members of `G` subscribe to.
+    fn topics() -> BTreeSet<String> {
+        ["t0".to_owned()].into()
+    }
+
     fn absorb(&mut self, out: Output) {
         for call in out.assignor_calls {
             let answer = assign_natively(&call.assignor, &call.input);
@@ -208,10 +240,7 @@ impl Hand {
     /// `member`'s next heartbeat, handled; its answer taken in unless
     /// `lost` (then the member learns only that it may have reached).
     fn beat(&mut self, member: &mut SimMember, lost: bool) -> HeartbeatResponse {
-        let topics: BTreeSet<String> = ["t0".to_owned()].into();
-        let request = member.request(G, &topics, self.now);
-        let (response, out) = self.core.heartbeat(&request, self.now).unwrap();
-        self.absorb(out);
+        let response = self.handle(member);
         if lost {
             member.on_unanswered(Reach::MaybeReached, self.now, &mut self.rng);
         } else {
@@ -224,11 +253,16 @@ impl Hand {
     /// learns so only at its request timeout, and meanwhile has that
     /// heartbeat in flight.
     fn beat_in_flight(&mut self, member: &mut SimMember) -> HeartbeatResponse {
-        let topics: BTreeSet<String> = ["t0".to_owned()].into();
-        let request = member.request(G, &topics, self.now);
+        let response = self.handle(member);
+        member.send_unanswered(self.now);
+        response
+    }
+
+    /// `member`'s next heartbeat, handled by the core.
+    fn handle(&mut self, member: &mut SimMember) -> HeartbeatResponse {
+        let request = member.request(G, &Self::topics(), self.now);
         let (response, out) = self.core.heartbeat(&request, self.now).unwrap();
         self.absorb(out);
-        member.send_unanswered(self.now);
         response
     }
 
@@ -250,27 +284,8 @@ impl Hand {
 /// outcome too keeps the task until 1,000 + 5,000 ms. Returns the first
 /// breach the checks report, and a's lease after the lost answer.
 fn lost_revocation_then_unreached(extends_when_unsure: bool) -> (Result<(), String>, Millis) {
-    const INTERVAL_MS: u64 = 500;
-    let mut hand = Hand {
-        core: Coordinator::new(1),
-        now: 0,
-        rng: Rng::new(7),
-    };
-    hand.core.set_unreached_grace_ms(4_000);
-    let config = GroupConfig {
-        learners: LearnerMode::Off,
-        assignor: "range".into(),
-        session_timeout_ms: 10_000,
-        expansion_timeout_ms: INTERVAL_MS,
-        heartbeat_interval_ms: INTERVAL_MS,
-        ..GroupConfig::with_topics(vec![TopicConfig {
-            name: "t0".into(),
-            partitions: 2,
-        }])
-    };
-    let out = hand.core.configure(G, config, 0).unwrap();
-    hand.absorb(out);
-    let topics: BTreeSet<String> = ["t0".to_owned()].into();
+    let mut hand = Hand::new();
+    let topics = Hand::topics();
     let mut a = SimMember::new(0, None, topics.clone(), 0);
     a.extends_when_unsure = extends_when_unsure;
     let mut c = SimMember::new(1, None, topics, 0);
@@ -325,27 +340,8 @@ fn lost_revocation_then_unreached(extends_when_unsure: bool) -> (Result<(), Stri
 fn revocation_told_in_flight_on_the_unreached_lease(
     ignores_flight_bound: bool,
 ) -> (Result<(), String>, Millis) {
-    const INTERVAL_MS: u64 = 500;
-    let mut hand = Hand {
-        core: Coordinator::new(1),
-        now: 0,
-        rng: Rng::new(7),
-    };
-    hand.core.set_unreached_grace_ms(4_000);
-    let config = GroupConfig {
-        learners: LearnerMode::Off,
-        assignor: "range".into(),
-        session_timeout_ms: 10_000,
-        expansion_timeout_ms: INTERVAL_MS,
-        heartbeat_interval_ms: INTERVAL_MS,
-        ..GroupConfig::with_topics(vec![TopicConfig {
-            name: "t0".into(),
-            partitions: 2,
-        }])
-    };
-    let out = hand.core.configure(G, config, 0).unwrap();
-    hand.absorb(out);
-    let topics: BTreeSet<String> = ["t0".to_owned()].into();
+    let mut hand = Hand::new();
+    let topics = Hand::topics();
     let mut a = SimMember::new(0, None, topics.clone(), 0);
     a.request_timeout_ms = 3_000;
     a.ignores_flight_bound = ignores_flight_bound;
