@@ -1120,6 +1120,27 @@ async fn lost_after_errors(
     }
 }
 
+/// The member's lease is its plain one, `lease_ms` from `since` at the
+/// latest, and it loses tasks 0 and 1 at or after it, with only
+/// `expected` errors before. Returns the lease and when they were lost.
+async fn lost_at_the_plain_lease(
+    member: &assignd_client::MemberHandle,
+    events: &mut mpsc::Receiver<Event>,
+    since: std::time::Instant,
+    lease_ms: u64,
+    expected: impl Fn(&ClientError) -> bool,
+) -> (std::time::Instant, std::time::Instant) {
+    let lease = member.status().lease_until.expect("a lease");
+    assert!(
+        lease <= since + Duration::from_millis(lease_ms),
+        "the plain lease"
+    );
+    let (lost, at) = lost_after_errors(events, expected).await;
+    assert_eq!(lost, tasks(&[0, 1]));
+    assert!(at >= lease);
+    (lease, at)
+}
+
 /// The coordinator dies (kill -9: its port refuses connections) and no
 /// other node serves the group yet. No heartbeat can reach a coordinator,
 /// so the host keeps the member's tasks until the answer's unreached lease
@@ -1186,18 +1207,11 @@ async fn a_coordinator_that_never_answers_leaves_the_tasks_only_until_the_plain_
         }
         event => panic!("expected the timeout, got {event:?}"),
     }
-    let lease = member.status().lease_until.expect("a lease");
-    assert!(
-        lease <= assigned_at + Duration::from_millis(LEASE_MS),
-        "the plain lease"
-    );
-
-    let (lost, at) = lost_after_errors(&mut events, |error| {
-        matches!(error, ClientError::Transport(_))
-    })
-    .await;
-    assert_eq!(lost, tasks(&[0, 1]));
-    assert!(at >= lease);
+    let (lease, at) =
+        lost_at_the_plain_lease(&member, &mut events, assigned_at, LEASE_MS, |error| {
+            matches!(error, ClientError::Transport(_))
+        })
+        .await;
     assert!(
         at < before_join + Duration::from_millis(UNREACHED_LEASE_MS),
         "not kept on the unreached lease"
@@ -1401,17 +1415,10 @@ async fn a_member_releasing_tasks_stays_on_the_plain_lease() {
         Event::Error(ClientError::Unreached(_)) => {}
         event => panic!("expected the unreached heartbeat, got {event:?}"),
     }
-    let lease = member.status().lease_until.expect("a lease");
-    assert!(
-        lease <= revoked_at + Duration::from_millis(LEASE_MS),
-        "the plain lease"
-    );
-    let (lost, at) = lost_after_errors(&mut events, |error| {
+    lost_at_the_plain_lease(&member, &mut events, revoked_at, LEASE_MS, |error| {
         matches!(error, ClientError::Unreached(_))
     })
     .await;
-    assert_eq!(lost, tasks(&[0, 1]));
-    assert!(at >= lease);
 }
 
 /// A member on its unreached lease whose next heartbeat hangs (it may
