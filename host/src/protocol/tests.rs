@@ -186,6 +186,11 @@ impl Harness {
         }
     }
 
+    /// Whether `member_id` holds a slot of the group.
+    fn is_member(&self, member_id: &str) -> bool {
+        self.core.group(GROUP).unwrap().slot_of(member_id).is_some()
+    }
+
     /// Moves time to `to` in heartbeat-interval steps, ticking and letting
     /// `alive` heartbeat at each step.
     fn advance(&mut self, to: Millis, alive: &mut [HeartbeatResponse]) {
@@ -594,7 +599,7 @@ fn a_drain_keeps_its_deadline_when_the_name_map_is_dropped() {
     );
     h.advance(20_000, &mut members);
     let draining = members[0].member_id.clone();
-    assert!(h.core.group(GROUP).unwrap().slot_of(&draining).is_some());
+    assert!(h.is_member(&draining));
     let mark = h.log.len();
     h.at(21_000);
     assert!(
@@ -627,12 +632,7 @@ fn a_lease_given_before_the_name_map_is_dropped_is_kept() {
     let mut removed_at = None;
     for now in (3_100..=lease_end + 1_000).step_by(100) {
         h.advance(now, &mut members);
-        if h.core
-            .group(GROUP)
-            .unwrap()
-            .slot_of(&silent.member_id)
-            .is_none()
-        {
+        if !h.is_member(&silent.member_id) {
             removed_at = Some(now);
             break;
         }
@@ -918,21 +918,9 @@ fn a_lease_ends_no_later_than_the_host_could_give_the_tasks_away() {
     // Silent from here: still a member at the last moment of its lease.
     let lease_end = 2 * EXPANSION_MS + 300 + still.lease_ms;
     h.advance(lease_end - 1, &mut others);
-    assert!(
-        h.core
-            .group(GROUP)
-            .unwrap()
-            .slot_of(&told.member_id)
-            .is_some()
-    );
+    assert!(h.is_member(&told.member_id));
     h.advance(lease_end + 2 * EXPANSION_MS, &mut others);
-    assert!(
-        h.core
-            .group(GROUP)
-            .unwrap()
-            .slot_of(&told.member_id)
-            .is_none()
-    );
+    assert!(!h.is_member(&told.member_id));
 
     // A scale-down timeout shorter than the rest bounds every lease: an
     // admin may start a drain right after an answer. A draining member's
@@ -1878,13 +1866,7 @@ fn a_member_told_to_revoke_is_fenced_on_time_despite_an_earlier_unreached_lease(
     // Silent from here; the others beat on. Not before the in-flight bound
     // the earlier answer gave: the member may count on it until then.
     h.advance(fence - 1, &mut members[1..]);
-    assert!(
-        h.core
-            .group(GROUP)
-            .unwrap()
-            .slot_of(&told.member_id)
-            .is_some()
-    );
+    assert!(h.is_member(&told.member_id));
     h.advance(fence, &mut members[1..]);
     let group = h.core.group(GROUP).unwrap();
     assert!(
