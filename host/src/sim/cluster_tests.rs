@@ -398,6 +398,16 @@ fn revocation_told_in_flight_on_the_unreached_lease(
     (breach, lease_end)
 }
 
+/// The checks caught a member holding both tasks (p0, p1) past its lease.
+fn assert_lease_breach_of_both_tasks(checked: Result<(), String>) {
+    let breach = checked.expect_err("the checks catch it");
+    assert!(breach.starts_with("invariant 1 (leases):"), "{breach}");
+    assert!(
+        breach.contains("p0 (") && breach.contains("p1 ("),
+        "{breach}"
+    );
+}
+
 #[test]
 fn a_member_that_ignores_the_flight_bound_is_caught() {
     let (honest, lease_end) = revocation_told_in_flight_on_the_unreached_lease(false);
@@ -405,12 +415,7 @@ fn a_member_that_ignores_the_flight_bound_is_caught() {
     assert_eq!(lease_end, 2_700, "the send time plus the flight bound");
     let (broken, lease_end) = revocation_told_in_flight_on_the_unreached_lease(true);
     assert_eq!(lease_end, 6_000, "the whole unreached lease, wrongly");
-    let breach = broken.expect_err("the checks catch it");
-    assert!(breach.starts_with("invariant 1 (leases):"), "{breach}");
-    assert!(
-        breach.contains("p0 (") && breach.contains("p1 ("),
-        "{breach}"
-    );
+    assert_lease_breach_of_both_tasks(broken);
 }
 
 #[test]
@@ -420,12 +425,7 @@ fn a_member_that_counts_on_the_unreached_lease_after_an_ambiguous_outcome_is_cau
     assert_eq!(lease_end, 2_000, "the plain lease after the lost answer");
     let (broken, lease_end) = lost_revocation_then_unreached(true);
     assert_eq!(lease_end, 6_000, "the unreached lease, wrongly");
-    let breach = broken.expect_err("the checks catch it");
-    assert!(breach.starts_with("invariant 1 (leases):"), "{breach}");
-    assert!(
-        breach.contains("p0 (") && breach.contains("p1 ("),
-        "{breach}"
-    );
+    assert_lease_breach_of_both_tasks(broken);
 }
 
 /// Runs every node event due up to `until`.
