@@ -258,6 +258,27 @@ impl Hand {
         response
     }
 
+    /// `member`'s next heartbeat, which provably reaches no coordinator
+    /// (its network is down).
+    fn beat_unreached(&mut self, member: &mut SimMember) {
+        member.request(G, &BTreeSet::new(), self.now);
+        member.on_unanswered(Reach::Unreached, self.now, &mut self.rng);
+    }
+
+    /// `from` was fenced and `to` holds both tasks.
+    fn assert_taken_over(&self, from: &SimMember, to: &SimMember) {
+        assert!(
+            self.core
+                .group(G)
+                .unwrap()
+                .slot_of(&from.member_id)
+                .is_none(),
+            "{} was fenced",
+            from.member_id
+        );
+        assert_eq!(to.active.len(), 2, "and the other has both tasks");
+    }
+
     /// `member`'s next heartbeat, handled by the core.
     fn handle(&mut self, member: &mut SimMember) -> HeartbeatResponse {
         let request = member.request(G, &Self::topics(), self.now);
@@ -311,17 +332,12 @@ fn lost_revocation_then_unreached(extends_when_unsure: bool) -> (Result<(), Stri
         hand.at(now);
         if now.is_multiple_of(INTERVAL_MS) {
             // a's network is down; c beats on.
-            a.request(G, &BTreeSet::new(), now);
-            a.on_unanswered(Reach::Unreached, now, &mut hand.rng);
+            hand.beat_unreached(&mut a);
             hand.beat(&mut c, false);
         }
         breach = hand.check(&[&a, &c]);
     }
-    assert!(
-        hand.core.group(G).unwrap().slot_of(&a.member_id).is_none(),
-        "a was fenced"
-    );
-    assert_eq!(c.active.len(), 2, "and c has both tasks");
+    hand.assert_taken_over(&a, &c);
     (breach, lease_end)
 }
 
@@ -379,10 +395,7 @@ fn revocation_told_in_flight_on_the_unreached_lease(
             }
             Some(_) => {}
             // a's network is down.
-            None if now.is_multiple_of(INTERVAL_MS) => {
-                a.request(G, &BTreeSet::new(), now);
-                a.on_unanswered(Reach::Unreached, now, &mut hand.rng);
-            }
+            None if now.is_multiple_of(INTERVAL_MS) => hand.beat_unreached(&mut a),
             None => {}
         }
         if now.is_multiple_of(INTERVAL_MS) {
@@ -390,11 +403,7 @@ fn revocation_told_in_flight_on_the_unreached_lease(
         }
         breach = hand.check(&[&a, &c]);
     }
-    assert!(
-        hand.core.group(G).unwrap().slot_of(&a.member_id).is_none(),
-        "a was fenced"
-    );
-    assert_eq!(c.active.len(), 2, "and c has both tasks");
+    hand.assert_taken_over(&a, &c);
     (breach, lease_end)
 }
 
