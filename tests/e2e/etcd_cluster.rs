@@ -82,15 +82,21 @@ fn served(server: &Server) -> BTreeSet<u64> {
     server.served_shards()
 }
 
-/// Waits until the nodes serve `counts` shards each (in order), disjoint;
-/// returns how long that took.
+/// Waits until the nodes serve `counts` shards each (in order), disjoint,
+/// and each of them routes every one of those shards to the node serving
+/// it (its view of the directory caught up: until then, a request it
+/// gets for a shard that just moved away is answered 503
+/// `shard_unavailable`); returns how long that took.
 fn wait_for_shares(nodes: &[&Server], counts: &[usize]) -> Duration {
     let started = Instant::now();
     loop {
         let sets: Vec<BTreeSet<u64>> = nodes.iter().map(|n| served(n)).collect();
         let all: BTreeSet<u64> = sets.iter().flatten().copied().collect();
         let total: usize = sets.iter().map(BTreeSet::len).sum();
-        if sets.iter().map(BTreeSet::len).eq(counts.iter().copied()) && all.len() == total {
+        if sets.iter().map(BTreeSet::len).eq(counts.iter().copied())
+            && all.len() == total
+            && routes_agree(nodes, &sets)
+        {
             return started.elapsed();
         }
         assert!(
@@ -99,6 +105,31 @@ fn wait_for_shares(nodes: &[&Server], counts: &[usize]) -> Duration {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Whether every node of `nodes` names, as the coordinator of a group of
+/// each shard in `sets`, the node whose set holds it.
+fn routes_agree(nodes: &[&Server], sets: &[BTreeSet<u64>]) -> bool {
+    nodes.iter().all(|asked| {
+        nodes.iter().zip(sets).all(|(owner, shards)| {
+            shards.iter().all(|&shard| {
+                let (status, body) = asked.call(
+                    "GET",
+                    &format!("/v1/groups/{}/coordinator", group_of_shard(shard)),
+                    None,
+                );
+                status == 200 && body["url"] == owner.base.as_str()
+            })
+        })
+    })
+}
+
+/// A group name whose shard is `shard`.
+fn group_of_shard(shard: u64) -> String {
+    (0..)
+        .map(|i| format!("probe-{i}"))
+        .find(|g| u64::from(assignd::protocol::shard::shard_of(g, SHARDS as u32)) == shard)
+        .expect("some name lands on every shard")
 }
 
 fn group_config() -> Value {
