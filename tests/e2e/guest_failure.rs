@@ -631,18 +631,122 @@ fn guest_calls_run_on_threads_below_the_hosts_priority() {
     );
 }
 
-/// The name and nice value of each thread of process `pid`.
+/// The name and nice value of each thread of process `pid` (none once it
+/// has ended).
 fn threads_of(pid: u32) -> Vec<(String, i64)> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the host's threads");
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
     tasks
         .filter_map(|task| {
             let dir = task.ok()?.path();
             let name = std::fs::read_to_string(dir.join("comm")).ok()?;
-            let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
-            // After the name in brackets: state is field 3, nice field 19.
-            let (_, fields) = stat.rsplit_once(')')?;
-            let nice = fields.split_whitespace().nth(19 - 3)?.parse().ok()?;
-            Some((name.trim().to_owned(), nice))
+            Some((name.trim().to_owned(), stat_field(&dir, 19)?))
+        })
+        .collect()
+}
+
+/// Field `number` of the `stat` file in `dir` (a process's or a thread's
+/// folder in /proc), counted as proc(5) does: the state is field 3, the
+/// parent 4, the nice value 19.
+fn stat_field(dir: &std::path::Path, number: usize) -> Option<i64> {
+    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+    // After the name in brackets, which may hold spaces.
+    let (_, fields) = stat.rsplit_once(')')?;
+    fields.split_whitespace().nth(number - 3)?.parse().ok()
+}
+
+/// Issue 15: the rest of the host's work on a guest's behalf runs below
+/// its priority too. A fresh host has no guest thread; an upload's compiler
+/// process (and every thread Cranelift starts in it) runs 19 nice values
+/// below the host, and its self-test runs on a guest thread: a crafted
+/// upload keeps both cores busy for its whole compile time limit, and a
+/// self-test may spin for its call time limit.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_uploads_compile_and_checks_run_below_the_hosts_priority() {
+    let data_dir = common::scratch("upload-nice");
+    let server = Server::start(
+        &data_dir,
+        &[
+            "--compile-time-base-ms",
+            "3000",
+            "--compile-time-per-mib-ms",
+            "0",
+        ],
+    );
+    let pid = server.child.id();
+    let host = host_nice(pid);
+    let guest_nice = (host + 19).min(19);
+    let guest_threads = || -> Vec<i64> {
+        threads_of(pid)
+            .into_iter()
+            .filter(|(name, _)| name == "assignd-guest")
+            .map(|(_, nice)| nice)
+            .collect()
+    };
+    assert_eq!(guest_threads(), Vec::<i64>::new(), "no guest has run yet");
+
+    // The compile: the child is looked at while it runs (until the
+    // upload's answer, which comes at its 3 s limit).
+    let compiler_seen_niced = std::thread::scope(|scope| {
+        let upload =
+            scope.spawn(|| server.upload("slow", "1", &common::slow_to_compile_component()));
+        let mut seen = Vec::new();
+        while !upload.is_finished() {
+            for child in children_of(pid) {
+                let threads = threads_of(child);
+                if !threads.is_empty() && threads.iter().all(|&(_, nice)| nice == guest_nice) {
+                    seen.push(threads.len());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (status, error) = upload.join().expect("the upload");
+        assert_eq!(status, 400, "{error}");
+        assert_eq!(error["error"]["code"], "compile_timeout", "{error}");
+        seen
+    });
+    assert!(
+        !compiler_seen_niced.is_empty(),
+        "the compiler process was never seen with every thread at nice {guest_nice}"
+    );
+    assert_eq!(
+        guest_threads(),
+        Vec::<i64>::new(),
+        "compiling runs no guest"
+    );
+
+    // The self-test: the host's first guest thread starts for it.
+    let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = server.upload("spinner", "0.1.0", &bytes);
+    assert_eq!(status, 201, "{module}");
+    let after_upload = guest_threads();
+    assert!(
+        !after_upload.is_empty(),
+        "the self-test ran on a guest thread"
+    );
+    assert!(
+        after_upload.iter().all(|&nice| nice == guest_nice),
+        "{after_upload:?}"
+    );
+}
+
+/// The nice value of process `pid`'s main thread.
+fn host_nice(pid: u32) -> i64 {
+    stat_field(std::path::Path::new(&format!("/proc/{pid}")), 19).expect("the host's nice value")
+}
+
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    processes
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let child: u32 = entry.file_name().to_str()?.parse().ok()?;
+            (stat_field(&entry.path(), 4)? == i64::from(pid)).then_some(child)
         })
         .collect()
 }

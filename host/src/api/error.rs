@@ -181,7 +181,9 @@ fn registry_status_and_code(error: &RegistryError) -> (StatusCode, &'static str)
         RegistryError::Unknown(_) => (StatusCode::NOT_FOUND, "unknown_module"),
         RegistryError::Builtin(_) => (StatusCode::CONFLICT, "builtin_assignor"),
         RegistryError::InUse { .. } => (StatusCode::CONFLICT, "module_in_use"),
-        RegistryError::Storage(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        RegistryError::Storage(_) | RegistryError::GuestThread(_) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+        }
     }
 }
 

@@ -97,6 +97,9 @@ pub struct CompileComponentArgs {
     /// The cap on the process's data memory.
     #[arg(long)]
     memory_max_bytes: u64,
+    /// How many nice values below its parent's priority it compiles.
+    #[arg(long, default_value_t = 0)]
+    nice_steps: u8,
 }
 
 /// Exit code of a run that failed on bad input or an unusable module.
@@ -117,7 +120,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::CompileComponent(args) = &cli.command {
         // Its stdout is the artifact and its stderr one line: no logs.
-        let code = crate::plugins::compile_child(args.memory_max_bytes);
+        let code = crate::plugins::compile_child(args.memory_max_bytes, args.nice_steps);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     init_logs(cli.log_format);

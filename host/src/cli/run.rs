@@ -81,6 +81,8 @@ fn load(
         concurrent_calls_max: 2,
         memory_ceiling_bytes,
         compile_bounds,
+        // Nothing here to keep the compile from: the user waits for it.
+        guest_nice: 0,
         ..EngineConfig::default()
     })
     .map_err(|e| bad_input(format!("cannot start the wasm engine: {e:#}")))?;

@@ -66,10 +66,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = EngineConfig::default().concurrent_calls_max,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     concurrent_calls_max: u32,
-    /// How many nice values below the host's own priority assignor calls
-    /// run: guests get the CPU the host's threads (heartbeats, timers,
-    /// record writes) leave, and their wall-clock limit runs on while they
-    /// wait for it. 0 runs them at the host's priority; nice 19 is the
+    /// How many nice values below the host's own priority assignor calls,
+    /// previews, upload self-tests, params checks and the compiles of
+    /// uploaded components run: guests get the CPU the host's threads
+    /// (heartbeats, timers, record writes) leave, and their wall-clock
+    /// limits (a call's, a compile's) run on while they wait for it. 0 runs them at the host's priority; nice 19 is the
     /// lowest any thread gets. Nice weighs against every process of the
     /// machine: where other busy work shares it, a lower value (10) keeps
     /// guests from starving.

@@ -5,7 +5,8 @@
 //! 1.9 GB after). So a component is compiled in a child process of the
 //! host's own binary (`assignd compile-component`), under a cap on its
 //! data memory (`RLIMIT_DATA`, set by the child before it compiles) and a
-//! wall-clock limit (the parent kills it), with at most
+//! wall-clock limit (the parent kills it), below the host's CPU priority
+//! (the guest threads' nice steps), with at most
 //! [`CompileBounds::concurrent_max`] at once (past it: refused, not
 //! queued). The child writes the precompiled artifact to stdout; the
 //! parent reads at most [`CompileBounds::artifact_max_bytes`] of it and
@@ -114,12 +115,13 @@ pub fn compile_config() -> Config {
     config
 }
 
-/// Compiles `bytes` in a child process under `bounds`; returns the
-/// precompiled artifact.
+/// Compiles `bytes` in a child process under `bounds`, `nice_steps` nice
+/// values below the calling thread; returns the precompiled artifact.
 pub(super) fn compile_in_child(
     bounds: &CompileBounds,
     running: &CompilesRunning,
     bytes: &[u8],
+    nice_steps: u8,
 ) -> Result<Vec<u8>, PluginError> {
     let _permit = running
         .try_acquire(bounds.concurrent_max)
@@ -131,6 +133,8 @@ pub(super) fn compile_in_child(
         .arg(COMPILE_SUBCOMMAND)
         .arg("--memory-max-bytes")
         .arg(bounds.memory_max_bytes.to_string())
+        .arg("--nice-steps")
+        .arg(nice_steps.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -224,10 +228,14 @@ pub(super) fn compile_in_child(
     })
 }
 
-/// The child's side: caps its data memory at `memory_max_bytes`, reads a
-/// component on stdin, writes its precompiled artifact on stdout. A
-/// component that does not compile is one line on stderr and exit 2.
-pub fn compile_child(memory_max_bytes: u64) -> i32 {
+/// The child's side: caps its data memory at `memory_max_bytes`, lowers
+/// its priority by `nice_steps` (before Cranelift starts any thread, so
+/// that they all inherit it: a crafted component keeps both cores busy
+/// for the whole time limit), reads a component on stdin, writes its
+/// precompiled artifact on stdout. A component that does not compile is
+/// one line on stderr and exit 2.
+pub fn compile_child(memory_max_bytes: u64, nice_steps: u8) -> i32 {
+    super::guest_threads::lower_priority(nice_steps.min(super::GUEST_NICE_MAX));
     let limit = libc::rlimit {
         rlim_cur: memory_max_bytes as libc::rlim_t,
         rlim_max: memory_max_bytes as libc::rlim_t,

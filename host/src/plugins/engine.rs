@@ -66,6 +66,9 @@ pub struct PluginEngine {
     compile_bounds: Option<CompileBounds>,
     compiles_running: CompilesRunning,
     guest_threads: super::GuestThreads,
+    /// Nice values below the host's priority of the guest threads and of
+    /// the compiler processes.
+    guest_nice: u8,
 }
 
 /// A counting semaphore over the pool's instance slots: a call holds a
@@ -171,6 +174,7 @@ impl PluginEngine {
             compile_bounds: config.compile_bounds,
             compiles_running: CompilesRunning::default(),
             guest_threads,
+            guest_nice: config.guest_nice,
         })
     }
 
@@ -183,6 +187,15 @@ impl PluginEngine {
     ) -> impl std::future::Future<Output = Result<T, super::GuestThreadError>> + Send + 'static
     {
         self.guest_threads.run(work)
+    }
+
+    /// [`Self::on_guest_thread`] for a caller off the async workers (the
+    /// registry's self-test and params check): blocks until `work` is done.
+    pub fn on_guest_thread_blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, super::GuestThreadError> {
+        self.guest_threads.run_blocking(work)
     }
 
     /// Loads a built-in assignor by name.
@@ -336,7 +349,8 @@ impl PluginEngine {
         }
         let component = match &self.compile_bounds {
             Some(bounds) if !shipped => {
-                let artifact = compile_in_child(bounds, &self.compiles_running, bytes)?;
+                let artifact =
+                    compile_in_child(bounds, &self.compiles_running, bytes, self.guest_nice)?;
                 // SAFETY: the artifact was just written by
                 // `precompile_component` of our own binary, with the
                 // settings of `compile_config` this engine was built

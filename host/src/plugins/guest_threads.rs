@@ -82,15 +82,31 @@ impl GuestThreads {
         work: impl FnOnce() -> T + Send + 'static,
     ) -> impl Future<Output = Result<T, GuestThreadError>> + Send + 'static {
         let (answer, answered) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move || {
-            let result = catch_unwind(AssertUnwindSafe(work))
-                .map_err(|panic| GuestThreadError::Panicked(panic_message(&*panic)));
+        self.push(Box::new(move || {
             // Nobody waits for the answer any more (the caller was
             // dropped, at shutdown): nothing to do with it.
-            let _ = answer.send(result);
-        });
-        self.push(job);
+            let _ = answer.send(run_caught(work));
+        }));
         async move { answered.await.unwrap_or(Err(GuestThreadError::Stopped)) }
+    }
+
+    /// [`Self::run`] for a caller that may block (a registry check on
+    /// tokio's blocking pool): waits for the result. Called on a guest
+    /// thread, it runs `work` there and then, since that thread is already
+    /// below the host's priority and waiting for another could wait for
+    /// itself.
+    pub fn run_blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, GuestThreadError> {
+        if ON_GUEST_THREAD.get() {
+            return run_caught(work);
+        }
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        self.push(Box::new(move || {
+            let _ = answer.send(run_caught(work));
+        }));
+        answered.recv().unwrap_or(Err(GuestThreadError::Stopped))
     }
 
     fn push(&self, job: Job) {
@@ -142,6 +158,7 @@ impl Shared {
     /// pool is dropped and nothing is queued.
     fn serve(&self) {
         lower_priority(self.nice);
+        ON_GUEST_THREAD.set(true);
         let mut state = self.state.lock().expect("guest threads poisoned");
         loop {
             if let Some(job) = state.jobs.pop_front() {
@@ -161,11 +178,22 @@ impl Shared {
     }
 }
 
+thread_local! {
+    /// Whether this thread is one of the guest threads.
+    static ON_GUEST_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `work`, its panic turned into an error.
+fn run_caught<T>(work: impl FnOnce() -> T) -> Result<T, GuestThreadError> {
+    catch_unwind(AssertUnwindSafe(work))
+        .map_err(|panic| GuestThreadError::Panicked(panic_message(&*panic)))
+}
+
 /// Lowers the calling thread's priority by `steps` nice values, to at most
 /// [`GUEST_NICE_MAX`] (Linux keeps a nice value per thread; a new thread
 /// starts with its creator's).
 #[cfg(target_os = "linux")]
-fn lower_priority(steps: u8) {
+pub(super) fn lower_priority(steps: u8) {
     if steps == 0 {
         return;
     }
@@ -194,7 +222,7 @@ fn lower_priority(steps: u8) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn lower_priority(_nice: u8) {}
+pub(super) fn lower_priority(_nice: u8) {}
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
@@ -257,6 +285,30 @@ mod tests {
         assert_eq!(answers, [0, 1]);
         assert_eq!(queued.await.expect("ran"), "after");
         assert_eq!(threads.started(), 2);
+    }
+
+    #[test]
+    fn a_blocking_caller_waits_for_a_guest_thread_and_one_on_it_runs_in_place() {
+        let mine = own_nice();
+        let threads = Arc::new(GuestThreads::new(1, 10));
+        let theirs = threads.run_blocking(own_nice).expect("ran");
+        assert_eq!(theirs, (mine + 10).min(19), "ran on a guest thread");
+        assert_eq!(own_nice(), mine, "the caller's thread is not niced");
+        // From the pool's only thread: queued, it would wait for itself.
+        let inner = threads.clone();
+        let nested = threads
+            .run_blocking(move || {
+                let outer = std::thread::current().id();
+                inner.run_blocking(move || std::thread::current().id() == outer)
+            })
+            .expect("ran");
+        assert!(nested.expect("ran"), "ran in place, on the same thread");
+        let failed = threads.run_blocking(|| -> u32 { panic!("self-test blew up") });
+        assert!(
+            matches!(&failed, Err(GuestThreadError::Panicked(m)) if m == "self-test blew up"),
+            "{failed:?}"
+        );
+        assert_eq!(threads.started(), 1);
     }
 
     #[tokio::test]

@@ -90,6 +90,10 @@ pub enum RegistryError {
     /// Writing or removing the module's files failed.
     #[error("storage: {0}")]
     Storage(String),
+    /// The self-test or params check did not run to its end on a guest
+    /// thread: the host panicked in it (a bug), or is shutting down.
+    #[error("checking the module: {0}")]
+    GuestThread(#[from] crate::plugins::GuestThreadError),
 }
 
 /// The uploaded modules, and the engine they run in.
@@ -201,10 +205,14 @@ impl Registry {
         let mut input = self_test_input();
         input.params = params.clone();
         // A check, not a group's call: what the guest logs here is nobody's
-        // business, and is neither kept nor reported as dropped.
-        let (result, _logs, _dropped) =
-            self.engine
-                .assign_keeping_logs(&module, &input, &PARAMS_CHECK_LIMITS);
+        // business, and is neither kept nor reported as dropped. It runs
+        // as guest calls do, below the host's priority.
+        let engine = self.engine.clone();
+        let result = self.engine.on_guest_thread_blocking(move || {
+            engine
+                .assign_keeping_logs(&module, &input, &PARAMS_CHECK_LIMITS)
+                .0
+        })?;
         match result {
             Err(PluginError::Refused(refusal)) => Err(RegistryError::ParamsRejected {
                 module: reference.to_owned(),
@@ -415,13 +423,17 @@ const SELF_TEST_MEMBERS: u32 = 4;
 const SELF_TEST_TASKS_PER_MEMBER: u32 = 12;
 const SELF_TEST_TOPICS: u32 = 3;
 
-/// One assignment on a small generated group, within the default limits;
-/// the engine checks the answer is a valid assignment of that input.
-fn self_test(engine: &PluginEngine, module: &LoadedModule) -> Result<(), RegistryError> {
-    let input = self_test_input();
+/// One assignment on a small generated group, within the default limits,
+/// on a guest thread (below the host's priority, as guest calls run); the
+/// engine checks the answer is a valid assignment of that input.
+fn self_test(engine: &Arc<PluginEngine>, module: &Arc<LoadedModule>) -> Result<(), RegistryError> {
+    let (engine_on_thread, module) = (engine.clone(), module.clone());
     engine
-        .assign(module, &input, &Limits::default())
-        .map(|_| ())
+        .on_guest_thread_blocking(move || {
+            engine_on_thread
+                .assign(&module, &self_test_input(), &Limits::default())
+                .map(|_| ())
+        })?
         .map_err(|error| RegistryError::SelfTest {
             members: SELF_TEST_MEMBERS as usize,
             tasks: (SELF_TEST_MEMBERS * SELF_TEST_TASKS_PER_MEMBER) as usize,
