@@ -658,10 +658,10 @@ fn stat_field(dir: &std::path::Path, number: usize) -> Option<i64> {
 
 /// Issue 15: the rest of the host's work on a guest's behalf runs below
 /// its priority too. A fresh host has no guest thread; an upload's compiler
-/// process (and every thread Cranelift starts in it) runs 19 nice values
-/// below the host, and its self-test runs on a guest thread: a crafted
-/// upload keeps both cores busy for its whole compile time limit, and a
-/// self-test may spin for its call time limit.
+/// process (every thread of it) runs 19 nice values below the host, and
+/// its self-test runs on a guest thread: a crafted upload keeps a core
+/// busy for its whole compile time limit (two at once, both cores here),
+/// and a self-test may spin for its call time limit.
 #[cfg(target_os = "linux")]
 #[test]
 fn an_uploads_compile_and_checks_run_below_the_hosts_priority() {

@@ -104,7 +104,9 @@ pub struct EngineConfig {
     /// process, or (`None`: tests and the built-ins-only demo) in process.
     pub compile_bounds: Option<super::CompileBounds>,
     /// How many nice values below the host's own priority guest calls run
-    /// (`super::GuestThreads`): 0 runs them at it; 19 at the lowest.
+    /// (`super::GuestThreads`), and so the self-tests and params checks,
+    /// and the compiler processes of uploads: 0 runs them at it; 19 at
+    /// the lowest.
     pub guest_nice: u8,
 }
 
