@@ -70,10 +70,10 @@ pub struct ServeArgs {
     /// previews, upload self-tests, params checks and the compiles of
     /// uploaded components run: guests get the CPU the host's threads
     /// (heartbeats, timers, record writes) leave, and their wall-clock
-    /// limits (a call's, a compile's) run on while they wait for it. 0 runs them at the host's priority; nice 19 is the
-    /// lowest any thread gets. Nice weighs against every process of the
-    /// machine: where other busy work shares it, a lower value (10) keeps
-    /// guests from starving.
+    /// limits (a call's, a compile's) run on while they wait for it. 0
+    /// runs them at the host's priority; nice 19 is the lowest any thread
+    /// gets. Nice weighs against every process of the machine: where other
+    /// busy work shares it, a lower value (10) keeps guests from starving.
     #[arg(long, value_name = "STEPS", default_value_t = EngineConfig::default().guest_nice,
           value_parser = clap::value_parser!(u8).range(0..=i64::from(GUEST_NICE_MAX)))]
     guest_nice: u8,

@@ -4,6 +4,7 @@
 //! cap, traps mapped to [`PluginError`], and the answer validated against
 //! its input before anyone sees it.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use assignd_guest_sdk::log::PANIC_PREFIX;
@@ -13,12 +14,12 @@ use assignd_guest_sdk::validate::{
 use assignd_guest_sdk::{
     AssignError, Assignment, Capabilities, GroupInput, Info, ParamSpec, TaskMembers,
 };
-use wasmtime::{ResourceLimiter, Store, Trap};
+use wasmtime::{Engine, ResourceLimiter, Store, Trap};
 
 use super::bindings::PluginPre;
 use super::bindings::assignd::assignor::log::{Host as LogHost, Level};
 use super::bindings::assignd::assignor::types as wit;
-use super::engine::{LoadedModule, PluginEngine};
+use super::engine::{CallSlots, LoadedModule, PluginEngine};
 use super::error::PluginError;
 use super::limits::{EPOCH_TICK_MS, Limits};
 
@@ -183,17 +184,17 @@ impl LogHost for GuestState {
 
 /// A call's limits with its memory cap lowered to the engine's ceiling
 /// (the pool's slot size).
-fn capped(engine: &PluginEngine, limits: &Limits) -> Limits {
+fn capped(memory_ceiling_bytes: u64, limits: &Limits) -> Limits {
     Limits {
-        memory_max_bytes: limits.memory_max_bytes.min(engine.memory_ceiling_bytes),
+        memory_max_bytes: limits.memory_max_bytes.min(memory_ceiling_bytes),
         ..*limits
     }
 }
 
 /// A store for one call; the caller holds a call slot for as long as the
 /// store lives.
-fn new_store(engine: &PluginEngine, limits: &Limits, fuel: u64) -> Store<GuestState> {
-    let mut store = Store::new(&engine.engine, GuestState::new(limits));
+fn new_store(engine: &Engine, limits: &Limits, fuel: u64) -> Store<GuestState> {
+    let mut store = Store::new(engine, GuestState::new(limits));
     store.limiter(|state| state);
     store
         .set_fuel(fuel)
@@ -251,16 +252,22 @@ fn emit_logs(module: &str, logs: &[GuestLogLine], dropped: u64) {
     }
 }
 
+/// What an `info()` call needs of its engine, owned, so that it can run
+/// on a guest thread while the engine's `load` waits for it.
+pub(super) struct InfoCall {
+    pub engine: Engine,
+    pub slots: Arc<CallSlots>,
+    pub memory_ceiling_bytes: u64,
+    pub pre: PluginPre<GuestState>,
+}
+
 /// Calls `info()` on a fresh instance.
-pub(super) fn call_info(
-    engine: &PluginEngine,
-    pre: &PluginPre<GuestState>,
-    limits: &Limits,
-) -> Result<Info, PluginError> {
-    let limits = &capped(engine, limits);
+pub(super) fn call_info(call: &InfoCall, limits: &Limits) -> Result<Info, PluginError> {
+    let limits = &capped(call.memory_ceiling_bytes, limits);
     let fuel = limits.fuel_base;
-    let _slot = engine.slots.acquire();
-    let mut store = new_store(engine, limits, fuel);
+    let _slot = call.slots.acquire();
+    let mut store = new_store(&call.engine, limits, fuel);
+    let pre = &call.pre;
     let plugin = match pre.instantiate(&mut store) {
         Ok(plugin) => plugin,
         Err(e) => {
@@ -394,11 +401,11 @@ impl PluginEngine {
         logs_dropped_out: &mut u64,
     ) -> Result<CallOutcome, PluginError> {
         check_input(input, &InputLimits::default()).map_err(PluginError::InvalidInput)?;
-        let limits = &capped(self, limits);
+        let limits = &capped(self.memory_ceiling_bytes, limits);
         let fuel = limits.fuel_for(input.task_count(), input.members.len());
         let _slot = self.slots.acquire();
         let started = Instant::now();
-        let mut store = new_store(self, limits, fuel);
+        let mut store = new_store(&self.engine, limits, fuel);
         let plugin = match module.pre.instantiate(&mut store) {
             Ok(plugin) => plugin,
             Err(e) => {

@@ -232,8 +232,8 @@ pub(super) fn compile_in_child(
 /// its priority by `nice_steps` (first, so that any thread it starts
 /// inherits it: a crafted component keeps a core busy for its whole time
 /// limit, and `--compiles-max` of them every core of a 2-core host),
-/// reads a component on stdin, writes its precompiled artifact on stdout. A component that does not compile is
-/// one line on stderr and exit 2.
+/// reads a component on stdin, writes its precompiled artifact on stdout.
+/// A component that does not compile is one line on stderr and exit 2.
 pub fn compile_child(memory_max_bytes: u64, nice_steps: u8) -> i32 {
     super::guest_threads::lower_priority(nice_steps.min(super::GUEST_NICE_MAX));
     let limit = libc::rlimit {

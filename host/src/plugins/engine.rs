@@ -244,7 +244,17 @@ impl PluginEngine {
             .map_err(|e| PluginError::ImportShape(format!("{e:#}")))?;
         let pre =
             PluginPre::new(instance_pre).map_err(|e| PluginError::WrongShape(format!("{e:#}")))?;
-        let info = super::call::call_info(self, &pre, &Limits::default())?;
+        // The module's own code: on a guest thread, as every guest call.
+        let info_call = super::call::InfoCall {
+            engine: self.engine.clone(),
+            slots: self.slots.clone(),
+            memory_ceiling_bytes: self.memory_ceiling_bytes,
+            pre: pre.clone(),
+        };
+        let info = self
+            .guest_threads
+            .run_blocking(move || super::call::call_info(&info_call, &Limits::default()))
+            .unwrap_or_else(|unfinished| panic!("loading a module: {unfinished}"))?;
         if !from_disk_cache {
             self.write_artifact(&id, &component);
         }
