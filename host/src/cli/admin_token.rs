@@ -177,9 +177,11 @@ mod tests {
                 generated: false
             }
         );
-        let (other, _) = resolve(None, &scratch("generate-other")).unwrap();
+        let other_dir = scratch("generate-other");
+        let (other, _) = resolve(None, &other_dir).unwrap();
         assert_ne!(other, token, "random");
         std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&other_dir).unwrap();
     }
 
     #[test]

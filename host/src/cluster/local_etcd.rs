@@ -3,9 +3,11 @@
 //! member can be killed and started again, to take the quorum away and
 //! give it back.
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -46,8 +48,43 @@ pub struct LocalEtcd {
     members: Vec<Member>,
 }
 
+/// The ports [`free_port`] handed out in this process, never twice: a
+/// member killed and started again binds its port again, and a cluster
+/// started meanwhile must not have been given it.
+static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// The lowest port [`free_port`] looks at.
+const PORT_FLOOR: u16 = 10_000;
+
+/// A port free now, not handed out before in this process, and below the
+/// kernel's range of ephemeral ports where there is room: a connection's
+/// own port comes from that range, and one of the many the members and
+/// nodes open could take a killed member's port before it is started
+/// again (a member that cannot bind its port never joins its cluster).
 fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    if let Some(span) = ephemeral_low.checked_sub(PORT_FLOOR).filter(|&s| s > 0) {
+        // Processes start at different places, so that two at once rarely
+        // try the same ports.
+        let start = (std::process::id() as u64 * 7_919 % u64::from(span)) as u16;
+        for step in 0..span {
+            let port = PORT_FLOOR + (start + step) % span;
+            if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                handed_out.insert(port);
+                return Ok(port);
+            }
+        }
+    }
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        if handed_out.insert(port) {
+            return Ok(port);
+        }
+    }
 }
 
 impl LocalEtcd {
@@ -74,8 +111,37 @@ impl LocalEtcd {
         for i in 0..size {
             cluster.spawn(i, "new")?;
         }
-        cluster.wait_healthy().await?;
+        if let Err(error) = cluster.wait_healthy().await {
+            bail!("{error:#}; {}", cluster.members_report());
+        }
         Ok(cluster)
+    }
+
+    /// Each member's ports, whether it still runs, and the last lines of
+    /// its log: what a cluster that never answered leaves to go on, since
+    /// its folder goes with it.
+    fn members_report(&mut self) -> String {
+        let dir = self.dir.clone();
+        self.members
+            .iter_mut()
+            .map(|member| {
+                let state = match member.child.as_mut().map(Child::try_wait) {
+                    None => "not started".to_owned(),
+                    Some(Ok(None)) => "running".to_owned(),
+                    Some(Ok(Some(status))) => format!("exited ({status})"),
+                    Some(Err(e)) => format!("unknown ({e})"),
+                };
+                let log = std::fs::read_to_string(dir.join(format!("{}.log", member.name)))
+                    .unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = lines[lines.len().saturating_sub(5)..].join(" | ");
+                format!(
+                    "{} (client port {}, peer port {}): {state}; its log ends: {tail}",
+                    member.name, member.client_port, member.peer_port
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     fn initial_cluster(&self) -> String {
