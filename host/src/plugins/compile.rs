@@ -235,7 +235,7 @@ pub(super) fn compile_in_child(
 /// reads a component on stdin, writes its precompiled artifact on stdout.
 /// A component that does not compile is one line on stderr and exit 2.
 pub fn compile_child(memory_max_bytes: u64, nice_steps: u8) -> i32 {
-    super::guest_threads::lower_priority(nice_steps.min(super::GUEST_NICE_MAX));
+    super::guest_threads::lower_priority(nice_steps);
     let limit = libc::rlimit {
         rlim_cur: memory_max_bytes as libc::rlim_t,
         rlim_max: memory_max_bytes as libc::rlim_t,

@@ -2043,7 +2043,7 @@ impl World {
                 self.processes[pid].catch_up_per_ms = u64::MAX / 4;
             }
             let config = &self.group(lane).config;
-            let tasks: u64 = config.topics.iter().map(|t| u64::from(t.partitions)).sum();
+            let tasks = config.task_count();
             let lane_budget_ms = 3
                 * (config.registration_timeout_ms
                     + config.scale_down_timeout_ms

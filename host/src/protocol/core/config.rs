@@ -70,7 +70,6 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
         return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
     }
     let mut names = BTreeSet::new();
-    let mut tasks = 0u64;
     for topic in &config.topics {
         if topic.name.is_empty() || topic.name.len() > MEMBER_NAME_LEN_MAX {
             return invalid(format!(
@@ -87,8 +86,8 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
                 topic.name, topic.partitions
             ));
         }
-        tasks += u64::from(topic.partitions);
     }
+    let tasks = config.task_count();
     if tasks > TASKS_PER_GROUP_MAX {
         return invalid(format!(
             "{tasks} tasks, more than the limit of {TASKS_PER_GROUP_MAX}"
