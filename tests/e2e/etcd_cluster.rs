@@ -189,16 +189,6 @@ fn owner<'a>(nodes: &[&'a Server], group: &str) -> &'a Server {
         .unwrap_or_else(|| panic!("nobody serves {group}"))
 }
 
-/// Sends `server` the signal `name` (`-STOP`, `-TERM`, ...).
-#[cfg(unix)]
-fn signal(server: &Server, name: &str) {
-    let status = std::process::Command::new("kill")
-        .args([name, &server.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success(), "kill {name}");
-}
-
 /// The tests of this file take turns. Each runs an etcd cluster and
 /// several nodes, and bounds how soon leases, takeovers and hand-overs
 /// happen; two at once on a 2-core machine made those bounds a matter of
@@ -292,9 +282,9 @@ fn an_owner_paused_past_its_lease_answers_nothing_stale_and_steps_down() {
         .expect("a group on b");
     members[i].heartbeat(&b, GROUPS[i]);
 
-    signal(&b, "-STOP");
+    b.signal(libc::SIGSTOP);
     wait_for_shares(&[&a], &[SHARDS as usize]);
-    signal(&b, "-CONT");
+    b.signal(libc::SIGCONT);
     // Resumed, b still holds the shard in memory: it must not answer from
     // it (its lease has ended; a owns the group now).
     let (status, answer) = members[i].try_heartbeat(&b, GROUPS[i], json!({}));
@@ -320,7 +310,7 @@ fn a_node_stopped_with_sigterm_hands_its_shards_over() {
     let a = cluster.node_with_lease("a", lease_ttl_ms);
     let mut b = cluster.node_with_lease("b", lease_ttl_ms);
     wait_for_shares(&[&a, &b], &[4, 4]);
-    signal(&b, "-TERM");
+    b.signal(libc::SIGTERM);
     let exited = b.child.wait().expect("b exits");
     assert!(exited.success(), "b exits cleanly: {exited}");
     let took = wait_for_shares(&[&a], &[SHARDS as usize]);
@@ -650,7 +640,7 @@ fn any_node_answers_and_a_sigterm_hand_over_is_seen_by_no_member() {
         .collect();
 
     let stopped = Instant::now();
-    signal(&b, "-TERM");
+    b.signal(libc::SIGTERM);
     let exited = b.child.wait().expect("b exits");
     assert!(exited.success(), "b exits cleanly: {exited}");
     wait_for_shares(&[&a], &[SHARDS as usize]);

@@ -214,11 +214,7 @@ fn sigterm_with_slow_clients_attached_exits_within_the_drain_and_frees_the_data_
     assert_eq!(status, 200);
 
     let signalled = Instant::now();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status()
-        .expect("cannot run kill");
-    assert!(killed.success());
+    server.signal(libc::SIGTERM);
     // The drain (500 ms) plus the runtime's own shutdown grace (2 s) and
     // slack for a loaded machine.
     let deadline = signalled + Duration::from_secs(10);

@@ -280,6 +280,7 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
         runtime.preload_builtins();
         let app = crate::api::app(runtime.clone(), admin);
+        let stop = shutdown_signal()?;
         {
             let mut stdout = std::io::stdout().lock();
             // The one line on stdout: scripts and tests read the address.
@@ -294,7 +295,7 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             shutdown_drain_ms = server.shutdown_drain_ms,
             "connection limits"
         );
-        crate::api::server::serve(listener, app, server, shutdown_signal()).await;
+        crate::api::server::serve(listener, app, server, stop).await;
         runtime.stop_timers();
         // Every shard flushed and its log released.
         runtime.unload_all().await;
@@ -465,8 +466,9 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
         runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
         runtime.preload_builtins();
         let (stopping, stopped) = tokio::sync::watch::channel(false);
+        let stop = shutdown_signal()?;
         tokio::spawn(async move {
-            shutdown_signal().await;
+            stop.await;
             let _ = stopping.send(true);
         });
         let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
@@ -601,31 +603,33 @@ fn admin_token(given: Option<String>, data_dir: &Path) -> Result<AdminToken, Fai
     AdminToken::new(&token).map_err(failure)
 }
 
-/// Resolves on ctrl-c or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
+/// A future that resolves on ctrl-c or SIGTERM. The handlers are
+/// installed here, not when the future is first polled: a signal sent
+/// as soon as the `listening on` line is out would otherwise find the
+/// default action in place and kill the process before it flushed.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, Failure> {
+    #[cfg(unix)]
+    let (mut interrupt, mut terminate) = {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| failure(format!("cannot listen for {name}: {e}")))
+        };
+        (
+            listen(SignalKind::interrupt(), "SIGINT")?,
+            listen(SignalKind::terminate(), "SIGTERM")?,
+        )
+    };
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
         if let Err(e) = tokio::signal::ctrl_c().await {
             tracing::error!(error = %e, "cannot listen for ctrl-c");
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
-    tracing::info!("shutting down");
+        tracing::info!("shutting down");
+    })
 }
