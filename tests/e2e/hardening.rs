@@ -217,17 +217,10 @@ fn sigterm_with_slow_clients_attached_exits_within_the_drain_and_frees_the_data_
     server.signal(libc::SIGTERM);
     // The drain (500 ms) plus the runtime's own shutdown grace (2 s) and
     // slack for a loaded machine.
-    let deadline = signalled + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still running 10 s after SIGTERM with slow clients attached"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = server.exit_by(
+        signalled + Duration::from_secs(10),
+        "still running 10 s after SIGTERM with slow clients attached",
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     trickle.join().unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status}");

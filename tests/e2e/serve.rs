@@ -166,14 +166,10 @@ fn sigterm_as_soon_as_the_server_listens_stops_it_cleanly() {
 #[cfg(unix)]
 fn terminate_and_expect_a_clean_exit(server: &mut Server) {
     server.signal(libc::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "still running after SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = server.exit_by(
+        Instant::now() + Duration::from_secs(20),
+        "still running after SIGTERM",
+    );
     assert!(status.success(), "exit status after SIGTERM: {status}");
 }
 

@@ -217,6 +217,22 @@ impl Server {
         assert_eq!(sent, 0, "kill: {}", std::io::Error::last_os_error());
     }
 
+    /// Waits for the server to exit, failing the test with `what` if it
+    /// still runs at `deadline`; its exit status.
+    pub fn exit_by(
+        &mut self,
+        deadline: std::time::Instant,
+        what: &str,
+    ) -> std::process::ExitStatus {
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     pub fn agent() -> ureq::Agent {
         ureq::Agent::config_builder()
             .http_status_as_error(false)
