@@ -12,16 +12,22 @@
 //! let (member, mut events) = Member::start(config, NoLags)?;
 //! while let Some(event) = events.recv().await {
 //!     match event {
-//!         Event::Assigned(tasks) => { /* start processing */ }
+//!         // Cold tasks, and warm copies (learners, standbys) that became
+//!         // active: both are now this member's to process.
+//!         Event::Assigned(tasks) | Event::Promoted(tasks) => { /* start processing */ }
 //!         Event::Revoked { tasks, ack } => {
 //!             /* stop processing, then: */
 //!             ack.ack();
 //!         }
-//!         Event::Lost(tasks) => { /* stop at once */ }
-//!         _ => {}
+//!         Event::Lost(tasks) => { /* stop at once: they may be elsewhere already */ }
+//!         Event::LearnerStarted(tasks) | Event::StandbyStarted(tasks) => { /* warm up */ }
+//!         Event::LearnerStopped(tasks) | Event::StandbyStopped(tasks) => { /* drop the copy */ }
+//!         Event::Joined { .. } | Event::Draining | Event::Drained => {}
+//!         Event::Fenced { .. } | Event::Replaced { .. } | Event::Error(_) => { /* log it */ }
 //!     }
 //! }
-//! # drop(member);
+//! // The loop ended: `closed` says why (left, drained, replaced, ...).
+//! println!("stopped: {:?}", member.closed().await);
 //! # Ok(())
 //! # }
 //! ```
@@ -44,14 +50,23 @@
 //! tasks until that ends, and so does the member ([`Status::lease_until`]).
 //!
 //! - `wire`: the JSON bodies; `transport`: one request over HTTP/1.1.
-//! - `tracker`: what the application has been told (sans-IO).
-//! - `member`: the heartbeat loop, its handle, events and error policy.
-//! - [`simulated`]: members with simulated stateful tasks (changelogs,
-//!   replay, lag reports), for examples, load generators and demos.
+//! - [`machine`]: every decision of a member, sans-IO: ids and epochs,
+//!   when to send what, the lease, the policy for each error, drains and
+//!   leaves. Every client in every language runs a port of it, checked by
+//!   the vectors in `clients/conformance/`.
+//! - `tracker`: what the application has been told (sans-IO, driven by
+//!   the machine).
+//! - `member`: the shell that runs the machine over HTTP, its handle and
+//!   events.
+//! - `simulated` (cargo feature `simulated`): members with simulated
+//!   stateful tasks (changelogs, replay, lag reports), for examples, load
+//!   generators and demos.
 
 mod config;
 mod error;
+pub mod machine;
 mod member;
+#[cfg(feature = "simulated")]
 pub mod simulated;
 mod tracker;
 mod transport;
@@ -62,6 +77,7 @@ pub use config::{
     SHARED_REQUESTS_MAX_DEFAULT,
 };
 pub use error::{ClientError, codes};
+pub use machine::StopReason;
 pub use member::{
     Event, HeartbeatObserver, LagSource, Member, MemberHandle, NoLags, RevokeAck, Status,
 };

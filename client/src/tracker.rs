@@ -9,7 +9,7 @@
 //! - the `owned` report never names a task the host's last answer does not
 //!   hold for this member (the host refuses such a report).
 //!
-//! The heartbeat loop (`member`) feeds it answers and acknowledgements and
+//! The member machine (`machine`) feeds it answers and acknowledgements and
 //! turns its [`Change`]s into events; it knows nothing of HTTP or time.
 
 use std::collections::{BTreeMap, BTreeSet};

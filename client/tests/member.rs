@@ -232,15 +232,17 @@ async fn assert_ended(events: &mut mpsc::Receiver<Event>) {
     }
 }
 
-/// The member id a join sent: one the member chose (`c-` and 32 hex
-/// digits), never empty.
+/// The member id a join sent: one the member chose (`c-`, 32 hex digits
+/// drawn once per member, `-` and the number of the join), never empty.
 fn chosen_id(join: &Value) -> String {
     let id = join["member_id"].as_str().expect("a member id").to_owned();
-    let hex = id.strip_prefix("c-").unwrap_or_else(|| panic!("{id:?}"));
+    let rest = id.strip_prefix("c-").unwrap_or_else(|| panic!("{id:?}"));
+    let (hex, n) = rest.split_once('-').unwrap_or_else(|| panic!("{id:?}"));
     assert!(
         hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
         "{id:?}"
     );
+    assert!(n.parse::<u64>().is_ok_and(|n| n >= 1), "{id:?}");
     id
 }
 
@@ -1285,11 +1287,17 @@ async fn only_failures_that_reached_no_coordinator_extend_the_lease() {
             event => panic!("{label}: expected an error, got {event:?}"),
         }
         let lease = member.status().lease_until.expect("a lease");
+        let plain = assigned_at + Duration::from_millis(LEASE_MS);
         if case.extended {
+            // The unreached lease (join's send time + UNREACHED_LEASE_MS),
+            // or, while the retry is in flight, the retry's send time +
+            // the flight bound: past the plain lease either way.
             let unreached = before_join + Duration::from_millis(UNREACHED_LEASE_MS);
-            assert!(lease >= unreached, "{label}: the unreached lease");
+            assert!(
+                lease > plain && lease <= unreached + Duration::from_secs(1),
+                "{label}: the unreached lease"
+            );
         } else {
-            let plain = assigned_at + Duration::from_millis(LEASE_MS);
             assert!(lease <= plain, "{label}: the plain lease");
         }
         member.abort();
