@@ -14,15 +14,17 @@
 //!     --url http://127.0.0.1:7070 --group billing --name worker-a --topics orders
 //! ```
 //!
-//! It prints one line per event. Ctrl-C or SIGTERM leaves the group (a
-//! static worker's leave is temporary: its tasks wait for it).
+//! It prints one JSON line per event (clients/README.md, "The example
+//! worker": the same contract as the workers of the other clients). The
+//! first SIGTERM or Ctrl-C drains it (its tasks move to warm owners, then
+//! it leaves and exits 0); a second one leaves at once.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use assignd_client::simulated::{Rates, Role, StateStore, TaskStates};
-use assignd_client::{Assignment, Event, Member, MemberConfig, Task};
+use assignd_client::{Assignment, Event, Member, MemberConfig, StopReason, Task};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -106,12 +108,78 @@ impl StateStore for DirStore {
     }
 }
 
-fn list(tasks: &[Task]) -> String {
-    tasks
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
+/// Prints one event as a JSON line on stdout (clients/README.md, "The
+/// example worker"), with the wall-clock time.
+fn print(event: &str, fields: serde_json::Value) {
+    let ts_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut line = serde_json::json!({"ts_ms": ts_ms, "event": event});
+    if let (Some(line), Some(fields)) = (line.as_object_mut(), fields.as_object()) {
+        line.extend(fields.clone());
+    }
+    println!("{line}");
+}
+
+fn print_tasks(event: &str, tasks: &[Task]) {
+    print(event, serde_json::json!({ "tasks": tasks }));
+}
+
+/// Applies one event to the simulated tasks and prints it. A revocation
+/// is printed before the tasks stop and the ack goes out.
+fn on_event(sim: &mut TaskStates<DirStore>, event: Event) {
+    match event {
+        Event::Joined { member_id } => {
+            print("joined", serde_json::json!({ "member_id": member_id }))
+        }
+        Event::Assigned(tasks) => {
+            sim.set(&tasks, Some(Role::Active));
+            print_tasks("assigned", &tasks);
+        }
+        Event::Promoted(tasks) => {
+            sim.set(&tasks, Some(Role::Active));
+            print_tasks("promoted", &tasks);
+        }
+        Event::Revoked { tasks, ack } => {
+            print_tasks("revoked", &tasks);
+            // Processing is synchronous here: once the task is out of the
+            // table it is stopped.
+            sim.set(&tasks, None);
+            ack.ack();
+        }
+        Event::Lost(tasks) => {
+            sim.set(&tasks, None);
+            print_tasks("lost", &tasks);
+        }
+        Event::LearnerStarted(tasks) => {
+            sim.set(&tasks, Some(Role::Warming));
+            print_tasks("learner_started", &tasks);
+        }
+        Event::LearnerStopped(tasks) => {
+            sim.set(&tasks, None);
+            print_tasks("learner_stopped", &tasks);
+        }
+        Event::StandbyStarted(tasks) => {
+            sim.set(&tasks, Some(Role::Warming));
+            print_tasks("standby_started", &tasks);
+        }
+        Event::StandbyStopped(tasks) => {
+            sim.set(&tasks, None);
+            print_tasks("standby_stopped", &tasks);
+        }
+        Event::Draining => print("draining", serde_json::json!({})),
+        Event::Drained => print("drained", serde_json::json!({})),
+        Event::Fenced { rejoining } => {
+            print("fenced", serde_json::json!({ "rejoining": rejoining }))
+        }
+        Event::Replaced { member_name } => {
+            print(
+                "replaced",
+                serde_json::json!({ "member_name": member_name }),
+            );
+        }
+        Event::Error(error) => print("error", serde_json::json!({ "message": error.to_string() })),
+    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -146,7 +214,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lag_sim = sim.clone();
     let lags = move |assignment: &Assignment| lag_sim.lock().unwrap().lags(assignment);
     let (member, mut events) = Member::start(config, lags)?;
-    println!("started as {local}");
+    // Installed before the first event, so a SIGTERM never finds the
+    // default action.
+    let mut signals = Signals::install()?;
 
     let mut ticker = tokio::time::interval(TICK);
     let mut last = tokio::time::Instant::now();
@@ -156,67 +226,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let drain = tokio::time::sleep_until(drain_at);
     tokio::pin!(drain);
     let mut drain_asked = false;
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
+    let mut member = Some(member);
     loop {
         tokio::select! {
             event = events.recv() => {
-                let Some(event) = event else {
-                    println!("stopped");
-                    return Ok(());
-                };
-                let mut sim = sim.lock().unwrap();
-                match event {
-                    Event::Joined { member_id } => println!("joined as {member_id}"),
-                    Event::Assigned(tasks) => {
-                        sim.set(&tasks, Some(Role::Active));
-                        println!("assigned {}", list(&tasks));
-                    }
-                    Event::Promoted(tasks) => {
-                        sim.set(&tasks, Some(Role::Active));
-                        println!("promoted {}", list(&tasks));
-                    }
-                    Event::Revoked { tasks, ack } => {
-                        // Processing is synchronous here: once the task
-                        // is out of the table it is stopped.
-                        sim.set(&tasks, None);
-                        ack.ack();
-                        println!("revoked {}", list(&tasks));
-                    }
-                    Event::Lost(tasks) => {
-                        sim.set(&tasks, None);
-                        println!("lost {}", list(&tasks));
-                    }
-                    Event::LearnerStarted(tasks) => {
-                        sim.set(&tasks, Some(Role::Warming));
-                        let lags: Vec<String> =
-                            tasks.iter().map(|t| format!("{t}:{}", sim.lag(t))).collect();
-                        println!("learner started {}", lags.join(","));
-                    }
-                    Event::LearnerStopped(tasks) => {
-                        sim.set(&tasks, None);
-                        println!("learner stopped {}", list(&tasks));
-                    }
-                    Event::StandbyStarted(tasks) => {
-                        sim.set(&tasks, Some(Role::Warming));
-                        println!("standby started {}", list(&tasks));
-                    }
-                    Event::StandbyStopped(tasks) => {
-                        sim.set(&tasks, None);
-                        println!("standby stopped {}", list(&tasks));
-                    }
-                    Event::Draining => println!("draining"),
-                    Event::Drained => println!("drained"),
-                    Event::Fenced { rejoining } => {
-                        println!("fenced{}", if rejoining { ", rejoining" } else { "" });
-                    }
-                    Event::Replaced { member_name } => {
-                        eprintln!("another process took member name {member_name:?}: stopping");
-                    }
-                    Event::Error(error) => eprintln!("error: {error}"),
-                }
+                let Some(event) = event else { break };
+                on_event(&mut sim.lock().unwrap(), event);
             }
             _ = ticker.tick() => {
+                let Some(member) = &member else { continue };
                 let now = tokio::time::Instant::now();
                 // Process only what the lease allows: a stalled worker
                 // whose tasks went elsewhere must not write after them.
@@ -227,31 +245,66 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             () = &mut drain, if !drain_asked => {
                 drain_asked = true;
-                println!("asking to drain");
-                member.drain();
+                if let Some(member) = &member {
+                    member.drain();
+                }
             }
-            () = &mut shutdown => {
-                member.leave().await?;
-                println!("left");
-                return Ok(());
+            () = signals.next() => {
+                // The first signal drains (the tasks move to warm owners,
+                // then the member leaves); a second one leaves at once.
+                let Some(handle) = &member else { continue };
+                if !drain_asked {
+                    drain_asked = true;
+                    handle.drain();
+                } else if let Some(handle) = member.take() {
+                    sim.lock().unwrap().set(&handle.assignment().active.into_iter().collect::<Vec<_>>(), None);
+                    let _ = handle.leave().await;
+                    break;
+                }
             }
         }
+    }
+    let reason = member
+        .as_ref()
+        .and_then(|member| member.status().stopped)
+        .unwrap_or(StopReason::Left);
+    print("stopped", serde_json::json!({ "reason": reason }));
+    if matches!(reason, StopReason::Left | StopReason::Drained) {
+        Ok(())
+    } else {
+        std::process::exit(1)
     }
 }
 
-/// Ctrl-C, or SIGTERM on Unix.
-async fn shutdown_signal() {
+/// SIGTERM and SIGINT, installed at once.
+struct Signals {
     #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(Signals {})
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
     }
 }

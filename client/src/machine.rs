@@ -273,6 +273,10 @@ pub struct Machine {
     lags: Vec<LagRow>,
     /// When the next request is due.
     due: Millis,
+    /// Something the host must hear of at once happened (an ack, a drain
+    /// asked, tasks lost to the lease) after the request in flight, if any,
+    /// was built: the next request goes as soon as nothing is in flight.
+    send_now: bool,
     in_flight: Option<InFlight>,
     lease: Lease,
     leaving: Option<Leaving>,
@@ -308,6 +312,7 @@ impl Machine {
             leave_asked: false,
             lags: Vec::new(),
             due: now,
+            send_now: false,
             in_flight: None,
             lease: Lease::default(),
             leaving: None,
@@ -369,6 +374,7 @@ impl Machine {
         }
         let leave = self.leaving.is_some();
         self.in_flight = Some(InFlight { sent: now, leave });
+        self.send_now = false;
         if let Some(leaving) = &mut self.leaving {
             leaving.attempts += 1;
             return Some(self.leave_request());
@@ -439,7 +445,7 @@ impl Machine {
         if drained && self.leaving.is_none() {
             self.begin_leave(Some(StopReason::Drained), now);
         }
-        self.leave_next(now);
+        self.after_heartbeat(now);
     }
 
     fn take_lease(&mut self, response: &HeartbeatResponse, sent: Millis) {
@@ -469,17 +475,25 @@ impl Machine {
         } else {
             self.judge_lease(failure);
             self.heartbeat_failed(failure, flight.sent, now);
-            self.leave_next(now);
+            self.after_heartbeat(now);
         }
         self.settle_leave(now);
     }
 
-    /// After a heartbeat's outcome: a leave asked meanwhile goes at once.
-    fn leave_next(&mut self, now: Millis) {
-        if self.leaving.is_some() {
+    /// After a heartbeat's outcome: a leave, an ack, a drain or a loss
+    /// that came while it was in flight goes at once.
+    fn after_heartbeat(&mut self, now: Millis) {
+        if self.leaving.is_some() || self.send_now {
             self.due = self.due.min(now);
         }
         self.settle_leave(now);
+    }
+
+    /// The host must hear of a change at once (after the request in
+    /// flight, if any).
+    fn hurry(&mut self, now: Millis) {
+        self.due = self.due.min(now);
+        self.send_now = true;
     }
 
     /// Which lease holds after a failed heartbeat. While every heartbeat
@@ -618,7 +632,7 @@ impl Machine {
         let (known, changes) = self.tracker.on_ack(ack);
         if known {
             self.tell_all(changes);
-            self.due = self.due.min(now);
+            self.hurry(now);
         }
     }
 
@@ -626,7 +640,7 @@ impl Machine {
     pub fn drain(&mut self, now: Millis) {
         if !self.drain && self.stopped.is_none() {
             self.drain = true;
-            self.due = self.due.min(now);
+            self.hurry(now);
         }
     }
 
@@ -673,7 +687,7 @@ impl Machine {
             "{why}"
         );
         self.lose_everything_but_id();
-        self.due = self.due.min(now);
+        self.hurry(now);
     }
 
     /// The next event for the application.

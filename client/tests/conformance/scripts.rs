@@ -132,6 +132,24 @@ fn rebalancing() -> Vec<Script> {
         .at(1_700, Input::Ack(0)),
         joined(
             Script::new(
+                "an_ack_while_a_heartbeat_is_in_flight_goes_after_its_answer",
+                "An ack (or a drain) that comes while a heartbeat is in flight is sent as \
+                 soon as that heartbeat's answer came, not an interval later.",
+                dynamic(),
+            ),
+            &[0, 1],
+        )
+        .poll(1_000)
+        .answer(1_010, Answer::new(2, orders(&[0])).revoking(orders(&[1])))
+        .poll(2_000)
+        .at(2_005, Input::Ack(0))
+        .at(2_006, Input::Drain)
+        .answer(2_010, Answer::new(2, orders(&[0])).revoking(orders(&[1])))
+        .poll(2_010)
+        .answer(2_020, Answer::new(2, orders(&[0])).draining())
+        .poll(2_100),
+        joined(
+            Script::new(
                 "a_task_given_back_while_releasing_waits_for_the_ack",
                 "A task the host gives back while the application still releases it is \
                  granted only after the ack.",
