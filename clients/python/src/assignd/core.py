@@ -1,0 +1,143 @@
+"""What both member shells share: one machine behind a lock, fed with the
+real clock, and the views the application reads from any thread.
+
+The shells differ only in how they wait (a thread and a condition, or an
+asyncio task); every decision is the machine's.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from typing import Callable, Iterable, List, Optional, Tuple, Union
+
+from .config import MemberConfig
+from .events import Assignment, Event
+from .failure import Failure
+from .machine import Machine, MachineConfig, StopReason
+from .task import LagRow, Task
+from .wire import HeartbeatRequest, HeartbeatResponse
+
+#: ``lags(assignment)``: ``(task, lag)`` pairs for the learner and standby
+#: tasks of ``assignment`` (and any other task whose state the member
+#: keeps), called before every heartbeat.
+LagSource = Callable[[Assignment], Iterable[Tuple[Task, int]]]
+
+
+def now_ms() -> int:
+    """The shells' clock: monotonic milliseconds."""
+    return time.monotonic_ns() // 1_000_000
+
+
+def choose_id_prefix() -> str:
+    """``c-`` and 32 random hex digits, as the Rust client's member ids."""
+    return "c-" + secrets.token_hex(16)
+
+
+def lag_rows(pairs: Iterable[Tuple[Task, int]]) -> List[LagRow]:
+    return [LagRow(task.topic, task.partition, lag) for task, lag in pairs]
+
+
+class Core:
+    """A machine behind a lock. Every method may be called from any thread."""
+
+    def __init__(self, config: MemberConfig, id_prefix: Optional[str] = None) -> None:
+        config.check()
+        self.config = config
+        self._lock = threading.Lock()
+        machine_config = MachineConfig(
+            topics=list(config.topics),
+            id_prefix=id_prefix or choose_id_prefix(),
+            member_name=config.member_name,
+            rack=config.rack,
+            capacity=config.capacity,
+        )
+        self._machine = Machine(machine_config, now_ms())
+
+    # --- views --------------------------------------------------------------
+
+    def may_process(self, task: Task) -> bool:
+        with self._lock:
+            return self._machine.may_process(Task(*task), now_ms())
+
+    def member_id(self) -> Optional[str]:
+        with self._lock:
+            return self._machine.member_id
+
+    def member_epoch(self) -> int:
+        with self._lock:
+            return self._machine.member_epoch
+
+    def assignment(self) -> Assignment:
+        with self._lock:
+            return self._machine.assignment()
+
+    def lease_until(self) -> Optional[float]:
+        """The end of the lease in force, in ``time.monotonic()`` seconds."""
+        with self._lock:
+            until = self._machine.lease_until()
+        return None if until is None else until / 1000
+
+    def stopped(self) -> Optional[StopReason]:
+        with self._lock:
+            return self._machine.stopped
+
+    def leave_failure(self) -> Optional[Failure]:
+        with self._lock:
+            return self._machine.leave_failure
+
+    # --- inputs ---------------------------------------------------------------
+
+    def ack(self, ack: int) -> None:
+        with self._lock:
+            self._machine.ack(ack, now_ms())
+
+    def drain(self) -> None:
+        with self._lock:
+            self._machine.drain(now_ms())
+
+    def leave(self) -> None:
+        with self._lock:
+            self._machine.leave(now_ms())
+
+    def answer(self, result: Union[HeartbeatResponse, Failure]) -> None:
+        with self._lock:
+            if isinstance(result, Failure):
+                self._machine.on_failure(result, now_ms())
+            else:
+                self._machine.on_answer(result, now_ms())
+
+    # --- the loop's steps -------------------------------------------------------
+
+    def due(self) -> Optional[Assignment]:
+        """Acts on the lease; returns the assignment (for the lag source)
+        if a request is due now, else ``None``."""
+        with self._lock:
+            now = now_ms()
+            self._machine.tick(now)
+            return self._machine.assignment() if self._machine.request_due(now) else None
+
+    def request(self, lags: Optional[List[LagRow]]) -> Optional[HeartbeatRequest]:
+        """Takes the request due now, with the lags reported first (the lag
+        source is called outside the lock: it may take the application's)."""
+        with self._lock:
+            if lags is not None:
+                self._machine.report_lags(lags)
+            return self._machine.poll_request(now_ms())
+
+    def events(self) -> List[Event]:
+        with self._lock:
+            events: List[Event] = []
+            while True:
+                event = self._machine.poll_event()
+                if event is None:
+                    return events
+                events.append(event)
+
+    def wait_s(self) -> Optional[float]:
+        """How long the loop may sleep: until the machine's timeout (``None``:
+        until something happens)."""
+        with self._lock:
+            timeout = self._machine.poll_timeout()
+        return None if timeout is None else max(0.0, (timeout - now_ms()) / 1000)
