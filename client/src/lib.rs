@@ -57,13 +57,15 @@
 //! - `tracker`: what the application has been told (sans-IO, driven by
 //!   the machine).
 //! - `member`: the shell that runs the machine over HTTP, its handle and
-//!   events.
+//!   events; [`listen`] hands the events to a [`Listener`] (assigned,
+//!   revoked, lost: the shape of every client's listener).
 //! - `simulated` (cargo feature `simulated`): members with simulated
 //!   stateful tasks (changelogs, replay, lag reports), for examples, load
 //!   generators and demos.
 
 mod config;
 mod error;
+mod listener;
 pub mod machine;
 mod member;
 #[cfg(feature = "simulated")]
@@ -77,6 +79,7 @@ pub use config::{
     SHARED_REQUESTS_MAX_DEFAULT,
 };
 pub use error::{ClientError, codes};
+pub use listener::{Listener, listen};
 pub use machine::StopReason;
 pub use member::{
     Event, HeartbeatObserver, LagSource, Member, MemberHandle, NoLags, RevokeAck, Status,

@@ -1507,3 +1507,76 @@ async fn a_heartbeat_in_flight_bounds_the_unreached_lease() {
     .await;
     assert_eq!(lost, tasks(&[0]));
 }
+
+/// A listener that records what it was told.
+#[derive(Default)]
+struct Recorder(Vec<String>);
+
+impl assignd_client::Listener for Recorder {
+    fn assigned(&mut self, tasks: &[Task], promoted: bool) {
+        self.0
+            .push(format!("assigned {tasks:?} promoted={promoted}"));
+    }
+    fn revoked(&mut self, tasks: &[Task]) {
+        self.0.push(format!("revoked {tasks:?}"));
+    }
+    fn lost(&mut self, tasks: &[Task]) {
+        self.0.push(format!("lost {tasks:?}"));
+    }
+    fn learner_started(&mut self, tasks: &[Task]) {
+        self.0.push(format!("learner {tasks:?}"));
+    }
+}
+
+/// Through the listener, a learner that becomes active reaches `assigned`
+/// (flagged warm), so code that implements only the three hooks processes
+/// it; a revocation is released once its hook returned.
+#[tokio::test]
+async fn a_listener_gets_promoted_tasks_as_assigned_and_releases_after_revoked() {
+    let host = FakeHost::start(|index, request| {
+        let owned = request.owned.clone().unwrap_or_default();
+        match index {
+            0 => {
+                let mut first = answer("m-1", 1, &[0]);
+                first.learner = tasks(&[1]);
+                Reply::Ok(first)
+            }
+            1 => Reply::Ok(answer("m-1", 2, &[0, 1])),
+            _ if owned.contains(&Task::new("orders", 0)) => {
+                let mut revoking = answer("m-1", 3, &[1]);
+                revoking.revoking = tasks(&[0]);
+                Reply::Ok(revoking)
+            }
+            _ => Reply::Ok(answer("m-1", 3, &[1])),
+        }
+    })
+    .await;
+    let (member, mut events) = Member::start(host.config(), NoLags).unwrap();
+    let mut recorder = Recorder::default();
+    let listening = tokio::spawn(async move {
+        assignd_client::listen(&mut events, &mut recorder).await;
+        recorder
+    });
+    // Released: a heartbeat reports 0 no longer owned.
+    let released = tokio::time::timeout(DEADLINE, async {
+        for index in 3.. {
+            let owned = host.request(index).await["owned"].clone();
+            if owned == json!([["orders", 1]]) {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(released.is_ok(), "the revocation was never released");
+    drop(member);
+    let recorder = listening.await.unwrap();
+    assert_eq!(
+        recorder.0[..4],
+        [
+            "assigned [Task { topic: \"orders\", partition: 0 }] promoted=false",
+            "learner [Task { topic: \"orders\", partition: 1 }]",
+            "assigned [Task { topic: \"orders\", partition: 1 }] promoted=true",
+            "revoked [Task { topic: \"orders\", partition: 0 }]",
+        ]
+    );
+}
