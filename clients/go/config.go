@@ -1,0 +1,98 @@
+package assignd
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// DefaultRequestTimeout is how long one heartbeat may take before it
+// counts as lost, unless Config says otherwise.
+const DefaultRequestTimeout = 5 * time.Second
+
+// LagSource reports how far behind the application's state is: [task,
+// lag] rows for the learner and standby tasks of the assignment, and any
+// other task whose state the member keeps, if it wants the host to know.
+// It is called before every heartbeat; the rows replace the previous
+// report. A learner at or under the group's acceptable recovery lag counts
+// as caught up, and its task moves here.
+type LagSource func(Assignment) []LagRow
+
+// Config is a member's identity and subscription.
+type Config struct {
+	// URLs are the host's base URLs, e.g. http://127.0.0.1:7070; for a
+	// cluster, any nodes' (bootstrap URLs, tried in turn while none
+	// answers). An entry may hold several separated by commas.
+	URLs  []string
+	Group string
+	// MemberName makes a static member (KIP-345): a restart with the same
+	// name within the registration timeout gets the same tasks back. ""
+	// joins as a dynamic member.
+	MemberName string
+	// Topics to subscribe to; at least one.
+	Topics []string
+	// Rack is "" for none.
+	Rack string
+	// Capacity is this member's relative weight; 0 means 1.
+	Capacity uint32
+	// MemberToken is the group's member token, sent as a bearer token on
+	// every heartbeat; needed when the group's config has one.
+	MemberToken string
+	// RequestTimeout bounds one heartbeat; 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// Lags is called before every heartbeat; nil reports no lags.
+	Lags LagSource
+	// Logger takes the member's logs; nil logs at info and above to
+	// stderr through the standard log package.
+	Logger Logger
+}
+
+// SplitURLs splits comma-separated base URLs, dropping empty ones.
+func SplitURLs(urls ...string) []string {
+	var out []string
+	for _, entry := range urls {
+		for _, u := range strings.Split(entry, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+// withDefaults fills the zero fields and checks what can be checked
+// without asking the host.
+func (c Config) withDefaults() (Config, error) {
+	if c.Capacity == 0 {
+		c.Capacity = 1
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = NewStdLogger()
+	}
+	c.URLs = SplitURLs(c.URLs...)
+	switch {
+	case len(c.URLs) == 0:
+		return c, errors.New("assignd: no host URL")
+	case c.Group == "":
+		return c, errors.New("assignd: the group name is empty")
+	case len(c.Topics) == 0:
+		return c, errors.New("assignd: a member must subscribe to at least one topic")
+	case c.RequestTimeout < 0:
+		return c, errors.New("assignd: the request timeout must be above zero")
+	case c.MemberToken != "" && !visibleASCII(c.MemberToken):
+		return c, errors.New("assignd: a member token must be visible ASCII characters")
+	}
+	return c, nil
+}
+
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}

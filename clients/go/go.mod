@@ -1,0 +1,3 @@
+module github.com/assignd/assignd/clients/go
+
+go 1.19
