@@ -377,6 +377,9 @@ impl Machine {
         self.send_now = false;
         if let Some(leaving) = &mut self.leaving {
             leaving.attempts += 1;
+            // Once the host has the leave, a dynamic member's tasks go to
+            // others at once: nothing is processed from its sending on.
+            self.lose_everything_but_id();
             return Some(self.leave_request());
         }
         Some(self.heartbeat_request())
@@ -728,6 +731,21 @@ impl Machine {
         // `None` orders first: no bound known means no unreached lease.
         let unreached = lease.unreached_until.min(in_flight_bound);
         lease.until.max(unreached)
+    }
+
+    /// The end of the last answer's unreached lease (its request's send
+    /// time plus `unreached_lease_ms`), whether or not it is in force;
+    /// `None` before an answer with one.
+    pub fn unreached_lease_until(&self) -> Option<Millis> {
+        self.lease.unreached_until
+    }
+
+    /// Whether the member is on the unreached lease: every heartbeat since
+    /// the last answer certainly reached no coordinator, and that answer's
+    /// unreached lease outlasts its plain one (see
+    /// [`lease_until`](Machine::lease_until)).
+    pub fn on_unreached_lease(&self) -> bool {
+        self.lease.on_unreached
     }
 
     /// Whether the application may process (and commit the output of)

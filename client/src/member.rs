@@ -438,6 +438,8 @@ impl Runner {
                 }
             }
             self.publish();
+            // Building a leave gives up every task: told at once.
+            self.deliver().await;
             let wake = self.machine.poll_timeout().map(|ms| self.instant(ms));
             tokio::select! {
                 biased;

@@ -523,12 +523,22 @@ async fn leave_sends_epoch_minus_one_and_ends_the_loop() {
     ));
     assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
     host.request(1).await;
+    let status = member.watch();
     member.leave().await.unwrap();
     let count = host.count();
     let leave = host.request(count - 1).await;
     assert_eq!(leave["member_epoch"], -1);
     assert_eq!(leave["member_id"], "m-1");
     assert_eq!(leave["member_name"], "worker-a");
+    // The tasks are given up as the leave goes: nothing processes them
+    // after it, whatever the lease of the last answer.
+    match next_event(&mut events).await {
+        Event::Lost(lost) => assert_eq!(lost, tasks(&[0])),
+        event => panic!("expected Lost, got {event:?}"),
+    }
+    let after = status.borrow().clone();
+    assert!(!after.may_process(&Task::new("orders", 0), std::time::Instant::now()));
+    assert_eq!(after.stopped, Some(assignd_client::StopReason::Left));
     assert_ended(&mut events).await;
     assert_eq!(host.count(), count, "nothing after the leave");
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the Go toolchain (Debian 12's golang-go, 1.19, or newer), then
-# vets the library and builds the example worker into bin/.
+# vets the library and builds the example worker and the bench driver
+# into bin/.
 set -euo pipefail
 cd "$(dirname "$0")"
 source ./env.sh
@@ -24,4 +25,5 @@ fi
 go vet ./...
 go build ./...
 go build -o bin/assignd-worker ./cmd/assignd-worker
-echo "built bin/assignd-worker with $version"
+go build -o bin/assignd-bench ./cmd/assignd-bench
+echo "built bin/assignd-worker and bin/assignd-bench with $version"

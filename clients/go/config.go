@@ -18,6 +18,11 @@ const DefaultRequestTimeout = 5 * time.Second
 // as caught up, and its task moves here.
 type LagSource func(Assignment) []LagRow
 
+// HeartbeatObserver sees one heartbeat's round trip (joins and leaves
+// included): how long it took, and its failure, or nil when the host
+// answered 200.
+type HeartbeatObserver func(latency time.Duration, failure *Failure)
+
 // Config is a member's identity and subscription.
 type Config struct {
 	// URLs are the host's base URLs, e.g. http://127.0.0.1:7070; for a
@@ -42,6 +47,11 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Lags is called before every heartbeat; nil reports no lags.
 	Lags LagSource
+	// OnHeartbeat, if set, is told of every heartbeat; for load generators
+	// and metrics. It is called on the goroutine that sent the heartbeat,
+	// before the machine sees the outcome, so it must be quick; members
+	// that share one call it concurrently.
+	OnHeartbeat HeartbeatObserver
 	// Logger takes the member's logs; nil logs at info and above to
 	// stderr through the standard log package.
 	Logger Logger

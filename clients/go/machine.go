@@ -154,6 +154,9 @@ func (m *Machine) PollRequest(now int64) *HeartbeatRequest {
 	m.sendNow = false
 	if m.leaving != nil {
 		m.leaving.attempts++
+		// Once the host has the leave, a dynamic member's tasks go to
+		// others at once: nothing is processed from its sending on.
+		m.loseEverythingButID()
 		return m.leaveRequest()
 	}
 	return m.heartbeatRequest()

@@ -40,12 +40,9 @@ type Member struct {
 	// queue holds events the listener has not been handed yet.
 	queue []Event
 	// ended: the loop stopped; reason and err say why.
-	ended bool
-	// leaveCalled: the application asked to leave; it may process nothing
-	// more.
-	leaveCalled bool
-	reason      StopReason
-	err         error
+	ended  bool
+	reason StopReason
+	err    error
 
 	wake    chan struct{} // the machine got an input
 	queued  chan struct{} // events wait in queue
@@ -119,13 +116,14 @@ func poke(c chan struct{}) {
 // acknowledged, and the lease has not run out. Checked before each
 // commit, it keeps a stalled process (a long pause, a starved CPU, a
 // suspended VM) from writing after the task went elsewhere, even before
-// the member can tell it Lost. It is false from the moment Leave is
-// called: a dynamic member's tasks go to others as soon as the host has
-// the leave.
+// the member can tell it Lost. It is false from the sending of a leave
+// on (a dynamic member's tasks go to others as soon as the host has it):
+// the machine gives up every task as it builds the leave, under the same
+// lock this reads with.
 func (m *Member) MayProcess(task Task) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return !m.leaveCalled && !m.ended && m.machine.MayProcess(task, m.now())
+	return !m.ended && m.machine.MayProcess(task, m.now())
 }
 
 // MemberID is the member id once joined, else "".
@@ -178,7 +176,6 @@ func (m *Member) Drain() {
 // member had stopped before.
 func (m *Member) Leave(ctx context.Context) error {
 	m.mu.Lock()
-	m.leaveCalled = true
 	m.machine.Leave(m.now())
 	m.mu.Unlock()
 	poke(m.wake)

@@ -63,7 +63,11 @@ func (m *Member) step() {
 
 // send makes one heartbeat and gives the machine its outcome.
 func (m *Member) send(r *HeartbeatRequest) {
+	sent := time.Now()
 	response, failure := m.transport.heartbeat(m.ctx, r)
+	if m.config.OnHeartbeat != nil {
+		m.config.OnHeartbeat(time.Since(sent), failure)
+	}
 	m.mu.Lock()
 	now := m.now()
 	if failure != nil {

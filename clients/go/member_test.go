@@ -117,7 +117,8 @@ func TestARevocationIsAcknowledgedOnceTheListenerReturnsThenTheMemberLeaves(t *t
 	if last["member_epoch"] != float64(-1) || m.Reason() != StopLeft || m.Err() != nil {
 		t.Fatalf("last request %v, stopped %q: %v", last, m.Reason(), m.Err())
 	}
-	want := []EventType{EventJoined, EventAssigned, EventRevoked}
+	// The leave gives up the task still held: Lost, before the member stops.
+	want := []EventType{EventJoined, EventAssigned, EventRevoked, EventLost}
 	if got := listener.types(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
@@ -199,5 +200,44 @@ func TestTheLeaseRunsOutWhileAHeartbeatIsInFlight(t *testing.T) {
 	waitStopped(t, m)
 	if m.Err() != context.Canceled || m.Reason() != "" {
 		t.Fatalf("stopped %q: %v", m.Reason(), m.Err())
+	}
+}
+
+func TestOnHeartbeatSeesEveryRoundTripAndItsFailure(t *testing.T) {
+	node := newNode(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			http.Error(w, `{"error":{"code":"internal","message":"boom"}}`, http.StatusInternalServerError)
+			return
+		}
+		answerJSON(w, 20, 5000, `,"active":[["orders",0]]`)
+	})
+	var mu sync.Mutex
+	var seen []*Failure
+	config := quietConfig(node.URL)
+	config.OnHeartbeat = func(latency time.Duration, failure *Failure) {
+		if latency <= 0 {
+			t.Errorf("latency %v", latency)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, failure)
+	}
+	m, err := Start(context.Background(), config, &recorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "three heartbeats", func() bool { return node.count() >= 3 })
+	if err := m.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, m)
+	mu.Lock()
+	defer mu.Unlock()
+	// Every request, the leave included, was seen once, in order.
+	if len(seen) != node.count() {
+		t.Fatalf("observed %d heartbeats of %d", len(seen), node.count())
+	}
+	if seen[0] != nil || seen[1] == nil || seen[1].Kind != Server || seen[1].Status != 500 || seen[2] != nil {
+		t.Fatalf("observed %v", seen)
 	}
 }

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from fake_host import FakeHost, answer
+from fake_host import FakeHost, answer, error
 
 from assignd import AsyncListener, AsyncMember, Listener, Member, MemberConfig, Revoked, Task
 
@@ -167,3 +167,63 @@ def test_may_process_is_safe_from_other_threads(host):
         t.join()
     member.leave(timeout=5)
     assert len(results) == 800
+
+
+def observed_script():
+    fast = {"heartbeat_interval_ms": 20, "lease_ms": 5000, "active": [["orders", 0]]}
+    return [answer(**fast), error(500, "internal"), answer(**fast)]
+
+
+def check_observed(seen, host):
+    # Every request, the leave included, seen once, in order.
+    assert len(seen) == len(host.requests) >= 4
+    assert all(latency > 0 for latency, _ in seen)
+    failures = [failure for _, failure in seen]
+    assert failures[0] is None and failures[2] is None
+    assert failures[1].kind == "server" and failures[1].status == 500
+
+
+def test_on_heartbeat_sees_every_round_trip_of_the_blocking_member():
+    host = FakeHost(observed_script())
+    seen = []
+    try:
+        member = Member(config(host.url), on_heartbeat=lambda *a: seen.append(a)).start()
+        wait_for(lambda: len(host.requests) >= 3)
+        assert member.leave(timeout=5) == "left"
+        check_observed(seen, host)
+    finally:
+        host.close()
+
+
+def test_on_heartbeat_sees_every_round_trip_of_the_async_member():
+    host = FakeHost(observed_script())
+    seen = []
+
+    def observe(latency, failure):
+        asyncio.get_running_loop()  # on the member's loop
+        seen.append((latency, failure))
+
+    async def scenario():
+        async with AsyncMember(config(host.url), on_heartbeat=observe):
+            while len(host.requests) < 3:
+                await asyncio.sleep(0.01)
+
+    try:
+        asyncio.run(scenario())
+        check_observed(seen, host)
+    finally:
+        host.close()
+
+
+def test_a_failing_observer_does_not_stop_the_member():
+    host = FakeHost(observed_script())
+
+    def observe(latency, failure):
+        raise RuntimeError("broken observer")
+
+    try:
+        member = Member(config(host.url), on_heartbeat=observe).start()
+        wait_for(lambda: len(host.requests) >= 3)
+        assert member.leave(timeout=5) == "left"
+    finally:
+        host.close()

@@ -43,7 +43,7 @@ type Hook<A extends unknown[]> = (...args: A) => void | Promise<void>;
  *   nothing is acknowledged and the host fences the member at the group's
  *   expansion timeout.
  * - `lost`: stop at once, no acknowledgement: they may be active elsewhere
- *   already (fenced, removed, or the lease ran out).
+ *   already (fenced, removed, the lease ran out, or a leave is being sent).
  */
 export interface MemberListener {
   joined?: Hook<[memberId: string]>;

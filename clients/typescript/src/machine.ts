@@ -149,6 +149,9 @@ export class MemberMachine {
     this.sendNow = false;
     if (this.leaving !== null) {
       this.leaving.attempts += 1;
+      // Once the host has the leave, a dynamic member's tasks go to
+      // others at once: nothing is processed from its sending on.
+      this.loseEverythingButId();
       return this.leaveRequest();
     }
     return this.heartbeatRequest();

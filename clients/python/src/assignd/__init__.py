@@ -11,6 +11,7 @@ background thread, :class:`AsyncMember` on an asyncio task.
 
 from .aio import AsyncMember
 from .config import REQUEST_TIMEOUT_DEFAULT, ConfigError, MemberConfig
+from .core import HeartbeatObserver
 from .events import (
     Assigned,
     Assignment,
@@ -50,6 +51,7 @@ __all__ = [
     "Event",
     "Failure",
     "Fenced",
+    "HeartbeatObserver",
     "Joined",
     "LagRow",
     "LearnerStarted",

@@ -18,7 +18,7 @@ import logging
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Optional, Tuple, Union
 
 from .config import MemberConfig
-from .core import Core, lag_rows
+from .core import Core, HeartbeatObserver, lag_rows
 from .events import Assignment, Event, Revoked
 from .failure import Failure
 from .listener import AsyncListener, dispatch
@@ -41,7 +41,9 @@ class AsyncMember:
 
     ``async with AsyncMember(config, listener) as member: ...`` starts it
     and leaves on exit. :meth:`may_process` and the views are plain
-    methods, safe from any thread.
+    methods, safe from any thread. ``on_heartbeat(latency_s, failure)``, if
+    given, is called on the loop after every heartbeat (see
+    :data:`assignd.HeartbeatObserver`).
     """
 
     def __init__(
@@ -51,8 +53,9 @@ class AsyncMember:
         lag_source: Optional[AsyncLagSource] = None,
         *,
         id_prefix: Optional[str] = None,
+        on_heartbeat: Optional[HeartbeatObserver] = None,
     ) -> None:
-        self._core = Core(config, id_prefix)
+        self._core = Core(config, id_prefix, on_heartbeat)
         self._transport = Transport(config)
         self._listener = listener
         self._lag_source = lag_source

@@ -7,6 +7,7 @@ asyncio task); every decision is the machine's.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -23,6 +24,15 @@ from .wire import HeartbeatRequest, HeartbeatResponse
 #: tasks of ``assignment`` (and any other task whose state the member
 #: keeps), called before every heartbeat.
 LagSource = Callable[[Assignment], Iterable[Tuple[Task, int]]]
+
+#: ``on_heartbeat(latency_s, failure)``: told of every heartbeat's round trip
+#: (joins and leaves included) once its outcome is in; ``failure`` is
+#: ``None`` when the host answered 200. For load generators and metrics: it
+#: runs on the member's loop (asyncio) or sender thread (blocking), so it
+#: must be quick; an exception it raises is logged and dropped.
+HeartbeatObserver = Callable[[float, Optional[Failure]], None]
+
+log = logging.getLogger("assignd")
 
 
 def now_ms() -> int:
@@ -42,10 +52,18 @@ def lag_rows(pairs: Iterable[Tuple[Task, int]]) -> List[LagRow]:
 class Core:
     """A machine behind a lock. Every method may be called from any thread."""
 
-    def __init__(self, config: MemberConfig, id_prefix: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        config: MemberConfig,
+        id_prefix: Optional[str] = None,
+        on_heartbeat: Optional[HeartbeatObserver] = None,
+    ) -> None:
         config.check()
         self.config = config
         self._lock = threading.Lock()
+        self._on_heartbeat = on_heartbeat
+        # When the request in flight was taken (monotonic s), for its latency.
+        self._sent_at = 0.0
         machine_config = MachineConfig(
             topics=list(config.topics),
             id_prefix=id_prefix or choose_id_prefix(),
@@ -107,6 +125,12 @@ class Core:
                 self._machine.on_failure(result, now_ms())
             else:
                 self._machine.on_answer(result, now_ms())
+        if self._on_heartbeat is not None:
+            try:
+                failure = result if isinstance(result, Failure) else None
+                self._on_heartbeat(time.monotonic() - self._sent_at, failure)
+            except Exception:  # an observer must not stop the member
+                log.exception("the heartbeat observer failed")
 
     # --- the loop's steps -------------------------------------------------------
 
@@ -124,7 +148,10 @@ class Core:
         with self._lock:
             if lags is not None:
                 self._machine.report_lags(lags)
-            return self._machine.poll_request(now_ms())
+            request = self._machine.poll_request(now_ms())
+        if request is not None:
+            self._sent_at = time.monotonic()
+        return request
 
     def events(self) -> List[Event]:
         with self._lock:

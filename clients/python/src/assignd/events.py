@@ -110,7 +110,8 @@ class Drained(_Event):
 @dataclass(frozen=True)
 class Lost(_Event):
     """These may be active elsewhere already: stop them at once (no ack).
-    Also sent when the lease ran out without a newer answer."""
+    Also sent when the lease ran out without a newer answer, and as a leave
+    is sent (the host hands a dynamic member's tasks on at once)."""
 
     type: ClassVar[str] = "lost"
     tasks: Tasks

@@ -186,6 +186,9 @@ class Machine:
         self._send_now = False
         if self._leaving is not None:
             self._leaving.attempts += 1
+            # Once the host has the leave, a dynamic member's tasks go to
+            # others at once: nothing is processed from its sending on.
+            self._lose_everything_but_id()
             return self._leave_request()
         return self._heartbeat_request()
 

@@ -15,7 +15,7 @@ import threading
 from typing import Callable, Optional, Union
 
 from .config import MemberConfig
-from .core import Core, LagSource, lag_rows
+from .core import Core, HeartbeatObserver, LagSource, lag_rows
 from .events import Assignment, Revoked
 from .failure import Failure
 from .listener import Listener, dispatch
@@ -33,6 +33,8 @@ class Member:
 
     Listener hooks run on that thread. :meth:`may_process`, the views,
     :meth:`drain` and :meth:`leave` may be called from any thread.
+    ``on_heartbeat(latency_s, failure)``, if given, is called on the sender
+    thread after every heartbeat (see :data:`assignd.HeartbeatObserver`).
     """
 
     def __init__(
@@ -42,8 +44,9 @@ class Member:
         lag_source: Optional[LagSource] = None,
         *,
         id_prefix: Optional[str] = None,
+        on_heartbeat: Optional[HeartbeatObserver] = None,
     ) -> None:
-        self._core = Core(config, id_prefix)
+        self._core = Core(config, id_prefix, on_heartbeat)
         self._transport = Transport(config)
         self._listener = listener or Listener()
         self._lag_source = lag_source
