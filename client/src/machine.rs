@@ -545,7 +545,9 @@ impl Machine {
             failure: failure.clone(),
         };
         match failure.code() {
-            Some(codes::REPLACED) if joined => {
+            // Refused to a join too: a retried join whose first attempt
+            // the host handled, after which another process took the name.
+            Some(codes::REPLACED) => {
                 let member_name = self.config.member_name.clone().unwrap_or_default();
                 tracing::error!(
                     member_id = %self.member_id,

@@ -21,7 +21,9 @@ func (m *Machine) heartbeatFailed(f *Failure, sent, now int64) {
 	leaving := m.drain || m.leaveAsked || m.tracker.draining
 	errorEvent := Event{Type: EventError, Failure: f}
 	switch code := f.code(); {
-	case code == CodeReplaced && joined:
+	case code == CodeReplaced:
+		// Refused to a join too: a retried join whose first attempt
+		// the host handled, after which another process took the name.
 		m.log.Log(LevelError, "another process joined with this member name and took its tasks: stopping this member (two processes must not share a member name)",
 			"member_id", m.memberID, "member_name", m.config.MemberName)
 		m.loseEverything()

@@ -237,12 +237,15 @@ fn task_set(tasks: &Value) -> Held {
         .collect()
 }
 
+/// When a worker held a task: from, until (wall-clock ms), and who.
+type Span<'a> = (u64, u64, &'a str);
+
 /// Checks that no task was held by two workers at once, by the times
 /// their events were printed: a worker holds a task from the line that
 /// gave it (`assigned`, `promoted`) to the line that took it (`revoked`,
 /// printed before it stops, or `lost`).
 fn assert_never_held_twice(workers: &[&Worker]) {
-    let mut spans: BTreeMap<(String, u32), Vec<(u64, u64, &str)>> = BTreeMap::new();
+    let mut spans: BTreeMap<(String, u32), Vec<Span>> = BTreeMap::new();
     for worker in workers {
         let mut since: BTreeMap<(String, u32), u64> = BTreeMap::new();
         for line in worker.lines() {

@@ -435,6 +435,17 @@ fn refusals() -> Vec<Script> {
         .poll(1_000)
         .fail(1_010, refused(409, "replaced"))
         .poll(1_010),
+        Script::new(
+            "a_retried_join_refused_replaced_stops",
+            "A join whose answer was lost, retried after another process took the name, is \
+             refused replaced: the member stops, it does not retry for ever.",
+            named(),
+        )
+        .poll(0)
+        .fail(5_000, Failure::NoAnswer)
+        .poll(5_000)
+        .fail(5_010, refused(409, "replaced"))
+        .poll(5_100),
         joined(
             Script::new(
                 "an_unknown_member_rejoins_at_once",

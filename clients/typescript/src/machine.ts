@@ -265,6 +265,12 @@ export class MemberMachine {
   private heartbeatFailed(failure: Failure, sent: number, now: number): void {
     const joined = this.memberIdValue !== "";
     const code = failureCode(failure);
+    if (code === Codes.REPLACED) {
+      // Refused to a join too: a retried join whose first attempt
+      // the host handled, after which another process took the name.
+      this.replaced();
+      return;
+    }
     if (joined && code !== null && this.refusedWhileJoined(code, failure, sent, now)) return;
     this.events.push({ type: "error", failure });
     if (!joined && code === Codes.FENCED) {
@@ -278,21 +284,22 @@ export class MemberMachine {
     this.pauseAsAsked(failure, sent, now, joined);
   }
 
+  /** Another process joined with this member's name: lose everything and stop. */
+  private replaced(): void {
+    const memberName = this.config.memberName ?? "";
+    this.log.error(
+      "another process joined with this member name and took its tasks: stopping this member (two processes must not share a member name)",
+      { ...this.logFields(), member_name: memberName },
+    );
+    this.loseEverything();
+    this.events.push({ type: "replaced", memberName });
+    this.stop("replaced");
+  }
+
   /** Acts on a refusal of a joined member's heartbeat; false if `code` needs no special policy. */
   private refusedWhileJoined(code: string, failure: Failure, sent: number, now: number): boolean {
     const leaving = this.drainAsked || this.leaveAsked || this.tracker.assignment().draining;
     switch (code) {
-      case Codes.REPLACED: {
-        const memberName = this.config.memberName ?? "";
-        this.log.error(
-          "another process joined with this member name and took its tasks: stopping this member (two processes must not share a member name)",
-          { ...this.logFields(), member_name: memberName },
-        );
-        this.loseEverything();
-        this.events.push({ type: "replaced", memberName });
-        this.stop("replaced");
-        return true;
-      }
       case Codes.FENCED:
         this.loseEverything();
         this.events.push({ type: "fenced", rejoining: !leaving });

@@ -227,19 +227,33 @@ pub fn check_installed(
 
 /// Invariant 3, at the join of a new incarnation of a static member whose
 /// slot still exists with the same subscription: the join starts no new
-/// target, changes no target and nobody else's assignment, and the member
-/// gets its slot's tasks back (plus only free tasks its target gives it;
-/// tasks the target moved away before the restart come back as revoking).
+/// target (unless its lag report shows a learner of the slot's target
+/// caught up, as any heartbeat's would), changes nobody else's assignment,
+/// and the member gets its slot's tasks back (plus only free tasks its
+/// target gives it; tasks the target moved away before the restart come
+/// back as revoking, or are released if the join reports them not owned).
 pub fn check_static_return(
     before: &Group,
     after: &Group,
     slot: &str,
     response: &HeartbeatResponse,
     records: &[Record],
+    owned: Option<&[TaskRef]>,
+    lags: Option<&[(TaskRef, u64)]>,
 ) -> Result<(), String> {
+    // The join reports lags as every heartbeat does (the client's machine
+    // sends them): one that shows a learner of the slot's target caught
+    // up starts the new target that promotes it, as any heartbeat's
+    // would. That is progress, not the return.
+    let acceptable = before.config.acceptable_recovery_lag;
+    let learner_caught_up = lags.is_some_and(|lags| {
+        lags.iter()
+            .any(|(t, lag)| *lag <= acceptable && before.target_of(slot).learner.contains(t))
+    });
     if let Some(bump) = records
         .iter()
         .find(|r| matches!(r, Record::GroupEpochBumped { .. }))
+        .filter(|_| !learner_caught_up)
     {
         return Err(format!(
             "invariant 3: the return of {slot} within its registration timeout started a new target: {bump:?}"
@@ -271,10 +285,18 @@ pub fn check_static_return(
     let withheld = |t: &TaskRef| {
         kept.held().any(|k| k == t) && (response.learner.contains(t) || !target.active.contains(t))
     };
-    if let Some(lost) = previous
-        .held()
-        .find(|t| !response.active.contains(*t) && !response.revoking.contains(*t) && !withheld(t))
-    {
+    // A task being revoked from the slot is released by a join that
+    // reports it not owned (a new incarnation holds nothing): it was
+    // leaving this member anyway; every task it keeps must come back.
+    let released = |t: &TaskRef| {
+        previous.revoking.contains(t) && owned.is_some_and(|owned| !owned.contains(t))
+    };
+    if let Some(lost) = previous.held().find(|t| {
+        !response.active.contains(*t)
+            && !response.revoking.contains(*t)
+            && !withheld(t)
+            && !released(t)
+    }) {
         return Err(format!(
             "invariant 3: {slot} came back without {lost:?} (held {}, back with {} active, {} revoking)",
             tasks_str(previous.held()),

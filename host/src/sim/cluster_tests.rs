@@ -261,8 +261,31 @@ impl Hand {
     /// `member`'s next heartbeat, which provably reaches no coordinator
     /// (its network is down).
     fn beat_unreached(&mut self, member: &mut SimMember) {
-        member.request(G, &BTreeSet::new(), self.now);
-        member.on_unanswered(Reach::Unreached, self.now, &mut self.rng);
+        if member.request(G, &BTreeSet::new(), self.now).is_some() {
+            member.on_unanswered(Reach::Unreached, self.now, &mut self.rng);
+        }
+    }
+
+    /// Each member whose time has come runs: `c` heartbeats, `a` (its
+    /// network down) heartbeats in vain, or acts on its lease while its
+    /// heartbeat is in flight, or learns at its timeout that it may have
+    /// reached.
+    fn run_due(&mut self, a: &mut SimMember, c: &mut SimMember) {
+        let now = self.now;
+        if now >= a.next_beat_ms {
+            match a.in_flight_until_ms {
+                Some(until) if now >= until => {
+                    a.on_unanswered(Reach::MaybeReached, now, &mut self.rng);
+                }
+                Some(_) => {
+                    a.wake_in_flight(now);
+                }
+                None => self.beat_unreached(a),
+            }
+        }
+        if now >= c.next_beat_ms {
+            self.beat(c, false);
+        }
     }
 
     /// `from` was fenced and `to` holds both tasks.
@@ -271,17 +294,19 @@ impl Hand {
             self.core
                 .group(G)
                 .unwrap()
-                .slot_of(&from.member_id)
+                .slot_of(from.member_id())
                 .is_none(),
             "{} was fenced",
-            from.member_id
+            from.member_id()
         );
-        assert_eq!(to.active.len(), 2, "and the other has both tasks");
+        assert_eq!(to.active().len(), 2, "and the other has both tasks");
     }
 
-    /// `member`'s next heartbeat, handled by the core.
+    /// `member`'s next heartbeat (due now), handled by the core.
     fn handle(&mut self, member: &mut SimMember) -> HeartbeatResponse {
-        let request = member.request(G, &Self::topics(), self.now);
+        let request = member
+            .request(G, &Self::topics(), self.now)
+            .expect("a heartbeat is due");
         let (response, out) = self.core.heartbeat(&request, self.now).unwrap();
         self.absorb(out);
         response
@@ -313,7 +338,7 @@ fn lost_revocation_then_unreached(extends_when_unsure: bool) -> (Result<(), Stri
     hand.beat(&mut a, false);
     hand.at(500);
     hand.beat(&mut a, false);
-    assert_eq!(a.active.len(), 2);
+    assert_eq!(a.active().len(), 2);
     hand.at(1_000);
     let answer = hand.beat(&mut a, false);
     assert_eq!(answer.lease_ms, 1_000);
@@ -330,11 +355,7 @@ fn lost_revocation_then_unreached(extends_when_unsure: bool) -> (Result<(), Stri
     while hand.now < 7_000 && breach.is_ok() {
         let now = hand.now + 100;
         hand.at(now);
-        if now.is_multiple_of(INTERVAL_MS) {
-            // a's network is down; c beats on.
-            hand.beat_unreached(&mut a);
-            hand.beat(&mut c, false);
-        }
+        hand.run_due(&mut a, &mut c);
         breach = hand.check(&[&a, &c]);
     }
     hand.assert_taken_over(&a, &c);
@@ -373,8 +394,7 @@ fn revocation_told_in_flight_on_the_unreached_lease(
     hand.at(1_100);
     hand.beat(&mut c, false);
     hand.at(1_500);
-    a.request(G, &BTreeSet::new(), 1_500);
-    a.on_unanswered(Reach::Unreached, 1_500, &mut hand.rng);
+    hand.beat_unreached(&mut a);
     assert_eq!(a.lease_end_ms(), Some(6_000), "on the unreached lease");
     hand.at(1_600);
     hand.beat(&mut c, false);
@@ -386,21 +406,7 @@ fn revocation_told_in_flight_on_the_unreached_lease(
     while hand.now < 7_000 && breach.is_ok() {
         let now = hand.now + 100;
         hand.at(now);
-        match a.in_flight_until_ms {
-            Some(until) if now >= until => {
-                a.on_unanswered(Reach::MaybeReached, now, &mut hand.rng);
-            }
-            Some(_) if a.lease_passed(now) => {
-                a.in_flight_lease_check(now);
-            }
-            Some(_) => {}
-            // a's network is down.
-            None if now.is_multiple_of(INTERVAL_MS) => hand.beat_unreached(&mut a),
-            None => {}
-        }
-        if now.is_multiple_of(INTERVAL_MS) {
-            hand.beat(&mut c, false);
-        }
+        hand.run_due(&mut a, &mut c);
         breach = hand.check(&[&a, &c]);
     }
     hand.assert_taken_over(&a, &c);

@@ -1,38 +1,40 @@
-//! A simulated member process: it behaves as the real client does. It
-//! heartbeats every interval with `owned` = its active tasks plus the
-//! revoked ones it has not released yet, releases revoked tasks after its
-//! own delay (and heartbeats as soon as it has), keeps local state for
+//! A simulated member process: the client's own member machine
+//! ([`assignd_client::machine::Machine`]) in a thin shell, so that the
+//! simulator proves the client rather than a copy of it. Every decision is
+//! the machine's: the member id (`c-p{pid}-{n}`) and epoch, when the next
+//! request is due and what it carries (owned, lags, drain; join, leave),
+//! the lease and when it ran out, the rejoin after `fenced`,
+//! `unknown_member` or `stale_epoch`, the stop after `replaced`, the leave
+//! that ends a drain. The shell converts between the core's types and the
+//! wire's (with the API's own conversions), passes the virtual time in,
+//! and keeps what is the simulated application's business: local state for
 //! tasks (lag 0 while active, catching up while learner or standby, going
-//! stale otherwise) and reports it as `lags`, drains when asked and leaves
-//! once drained, rejoins after `unknown_member`, `fenced` or
-//! `stale_epoch`, and stops after `replaced` (another process took its
-//! name). It honours its lease as the client library does: once the lease
-//! of its last answer has passed since it sent the heartbeat that got that
-//! answer, it stops processing every task it holds and heartbeats at once.
-//! That lease is the answer's `lease_ms`, or its longer
-//! `unreached_lease_ms` while every heartbeat sent since provably reached
-//! no coordinator (at least one was refused before any core handled it:
-//! the node down, no node serving the shard, redirected in circles, or it
-//! never left: its own network down), none may have reached one (its
-//! answer lost, a node that did not answer) and it has no revoked task to
-//! release. While a heartbeat is in flight on the unreached lease (in
-//! cluster schedules: one a core handled, or may have, whose answer is
-//! lost, until its request times out), it counts on that lease only until
-//! the heartbeat's send time plus the last answer's
-//! `unreached_flight_ms`, as the client does: that heartbeat may have
-//! been told a revocation the host fences an expansion timeout and an
-//! interval after handling it. It sends nothing else while one is in
-//! flight. It never calls the coordinator itself: the world sends what
-//! [`SimMember::request`] builds and hands back the answer
-//! ([`SimMember::on_response`]) or what became of the request
-//! ([`SimMember::on_unanswered`]), at once or, for a lost answer in a
-//! cluster, after the request timeout ([`SimMember::send_unanswered`]).
+//! stale otherwise), reported as lags; the random delay before it has
+//! stopped a revoked task and acks it; how late its timer fires; what the
+//! machine does not do (subscription changes, a join restricted to the
+//! group's topics, a host-issued id); and the injected faults.
+//!
+//! The world sends what [`SimMember::request`] builds and hands back the
+//! answer ([`SimMember::on_response`]), the refusal
+//! ([`SimMember::on_refused`]) or what became of an unanswered request
+//! ([`SimMember::on_unanswered`]: its [`Reach`] is the transport's
+//! failure), at once or, for a lost answer in a cluster, after the request
+//! timeout ([`SimMember::send_unanswered`]), the request in flight until
+//! then and the member on the lease the machine bounds.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
+
+use assignd_client::machine::{
+    Failure, INTERVAL_BEFORE_JOIN_MS, Machine, MachineConfig, MachineEvent,
+};
+use assignd_client::wire::{self, HeartbeatRequest, LagRow, Task};
 
 use super::check::{Belief, tasks_str};
 use super::rng::Rng;
-use crate::protocol::core::{Heartbeat, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH};
+use crate::api::protocol_status;
+use crate::api::wire::{heartbeat_request, heartbeat_response};
+use crate::protocol::core::{Heartbeat, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH, ProtocolError};
 use crate::protocol::group::{Millis, TaskRef};
 
 /// How fast local state of a task nobody asks the member to keep goes stale
@@ -55,9 +57,9 @@ pub enum Reach {
 pub enum Status {
     /// Heartbeating (or about to join).
     Running,
-    /// Sends a leave next, then exits.
+    /// Leaving (asked to, or drained), then exits.
     Leaving,
-    /// Exited after a leave.
+    /// Exited: left, or the machine stopped.
     Gone,
     /// Went silent (kill -9, lost machine).
     Crashed,
@@ -70,7 +72,30 @@ pub struct Store {
     pub at_ms: Millis,
 }
 
-#[derive(Clone, Debug)]
+/// The assignment as the application was told it (the machine's, in the
+/// core's task type).
+#[derive(Debug, Default)]
+struct Held {
+    active: BTreeSet<TaskRef>,
+    revoking: BTreeSet<TaskRef>,
+    learner: BTreeSet<TaskRef>,
+    standby: BTreeSet<TaskRef>,
+}
+
+/// Revoked tasks the application is stopping: it acks them at `at`.
+#[derive(Debug)]
+struct Release {
+    at: Millis,
+    tasks: Vec<TaskRef>,
+}
+
+/// The draws an answer's events need.
+struct Draws<'a> {
+    rng: &'a mut Rng,
+    initial_lag_max: u64,
+}
+
+#[derive(Debug)]
 pub struct SimMember {
     /// The simulator's process number (one per incarnation).
     pub pid: usize,
@@ -81,56 +106,53 @@ pub struct SimMember {
     pub label: String,
     /// A static member's name.
     pub name: Option<String>,
-    /// Empty until a join is answered (and again after a rejoin is needed).
-    pub member_id: String,
-    /// The id its joins send: one it chose (KIP-848), the same for every
-    /// retry of the join, or empty for a host-issued one. A join whose
-    /// answer is lost is sent again with it, and is the same member.
-    pub join_id: String,
-    pub epoch: i64,
+    machine: Machine,
+    /// The subscription its joins send.
     pub topics: BTreeSet<String>,
     /// A subscription change to send until the host acknowledges it.
     pub pending_topics: Option<BTreeSet<String>>,
-    pub rack: Option<String>,
-    pub capacity: u32,
-    pub active: BTreeSet<TaskRef>,
-    /// Revoked tasks not yet released, with when they will be.
-    pub revoking: BTreeMap<TaskRef, Millis>,
-    pub learner: BTreeSet<TaskRef>,
-    pub standby: BTreeSet<TaskRef>,
+    /// The request in flight carries `pending_topics`.
+    pending_sent: bool,
+    /// Its joins send an empty member id, for the host to issue one (the
+    /// wire allows it, and the host's issued ids are replayed from its log;
+    /// the machine always chooses one).
+    pub host_issues_id: bool,
+    held: Held,
+    /// Revoked tasks being stopped, by the ack that releases them.
+    releases: BTreeMap<u64, Release>,
     pub store: BTreeMap<TaskRef, Store>,
     pub status: Status,
+    /// When the process next runs.
     pub next_beat_ms: Millis,
+    /// Stalled until then: it runs no sooner, whatever is due.
+    asleep_until_ms: Millis,
+    /// How late its timer fires for the wait the machine last set.
+    jitter_ms: u64,
+    /// The last answer's heartbeat interval (for the world's draws).
     pub interval_ms: u64,
-    /// How long it takes to release a revoked task: `lo..=hi` ms.
+    /// How long it takes to stop a revoked task: `lo..=hi` ms.
     pub release_delay_ms: (u64, u64),
     /// How fast learners and standbys catch up (lag units per ms).
     pub catch_up_per_ms: u64,
-    /// Ask to drain on the next heartbeat.
+    /// It asked to drain and no answer said it is draining yet.
     pub want_drain: bool,
     pub draining: bool,
-    /// Injected bug: keeps processing tasks it reports released.
+    /// Injected bug: keeps processing tasks it acked.
     pub keep_revoked: bool,
     /// Tasks kept under `keep_revoked`.
     pub zombie: BTreeSet<TaskRef>,
-    /// When the request in flight (the last one built) was sent: its
-    /// answer's lease counts from here, not from its arrival.
+    /// When the request in flight (the last one built) was sent.
     pub sent_at_ms: Millis,
-    /// When the lease of the last answer that arrived ends (`sent_at_ms` of
-    /// its request plus its `lease_ms`); `None` before any answer. A lost
-    /// answer extends nothing.
+    /// The request in flight is a leave.
+    leave_in_flight: bool,
+    /// The plain lease of the last answer that arrived (its request's send
+    /// time plus `lease_ms`), for traces and statistics: the lease it
+    /// honours is [`Self::lease_end_ms`].
     pub lease_until_ms: Option<Millis>,
-    /// When the unreached lease of the last answer that arrived ends
-    /// (`sent_at_ms` of its request plus its `unreached_lease_ms`).
-    pub unreached_until_ms: Option<Millis>,
-    /// The last answer's `unreached_flight_ms`: while a heartbeat is in
-    /// flight, the unreached lease counts only until `sent_at_ms` plus
-    /// this. `None` before any answer.
-    pub unreached_flight_ms: Option<u64>,
-    /// When the heartbeat in flight (sent at `sent_at_ms`) times out, if
-    /// one is: its answer is lost, and the member learns only then that
-    /// it may have reached a coordinator. `None` while none is (every
-    /// other outcome comes back at once).
+    /// When the request in flight times out, if one is: its answer is
+    /// lost, and the member learns only then that it may have reached a
+    /// coordinator. `None` while none is (every other outcome comes back
+    /// at once).
     pub in_flight_until_ms: Option<Millis>,
     /// How long it waits for an answer before it gives a heartbeat up
     /// (cluster schedules draw it per process).
@@ -138,17 +160,33 @@ pub struct SimMember {
     /// Injected bug: counts on the whole unreached lease while a
     /// heartbeat is in flight too.
     pub ignores_flight_bound: bool,
-    /// Since the last answer, a heartbeat provably reached no coordinator.
-    pub unreached: bool,
-    /// Since the last answer, a heartbeat may have reached the coordinator:
-    /// only `lease_until_ms` counts until the next answer.
-    pub maybe_reached: bool,
-    /// Injected bug: counts on the unreached lease after a heartbeat that
-    /// may have reached the coordinator too.
+    /// Injected bug: takes a heartbeat that may have reached the
+    /// coordinator for one that provably did not.
     pub extends_when_unsure: bool,
     /// It kept processing past `lease_until_ms` on the unreached lease
     /// since the last answer (once noted, for the statistics).
     pub extended: bool,
+}
+
+fn machine_config(
+    pid: usize,
+    name: &Option<String>,
+    topics: &BTreeSet<String>,
+    rack: Option<String>,
+    capacity: u32,
+) -> MachineConfig {
+    MachineConfig {
+        member_name: name.clone(),
+        topics: topics.iter().cloned().collect(),
+        rack,
+        capacity,
+        // Deterministic for a seed (pids are), and unique in a schedule.
+        id_prefix: format!("c-p{pid}"),
+    }
+}
+
+fn refs(tasks: impl IntoIterator<Item = Task>) -> BTreeSet<TaskRef> {
+    tasks.into_iter().map(TaskRef::from).collect()
 }
 
 impl SimMember {
@@ -157,26 +195,25 @@ impl SimMember {
             Some(name) => format!("p{pid}({name})"),
             None => format!("p{pid}"),
         };
+        let machine = Machine::new(machine_config(pid, &name, &topics, None, 1), now);
         SimMember {
             pid,
             lane: 0,
             label,
             name,
-            member_id: String::new(),
-            join_id: String::new(),
-            epoch: 0,
+            machine,
             topics,
             pending_topics: None,
-            rack: None,
-            capacity: 1,
-            active: BTreeSet::new(),
-            revoking: BTreeMap::new(),
-            learner: BTreeSet::new(),
-            standby: BTreeSet::new(),
+            pending_sent: false,
+            host_issues_id: false,
+            held: Held::default(),
+            releases: BTreeMap::new(),
             store: BTreeMap::new(),
             status: Status::Running,
             next_beat_ms: now,
-            interval_ms: 1_000,
+            asleep_until_ms: 0,
+            jitter_ms: 0,
+            interval_ms: INTERVAL_BEFORE_JOIN_MS,
             release_delay_ms: (0, 0),
             catch_up_per_ms: 100,
             want_drain: false,
@@ -184,21 +221,50 @@ impl SimMember {
             keep_revoked: false,
             zombie: BTreeSet::new(),
             sent_at_ms: now,
+            leave_in_flight: false,
             lease_until_ms: None,
-            unreached_until_ms: None,
-            unreached_flight_ms: None,
             in_flight_until_ms: None,
             request_timeout_ms: 0,
             ignores_flight_bound: false,
-            unreached: false,
-            maybe_reached: false,
             extends_when_unsure: false,
             extended: false,
         }
     }
 
+    /// Its rack and capacity (which every request carries), set before it
+    /// first runs.
+    pub fn with_placement(mut self, rack: Option<String>, capacity: u32) -> Self {
+        let config = machine_config(self.pid, &self.name, &self.topics, rack, capacity);
+        self.machine = Machine::new(config, self.sent_at_ms);
+        self
+    }
+
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// Its member id: empty until a join is answered (and again when it
+    /// must join anew).
+    pub fn member_id(&self) -> &str {
+        self.machine.member_id().unwrap_or_default()
+    }
+
+    pub fn epoch(&self) -> i64 {
+        self.machine.member_epoch()
+    }
+
+    /// The tasks it processes.
+    pub fn active(&self) -> &BTreeSet<TaskRef> {
+        &self.held.active
+    }
+
+    /// Revoked tasks it has not acked yet (it still processes them).
+    pub fn revoking(&self) -> &BTreeSet<TaskRef> {
+        &self.held.revoking
+    }
+
+    pub fn learner(&self) -> &BTreeSet<TaskRef> {
+        &self.held.learner
     }
 
     pub fn is_running(&self) -> bool {
@@ -209,71 +275,50 @@ impl SimMember {
     pub fn belief(&self) -> Belief<'_> {
         Belief {
             process: &self.label,
-            member_id: &self.member_id,
+            member_id: self.member_id(),
             lease_until_ms: self.lease_end_ms(),
             owns: self
+                .held
                 .active
                 .iter()
-                .chain(self.revoking.keys())
+                .chain(&self.held.revoking)
                 .chain(&self.zombie)
                 .collect(),
         }
     }
 
     /// Whether it processes anything the host assigned (active, or revoked
-    /// and not released yet).
+    /// and not acked yet).
     pub fn holds_tasks(&self) -> bool {
-        !self.active.is_empty() || !self.revoking.is_empty()
+        !self.held.active.is_empty() || !self.held.revoking.is_empty()
     }
 
-    /// When the lease it honours ends: the unreached lease of its last
-    /// answer while every heartbeat since provably reached no coordinator
-    /// (and one did not) and it has no revoked task to release, else the
-    /// plain lease; `None` before any answer. While a heartbeat is in
-    /// flight on the unreached lease, that lease ends no later than the
-    /// heartbeat's send time plus the answer's `unreached_flight_ms` (the
-    /// client's `lease_end`): `max(plain, min(unreached, sent + flight))`.
+    /// When the lease it honours ends: the machine's, or under the injected
+    /// `ignores_flight_bound`, the whole unreached lease while on it (the
+    /// flight bound ignored).
     pub fn lease_end_ms(&self) -> Option<Millis> {
-        let plain = self.lease_until_ms;
-        if !self.on_unreached_lease() {
-            return plain;
+        let lease = self.machine.lease_until();
+        if self.ignores_flight_bound && self.machine.on_unreached_lease() {
+            return lease.max(self.machine.unreached_lease_until());
         }
-        let unreached = match self.flight_bound_ms() {
-            Some(bound) => self.unreached_until_ms.min(Some(bound)),
-            None => self.unreached_until_ms,
-        };
-        plain.max(unreached)
+        lease
     }
 
-    /// Whether it counts on its unreached lease rather than its plain one.
-    fn on_unreached_lease(&self) -> bool {
-        self.unreached && !self.maybe_reached && self.revoking.is_empty()
-    }
-
-    /// While a heartbeat is in flight, how long its unreached lease may
-    /// count: its send time plus the last answer's flight bound (the plain
-    /// lease from an answer without one); `None` (no bound) otherwise, or
-    /// under the injected fault.
-    fn flight_bound_ms(&self) -> Option<Millis> {
-        if self.in_flight_until_ms.is_none() || self.ignores_flight_bound {
-            return None;
-        }
-        match self.unreached_flight_ms {
-            Some(flight_ms) => Some(self.sent_at_ms.saturating_add(flight_ms)),
-            None => self.lease_until_ms,
-        }
+    /// The end of the last answer's unreached lease (for traces).
+    pub fn unreached_lease_until(&self) -> Option<Millis> {
+        self.machine.unreached_lease_until()
     }
 
     /// Whether the flight bound of the heartbeat in flight now ends its
     /// lease before its unreached lease would (for the statistics).
     pub fn flight_bound_binds(&self) -> bool {
         self.counts_on_unreached_lease()
-            && self.lease_end_ms() < self.lease_until_ms.max(self.unreached_until_ms)
+            && self.lease_end_ms() < self.lease_until_ms.max(self.unreached_lease_until())
     }
 
     /// Whether it is on its unreached lease (and holds tasks) now.
     pub fn counts_on_unreached_lease(&self) -> bool {
-        self.on_unreached_lease() && self.holds_tasks()
+        self.machine.on_unreached_lease() && self.holds_tasks()
     }
 
     /// Whether its lease has passed at `now` (or it never had one).
@@ -290,27 +335,49 @@ impl SimMember {
             && !self.lease_passed(now)
     }
 
-    /// Once the lease has passed without a newer answer, the host may have
-    /// given its tasks away: it stops processing them all, as lost (not
-    /// released). It keeps its member id and epoch: the host may still
-    /// know it, and its next heartbeat (owned = []) says what it holds.
-    /// Returns whether it dropped anything.
-    pub fn expire_lease(&mut self, now: Millis) -> bool {
-        if !self.lease_passed(now) || !self.holds_tasks() {
-            return false;
-        }
-        self.active.clear();
-        self.revoking.clear();
-        true
+    /// Stalled (starved, paused) until `until`: it runs no sooner.
+    pub fn stall(&mut self, until: Millis) {
+        self.asleep_until_ms = until;
+        self.next_beat_ms = until;
+    }
+
+    /// Runs no later than `at` (a stall cut short).
+    pub fn wake_by(&mut self, at: Millis) {
+        self.asleep_until_ms = self.asleep_until_ms.min(at);
+        self.next_beat_ms = self.next_beat_ms.min(at);
+    }
+
+    /// The application asks to drain.
+    pub fn ask_drain(&mut self, now: Millis) {
+        self.want_drain = true;
+        self.machine.drain(now);
+        self.schedule(now);
+    }
+
+    /// The application leaves; a member that never joined is gone at once.
+    pub fn leave(&mut self, now: Millis) {
+        self.status = Status::Leaving;
+        self.machine.leave(now);
+        self.settle(now);
+    }
+
+    /// Stops processing at once (a crash, or the end of the machine).
+    pub fn stop(&mut self, status: Status) {
+        self.status = status;
+        self.in_flight_until_ms = None;
+        self.held = Held::default();
+        self.releases.clear();
+        self.zombie.clear();
     }
 
     /// Brings the local state's lags up to `now`.
     fn age_store(&mut self, now: Millis) {
+        let held = &self.held;
         for (task, store) in &mut self.store {
             let dt = now.saturating_sub(store.at_ms);
-            store.lag = if self.active.contains(task) || self.revoking.contains_key(task) {
+            store.lag = if held.active.contains(task) || held.revoking.contains(task) {
                 0
-            } else if self.learner.contains(task) || self.standby.contains(task) {
+            } else if held.learner.contains(task) || held.standby.contains(task) {
                 store
                     .lag
                     .saturating_sub(self.catch_up_per_ms.saturating_mul(dt))
@@ -323,102 +390,77 @@ impl SimMember {
         }
     }
 
-    /// The next request: a join, a leave, or a heartbeat reporting what it
-    /// owns and its lags. If its lease has passed it first stops processing
-    /// everything it held; revoked tasks whose delay has passed are released
-    /// (either way they are reported gone). `configured` is the group's
-    /// topics: a real client subscribes only to topics that exist.
+    /// The request the machine sends at `now`, if one is due: a join, a
+    /// heartbeat or a leave. First, as the client's loop does, the machine
+    /// acts on a lease that ran out and the application acks the revoked
+    /// tasks it has stopped. `configured` is the group's topics: a real
+    /// client subscribes only to topics that exist.
     pub fn request(
         &mut self,
         group: &str,
         configured: &BTreeSet<String>,
         now: Millis,
-    ) -> Heartbeat {
+    ) -> Option<Heartbeat> {
         self.age_store(now);
-        self.expire_lease(now);
-        let released: Vec<TaskRef> = self
-            .revoking
-            .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(task, _)| task.clone())
-            .collect();
-        for task in released {
-            self.revoking.remove(&task);
-            if self.keep_revoked {
-                self.zombie.insert(task);
-            }
+        self.settle(now);
+        if !self.machine.request_due(now) {
+            return None;
         }
+        self.machine.report_lags(
+            self.store
+                .iter()
+                .map(|(task, store)| LagRow(task.topic.clone(), task.partition, store.lag))
+                .collect(),
+        );
+        let body = self.machine.poll_request(now)?;
         self.sent_at_ms = now;
-        if self.status == Status::Leaving {
-            return Heartbeat {
-                member_epoch: LEAVE_EPOCH,
-                ..self.base(group)
-            };
-        }
-        if self.member_id.is_empty() {
-            let mut topics: BTreeSet<String> =
-                self.topics.intersection(configured).cloned().collect();
-            if topics.is_empty() {
-                topics = configured.clone();
+        self.leave_in_flight = body.member_epoch == LEAVE_EPOCH;
+        // Sending a leave, it stops processing.
+        self.take_events(now, None, "leaves");
+        self.sync();
+        Some(self.heartbeat(group, configured, body))
+    }
+
+    /// The machine's request as the core takes it (the API's conversion),
+    /// with what the machine does not do: a join subscribes to the group's
+    /// topics only, and sends no id if the host issues it; a heartbeat
+    /// carries a pending subscription change.
+    fn heartbeat(
+        &mut self,
+        group: &str,
+        configured: &BTreeSet<String>,
+        body: HeartbeatRequest,
+    ) -> Heartbeat {
+        let mut heartbeat = heartbeat_request(group.to_owned(), body);
+        let within = |topics: &BTreeSet<String>| -> BTreeSet<String> {
+            topics.intersection(configured).cloned().collect()
+        };
+        self.pending_sent = false;
+        if heartbeat.member_epoch == JOIN_EPOCH {
+            let wanted = self.pending_topics.take().unwrap_or(self.topics.clone());
+            let topics = Some(within(&wanted))
+                .filter(|t| !t.is_empty())
+                .unwrap_or(configured.clone());
+            heartbeat.topics = Some(topics.iter().cloned().collect());
+            self.topics = topics;
+            if self.host_issues_id {
+                heartbeat.member_id.clear();
             }
-            self.topics = topics.clone();
-            return Heartbeat {
-                topics: Some(topics.into_iter().collect()),
-                rack: self.rack.clone(),
-                capacity: Some(self.capacity),
-                ..self.base(group)
-            };
+        } else if heartbeat.member_epoch != LEAVE_EPOCH {
+            let topics = self.pending_topics.as_ref().map(within);
+            let topics = topics.filter(|t| !t.is_empty());
+            self.pending_sent = topics.is_some();
+            if !self.pending_sent {
+                self.pending_topics = None;
+            }
+            heartbeat.topics = topics.map(|t| t.into_iter().collect());
         }
-        let topics = self.pending_topics.as_ref().and_then(|t| {
-            let t: BTreeSet<String> = t.intersection(configured).cloned().collect();
-            (!t.is_empty()).then(|| t.into_iter().collect())
-        });
-        if topics.is_none() {
-            self.pending_topics = None;
-        }
-        Heartbeat {
-            member_epoch: self.epoch,
-            topics,
-            owned: Some(
-                self.active
-                    .iter()
-                    .chain(self.revoking.keys())
-                    .cloned()
-                    .collect(),
-            ),
-            lags: Some(
-                self.store
-                    .iter()
-                    .map(|(task, store)| (task.clone(), store.lag))
-                    .collect(),
-            ),
-            drain: self.want_drain,
-            ..self.base(group)
-        }
+        heartbeat
     }
 
-    fn base(&self, group: &str) -> Heartbeat {
-        Heartbeat {
-            group: group.to_owned(),
-            member_id: if self.member_id.is_empty() {
-                self.join_id.clone()
-            } else {
-                self.member_id.clone()
-            },
-            member_name: self.name.clone(),
-            member_epoch: JOIN_EPOCH,
-            topics: None,
-            rack: None,
-            capacity: None,
-            owned: None,
-            lags: None,
-            drain: false,
-        }
-    }
-
-    /// Takes in an answer that arrived (to the request built last). Returns
-    /// a note for the trace when the host dropped a task without revoking
-    /// it first, or when the answer's lease had already passed.
+    /// Takes in the answer to the request in flight. Returns a note for the
+    /// trace when the host dropped a task without revoking it first, or
+    /// when the answer's lease had already passed.
     pub fn on_response(
         &mut self,
         response: &HeartbeatResponse,
@@ -426,177 +468,261 @@ impl SimMember {
         now: Millis,
         rng: &mut Rng,
     ) -> Option<String> {
-        self.member_id = response.member_id.clone();
-        self.epoch = response.member_epoch as i64;
-        self.lease_until_ms = Some(self.sent_at_ms.saturating_add(response.lease_ms));
-        self.unreached_until_ms = Some(
-            self.sent_at_ms
-                .saturating_add(response.unreached_lease_ms.max(response.lease_ms)),
-        );
-        self.unreached_flight_ms = Some(response.unreached_flight_ms);
-        self.unreached = false;
-        self.maybe_reached = false;
-        self.extended = false;
-        if let Some(topics) = self.pending_topics.take() {
-            self.topics = topics;
-        }
-        for task in &response.revoking {
-            if self.active.remove(task) {
-                let (lo, hi) = self.release_delay_ms;
-                let at = now + rng.range(lo, hi);
-                self.revoking.insert(task.clone(), at);
+        if !self.leave_in_flight {
+            self.lease_until_ms = Some(self.sent_at_ms.saturating_add(response.lease_ms));
+            self.extended = false;
+            self.interval_ms = response.heartbeat_interval_ms;
+            if response.draining {
+                self.want_drain = false;
+            }
+            if std::mem::take(&mut self.pending_sent)
+                && let Some(topics) = self.pending_topics.take()
+            {
+                self.topics = topics;
             }
         }
-        for task in &response.active {
-            self.revoking.remove(task);
-        }
-        let dropped: Vec<&TaskRef> = self
-            .active
-            .iter()
-            .filter(|t| !response.active.contains(*t) && !response.revoking.contains(*t))
-            .collect();
-        let mut note = (!dropped.is_empty())
-            .then(|| format!("host dropped {} without a revoke", tasks_str(dropped)));
-        self.active = response.active.clone();
-        self.learner = response.learner.clone();
-        self.standby = response.standby.clone();
-        for task in &self.active {
-            self.store
-                .entry(task.clone())
-                .or_insert(Store { lag: 0, at_ms: now });
-        }
-        for task in self.learner.iter().chain(&self.standby) {
-            if !self.store.contains_key(task) {
-                let lag = rng.range(0, initial_lag_max);
-                self.store.insert(task.clone(), Store { lag, at_ms: now });
-            }
-        }
-        // An answer whose lease is over on arrival grants nothing to
-        // process. Its tasks are dropped now, and the next heartbeat comes
-        // on the usual schedule: beating at once would only fetch another
-        // such answer.
-        if self.expire_lease(now) {
-            note = Some(format!(
-                "{}lease over on arrival (until {:?}): stops processing",
-                note.map(|n| n + "; ").unwrap_or_default(),
-                self.lease_until_ms
-            ));
-        }
-        self.draining = response.draining;
-        if response.draining {
-            self.want_drain = false;
-        }
-        if response.drained {
-            self.status = Status::Leaving;
-            self.next_beat_ms = now;
-        } else {
-            self.schedule_beat(response.heartbeat_interval_ms, now, rng);
-        }
-        note
+        let body = heartbeat_response(response.clone(), true);
+        let answer = wire::HeartbeatResponse::try_from(body).expect("an epoch a request can send");
+        self.machine.on_answer(&answer, now);
+        let draws = Draws {
+            rng: &mut *rng,
+            initial_lag_max,
+        };
+        let mut notes =
+            self.take_events(now, Some(draws), "the host dropped them without a revoke");
+        self.draw_jitter(now, rng);
+        notes.extend(self.settle(now));
+        (!notes.is_empty()).then(|| notes.join("; "))
     }
 
-    /// The request built last is in flight and its answer is lost: it
-    /// learns so only at `now` plus its request timeout, sending nothing
-    /// until then, and meanwhile counts on the lease [`Self::lease_end_ms`]
-    /// gives (the unreached lease bounded by the flight bound). The next
-    /// event is that timeout, or the end of its lease if it holds tasks
-    /// then (it stops processing them, still waiting). Returns the
-    /// timeout.
+    /// Takes in the host's refusal of the request in flight.
+    pub fn on_refused(
+        &mut self,
+        error: &ProtocolError,
+        now: Millis,
+        rng: &mut Rng,
+    ) -> Option<String> {
+        self.fail(
+            &Failure::Refused {
+                status: protocol_status(error).as_u16(),
+                code: error.code().to_owned(),
+                retry_after_ms: None,
+            },
+            now,
+        );
+        let notes = self.after_failure(now, rng);
+        (!notes.is_empty()).then(|| notes.join("; "))
+    }
+
+    /// Takes in what became of the request in flight when no answer came
+    /// back (at once, or at its timeout): `reach` is the transport's
+    /// failure. Returns a note for the trace when the lease it honours
+    /// changed.
+    pub fn on_unanswered(&mut self, reach: Reach, now: Millis, rng: &mut Rng) -> Option<String> {
+        let before = self.lease_end_ms();
+        let failure = match reach {
+            Reach::Unreached => Failure::Unreached,
+            // The injected fault: an outcome that may have reached the
+            // coordinator, taken for one that provably did not.
+            Reach::MaybeReached if self.extends_when_unsure => Failure::Unreached,
+            Reach::MaybeReached => Failure::NoAnswer,
+        };
+        self.fail(&failure, now);
+        let after = self.lease_end_ms();
+        let mut notes: Vec<String> = (before != after && self.holds_tasks())
+            .then(|| match reach {
+                Reach::Unreached => format!("unreached: keeps processing until {after:?}"),
+                Reach::MaybeReached if self.extends_when_unsure => {
+                    format!("may have reached, yet keeps processing until {after:?} (injected)")
+                }
+                Reach::MaybeReached => {
+                    format!("may have reached: back to the lease until {after:?}")
+                }
+            })
+            .into_iter()
+            .collect();
+        notes.extend(self.after_failure(now, rng));
+        (!notes.is_empty()).then(|| notes.join("; "))
+    }
+
+    fn fail(&mut self, failure: &Failure, now: Millis) {
+        self.in_flight_until_ms = None;
+        self.pending_sent = false;
+        self.machine.on_failure(failure, now);
+    }
+
+    fn after_failure(&mut self, now: Millis, rng: &mut Rng) -> Vec<String> {
+        let mut notes = self.take_events(now, None, "out of the group");
+        self.draw_jitter(now, rng);
+        notes.extend(self.settle(now));
+        notes
+    }
+
+    /// The request in flight lost its answer: the member learns so only
+    /// at `now` plus its request timeout, and meanwhile counts on the lease
+    /// the machine bounds. Returns the timeout.
     pub fn send_unanswered(&mut self, now: Millis) -> Millis {
         let until = now.saturating_add(self.request_timeout_ms);
         self.in_flight_until_ms = Some(until);
-        self.next_beat_ms = match self.lease_end_ms() {
-            Some(end) if end > now && end < until && self.holds_tasks() => end,
-            _ => until,
-        };
+        self.schedule(now);
         until
     }
 
-    /// While in flight, at `now` before its timeout (its lease ended):
-    /// stops processing if the lease has passed, and waits for the
-    /// timeout. Returns whether it dropped anything.
-    pub fn in_flight_lease_check(&mut self, now: Millis) -> bool {
-        let dropped = self.expire_lease(now);
-        if let Some(until) = self.in_flight_until_ms {
-            self.next_beat_ms = until;
-        }
-        dropped
+    /// While a request is in flight, at `now` before its timeout (its lease
+    /// ended, or a revoked task is stopped): the machine acts on both, and
+    /// it waits on. Returns whether it stopped processing on the lease.
+    pub fn wake_in_flight(&mut self, now: Millis) -> bool {
+        let lapsed = !self.tick(now).is_empty();
+        self.settle(now);
+        lapsed
     }
 
-    /// Takes in what became of the request built last when no answer came
-    /// back (at once, or at the end of its flight): a heartbeat that may have reached the coordinator voids the
-    /// unreached lease until the next answer (and if the plain lease has
-    /// passed, it stops processing at once); one that provably did not
-    /// lets it count on the unreached lease. Schedules the next heartbeat.
-    /// Returns a note for the trace when the lease it honours changed.
-    pub fn on_unanswered(&mut self, reach: Reach, now: Millis, rng: &mut Rng) -> Option<String> {
-        let before = self.lease_end_ms();
-        self.in_flight_until_ms = None;
-        match reach {
-            Reach::MaybeReached if !self.extends_when_unsure => self.maybe_reached = true,
-            _ => self.unreached = true,
+    /// The machine acts on a lease that ran out. Under the injected
+    /// `ignores_flight_bound` it is told no sooner than the longer lease
+    /// the member counts on has passed.
+    fn tick(&mut self, now: Millis) -> Vec<String> {
+        if self.ignores_flight_bound && !self.lease_passed(now) {
+            return Vec::new();
         }
-        let after = self.lease_end_ms();
-        let mut note = (before != after && self.holds_tasks()).then(|| match reach {
-            Reach::Unreached => format!("unreached: keeps processing until {after:?}"),
-            Reach::MaybeReached if self.extends_when_unsure => {
-                format!("may have reached, yet keeps processing until {after:?} (injected)")
+        self.machine.tick(now);
+        self.take_events(now, None, "lease over")
+    }
+
+    /// After every input: the machine acts on the lease, the application
+    /// acks what it has stopped, and the member's view of the machine and
+    /// its next run are brought up to date.
+    fn settle(&mut self, now: Millis) -> Vec<String> {
+        let mut notes = self.tick(now);
+        let due: Vec<u64> = self
+            .releases
+            .iter()
+            .filter(|(_, release)| release.at <= now)
+            .map(|(ack, _)| *ack)
+            .collect();
+        for ack in due {
+            let release = self.releases.remove(&ack).expect("listed");
+            if self.keep_revoked {
+                let revoking = refs(self.machine.assignment().revoking);
+                let kept = release.tasks.into_iter().filter(|t| revoking.contains(t));
+                self.zombie.extend(kept);
             }
-            Reach::MaybeReached => format!("may have reached: back to the lease until {after:?}"),
-        });
-        if self.expire_lease(now) {
-            note = Some(format!(
-                "{}lease over (until {after:?}): stops processing",
-                note.map(|n| n + "; ").unwrap_or_default(),
-            ));
+            self.machine.ack(ack, now);
         }
-        let interval = self.interval_ms;
-        self.schedule_beat(interval, now, rng);
-        note
+        notes.extend(self.take_events(now, None, "lost"));
+        if self.machine.stopped().is_some() && self.is_running() {
+            self.stop(Status::Gone);
+        }
+        self.sync();
+        self.schedule(now);
+        notes
     }
 
-    /// The next heartbeat: one interval (a little early, as jitter), or as
-    /// soon as a revoked task is released, or at the end of its lease if
-    /// it still holds tasks then (it stops processing them and tells the
-    /// host at once).
-    pub fn schedule_beat(&mut self, interval_ms: u64, now: Millis, rng: &mut Rng) {
-        self.interval_ms = interval_ms;
-        let mut next = now + interval_ms - rng.below(interval_ms / 5 + 1);
-        if let Some(&release) = self.revoking.values().min() {
-            next = next.min(release.max(now + 1));
+    /// Mirrors the machine's assignment, unless the process stopped.
+    fn sync(&mut self) {
+        let told = self.machine.assignment();
+        self.draining = told.draining;
+        if !self.is_running() {
+            self.held = Held::default();
+        } else {
+            self.held = Held {
+                active: refs(told.active),
+                revoking: refs(told.revoking),
+                learner: refs(told.learner),
+                standby: refs(told.standby),
+            };
         }
-        if let Some(until) = self.lease_end_ms()
-            && until > now
-            && self.holds_tasks()
-        {
-            next = next.min(until);
-        }
-        self.next_beat_ms = next.max(now + 1);
+        // Tasks lost meanwhile are not released by an ack.
+        let revoking = &self.held.revoking;
+        self.releases
+            .retain(|_, release| release.tasks.iter().any(|t| revoking.contains(t)));
     }
 
-    /// The host no longer knows this incarnation (fenced, unknown, stale
-    /// epoch): stop processing everything and join again, with
-    /// `join_id` (a new one: the old one may be fenced).
-    pub fn reset(&mut self, now: Millis, join_id: String) {
-        self.member_id.clear();
-        self.join_id = join_id;
-        self.epoch = 0;
-        self.active.clear();
-        self.revoking.clear();
-        self.learner.clear();
-        self.standby.clear();
-        self.draining = false;
-        self.next_beat_ms = now + 1;
+    /// What the application does with the machine's events; notes for
+    /// the trace of tasks it stops at once (`lost_why`).
+    fn take_events(
+        &mut self,
+        now: Millis,
+        mut draws: Option<Draws<'_>>,
+        lost_why: &str,
+    ) -> Vec<String> {
+        let mut notes = Vec::new();
+        while let Some(event) = self.machine.poll_event() {
+            match event {
+                MachineEvent::Revoked { ack, tasks } => {
+                    let (lo, hi) = self.release_delay_ms;
+                    let delay = draws.as_mut().map_or(lo, |d| d.rng.range(lo, hi));
+                    let tasks = refs(tasks).into_iter().collect();
+                    let at = now.saturating_add(delay);
+                    self.releases.insert(ack, Release { at, tasks });
+                }
+                MachineEvent::Assigned { tasks } | MachineEvent::Promoted { tasks } => {
+                    for task in refs(tasks) {
+                        self.store
+                            .entry(task)
+                            .or_insert(Store { lag: 0, at_ms: now });
+                    }
+                }
+                MachineEvent::LearnerStarted { tasks } | MachineEvent::StandbyStarted { tasks } => {
+                    for task in refs(tasks) {
+                        if let Entry::Vacant(store) = self.store.entry(task) {
+                            let lag = draws
+                                .as_mut()
+                                .map_or(0, |d| d.rng.range(0, d.initial_lag_max));
+                            store.insert(Store { lag, at_ms: now });
+                        }
+                    }
+                }
+                MachineEvent::Lost { tasks } => notes.push(format!(
+                    "{lost_why} (lease until {:?}): stops processing [{}]",
+                    self.lease_end_ms(),
+                    tasks_str(&refs(tasks))
+                )),
+                MachineEvent::Fenced { rejoining } => {
+                    notes.push(format!("fenced (rejoining: {rejoining})"));
+                }
+                MachineEvent::Replaced { .. } => notes.push("replaced: stops".into()),
+                MachineEvent::Drained => self.status = Status::Leaving,
+                MachineEvent::Joined { .. }
+                | MachineEvent::LearnerStopped { .. }
+                | MachineEvent::StandbyStopped { .. }
+                | MachineEvent::Draining
+                | MachineEvent::Error { .. } => {}
+            }
+        }
+        notes
     }
 
-    /// Stops processing at once (a crash or a leave).
-    pub fn stop(&mut self, status: Status) {
-        self.status = status;
-        self.in_flight_until_ms = None;
-        self.active.clear();
-        self.revoking.clear();
-        self.learner.clear();
-        self.standby.clear();
-        self.zombie.clear();
+    /// How late its timer fires for the wait the machine just set: up to
+    /// a fifth of it (a process never runs early).
+    fn draw_jitter(&mut self, now: Millis, rng: &mut Rng) {
+        let wait = self
+            .machine
+            .poll_timeout()
+            .map_or(0, |t| t.saturating_sub(now));
+        self.jitter_ms = rng.below(wait / 5 + 1);
+    }
+
+    /// When it next runs: when the machine wants an input (the next
+    /// request, a little late, or the end of the lease it honours while it
+    /// holds tasks), the timeout of a request in flight, or when it has
+    /// stopped a revoked task; never while stalled.
+    fn schedule(&mut self, now: Millis) {
+        if !self.is_running() {
+            return;
+        }
+        let lease = self.lease_end_ms().filter(|_| self.holds_tasks());
+        let next = match self.in_flight_until_ms {
+            Some(until) => Some(until),
+            None => match self.machine.poll_timeout() {
+                Some(due) if due > now && Some(due) != lease => Some(due + self.jitter_ms),
+                other => other,
+            },
+        };
+        let release = self.releases.values().map(|r| r.at).min();
+        let wake = [next, lease, release].into_iter().flatten().min();
+        self.next_beat_ms = wake
+            .unwrap_or(Millis::MAX)
+            .max(now + 1)
+            .max(self.asleep_until_ms);
     }
 }

@@ -9,7 +9,7 @@ use super::check::{self, Belief};
 use super::member::SimMember;
 use super::rng::Rng;
 use super::{Fault, Options, run_many, run_schedule, summary_line};
-use crate::protocol::core::HeartbeatResponse;
+use crate::protocol::core::{Heartbeat, HeartbeatResponse};
 use crate::protocol::group::{
     Group, GroupConfig, LearnerMode, Liveness, Member, Record, Slot, SlotTarget, TaskRef,
     TopicConfig,
@@ -361,20 +361,26 @@ fn a_process_past_its_lease_or_without_one_owns_nothing() {
 fn member_holding(active: &[u32], sent_at: u64, lease_ms: u64) -> (SimMember, Rng) {
     let mut rng = Rng::new(7);
     let mut member = SimMember::new(0, None, ["t0".to_owned()].into(), sent_at);
-    let configured = ["t0".to_owned()].into();
-    let join = member.request("g", &configured, sent_at);
-    assert!(join.member_id.is_empty(), "{join:?}");
-    member.on_response(&answer(active, lease_ms), 0, sent_at, &mut rng);
+    let join = beat(&mut member, sent_at);
+    assert_eq!(join.member_epoch, 0, "{join:?}");
+    member.on_response(&answer(active, &[], lease_ms), 0, sent_at, &mut rng);
     (member, rng)
 }
 
-fn answer(active: &[u32], lease_ms: u64) -> HeartbeatResponse {
+/// `member`'s heartbeat, due at `now`.
+fn beat(member: &mut SimMember, now: u64) -> Heartbeat {
+    let configured = ["t0".to_owned()].into();
+    member.request("g", &configured, now).expect("due")
+}
+
+/// An answer with a heartbeat interval of 200 ms.
+fn answer(active: &[u32], revoking: &[u32], lease_ms: u64) -> HeartbeatResponse {
     HeartbeatResponse {
         member_id: "m1".into(),
         member_epoch: 3,
-        heartbeat_interval_ms: 1_000,
+        heartbeat_interval_ms: 200,
         active: tasks(active),
-        revoking: BTreeSet::new(),
+        revoking: tasks(revoking),
         learner: BTreeSet::new(),
         standby: BTreeSet::new(),
         draining: false,
@@ -387,42 +393,55 @@ fn answer(active: &[u32], lease_ms: u64) -> HeartbeatResponse {
 
 #[test]
 fn a_member_counts_its_lease_from_when_it_sent_the_heartbeat() {
-    let configured: BTreeSet<String> = ["t0".to_owned()].into();
     let (mut member, mut rng) = member_holding(&[0, 1], 1_000, 500);
-    assert_eq!(member.lease_until_ms, Some(1_500));
-    assert_eq!(member.next_beat_ms, 1_500, "it wakes at its lease's end");
-    // Sent at 1,200, answered (late) at 1,300: the lease counts from 1,200.
-    member.request("g", &configured, 1_200);
-    member.on_response(&answer(&[0, 1], 500), 0, 1_300, &mut rng);
-    assert_eq!(member.lease_until_ms, Some(1_700));
-    // Sent at 1,400, answer lost: the lease is not extended.
-    let beat = member.request("g", &configured, 1_400);
+    assert_eq!(member.lease_end_ms(), Some(1_500));
+    // Sent at 1,200 (its interval after the join), answered (late) at
+    // 1,300: the lease counts from 1,200.
+    assert!((1_200..1_500).contains(&member.next_beat_ms));
+    beat(&mut member, 1_200);
+    member.on_response(&answer(&[0, 1], &[], 500), 0, 1_300, &mut rng);
+    assert_eq!(member.lease_end_ms(), Some(1_700));
+    // Sent at 1,400, its answer lost (learnt at its timeout, 1 s later):
+    // the lease is not extended, and it wakes at its end.
+    member.request_timeout_ms = 1_000;
+    let beat = beat(&mut member, 1_400);
     assert_eq!(beat.owned.as_deref().map(<[_]>::len), Some(2));
-    member.schedule_beat(1_000, 1_400, &mut rng);
-    assert_eq!(member.lease_until_ms, Some(1_700));
+    member.send_unanswered(1_400);
+    assert_eq!(member.lease_end_ms(), Some(1_700));
     assert_eq!(member.next_beat_ms, 1_700);
     assert_eq!(member.belief().owns.len(), 2);
+    assert!(member.wake_in_flight(1_700), "it stops processing there");
+    assert!(member.belief().owns.is_empty());
 }
 
 #[test]
 fn a_member_whose_lease_passed_stops_processing_and_says_so() {
-    let configured: BTreeSet<String> = ["t0".to_owned()].into();
     let (mut member, mut rng) = member_holding(&[0, 1], 1_000, 500);
-    member.revoking.insert(task(2), 5_000);
+    // Task 1 is revoked; the member takes long to stop it.
+    member.release_delay_ms = (5_000, 5_000);
+    beat(&mut member, 1_200);
+    member.on_response(&answer(&[0], &[1], 500), 0, 1_200, &mut rng);
+    assert_eq!(member.belief().owns, vec![&task(0), &task(1)]);
     // Stalled well past its lease; its first action after it:
-    let beat = member.request("g", &configured, 4_000);
-    assert_eq!(beat.owned, Some(Vec::new()), "it reports holding nothing");
-    assert_eq!(beat.member_id, "m1", "it keeps its member id");
-    assert_eq!(beat.member_epoch, 3, "and its epoch");
+    let beat_after = beat(&mut member, 4_000);
+    assert_eq!(
+        beat_after.owned,
+        Some(Vec::new()),
+        "it reports holding nothing"
+    );
+    assert_eq!(beat_after.member_id, "m1", "it keeps its member id");
+    assert_eq!(beat_after.member_epoch, 3, "and its epoch");
     assert!(member.belief().owns.is_empty());
     // A newer answer gives tasks and a lease again.
-    member.on_response(&answer(&[0], 500), 0, 4_000, &mut rng);
-    assert_eq!(member.lease_until_ms, Some(4_500));
+    member.on_response(&answer(&[0], &[], 500), 0, 4_000, &mut rng);
+    assert_eq!(member.lease_end_ms(), Some(4_500));
     assert_eq!(member.belief().owns, vec![&task(0)]);
-    // An answer whose lease is over on arrival grants nothing.
-    member.request("g", &configured, 4_100);
-    member.on_response(&answer(&[0], 0), 0, 4_100, &mut rng);
+    // An answer whose lease is over on arrival grants nothing, and the
+    // member says so at once.
+    beat(&mut member, 4_200);
+    member.on_response(&answer(&[0], &[], 0), 0, 4_200, &mut rng);
     assert!(member.belief().owns.is_empty());
+    assert_eq!(member.next_beat_ms, 4_201);
 }
 
 #[test]
@@ -502,21 +521,27 @@ fn a_static_return_that_moves_anything_is_caught() {
         unreached_flight_ms: 45_000,
     };
     let after = before.clone();
-    check::check_static_return(&before, &after, "static:w1", &back, &[]).unwrap();
+    check::check_static_return(&before, &after, "static:w1", &back, &[], None, None).unwrap();
     let bump = Record::GroupEpochBumped {
         group: "g".into(),
         epoch: 2,
     };
-    assert!(check::check_static_return(&before, &after, "static:w1", &back, &[bump]).is_err());
+    assert!(
+        check::check_static_return(&before, &after, "static:w1", &back, &[bump], None, None)
+            .is_err()
+    );
     let short = HeartbeatResponse {
         active: tasks(&[0]),
         ..back.clone()
     };
-    let error = check::check_static_return(&before, &after, "static:w1", &short, &[]).unwrap_err();
+    let error = check::check_static_return(&before, &after, "static:w1", &short, &[], None, None)
+        .unwrap_err();
     assert!(error.starts_with("invariant 3:"), "{error}");
     let mut moved = after.clone();
     hold(&mut moved, "b", 1, &[2], &[]);
-    assert!(check::check_static_return(&before, &moved, "static:w1", &back, &[]).is_err());
+    assert!(
+        check::check_static_return(&before, &moved, "static:w1", &back, &[], None, None).is_err()
+    );
 }
 
 #[test]

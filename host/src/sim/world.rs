@@ -47,8 +47,8 @@ const TOPIC_NAMES: [&str; 4] = ["t0", "t1", "t2", "t3"];
 /// phase): the group keeps its last target and retries.
 const ASSIGNOR_FAILURE_P: f64 = 0.02;
 
-/// Probability that a process chooses its member id (KIP-848) rather than
-/// leaving it to the host.
+/// Probability that a process's joins send the member id its machine chose
+/// (KIP-848) rather than leaving it to the host.
 const CHOSEN_ID_P: f64 = 0.75;
 
 /// In cluster mode, probability that a chaos-phase event is a node fault
@@ -251,8 +251,6 @@ pub struct World {
     calls: Vec<PendingCall>,
     next_tick_ms: Millis,
     names_issued: u32,
-    /// Member ids chosen so far (each process's joins draw a fresh one).
-    join_ids_drawn: u64,
     /// The host's last stall, `(start, end)`: nothing is served inside it;
     /// what was due is served at its end, and the host then reports itself
     /// late (as the runtime measures it: the stall's length, falling by
@@ -337,7 +335,6 @@ impl World {
             calls: Vec::new(),
             next_tick_ms: 0,
             names_issued: 0,
-            join_ids_drawn: 0,
             stall: None,
             quiet: false,
             stats: Stats::default(),
@@ -574,14 +571,17 @@ impl World {
         store: BTreeMap<crate::protocol::group::TaskRef, super::member::Store>,
     ) -> usize {
         let pid = self.processes.len();
-        let mut member = SimMember::new(pid, name, topics, self.now);
+        let rack = self.lanes[lane]
+            .scenario
+            .racks
+            .then(|| format!("r{}", self.rng.below(3)));
+        let capacity = if self.rng.chance(0.2) {
+            self.rng.range(2, 3) as u32
+        } else {
+            1
+        };
+        let mut member = SimMember::new(pid, name, topics, self.now).with_placement(rack, capacity);
         member.lane = lane;
-        if self.lanes[lane].scenario.racks {
-            member.rack = Some(format!("r{}", self.rng.below(3)));
-        }
-        if self.rng.chance(0.2) {
-            member.capacity = self.rng.range(2, 3) as u32;
-        }
         let slow = self.rng.chance(self.lanes[lane].scenario.slow_p);
         member.release_delay_ms = self.release_delay(lane, slow);
         member.catch_up_per_ms = *self.rng.pick(&self.lanes[lane].scenario.catch_up_per_ms);
@@ -594,20 +594,10 @@ impl World {
             member.request_timeout_ms = self.rng.range(lo, hi);
         }
         member.store = store;
-        member.join_id = self.draw_join_id(pid);
+        member.host_issues_id = !self.rng.chance(CHOSEN_ID_P);
         self.note(|w| format!("spawn {} in {}", member.label(), w.lanes[lane].name));
         self.processes.push(member);
         pid
-    }
-
-    /// The id process `pid`'s next joins send: chosen, or empty (the host
-    /// issues one).
-    fn draw_join_id(&mut self, pid: usize) -> String {
-        if !self.rng.chance(CHOSEN_ID_P) {
-            return String::new();
-        }
-        self.join_ids_drawn += 1;
-        format!("c-{pid}.{}", self.join_ids_drawn)
     }
 
     /// Inside a host stall nothing is served: what is due waits for its
@@ -1182,9 +1172,8 @@ impl World {
         let shard = self.lanes[lane].shard;
         let configured = self.configured_topics(lane);
         let process = &mut self.processes[pid];
-        if process.status == Status::Leaving && process.member_id.is_empty() {
-            // Never joined (or must rejoin): nothing to leave.
-            process.stop(Status::Gone);
+        if !process.is_running() {
+            // It left before it had joined.
             return Ok(());
         }
         if process.in_flight_until_ms.is_some() {
@@ -1194,9 +1183,9 @@ impl World {
             format!(
                 "{}: lease ended at {:?}, stops processing active=[{}] revoking=[{}]",
                 process.label(),
-                process.lease_until_ms,
-                tasks_str(&process.active),
-                tasks_str(process.revoking.keys())
+                process.lease_end_ms(),
+                tasks_str(process.active()),
+                tasks_str(process.revoking())
             )
         });
         // Cluster mode: it processes past its plain lease, on the
@@ -1206,12 +1195,12 @@ impl World {
             format!(
                 "{}: keeps processing active=[{}] past its lease ({:?}) while unreached, until {:?}",
                 process.label(),
-                tasks_str(&process.active),
+                tasks_str(process.active()),
                 process.lease_until_ms,
                 process.lease_end_ms()
             )
         });
-        let joining = process.member_id.is_empty();
+        let joining = process.member_id().is_empty();
         let request = process.request(&self.lanes[lane].name, &configured, now);
         let label = process.label().to_owned();
         if let Some(line) = lease_over {
@@ -1224,6 +1213,10 @@ impl World {
             }
             self.note(|_| line);
         }
+        let Some(request) = request else {
+            // Woken with nothing to send: it sleeps on.
+            return Ok(());
+        };
         let leaving = request.member_epoch == LEAVE_EPOCH;
         // Invariant 3 applies to a new incarnation of a static slot that
         // still exists, with the same subscription.
@@ -1287,11 +1280,7 @@ impl World {
                             cluster.stats.unreached += 1;
                         }
                     }
-                    let process = &mut self.processes[pid];
-                    if leaving {
-                        // It exits anyway; its slot times out.
-                        process.stop(Status::Gone);
-                    } else if reach == Reach::MaybeReached {
+                    if reach == Reach::MaybeReached {
                         // It waits for its request timeout.
                         self.send_unanswered(pid);
                     } else {
@@ -1362,6 +1351,8 @@ impl World {
                         slot,
                         &response,
                         &out.records,
+                        request.owned.as_deref(),
+                        request.lags.as_deref(),
                     )
                     .map_err(|e| self.violation(e))?;
                     self.stats.static_returns += 1;
@@ -1370,10 +1361,7 @@ impl World {
                     self.absorb(shard, out)?;
                 }
                 let initial_lag_max = 5 * self.group(lane).config.acceptable_recovery_lag + 2_000;
-                let process = &mut self.processes[pid];
-                if leaving {
-                    process.stop(Status::Gone);
-                } else if lost {
+                if lost {
                     self.stats.lost_responses += 1;
                     if joining {
                         self.stats.lost_joins += 1;
@@ -1399,31 +1387,30 @@ impl World {
                     }
                 }
             }
-            Err(error) => {
-                let process = &mut self.processes[pid];
-                if leaving {
-                    process.stop(Status::Gone);
-                } else {
-                    match error {
-                        ProtocolError::Fenced { .. }
-                        | ProtocolError::UnknownMember(..)
-                        | ProtocolError::StaleEpoch { .. } => {
-                            let join_id = self.draw_join_id(pid);
-                            self.processes[pid].reset(now, join_id);
-                        }
-                        // Another process has the name: stop, as the client
-                        // library does (a rejoin would fence the other one).
-                        ProtocolError::Replaced { .. } => self.processes[pid].stop(Status::Gone),
-                        other => {
-                            return Err(self.violation(format!(
-                                "{label}: the host refused a request the client may send: {other} ({request:?})"
-                            )));
-                        }
-                    }
+            Err(error) => match error {
+                // The machine rejoins, or stops (`replaced`, or a leave).
+                _ if leaving => self.refused(pid, &error),
+                ProtocolError::Fenced { .. }
+                | ProtocolError::UnknownMember(..)
+                | ProtocolError::StaleEpoch { .. }
+                | ProtocolError::Replaced { .. } => self.refused(pid, &error),
+                other => {
+                    return Err(self.violation(format!(
+                        "{label}: the host refused a request the client may send: {other} ({request:?})"
+                    )));
                 }
-            }
+            },
         }
         self.check_step(Some(lane))
+    }
+
+    /// Process `pid`'s request was refused: it takes the refusal in.
+    fn refused(&mut self, pid: usize, error: &ProtocolError) {
+        let process = &mut self.processes[pid];
+        if let Some(note) = process.on_refused(error, self.now, &mut self.rng) {
+            let label = process.label().to_owned();
+            self.note(|_| format!("  {label}: {note}"));
+        }
     }
 
     /// Process `pid`'s heartbeat got no answer (`reach` says whether a core
@@ -1460,7 +1447,7 @@ impl World {
             if binds {
                 format!(
                     " (the flight bound; unreached lease until {:?})",
-                    process.unreached_until_ms
+                    process.unreached_lease_until()
                 )
             } else {
                 String::new()
@@ -1475,7 +1462,8 @@ impl World {
 
     /// Cluster mode: process `pid` has a heartbeat in flight. At its
     /// request timeout it learns that the heartbeat may have reached a
-    /// coordinator; before, its lease ended: it stops processing.
+    /// coordinator; before, its lease ended (it stops processing) or it
+    /// acks a revoked task it has stopped.
     fn in_flight(&mut self, pid: usize) -> Result<(), Violation> {
         let now = self.now;
         let lane = self.processes[pid].lane;
@@ -1495,10 +1483,10 @@ impl World {
             "{}: lease ended at {:?} with a heartbeat in flight until {until}, stops processing active=[{}] revoking=[{}]",
             process.label(),
             process.lease_end_ms(),
-            tasks_str(&process.active),
-            tasks_str(process.revoking.keys())
+            tasks_str(process.active()),
+            tasks_str(process.revoking())
         );
-        if process.in_flight_lease_check(now) {
+        if process.wake_in_flight(now) {
             self.stats.leases_lapsed += 1;
             if binds {
                 let cluster = self.cluster.as_mut().expect("cluster mode");
@@ -1522,7 +1510,7 @@ impl World {
             return;
         }
         let kept: Vec<_> = process
-            .active
+            .active()
             .iter()
             .filter(|t| response.active.contains(*t))
             .collect();
@@ -1697,7 +1685,7 @@ impl World {
         let joined: Vec<usize> = running
             .iter()
             .copied()
-            .filter(|&pid| !self.processes[pid].member_id.is_empty())
+            .filter(|&pid| !self.processes[pid].member_id().is_empty())
             .collect();
         // Cluster mode: a process with a heartbeat in flight sends nothing
         // else (a leave) until it is answered or times out.
@@ -1752,7 +1740,8 @@ impl World {
             }
             2 => {
                 let pid = *self.rng.pick(&joined_idle);
-                self.processes[pid].status = Status::Leaving;
+                let now = self.now;
+                self.processes[pid].leave(now);
                 self.beat(pid)
             }
             3 => {
@@ -1786,7 +1775,7 @@ impl World {
                 let interval = self.processes[pid].interval_ms;
                 let until = self.now + self.rng.range(interval, 3 * session);
                 self.note(|w| format!("{} stalls until {until}", w.processes[pid].label()));
-                self.processes[pid].next_beat_ms = until;
+                self.processes[pid].stall(until);
                 Ok(())
             }
             6 => {
@@ -1810,7 +1799,7 @@ impl World {
                 let member = if by_name {
                     process.name.clone().expect("static")
                 } else {
-                    process.member_id.clone()
+                    process.member_id().to_owned()
                 };
                 self.step += 1;
                 let Lane { name, shard, .. } = &self.lanes[lane];
@@ -1846,7 +1835,8 @@ impl World {
             9 => {
                 let pid = *self.rng.pick(&joined);
                 self.note(|w| format!("{} asks to drain", w.processes[pid].label()));
-                self.processes[pid].want_drain = true;
+                let now = self.now;
+                self.processes[pid].ask_drain(now);
                 Ok(())
             }
             10 => {
@@ -2025,7 +2015,7 @@ impl World {
         for process in self.processes.iter_mut().filter(|p| p.is_running()) {
             process.release_delay_ms = (0, 0);
             process.catch_up_per_ms = u64::MAX / 4;
-            process.next_beat_ms = process.next_beat_ms.min(now + process.interval_ms);
+            process.wake_by(now + process.interval_ms);
         }
         for call in &mut self.calls {
             call.due_ms = call.due_ms.min(now + 20);
@@ -2123,16 +2113,16 @@ impl World {
             if process.status != Status::Running
                 || process.want_drain
                 || process.pending_topics.is_some()
-                || !process.revoking.is_empty()
+                || !process.revoking().is_empty()
             {
                 return false;
             }
-            let Some(slot) = group.slot_of(&process.member_id) else {
+            let Some(slot) = group.slot_of(process.member_id()) else {
                 return false;
             };
             let held = group.holdings.member(slot);
-            if held.is_none_or(|h| h.active != process.active)
-                || (!learners_allowed && !process.learner.is_empty())
+            if held.is_none_or(|h| h.active != *process.active())
+                || (!learners_allowed && !process.learner().is_empty())
             {
                 return false;
             }
@@ -2178,12 +2168,12 @@ impl World {
             parts.push(format!(
                 "{} {} e{} {:?} active=[{}] revoking=[{}] learner=[{}]",
                 process.label(),
-                process.member_id,
-                process.epoch,
+                process.member_id(),
+                process.epoch(),
                 process.status,
-                tasks_str(&process.active),
-                tasks_str(process.revoking.keys()),
-                tasks_str(&process.learner)
+                tasks_str(process.active()),
+                tasks_str(process.revoking()),
+                tasks_str(process.learner())
             ));
         }
         parts.join("; ")

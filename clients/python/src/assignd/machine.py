@@ -355,7 +355,9 @@ class Machine:
         joined = bool(self._member_id)
         leaving = self._drain or self._leave_asked or self._tracker.assignment().draining
         code = failure.code if failure.kind == "refused" else None
-        if code == "replaced" and joined:
+        if code == "replaced":
+            # Refused to a join too: a retried join whose first attempt
+            # the host handled, after which another process took the name.
             member_name = self.config.member_name or ""
             log.error(
                 "another process joined with member name %r and took its tasks: stopping member %s "

@@ -19,7 +19,9 @@ final class FailurePolicy {
         boolean leaving = machine.leavingOrDraining();
         String code = failure.code();
         MemberEvent error = new MemberEvent.Error(failure);
-        if (joined && ErrorCodes.REPLACED.equals(code)) {
+        if (ErrorCodes.REPLACED.equals(code)) {
+            // Refused to a join too: a retried join whose first attempt
+            // the host handled, after which another process took the name.
             replaced(machine);
         } else if (joined && ErrorCodes.FENCED.equals(code)) {
             machine.loseEverything();
