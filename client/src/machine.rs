@@ -540,7 +540,7 @@ impl Machine {
 
     fn heartbeat_failed(&mut self, failure: &Failure, sent: Millis, now: Millis) {
         let joined = !self.member_id.is_empty();
-        let leaving = self.drain || self.leave_asked || self.tracker.assignment().draining;
+        let leaving = self.drain || self.leave_asked || self.tracker.is_draining();
         let error = MachineEvent::Error {
             failure: failure.clone(),
         };
@@ -754,9 +754,7 @@ impl Machine {
     /// `task` at `now`: it is active here, or being released and not yet
     /// acknowledged, and the lease in force has not run out.
     pub fn may_process(&self, task: &Task, now: Millis) -> bool {
-        let held = self.tracker.assignment();
-        (held.active.contains(task) || held.revoking.contains(task))
-            && self.lease_until().is_none_or(|until| now < until)
+        self.tracker.holds(task) && self.lease_until().is_none_or(|until| now < until)
     }
 
     fn begin_leave(&mut self, then: Option<StopReason>, now: Millis) {

@@ -292,6 +292,16 @@ impl Tracker {
         !self.active.is_empty() || !self.revoking.is_empty()
     }
 
+    /// Whether `task` is active or being released here.
+    pub fn holds(&self, task: &Task) -> bool {
+        self.active.contains(task) || self.revoking.contains_key(task)
+    }
+
+    /// Whether the member is draining, as the host last said.
+    pub fn is_draining(&self) -> bool {
+        self.draining
+    }
+
     /// Whether any task is being released here (revoked, not yet
     /// acknowledged).
     pub fn is_releasing(&self) -> bool {

@@ -431,14 +431,7 @@ struct Cluster {
 
 impl Cluster {
     fn start(dir: &Path) -> Cluster {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let etcd = runtime
-            .block_on(LocalEtcd::start(&dir.join("etcd"), 1))
-            .unwrap_or_else(|e| panic!("{e:#}"));
+        let (runtime, etcd) = common::local_etcd(&dir.join("etcd"), 1);
         let endpoints = etcd.endpoints().join(",");
         let nodes = ["a", "b", "c"]
             .into_iter()

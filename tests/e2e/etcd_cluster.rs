@@ -37,14 +37,7 @@ struct Cluster {
 
 impl Cluster {
     fn start(name: &str) -> Cluster {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let etcd = runtime
-            .block_on(LocalEtcd::start(&common::scratch(name), 3))
-            .unwrap_or_else(|e| panic!("{e:#}"));
+        let (runtime, etcd) = common::local_etcd(&common::scratch(name), 3);
         Cluster {
             runtime,
             etcd,

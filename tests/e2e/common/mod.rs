@@ -131,6 +131,27 @@ pub fn example_input() -> PathBuf {
 /// How long `assignd serve` may take to print its address.
 pub const SERVE_START_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// An etcd of `members` members on free loopback ports under `dir`
+/// (`LocalEtcd`, stopped on drop), and the runtime that watches its
+/// processes, which must live as long as it does.
+pub fn local_etcd(
+    dir: &Path,
+    members: usize,
+) -> (
+    tokio::runtime::Runtime,
+    assignd::cluster::local_etcd::LocalEtcd,
+) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let etcd = runtime
+        .block_on(assignd::cluster::local_etcd::LocalEtcd::start(dir, members))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    (runtime, etcd)
+}
+
 /// The admin token every [`Server`] is started with (through
 /// `ASSIGND_ADMIN_TOKEN`) and that [`Server::call`] and [`Server::upload`]
 /// send; a test that runs the CLI against it passes it as `ASSIGND_TOKEN`.
