@@ -125,8 +125,9 @@ fn percent_decode(value: &str) -> Option<String> {
     responses(
         (status = 201, description = "Stored", body = AssignorView),
         (status = 200, description = "These bytes were already stored", body = AssignorView),
-        (status = 400, description = "`invalid_query`, `invalid_module_name`, or what made the module fail to load: `not_wasm`, `core_module`, `unsupported_wasm_version`, `wrong_world`, `foreign_import`, `compile_failed`, `compile_timeout`, `compile_memory_limit`, `instantiate_failed`, `trapped`, …", body = ErrorBody),
+        (status = 400, description = "`invalid_query`, `invalid_module_name`, `incomplete_body` (the connection ended before the body did), or what made the module fail to load: `not_wasm`, `core_module`, `unsupported_wasm_version`, `wrong_world`, `foreign_import`, `compile_failed`, `compile_timeout`, `compile_memory_limit`, `instantiate_failed`, `trapped`, …", body = ErrorBody),
         (status = 409, description = "`module_name_taken`: another module has this name and version", body = ErrorBody),
+        (status = 408, description = "`request_timeout`: the body did not arrive within the body-read timeout", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 422, description = "`self_test_failed`", body = ErrorBody),
@@ -162,7 +163,7 @@ pub async fn upload_assignor(
     }
     let bytes: Bytes = axum::body::to_bytes(body, MODULE_LEN_MAX_BYTES)
         .await
-        .map_err(|e| ApiError::body_failed(&e, ApiError::ModuleTooLarge))?;
+        .map_err(|e| super::error::upload_body_failed(&e, ApiError::ModuleTooLarge))?;
     let uploader = runtime.clone();
     let (entry, created) = blocking(move || {
         uploader

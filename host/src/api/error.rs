@@ -57,6 +57,10 @@ pub enum ApiError {
     /// The request body did not arrive within the body-read timeout.
     #[error(transparent)]
     BodyTimeout(#[from] super::server::BodyTimeout),
+    /// The connection ended (closed or reset) before the whole body its
+    /// head declared arrived.
+    #[error("the request body was cut short: the connection ended before all of it arrived ({0})")]
+    BodyIncomplete(String),
     /// Cluster mode: another node coordinates the group; the request
     /// belongs at `location` (answered 307 with `Location`).
     #[error("group {group:?} is coordinated by node {node:?}: send the request to {location}")]
@@ -157,6 +161,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            ApiError::BodyIncomplete(_) => (StatusCode::BAD_REQUEST, "incomplete_body"),
             ApiError::NotCoordinator { .. } => (StatusCode::TEMPORARY_REDIRECT, "not_coordinator"),
             ApiError::CoordinatorUnreachable { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "coordinator_unreachable")
@@ -268,6 +273,27 @@ impl ApiError {
     pub fn body_failed(error: &(dyn std::error::Error + 'static), otherwise: ApiError) -> ApiError {
         body_timeout(error).map_or(otherwise, ApiError::BodyTimeout)
     }
+}
+
+/// The error of an upload body that could not be read: 408 if the
+/// server's body-read deadline cut it, 400 `incomplete_body` if the
+/// connection ended before the body did (hyper's error is in the chain of
+/// causes), else it was over `limit`: `too_large`.
+pub fn upload_body_failed(
+    error: &(dyn std::error::Error + 'static),
+    too_large: ApiError,
+) -> ApiError {
+    if let Some(timeout) = body_timeout(error) {
+        return ApiError::BodyTimeout(timeout);
+    }
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(cut) = error.downcast_ref::<hyper::Error>() {
+            return ApiError::BodyIncomplete(cut.to_string());
+        }
+        cause = error.source();
+    }
+    too_large
 }
 
 /// The [`BodyTimeout`](super::server::BodyTimeout) somewhere in `error`'s
