@@ -11,7 +11,8 @@
 //!
 //! 1. its records are queued for the shard's [`RecordSink`] under the
 //!    shard's lock, so the sink sees them in apply order; the caller's
-//!    answer waits until they are durable;
+//!    answer waits until they are durable (a step that wrote nothing waits
+//!    for its group's records in flight, never for another group's);
 //! 2. its assignor calls each run on a guest thread, off every request
 //!    path, and their answers go back into the group's shard (whose output
 //!    is handled the same way).
@@ -649,8 +650,9 @@ impl Runtime {
     /// current time; queues its records for persistence before the lock is
     /// released; wakes the shard's timers if the step brought a deadline
     /// forward; starts its assignor calls; and returns once its records
-    /// (and all before them) are durable. An error from `step` changed
-    /// nothing.
+    /// (and all before them) are durable, or, if it wrote none, once the
+    /// records of `group` it may show are (`""`: of the whole shard; see
+    /// [`RecordQueue::submit_for`]). An error from `step` changed nothing.
     ///
     /// A step runs on the calling task's thread, but never so that it
     /// holds up a runtime worker: a heavy step (installing a group's new
@@ -714,7 +716,7 @@ impl Runtime {
             if let Some(deadline) = served.core.poll_timeout() {
                 shard.wake_before(deadline);
             }
-            let durable = served.queue.submit(output.records);
+            let durable = served.queue.submit_for(group, output.records);
             Ok((value, durable, output.assignor_calls))
         };
         let (value, durable, calls) = match weight {
@@ -722,9 +724,7 @@ impl Runtime {
             Weight::Heavy => off_the_workers(locked_step),
         }?;
         self.start_assignor_calls(calls);
-        durable
-            .await
-            .map_err(|_| PersistError::new("the persistence thread has stopped"))??;
+        durable.wait().await?;
         Ok(value)
     }
 
@@ -743,8 +743,9 @@ impl Runtime {
         .map_err(|error| self.as_told(error))
     }
 
-    /// Reads the core of `group`'s shard once everything applied before is
-    /// durable, so that nothing is shown that a crash could take back.
+    /// Reads the core of `group`'s shard once everything applied to the
+    /// group before is durable, so that nothing is shown that a crash
+    /// could take back.
     pub async fn read<T>(
         self: &Arc<Self>,
         group: &str,

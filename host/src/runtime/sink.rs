@@ -6,13 +6,17 @@
 //! sees records in exactly the order the core applied them, and each
 //! submitter waits for its own batch without holding that lock. Batches
 //! that queue up while the sink is busy are handed over in one `persist`
-//! call — the shape group commit needs.
+//! call — the shape group commit needs. A step that wrote nothing waits
+//! only for the records of its own group still in flight ([`Durable`]):
+//! its answer shows that group's state and nothing else, so a slow write
+//! of another group of the shard does not hold it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::protocol::group::Record;
 
@@ -100,11 +104,70 @@ pub struct RecordQueue {
     thread: Option<std::thread::JoinHandle<()>>,
     /// The first failure: every batch after it fails with it.
     failed: Arc<OnceLock<PersistError>>,
-    /// Non-empty batches submitted, and how many of them are durable: a
-    /// request that changed nothing need not wait for the persistence
-    /// thread when everything before it is already durable.
+    /// Non-empty batches submitted, and how many of them are durable (the
+    /// persistence thread sends the count after each persist, and sends
+    /// again, unchanged, when one fails): a request that changed nothing
+    /// need not wait for the persistence thread when what it showed is
+    /// already durable. Batches are numbered from 1 in submission order,
+    /// so batch `n` is durable once the count reaches `n`.
     submitted: AtomicU64,
-    durable: Arc<AtomicU64>,
+    durable: watch::Receiver<u64>,
+    /// Per group, the number of the last batch that held a record of it
+    /// (groups whose batches are all durable may be left out).
+    last_batch: Mutex<HashMap<String, u64>>,
+}
+
+/// Groups kept in [`RecordQueue::last_batch`] past which those whose
+/// batches are durable are dropped from it.
+const LAST_BATCH_GROUPS_KEPT: usize = 1024;
+
+/// What a step's answer waits for: its own records, and everything queued
+/// before them, to be durable; or, for a step that wrote nothing, the
+/// records of its group still in flight ([`RecordQueue::submit_for`]).
+pub enum Durable {
+    /// Nothing to wait for.
+    Now,
+    /// A batch sent to the persistence thread, answered once it (and all
+    /// before it) is durable.
+    Batch(oneshot::Receiver<Result<(), PersistError>>),
+    /// Batch number `batch` (and all before it) to be durable.
+    Until {
+        batch: u64,
+        durable: watch::Receiver<u64>,
+        failed: Arc<OnceLock<PersistError>>,
+    },
+}
+
+impl Durable {
+    /// Waits; fails if what was waited for cannot be made durable.
+    pub async fn wait(self) -> Result<(), PersistError> {
+        let stopped = || PersistError::new("the persistence thread has stopped");
+        match self {
+            Durable::Now => Ok(()),
+            Durable::Batch(receiver) => receiver.await.map_err(|_| stopped())?,
+            Durable::Until {
+                batch,
+                mut durable,
+                failed,
+            } => loop {
+                if *durable.borrow_and_update() >= batch {
+                    return Ok(());
+                }
+                // A failure before batch `batch` was durable: it never
+                // will be (every batch after a failure fails).
+                if let Some(failure) = failed.get() {
+                    return Err(failure.clone());
+                }
+                if durable.changed().await.is_err() {
+                    return if *durable.borrow() >= batch {
+                        Ok(())
+                    } else {
+                        Err(failed.get().cloned().unwrap_or_else(stopped))
+                    };
+                }
+            },
+        }
+    }
 }
 
 impl RecordQueue {
@@ -112,8 +175,7 @@ impl RecordQueue {
         let (sender, receiver) = mpsc::channel::<Batch>();
         let failed = Arc::new(OnceLock::new());
         let thread_failed = failed.clone();
-        let durable = Arc::new(AtomicU64::new(0));
-        let thread_durable = durable.clone();
+        let (thread_durable, durable) = watch::channel(0);
         let thread = std::thread::Builder::new()
             .name("assignd-persist".into())
             .spawn(move || persist_loop(&*sink, &receiver, &thread_failed, &thread_durable))
@@ -124,6 +186,7 @@ impl RecordQueue {
             failed,
             submitted: AtomicU64::new(0),
             durable,
+            last_batch: Mutex::default(),
         }
     }
 
@@ -151,7 +214,7 @@ impl RecordQueue {
     pub fn submit(&self, records: Vec<Record>) -> oneshot::Receiver<Result<(), PersistError>> {
         let (done, receiver) = oneshot::channel();
         if records.is_empty()
-            && self.durable.load(Ordering::SeqCst) == self.submitted.load(Ordering::SeqCst)
+            && *self.durable.borrow() == self.submitted.load(Ordering::SeqCst)
             && !self.failed()
         {
             // A barrier with nothing before it: already satisfied.
@@ -159,7 +222,8 @@ impl RecordQueue {
             return receiver;
         }
         if !records.is_empty() {
-            self.submitted.fetch_add(1, Ordering::SeqCst);
+            let batch = self.submitted.fetch_add(1, Ordering::SeqCst) + 1;
+            self.note_groups(&records, batch);
         }
         let sender = self.sender.as_ref().expect("only taken on drop");
         if let Err(mpsc::SendError(batch)) = sender.send(Batch { records, done }) {
@@ -170,6 +234,50 @@ impl RecordQueue {
                 .send(Err(PersistError::new("the persistence thread has stopped")));
         }
         receiver
+    }
+
+    /// Queues the records of a step of `group` (`""`: of the whole shard)
+    /// as [`RecordQueue::submit`] does. A step that wrote records waits for
+    /// them and everything before them (the sink persists in order). A
+    /// step of a group that wrote nothing waits only for that group's
+    /// batches still in flight: its answer shows that group's state, which
+    /// the batches of other groups do not change, so it is durable once
+    /// they are.
+    pub fn submit_for(&self, group: &str, records: Vec<Record>) -> Durable {
+        if !records.is_empty() || group.is_empty() {
+            return Durable::Batch(self.submit(records));
+        }
+        let durable = *self.durable.borrow();
+        let mut last_batch = self.last_batch.lock().unwrap_or_else(|e| e.into_inner());
+        match last_batch.get(group) {
+            Some(&batch) if batch > durable => Durable::Until {
+                batch,
+                durable: self.durable.clone(),
+                failed: self.failed.clone(),
+            },
+            Some(_) => {
+                last_batch.remove(group);
+                Durable::Now
+            }
+            None => Durable::Now,
+        }
+    }
+
+    /// `records` are in batch number `batch`.
+    fn note_groups(&self, records: &[Record], batch: u64) {
+        let mut last_batch = self.last_batch.lock().unwrap_or_else(|e| e.into_inner());
+        for record in records {
+            match last_batch.get_mut(record.group()) {
+                Some(last) => *last = batch,
+                None => {
+                    last_batch.insert(record.group().to_owned(), batch);
+                }
+            }
+        }
+        if last_batch.len() > LAST_BATCH_GROUPS_KEPT {
+            let durable = *self.durable.borrow();
+            last_batch.retain(|_, &mut last| last > durable);
+        }
     }
 }
 
@@ -187,7 +295,7 @@ fn persist_loop(
     sink: &dyn RecordSink,
     receiver: &mpsc::Receiver<Batch>,
     failed: &OnceLock<PersistError>,
-    durable: &AtomicU64,
+    durable: &watch::Sender<u64>,
 ) {
     while let Ok(first) = receiver.recv() {
         // Everything that queued up while the last persist ran goes out in
@@ -213,7 +321,10 @@ fn persist_loop(
             })
         };
         if result.is_ok() {
-            durable.fetch_add(non_empty, Ordering::SeqCst);
+            durable.send_modify(|count| *count += non_empty);
+        } else {
+            // Wakes those waiting for a batch that will never be durable.
+            durable.send_modify(|_| {});
         }
         for reply in replies {
             // A submitter that went away (its client hung up) is fine: its
@@ -293,6 +404,127 @@ mod tests {
         assert!(queue.failed());
         assert!(queue.submit(vec![]).blocking_recv().unwrap().is_err());
         assert_eq!(sink.groups.lock().unwrap().len(), 2);
+    }
+
+    /// Holds every persist until the test opens it, then fails those of
+    /// records of group "fail".
+    struct Gate {
+        open: Mutex<bool>,
+        opened: std::sync::Condvar,
+        /// Persist calls begun.
+        entered: AtomicU64,
+    }
+
+    impl Gate {
+        fn new() -> Arc<Gate> {
+            Arc::new(Gate {
+                open: Mutex::new(false),
+                opened: std::sync::Condvar::new(),
+                entered: AtomicU64::new(0),
+            })
+        }
+
+        /// Waits until a persist call has begun.
+        fn wait_entered(&self) {
+            while self.entered.load(Ordering::SeqCst) == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+
+        fn open(&self) {
+            *self.open.lock().unwrap() = true;
+            self.opened.notify_all();
+        }
+    }
+
+    impl RecordSink for Gate {
+        fn persist(&self, records: &[Record]) -> anyhow::Result<()> {
+            self.entered.fetch_add(1, Ordering::SeqCst);
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.opened.wait(open).unwrap();
+            }
+            if records.iter().any(|r| r.group() == "fail") {
+                anyhow::bail!("refused");
+            }
+            Ok(())
+        }
+    }
+
+    fn of(group: &str) -> Record {
+        Record::NameMapDropped {
+            group: group.to_owned(),
+        }
+    }
+
+    /// Whether `durable` resolves within a short wait (it resolves at
+    /// once when there is nothing to wait for).
+    fn resolves(runtime: &tokio::runtime::Runtime, durable: Durable) -> Option<bool> {
+        runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_millis(200), durable.wait())
+                .await
+                .ok()
+                .map(|result| result.is_ok())
+        })
+    }
+
+    #[test]
+    fn a_step_that_wrote_nothing_waits_only_for_its_own_groups_records() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let gate = Gate::new();
+        let queue = RecordQueue::start(gate.clone());
+        let written = queue.submit_for("a", vec![of("a")]);
+        // Another group's answer shows nothing of the write in flight.
+        assert_eq!(
+            resolves(&runtime, queue.submit_for("b", vec![])),
+            Some(true)
+        );
+        // Its own group's answer may show it: it waits, as does a step of
+        // the whole shard.
+        let same_group = queue.submit_for("a", vec![]);
+        let whole_shard = queue.submit_for("", vec![]);
+        assert_eq!(resolves(&runtime, queue.submit_for("a", vec![])), None);
+        gate.open();
+        for durable in [written, same_group, whole_shard] {
+            assert_eq!(resolves(&runtime, durable), Some(true));
+        }
+        assert_eq!(
+            resolves(&runtime, queue.submit_for("a", vec![])),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn a_group_whose_write_failed_is_never_answered_and_the_others_are() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let gate = Gate::new();
+        let queue = RecordQueue::start(gate.clone());
+        queue.submit_for("a", vec![of("a")]);
+        // a's batch is persisted on its own, and lands.
+        gate.wait_entered();
+        let a_durable = queue.submit_for("a", vec![]);
+        // Queued after a's batch: it fails with it, whatever group.
+        let failed = queue.submit_for("fail", vec![of("fail")]);
+        let waiting = queue.submit_for("fail", vec![]);
+        gate.open();
+        assert_eq!(resolves(&runtime, failed), Some(false));
+        assert_eq!(resolves(&runtime, waiting), Some(false));
+        // a's records landed before the failure: its state is durable.
+        assert_eq!(resolves(&runtime, a_durable), Some(true));
+        assert_eq!(
+            resolves(&runtime, queue.submit_for("a", vec![])),
+            Some(true)
+        );
+        assert_eq!(
+            resolves(&runtime, queue.submit_for("fail", vec![])),
+            Some(false)
+        );
     }
 
     /// Fails every persist as a storage that does not answer.
