@@ -71,3 +71,92 @@ fn an_upload_body_cut_short_is_400_incomplete_body_not_413() {
         "nothing stored: {list}"
     );
 }
+
+/// Starts `assignd serve --shards SHARDS` under an RLIMIT_NOFILE of
+/// `descriptors` (soft and hard) with the default log filter; returns the
+/// line it logged with its connection cap.
+#[cfg(target_os = "linux")]
+fn cap_line_under(descriptors: u64, shards: u32) -> String {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+
+    let dir = common::scratch(&format!("limits-cap-{descriptors}-{shards}"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_assignd"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--shards"])
+        .arg(shards.to_string())
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env("ASSIGND_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env_remove("RUST_LOG")
+        .env_remove("ASSIGND_LOG_FORMAT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between
+    // fork and exec here.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: descriptors,
+                rlim_max: descriptors,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("cannot start assignd serve");
+    let stderr = child.stderr.take().unwrap();
+    let (lines, line) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for text in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(text);
+        }
+    });
+    let deadline = Instant::now() + common::SERVE_START_DEADLINE;
+    let mut seen = Vec::new();
+    let found = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match line.recv_timeout(left) {
+            Ok(text) if text.contains("connection cap") => break text,
+            Ok(text) => seen.push(text),
+            Err(_) => panic!("no connection cap line on stderr in time: {seen:?}"),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    found
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn serve_logs_its_connection_cap_by_the_documented_formula() {
+    for (descriptors, shards) in [(1024u64, 64u32), (600, 4)] {
+        let expected = (descriptors - 128 - 3 * u64::from(shards)).min(10_000);
+        let line = cap_line_under(descriptors, shards);
+        assert!(
+            line.contains(&format!("connection cap {expected}:")),
+            "limit {descriptors}, {shards} shards: {line}"
+        );
+    }
+    // The same formula in the flag's help and the docs.
+    let collapse = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let help = common::assignd(&["serve", "--help"]);
+    let help = collapse(&common::stdout(&help));
+    assert!(
+        help.contains("(RLIMIT_NOFILE, raised to its hard limit) less 128, less 3 per shard, at most 10000"),
+        "serve --help: {help}"
+    );
+    for doc in ["README.md", "docs/architecture.md"] {
+        let text = collapse(&std::fs::read_to_string(common::workspace_root().join(doc)).unwrap())
+            .replace("10,000", "10000")
+            .replace("1,024", "1024");
+        assert!(
+            text.contains("the descriptor limit less 128, less 3 per shard, at most 10000, so 704 under a limit of 1024 with 64 shards"),
+            "{doc} gives the connection cap's formula"
+        );
+    }
+}

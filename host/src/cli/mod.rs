@@ -150,14 +150,19 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The target of the lines a command logs once it has started (`serve`'s
+/// connection cap), which the default filter shows at INFO.
+pub const START_LOG_TARGET: &str = "assignd::start";
+
 /// Logs go to stderr (stdout is each command's output), filtered by
-/// RUST_LOG (default `warn`).
+/// RUST_LOG (default `warn`, and [`START_LOG_TARGET`] at `info`).
 fn init_logs(format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(format!("warn,{START_LOG_TARGET}=info"))
+            }),
         );
     match format {
         LogFormat::Text => builder.init(),

@@ -90,8 +90,9 @@ pub struct ServeArgs {
     admin_token: Option<String>,
     /// Connections served at once; one more is answered 503
     /// `too_many_connections` and closed. Default: the descriptor limit
-    /// less the descriptors kept in reserve (128), at most 10000; a value
-    /// above the limit less the reserve is refused at start.
+    /// (RLIMIT_NOFILE, raised to its hard limit) less 128, less 3 per
+    /// shard, at most 10000; a value above the limit less that reserve is
+    /// refused at start. The cap in force is printed on stderr at start.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     connections_max: Option<u64>,
     /// How long a request's head may take to arrive, counted from when the
@@ -209,11 +210,13 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         .map_err(|e| failure(e.to_string()))?
         .or(args.shards)
         .unwrap_or(SHARD_COUNT_DEFAULT);
+    let descriptors = raise_descriptor_limit();
     let server = server_config(
         &args,
-        raise_descriptor_limit(),
+        descriptors,
         DESCRIPTORS_RESERVED + DESCRIPTORS_PER_SHARD * u64::from(planned_shards),
     )?;
+    let cap = connection_cap_line(&server, args.connections_max, descriptors, planned_shards);
     std::fs::create_dir_all(&args.data_dir).map_err(|e| {
         failure(format!(
             "cannot create data directory {}: {e}",
@@ -238,7 +241,7 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
     // Held until the process exits: no second host on this data dir.
     let _lock = lock(&args.data_dir).map_err(|e| failure(e.to_string()))?;
     if !args.etcd.is_empty() {
-        return serve_cluster(args, server);
+        return serve_cluster(args, server, &cap);
     }
     let (store, opened) =
         ShardedDir::open(&args.data_dir, args.shards, SHARD_COUNT_DEFAULT, args.fsync)
@@ -281,6 +284,7 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         runtime.preload_builtins();
         let app = crate::api::app(runtime.clone(), admin);
         let stop = shutdown_signal()?;
+        log_started(&cap);
         {
             let mut stdout = std::io::stdout().lock();
             // The one line on stdout: scripts and tests read the address.
@@ -403,7 +407,7 @@ fn unreached_grace_ms(args: &ServeArgs) -> u64 {
         .unwrap_or_else(|| 2 * lease_ttl(args.lease_ttl_ms).as_millis() as u64)
 }
 
-fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failure> {
+fn serve_cluster(mut args: ServeArgs, server: ServerConfig, cap: &str) -> Result<(), Failure> {
     let name = args.node.clone().ok_or_else(|| {
         failure("--etcd needs --node NAME: each node of a cluster has its own".into())
     })?;
@@ -430,6 +434,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
             lease_ttl: lease_ttl(args.lease_ttl_ms),
             shard_count: args.shards.unwrap_or(SHARD_COUNT_DEFAULT),
             compaction_interval: Duration::from_millis(args.etcd_compaction_interval_ms),
+            data_dir: args.data_dir.clone(),
         };
         let shard_count = config.shard_count;
         let modules = EtcdModules::new(etcd.clone(), tokio::runtime::Handle::current());
@@ -486,6 +491,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig) -> Result<(), Failur
                 let _ = left.send(());
             }
         });
+        log_started(cap);
         {
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "listening on http://{address}");
@@ -538,6 +544,34 @@ fn server_config(
         body_read_timeout_ms: args.body_read_timeout_ms,
         shutdown_drain_ms: args.shutdown_drain_ms,
     })
+}
+
+/// Logs `cap` (the [`connection_cap_line`]) once the host has started,
+/// under [`crate::cli::START_LOG_TARGET`], which the default log filter
+/// shows: the operator sees the cap the descriptor limit gave.
+fn log_started(cap: &str) {
+    tracing::info!(target: crate::cli::START_LOG_TARGET, "{cap}");
+}
+
+/// The line `serve` logs at start: the connection cap, and where it
+/// comes from (`connections_max` is the flag, if given).
+fn connection_cap_line(
+    server: &ServerConfig,
+    connections_max: Option<u64>,
+    descriptors: u64,
+    shards: u32,
+) -> String {
+    let formula = format!(
+        "the descriptor limit {descriptors} less {DESCRIPTORS_RESERVED}, less \
+         {DESCRIPTORS_PER_SHARD} per shard for {shards} shards, at most {CONNECTIONS_MAX_DEFAULT}"
+    );
+    match connections_max {
+        Some(_) => format!(
+            "connection cap {} (--connections-max; the default would be {formula})",
+            server.connections_max
+        ),
+        None => format!("connection cap {}: {formula}", server.connections_max),
+    }
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard one (where the kernel allows)
