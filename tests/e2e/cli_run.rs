@@ -459,7 +459,7 @@ fn kafkas_sticky_cases_with_missing_topics_give_kafkas_answers() {
 /// Compiling is bounded (invariant 7): a crafted component that costs
 /// Cranelift many seconds is stopped at the compile's time limit, and one
 /// that needs more memory than the compiler may use is refused, each with
-/// one line naming the limit; an honest guest compiles under the default
+/// one line naming the limit (and the allocation that failed); an honest guest compiles under the default
 /// bounds.
 #[test]
 fn compiling_a_component_is_bounded_in_time_and_memory() {
@@ -498,6 +498,18 @@ fn compiling_a_component_is_bounded_in_time_and_memory() {
         &output,
         EXIT_BAD_INPUT,
         "compiling the component needed more than its memory limit of 1048576 bytes",
+    );
+    // The line quotes the child's failed allocation, not Rust's hint
+    // about backtraces that follows it on the child's stderr.
+    let line = stderr(&output);
+    let quoted = line
+        .trim_end()
+        .strip_suffix(" bytes failed)")
+        .and_then(|head| head.rsplit_once("(memory allocation of "))
+        .map(|(_, bytes)| bytes);
+    assert!(
+        quoted.is_some_and(|bytes| bytes.parse::<u64>().is_ok()),
+        "{line}"
     );
     let output = assignd(&["run", "--module", honest, "--input", input]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

@@ -238,7 +238,7 @@ impl Etcd {
         )))
     }
 
-    async fn txn(
+    pub(super) async fn txn(
         &self,
         what: &str,
         request: pb::TxnRequest,

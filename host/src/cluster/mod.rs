@@ -11,12 +11,15 @@
 //!   routing requests to the owner;
 //! - `node`: a node at run time ([`Node`]: its lease, its registration,
 //!   placement rounds, step-down, leaving gracefully);
+//! - `features`: [`features::Features`], the cluster's record format
+//!   level: what version nodes write, raised once every live node reads it;
 //! - `modules`: [`EtcdModules`], the cluster's uploaded modules, stored
 //!   once in etcd and copied into every node's registry;
 //! - `local_etcd`: an etcd cluster on loopback for the tests.
 
 pub mod directory;
 pub mod etcd;
+pub mod features;
 pub mod local_etcd;
 pub mod modules;
 pub mod node;

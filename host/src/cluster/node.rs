@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use super::directory::Directory;
+use super::features::Features;
 use super::etcd::{Claim, Etcd, StoreError, prefix_end};
 use super::placement;
 use super::store::{EtcdStore, owner_key};
@@ -104,6 +105,8 @@ pub struct Node {
     /// a compaction never drops what a read of the last interval may
     /// still ask for.
     compaction_mark: Option<(Instant, i64)>,
+    /// The record format level this node writes at.
+    features: Features,
 }
 
 /// What a placement round read.
@@ -149,13 +152,22 @@ impl Node {
         let lease = etcd.grant_lease(config.lease_ttl).await?;
         let lease_ends = asked + config.lease_ttl;
         let registration = register(&etcd, &config, lease).await?;
-        let store = Arc::new(EtcdStore::new(
-            etcd.clone(),
-            &config.name,
-            lease,
-            tokio::runtime::Handle::current(),
-            config.lease_ttl,
-        ));
+        let features = Features::new(crate::log::frame::FormatSupport::current());
+        if let Err(e) = features.join(&etcd, &config.name, lease).await {
+            let _ = etcd.release(&registration).await;
+            let _ = etcd.revoke_lease(lease).await;
+            return Err(e);
+        }
+        let store = Arc::new(
+            EtcdStore::new(
+                etcd.clone(),
+                &config.name,
+                lease,
+                tokio::runtime::Handle::current(),
+                config.lease_ttl,
+            )
+            .with_format_level(features.level()),
+        );
         tracing::info!(
             node = config.name,
             advertise = config.advertise,
@@ -174,6 +186,7 @@ impl Node {
                 directory,
                 etcd_silent: None,
                 compaction_mark: None,
+                features,
             },
             store,
         ))
@@ -287,6 +300,14 @@ impl Node {
                     metrics::gauge!("assignd_cluster_etcd_available").set(1.0);
                     metrics::gauge!("assignd_cluster_nodes").set(view.nodes.len() as f64);
                     self.directory.update(view.clone());
+                    let first = view.nodes.keys().next() == Some(&self.config.name);
+                    if let Err(e) = self
+                        .features
+                        .refresh(&self.etcd, &view.nodes, view.revision, first)
+                        .await
+                    {
+                        tracing::warn!(error = %e, "reading the cluster's record format level failed");
+                    }
                     self.place(&runtime, &view).await;
                     self.compact(&view).await;
                 }
@@ -352,6 +373,13 @@ impl Node {
                     runtime.serve_until(asked_ms + self.config.lease_ttl.as_millis() as u64);
                     self.registration = registration;
                     self.store.set_lease(lease);
+                    if let Err(e) = self
+                        .features
+                        .announce(&self.etcd, &self.config.name, lease)
+                        .await
+                    {
+                        tracing::warn!(error = %e, "announcing the node's format support failed: it counts as the previous release's");
+                    }
                     tracing::warn!(
                         node = self.config.name,
                         lease,

@@ -211,21 +211,93 @@ pub(super) fn compile_in_child(
             return artifact
                 .map_err(|e| PluginError::Compile(format!("reading the compiler's output: {e}")));
         }
-        if status.code() == Some(EXIT_REFUSED) {
-            return Err(PluginError::Compile(message.to_owned()));
+        let error = child_failure(&status, message, bounds.memory_max_bytes);
+        if let PluginError::CompileCrashed { detail } = &error {
+            // Not the component's limits doing their job: a bug in the
+            // compiler, or the machine short of memory.
+            tracing::error!(%detail, "the compiler process crashed");
         }
-        // An allocation past the cap aborts the child ("memory allocation
-        // of N bytes failed"); anything else that ends it is counted as
-        // the same: the compile needed more than it was given.
-        Err(PluginError::CompileMemoryLimit {
-            limit_bytes: bounds.memory_max_bytes,
-            detail: if message.is_empty() {
-                format!("{status}")
-            } else {
-                message.lines().last().unwrap_or_default().to_owned()
-            },
-        })
+        Err(error)
     })
+}
+
+/// Why the compiler process ended without an artifact, from its exit
+/// status and its stderr: a refusal of the component (exit 2, one line);
+/// its memory cap (an allocation past `RLIMIT_DATA` aborts the child
+/// with `memory allocation of N bytes failed`, or a mapping fails with
+/// ENOMEM); or a crash of the compiler itself (a panic, a signal, another
+/// exit), quoted by the line that explains it, not by Rust's hint about
+/// backtraces that follows it.
+fn child_failure(
+    status: &std::process::ExitStatus,
+    stderr: &str,
+    memory_max_bytes: u64,
+) -> PluginError {
+    let lines: Vec<&str> = stderr.lines().map(str::trim_end).collect();
+    let out_of_memory = lines.iter().find(|line| {
+        (line.starts_with("memory allocation of ") && line.ends_with(" failed"))
+            || line.contains("Cannot allocate memory (os error 12)")
+    });
+    if let Some(line) = out_of_memory {
+        return PluginError::CompileMemoryLimit {
+            limit_bytes: memory_max_bytes,
+            detail: (*line).to_owned(),
+        };
+    }
+    if status.code() == Some(EXIT_REFUSED) {
+        return PluginError::Compile(stderr.trim().to_owned());
+    }
+    let panic = lines
+        .iter()
+        .position(|line| line.starts_with("thread '") && line.contains("' panicked at "))
+        .map(|at| {
+            let place = lines[at];
+            // `thread 'main' panicked at FILE:LINE:COL:` then the message.
+            let message = lines.get(at + 1).filter(|next| is_explanation(next));
+            match message {
+                Some(message) => format!("the compiler panicked: {message} ({place})"),
+                None => format!("the compiler panicked: {place}"),
+            }
+        });
+    let last = lines.iter().rev().find(|line| is_explanation(line));
+    let detail = match (panic, exit_signal(status), last) {
+        (Some(panic), _, _) => panic,
+        (None, Some(signal), last) => {
+            let mut detail = format!("the compiler process was killed by signal {signal}");
+            if signal == libc::SIGKILL {
+                // The parent kills it only past its time or artifact
+                // limit, both told apart before this.
+                detail.push_str(" (by the system's out-of-memory killer, most likely)");
+            }
+            if let Some(last) = last {
+                detail.push_str(&format!(": {last}"));
+            }
+            detail
+        }
+        (None, None, Some(last)) => format!("the compiler process {status}: {last}"),
+        (None, None, None) => format!("the compiler process {status}"),
+    };
+    PluginError::CompileCrashed { detail }
+}
+
+/// Whether a line of the child's stderr says something about the failure:
+/// not blank, not a backtrace frame, not Rust's notes about backtraces.
+fn is_explanation(line: &&str) -> bool {
+    !line.trim().is_empty()
+        && !line.starts_with(char::is_whitespace)
+        && !line.starts_with("note: ")
+        && !line.starts_with("stack backtrace:")
+        && !line.starts_with("skipping backtrace printing")
+}
+
+#[cfg(unix)]
+fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(status)
+}
+
+#[cfg(not(unix))]
+fn exit_signal(_status: &std::process::ExitStatus) -> Option<i32> {
+    None
 }
 
 /// The child's side: caps its data memory at `memory_max_bytes`, lowers
@@ -289,6 +361,94 @@ mod tests {
         let third = running.try_acquire(2).expect("a place again");
         drop((second, third));
         assert_eq!(running.0.load(Ordering::SeqCst), 0);
+    }
+
+    fn exited(code: i32) -> std::process::ExitStatus {
+        std::os::unix::process::ExitStatusExt::from_raw(code << 8)
+    }
+
+    fn killed(signal: i32) -> std::process::ExitStatus {
+        std::os::unix::process::ExitStatusExt::from_raw(signal)
+    }
+
+    const HINT: &str =
+        "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace";
+
+    #[test]
+    fn an_allocation_past_the_cap_quotes_its_line_not_the_backtrace_hint() {
+        let stderr = format!("memory allocation of 81920 bytes failed\n{HINT}\n");
+        let error = child_failure(&killed(libc::SIGABRT), &stderr, 1 << 20);
+        assert_eq!(error.code(), "compile_memory_limit");
+        assert_eq!(
+            error.to_string(),
+            "compiling the component needed more than its memory limit of 1048576 bytes \
+             (memory allocation of 81920 bytes failed)"
+        );
+        // With RUST_BACKTRACE set, a second allocation fails while the
+        // backtrace is printed.
+        let stderr = "memory allocation of 81920 bytes failed\nstack backtrace:\n\
+                      memory allocation of 98304 bytes failed\n\
+                      skipping backtrace printing to avoid potential recursion\n";
+        let error = child_failure(&killed(libc::SIGABRT), stderr, 1 << 20);
+        assert!(
+            error
+                .to_string()
+                .ends_with("(memory allocation of 81920 bytes failed)"),
+            "{error}"
+        );
+        let stderr = "failed to compile: Cannot allocate memory (os error 12)";
+        let error = child_failure(&exited(EXIT_REFUSED), stderr, 1 << 20);
+        assert_eq!(error.code(), "compile_memory_limit");
+    }
+
+    #[test]
+    fn a_panic_of_the_compiler_quotes_its_message() {
+        let stderr = format!(
+            "thread 'main' panicked at cranelift/src/x.rs:10:5:\nindex out of bounds\n{HINT}\n"
+        );
+        let error = child_failure(&killed(libc::SIGABRT), &stderr, 1 << 20);
+        assert_eq!(error.code(), "compile_crashed");
+        assert_eq!(
+            error.to_string(),
+            "the compiler process crashed: the compiler panicked: index out of bounds \
+             (thread 'main' panicked at cranelift/src/x.rs:10:5:)"
+        );
+        let error = child_failure(&exited(101), &stderr, 1 << 20);
+        assert_eq!(error.code(), "compile_crashed");
+    }
+
+    #[test]
+    fn a_signal_or_an_exit_of_the_compiler_says_which() {
+        let error = child_failure(&killed(libc::SIGSEGV), "", 1 << 20);
+        assert_eq!(error.code(), "compile_crashed");
+        assert!(error.to_string().contains("killed by signal 11"), "{error}");
+        let error = child_failure(&killed(libc::SIGKILL), HINT, 1 << 20);
+        assert!(
+            error
+                .to_string()
+                .ends_with("(by the system's out-of-memory killer, most likely)"),
+            "{error}"
+        );
+        let error = child_failure(
+            &exited(1),
+            "cannot read the component: broken pipe\n",
+            1 << 20,
+        );
+        assert_eq!(error.code(), "compile_crashed");
+        assert!(
+            error
+                .to_string()
+                .ends_with("exit status: 1: cannot read the component: broken pipe"),
+            "{error}"
+        );
+        let error = child_failure(&exited(EXIT_REFUSED), "invalid wasm\n", 1 << 20);
+        assert_eq!(
+            (error.code(), error.to_string().as_str()),
+            (
+                "compile_failed",
+                "the component does not compile: invalid wasm"
+            )
+        );
     }
 
     #[test]

@@ -47,6 +47,11 @@ pub enum PluginError {
     )]
     CompileMemoryLimit { limit_bytes: u64, detail: String },
 
+    /// The compiler process crashed for a reason other than its memory
+    /// cap: a panic, a signal, an unexpected exit.
+    #[error("the compiler process crashed: {detail}")]
+    CompileCrashed { detail: String },
+
     /// The compiled artifact came out larger than its limit.
     #[error(
         "the compiled component is larger than its limit of {limit_bytes} bytes (Cranelift's output grows with what a component asks of it; the host stopped reading it)"
@@ -180,6 +185,7 @@ impl PluginError {
             PluginError::Compile(_) => "compile_failed",
             PluginError::CompileTimeout { .. } => "compile_timeout",
             PluginError::CompileMemoryLimit { .. } => "compile_memory_limit",
+            PluginError::CompileCrashed { .. } => "compile_crashed",
             PluginError::CompileOutputTooLarge { .. } => "compile_output_too_large",
             PluginError::CompileBusy { .. } => "compile_busy",
             PluginError::ForeignImport { .. } => "foreign_import",
