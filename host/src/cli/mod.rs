@@ -11,6 +11,7 @@ macro_rules! outln {
 }
 
 mod admin_token;
+mod cluster;
 mod component;
 mod demo;
 mod fleet;
@@ -86,6 +87,8 @@ enum Command {
     Group(remote::GroupArgs),
     /// Make an uploadable component of a guest crate's core module.
     Component(component::ComponentArgs),
+    /// A cluster's settings in etcd: its record format level.
+    Cluster(cluster::ClusterArgs),
     /// The host's own bounded compiler: a component on stdin, its
     /// precompiled artifact on stdout (run by `serve` and `run`).
     #[command(name = "compile-component", hide = true)]
@@ -136,6 +139,7 @@ pub fn main() -> ExitCode {
         Command::Assignor(args) => remote::assignor(args),
         Command::Group(args) => remote::group(args),
         Command::Component(args) => component::component(args),
+        Command::Cluster(args) => cluster::cluster(args),
         Command::CompileComponent(_) => unreachable!("handled above"),
     };
     match result {

@@ -23,7 +23,7 @@
 //! them through the core's one `apply` path; unloading releases the claim.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -80,6 +80,9 @@ pub struct EtcdStore {
     compact_after_chunks: u64,
     /// The claims of the shards this node serves.
     claims: Mutex<HashMap<ShardId, Claim>>,
+    /// The frame format version records are written at: the cluster's
+    /// level (`features.rs`).
+    format_level: Arc<AtomicU8>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -130,7 +133,14 @@ impl EtcdStore {
             retry_for,
             compact_after_chunks: COMPACT_AFTER_CHUNKS,
             claims: Mutex::default(),
+            format_level: Arc::new(AtomicU8::new(frame::FORMAT_VERSION)),
         }
+    }
+
+    /// Writes records at the version `level` holds when they are written.
+    pub fn with_format_level(mut self, level: Arc<AtomicU8>) -> Self {
+        self.format_level = level;
+        self
     }
 
     /// Compacts each shard's log after `chunks` chunks instead of
@@ -410,6 +420,7 @@ impl ShardStore for EtcdStore {
             handle: self.handle.clone(),
             retry_for: self.retry_for,
             compact_after_chunks: self.compact_after_chunks,
+            format_level: self.format_level.clone(),
             state: Mutex::new(SinkState {
                 next_index,
                 chunks_since_compaction: log.chunks,
@@ -443,6 +454,7 @@ struct EtcdSink {
     handle: Handle,
     retry_for: Duration,
     compact_after_chunks: u64,
+    format_level: Arc<AtomicU8>,
     state: Mutex<SinkState>,
 }
 
@@ -516,12 +528,14 @@ impl EtcdSink {
     /// and deletes every chunk before.
     async fn compact(&self, state: &mut SinkState) -> Result<(), StoreError> {
         let mut bytes = Vec::new();
+        let version = self.format_level.load(Ordering::SeqCst);
         for group in state.shadow.groups() {
-            frame::encode(
+            frame::encode_at(
                 &Record::GroupSnapshot {
                     group: group.name.clone(),
                     state: Box::new(group.clone()),
                 },
+                version,
                 &mut bytes,
             );
         }
@@ -547,8 +561,9 @@ impl RecordSink for EtcdSink {
     fn persist(&self, records: &[Record]) -> anyhow::Result<()> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut bytes = Vec::new();
+        let version = self.format_level.load(Ordering::SeqCst);
         for record in records {
-            frame::encode(record, &mut bytes);
+            frame::encode_at(record, version, &mut bytes);
         }
         // The module index follows the groups' configs: a key that a group
         // now names an uploaded module lands before the batch (and only

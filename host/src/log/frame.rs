@@ -16,7 +16,7 @@
 
 use crate::protocol::group::Record;
 
-/// The format version written into every frame. Version 2 added
+/// The newest format version of this build's records. Version 2 added
 /// `Group::bindings` (so a `GroupSnapshot` payload changed) and the
 /// `AssignorBound` record; version 3 added the assignor limits, fallback
 /// and member token to `GroupConfig` and `Binding`; version 4 added
@@ -25,6 +25,72 @@ use crate::protocol::group::Record;
 pub const FORMAT_VERSION: u8 = 4;
 /// The oldest format version still read.
 pub const FORMAT_VERSION_MIN: u8 = 1;
+
+/// Test only: set to `1`, this process also reads and writes
+/// [`TEST_FORMAT_VERSION`], so that the tests can run a cluster's
+/// format gating (docs/architecture.md, "Cluster mode") across a version
+/// that changes nothing but its number. Never set in production.
+pub const TEST_FORMAT_ENV: &str = "ASSIGND_TEST_FORMAT_VERSION_5";
+/// The version [`TEST_FORMAT_ENV`] adds: version 4's payloads under the
+/// next number. A build that really adds version 5 removes the test one.
+pub const TEST_FORMAT_VERSION: u8 = 5;
+
+/// The frame format versions a process reads and writes. A process reads
+/// every version from [`FORMAT_VERSION_MIN`] to `read_max`, and writes any
+/// from `write_min` to `write_max`: a build that adds a version still
+/// writes the one before, so that a cluster keeps writing what its older
+/// nodes read until every node reads the newer one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FormatSupport {
+    #[serde(rename = "format_read_max")]
+    pub read_max: u8,
+    #[serde(rename = "format_write_min")]
+    pub write_min: u8,
+    #[serde(rename = "format_write_max")]
+    pub write_max: u8,
+}
+
+impl FormatSupport {
+    /// What the release before cluster feature levels reads and writes:
+    /// a node registered without its support is counted as that.
+    pub const PREVIOUS_RELEASE: FormatSupport = FormatSupport {
+        read_max: 4,
+        write_min: 4,
+        write_max: 4,
+    };
+
+    /// This build's, or with [`TEST_FORMAT_ENV`] set, this build's plus
+    /// the test version.
+    pub fn current() -> FormatSupport {
+        static CURRENT: std::sync::OnceLock<FormatSupport> = std::sync::OnceLock::new();
+        *CURRENT.get_or_init(|| {
+            if std::env::var_os(TEST_FORMAT_ENV).is_some_and(|v| v == "1") {
+                FormatSupport::WITH_TEST_VERSION
+            } else {
+                FormatSupport::BUILD
+            }
+        })
+    }
+
+    /// This build's.
+    pub const BUILD: FormatSupport = FormatSupport {
+        read_max: FORMAT_VERSION,
+        write_min: FORMAT_VERSION,
+        write_max: FORMAT_VERSION,
+    };
+
+    /// This build's plus [`TEST_FORMAT_VERSION`].
+    pub const WITH_TEST_VERSION: FormatSupport = FormatSupport {
+        read_max: TEST_FORMAT_VERSION,
+        write_min: FORMAT_VERSION,
+        write_max: TEST_FORMAT_VERSION,
+    };
+
+    /// Whether frames of `version` can be written.
+    pub fn writes(&self, version: u8) -> bool {
+        (self.write_min..=self.write_max).contains(&version)
+    }
+}
 /// Bytes before the payload.
 pub const FRAME_HEADER_BYTES: usize = 10;
 /// The largest payload accepted (a snapshot of a group at the core's limits
@@ -108,11 +174,26 @@ impl RecordType {
     }
 }
 
-/// Appends one framed record to `out`.
+/// Appends one framed record to `out`, at the newest version this
+/// process writes (a data dir has no other reader to wait for: an older
+/// binary refuses it with the reason).
 pub fn encode(record: &Record, out: &mut Vec<u8>) {
+    encode_at(record, FormatSupport::current().write_max, out);
+}
+
+/// Appends one framed record to `out` at format `version`, one this
+/// process writes ([`FormatSupport::writes`]): a cluster's nodes write at
+/// the cluster's level.
+pub fn encode_at(record: &Record, version: u8, out: &mut Vec<u8>) {
+    assert!(
+        FormatSupport::current().writes(version),
+        "format version {version} is not one this process writes; the caller checks"
+    );
+    // Every version written today shares one payload encoding: version 4's
+    // (the test version copies it).
     let start = out.len();
     out.extend_from_slice(&[0; 8]);
-    out.push(FORMAT_VERSION);
+    out.push(version);
     out.push(RecordType::of(record) as u8);
     let out = postcard::to_io(record, &mut *out)
         .expect("writing to a Vec cannot fail, and every record serializes");
@@ -147,8 +228,15 @@ pub enum Decoded {
     Unreadable { reason: String, frame_bytes: usize },
 }
 
-/// Decodes the frame at the start of `bytes`.
+/// Decodes the frame at the start of `bytes`, reading the versions this
+/// process reads.
 pub fn decode(bytes: &[u8]) -> Decoded {
+    decode_up_to(bytes, FormatSupport::current().read_max)
+}
+
+/// Decodes the frame at the start of `bytes`, reading the versions from
+/// [`FORMAT_VERSION_MIN`] to `read_max`.
+pub fn decode_up_to(bytes: &[u8], read_max: u8) -> Decoded {
     if bytes.len() < 8 {
         return Decoded::Incomplete;
     }
@@ -172,16 +260,16 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             frame_bytes,
         };
     }
-    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&body[0]) {
+    if !(FORMAT_VERSION_MIN..=read_max).contains(&body[0]) {
         return Decoded::Unreadable {
-            reason: if body[0] > FORMAT_VERSION {
+            reason: if body[0] > read_max {
                 format!(
-                    "format version {} is newer than this assignd reads ({FORMAT_VERSION_MIN} to {FORMAT_VERSION}): written by a newer assignd, which can read this log",
+                    "format version {} is newer than this assignd reads ({FORMAT_VERSION_MIN} to {read_max}): written by a newer assignd, which can read this log",
                     body[0]
                 )
             } else {
                 format!(
-                    "format version {} is not between {FORMAT_VERSION_MIN} and {FORMAT_VERSION}",
+                    "format version {} is not between {FORMAT_VERSION_MIN} and {read_max}",
                     body[0]
                 )
             },
@@ -194,7 +282,7 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             frame_bytes,
         };
     };
-    let decoded = if body[0] == FORMAT_VERSION {
+    let decoded = if body[0] >= FORMAT_VERSION {
         postcard::take_from_bytes::<Record>(&body[2..])
     } else {
         super::legacy::decode(body[0], kind, &body[2..])
