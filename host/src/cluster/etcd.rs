@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use etcdv3client::EtcdClient;
+use etcdv3client::ErrKind;
 use etcdv3client::pb::{self, compare, request_op};
 
 /// How cluster mode reaches etcd.
@@ -66,6 +67,11 @@ pub enum StoreError {
     /// What etcd holds is not what this version wrote.
     #[error("the cluster's state in etcd is corrupt: {0}")]
     Corrupt(String),
+    /// etcd answered that it knows no such lease: the lease expired (or
+    /// was revoked). etcd is available; every key put under the lease is
+    /// gone.
+    #[error("the lease has expired (etcd no longer knows it): {0}")]
+    LeaseExpired(String),
 }
 
 /// A key this node holds under its lease; the revision it was last put
@@ -206,13 +212,20 @@ impl Etcd {
             }
             let attempt = async {
                 let client = self.client(i).await?;
-                call(client).await.map_err(|e| e.to_string())
+                Ok(call(client).await)
             };
             let failure = match tokio::time::timeout(left, attempt).await {
-                Ok(Ok(answer)) => {
+                Ok(Ok(Ok(answer))) => {
                     self.preferred.store(i, Ordering::SeqCst);
                     return Ok(answer);
                 }
+                // etcd answered (it knows no such lease): every member
+                // would say the same, and etcd is not unavailable.
+                Ok(Ok(Err(e))) if e.kind() == ErrKind::LeaseNotFound => {
+                    self.preferred.store(i, Ordering::SeqCst);
+                    return Err(StoreError::LeaseExpired(format!("{what}: {e}")));
+                }
+                Ok(Ok(Err(e))) => e.to_string(),
                 Ok(Err(e)) => e,
                 Err(_) => format!(
                     "no answer within {} ms",

@@ -11,15 +11,21 @@
 //!   routing requests to the owner;
 //! - `node`: a node at run time ([`Node`]: its lease, its registration,
 //!   placement rounds, step-down, leaving gracefully);
+//! - `availability`: whether etcd answers, from whichever of the node's
+//!   calls fails first ([`availability::Availability`], sans-IO);
+//! - `last_lease`: the lease a node last took, kept in its data dir so
+//!   that a restart after a kill -9 takes over its own registration;
 //! - `features`: [`features::Features`], the cluster's record format
 //!   level: what version nodes write, raised once every live node reads it;
 //! - `modules`: [`EtcdModules`], the cluster's uploaded modules, stored
 //!   once in etcd and copied into every node's registry;
 //! - `local_etcd`: an etcd cluster on loopback for the tests.
 
+pub mod availability;
 pub mod directory;
 pub mod etcd;
 pub mod features;
+pub mod last_lease;
 pub mod local_etcd;
 pub mod modules;
 pub mod node;

@@ -15,14 +15,17 @@
 //! once for the next owner, and revokes its lease.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+use super::availability::{Availability, Call, Change};
 use super::directory::Directory;
-use super::features::Features;
 use super::etcd::{Claim, Etcd, StoreError, prefix_end};
+use super::features::Features;
+use super::last_lease::LastLease;
 use super::placement;
 use super::store::{EtcdStore, owner_key};
 use crate::protocol::shard::ShardId;
@@ -43,6 +46,10 @@ pub struct NodeConfig {
     /// How often etcd's history is compacted (by the live node of the
     /// lowest name), up to the revision read one interval before.
     pub compaction_interval: Duration,
+    /// The node's data dir, where it records each lease it takes
+    /// ([`LastLease`]): restarted after a kill -9, it revokes the lease
+    /// its dead process left rather than wait for it to end.
+    pub data_dir: PathBuf,
 }
 
 impl NodeConfig {
@@ -98,9 +105,9 @@ pub struct Node {
     lease_ends: Instant,
     /// What the API routes by: refreshed every placement round.
     directory: Arc<Directory>,
-    /// Since when etcd has not answered a placement round, while it does
-    /// not.
-    etcd_silent: Option<Instant>,
+    /// Whether etcd answers, as the last of the node's calls found it:
+    /// what `/healthz` and a refused write say.
+    availability: Availability,
     /// The revision the next compaction goes up to, and when it was read:
     /// a compaction never drops what a read of the last interval may
     /// still ask for.
@@ -146,11 +153,13 @@ impl Node {
         .map_err(|e| {
             anyhow::anyhow!("{e:#}: every node of a cluster takes the same --admin-token")
         })?;
+        take_over_last_lease(&etcd, &config).await?;
         // Counted from before the grant was sent: etcd starts the lease
         // later, never earlier.
         let asked = Instant::now();
         let lease = etcd.grant_lease(config.lease_ttl).await?;
         let lease_ends = asked + config.lease_ttl;
+        record_lease(&etcd, &config, lease)?;
         let registration = register(&etcd, &config, lease).await?;
         let features = Features::new(crate::log::frame::FormatSupport::current());
         if let Err(e) = features.join(&etcd, &config.name, lease).await {
@@ -184,7 +193,7 @@ impl Node {
                 registration,
                 lease_ends,
                 directory,
-                etcd_silent: None,
+                availability: Availability::default(),
                 compaction_mark: None,
                 features,
             },
@@ -291,13 +300,10 @@ impl Node {
                 renewed = Instant::now();
                 self.renew(&runtime).await;
             }
-            match self.view().await {
+            let view = self.view().await;
+            self.observe(&runtime, Call::PlacementRead, &view);
+            match view {
                 Ok(view) => {
-                    if self.etcd_silent.take().is_some() {
-                        tracing::warn!(node = self.config.name, "etcd answers again");
-                    }
-                    runtime.set_storage_unavailable(None);
-                    metrics::gauge!("assignd_cluster_etcd_available").set(1.0);
                     metrics::gauge!("assignd_cluster_nodes").set(view.nodes.len() as f64);
                     self.directory.update(view.clone());
                     let first = view.nodes.keys().next() == Some(&self.config.name);
@@ -311,17 +317,35 @@ impl Node {
                     self.place(&runtime, &view).await;
                     self.compact(&view).await;
                 }
-                Err(e) => {
-                    if self.etcd_silent.is_none() {
-                        tracing::error!(node = self.config.name, error = %e, "placement: cannot read the cluster; writes are refused as storage_unavailable until etcd answers");
-                        self.etcd_silent = Some(Instant::now());
-                    }
-                    runtime.set_storage_unavailable(Some(e.to_string()));
-                    metrics::gauge!("assignd_cluster_etcd_available").set(0.0);
-                }
+                Err(e) => tracing::debug!(error = %e, "placement: cannot read the cluster"),
             }
         }
         self.leave(&runtime).await;
+    }
+
+    /// Takes in the outcome of an etcd `call`: while etcd does not answer
+    /// (whichever call found it first), `/healthz` says
+    /// `storage_unavailable` and so does every write refused for it.
+    fn observe<T>(&mut self, runtime: &Runtime, call: Call, outcome: &Result<T, StoreError>) {
+        let node = self.config.name.as_str();
+        match self.availability.observe(Instant::now(), call, outcome) {
+            Change::None => return,
+            Change::WentSilent { call, why } => tracing::error!(
+                node,
+                failed = call.name(),
+                error = why,
+                "etcd does not answer; writes are refused as storage_unavailable until it does"
+            ),
+            Change::AnswersAgain { silent_for } => tracing::warn!(
+                node,
+                silent_ms = silent_for.as_millis() as u64,
+                "etcd answers again"
+            ),
+        }
+        let why = self.availability.unavailable();
+        runtime.set_storage_unavailable(why.map(str::to_owned));
+        let available = if why.is_some() { 0.0 } else { 1.0 };
+        metrics::gauge!("assignd_cluster_etcd_available").set(available);
     }
 
     /// Renews the lease; past its end, steps down and joins again. The
@@ -330,7 +354,9 @@ impl Node {
     async fn renew(&mut self, runtime: &Arc<Runtime>) {
         let sent = Instant::now();
         let sent_ms = runtime.now_ms();
-        match self.etcd.renew_lease(self.lease).await {
+        let renewed = self.etcd.renew_lease(self.lease).await;
+        self.observe(runtime, Call::LeaseRenewal, &renewed);
+        match renewed {
             Ok(ttl) if ttl > 0 => {
                 metrics::counter!("assignd_cluster_lease_renewals_total").increment(1);
                 let ttl = Duration::from_secs(ttl as u64);
@@ -338,7 +364,10 @@ impl Node {
                 runtime.serve_until(sent_ms + ttl.as_millis() as u64);
                 return;
             }
-            Ok(_) => tracing::error!(node = self.config.name, "the node's lease has ended"),
+            Ok(_) | Err(StoreError::LeaseExpired(_)) => tracing::error!(
+                node = self.config.name,
+                "the node's lease has expired (etcd answered that it no longer knows it)"
+            ),
             Err(e) if Instant::now() < self.lease_ends => {
                 metrics::counter!("assignd_cluster_lease_renewal_failures_total").increment(1);
                 tracing::warn!(node = self.config.name, error = %e, "renewing the lease failed; retrying");
@@ -349,46 +378,72 @@ impl Node {
                 tracing::error!(node = self.config.name, error = %e, "the lease ended unrenewed")
             }
         }
+        self.step_down(runtime).await;
+        self.join_again(runtime).await;
+    }
+
+    /// Stepping down: nothing this node serves can be written any more.
+    /// Its claims are void with the lease: none is released (each release
+    /// would wait on an etcd that may not answer), and the lease is
+    /// revoked if etcd answers, so that the others need not wait for it to
+    /// end.
+    async fn step_down(&mut self, runtime: &Arc<Runtime>) {
         metrics::counter!("assignd_cluster_step_downs_total").increment(1);
-        // Stepping down: nothing this node serves can be written any more.
-        // Its claims are void with the lease: none is released (each
-        // release would wait on an etcd that may not answer), and the
-        // lease is revoked if etcd answers, so that the others need not
-        // wait for it to end.
         self.store.forget_claims();
         for id in served(runtime) {
             if let Err(e) = runtime.unload_shard(u64::from(id)).await {
                 tracing::warn!(shard = id, error = %e, "stepping down: the shard's last writes were refused");
             }
         }
-        if let Err(e) = self.etcd.revoke_lease(self.lease).await {
-            tracing::warn!(error = %e, "stepping down: revoking the old lease failed; it ends by itself");
+        let revoked = self.etcd.revoke_lease(self.lease).await;
+        self.observe(runtime, Call::LeaseRevoke, &revoked);
+        match revoked {
+            Ok(()) => {}
+            Err(StoreError::LeaseExpired(_)) => tracing::info!(
+                node = self.config.name,
+                lease = self.lease,
+                "stepping down: the old lease had expired already (etcd answered that it no longer knows it); nothing to revoke"
+            ),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "stepping down: revoking the old lease failed; it ends by itself"
+            ),
         }
+    }
+
+    /// After a step-down: takes a new lease and registers again under it.
+    async fn join_again(&mut self, runtime: &Arc<Runtime>) {
         let (asked, asked_ms) = (Instant::now(), runtime.now_ms());
-        match self.etcd.grant_lease(self.config.lease_ttl).await {
-            Ok(lease) => match register(&self.etcd, &self.config, lease).await {
-                Ok(registration) => {
-                    self.lease = lease;
-                    self.lease_ends = asked + self.config.lease_ttl;
-                    runtime.serve_until(asked_ms + self.config.lease_ttl.as_millis() as u64);
-                    self.registration = registration;
-                    self.store.set_lease(lease);
-                    if let Err(e) = self
-                        .features
-                        .announce(&self.etcd, &self.config.name, lease)
-                        .await
-                    {
-                        tracing::warn!(error = %e, "announcing the node's format support failed: it counts as the previous release's");
-                    }
-                    tracing::warn!(
-                        node = self.config.name,
-                        lease,
-                        "stepped down and joined again"
-                    );
+        let granted = self.etcd.grant_lease(self.config.lease_ttl).await;
+        self.observe(runtime, Call::LeaseGrant, &granted);
+        let lease = match granted {
+            Ok(lease) => lease,
+            Err(e) => return tracing::error!(error = %e, "taking a new lease failed"),
+        };
+        if let Err(e) = record_lease(&self.etcd, &self.config, lease) {
+            tracing::warn!(error = %format!("{e:#}"), "a restart of this node would wait for the new lease to end");
+        }
+        match register(&self.etcd, &self.config, lease).await {
+            Ok(registration) => {
+                self.lease = lease;
+                self.lease_ends = asked + self.config.lease_ttl;
+                runtime.serve_until(asked_ms + self.config.lease_ttl.as_millis() as u64);
+                self.registration = registration;
+                self.store.set_lease(lease);
+                if let Err(e) = self
+                    .features
+                    .announce(&self.etcd, &self.config.name, lease)
+                    .await
+                {
+                    tracing::warn!(error = %e, "announcing the node's format support failed: it counts as the previous release's");
                 }
-                Err(e) => tracing::error!(error = %e, "registering again failed"),
-            },
-            Err(e) => tracing::error!(error = %e, "taking a new lease failed"),
+                tracing::warn!(
+                    node = self.config.name,
+                    lease,
+                    "stepped down and joined again"
+                );
+            }
+            Err(e) => tracing::error!(error = %e, "registering again failed"),
         }
     }
 
@@ -534,6 +589,47 @@ async fn register(etcd: &Etcd, config: &NodeConfig, lease: i64) -> anyhow::Resul
             config.name
         ),
     }
+}
+
+/// Revokes the lease this node's previous process took (recorded in the
+/// data dir) if it is still live: that process is dead (this one holds
+/// the data dir's lock), and its registration and shard claims go with
+/// the lease at once, so the node restarted after a kill -9 joins again
+/// instead of finding its own name taken until the lease ends.
+async fn take_over_last_lease(etcd: &Etcd, config: &NodeConfig) -> anyhow::Result<()> {
+    let Some(last) = LastLease::read(&config.data_dir) else {
+        return Ok(());
+    };
+    if !last.is_of(&etcd.config().prefix, &config.name) {
+        return Ok(());
+    }
+    match etcd.revoke_lease(last.lease).await {
+        Ok(()) => tracing::warn!(
+            node = config.name,
+            lease = last.lease,
+            "this node's previous process on this data dir did not leave the cluster (killed or crashed): revoked its lease, so its registration and shards are released now, not when the lease would end"
+        ),
+        // It left, or its lease ended: nothing of it is left.
+        Err(StoreError::LeaseExpired(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+/// Records `lease` as the node's last in its data dir, before anything is
+/// put under it.
+fn record_lease(etcd: &Etcd, config: &NodeConfig, lease: i64) -> anyhow::Result<()> {
+    let last = LastLease {
+        etcd_prefix: etcd.config().prefix.clone(),
+        node: config.name.clone(),
+        lease,
+    };
+    last.write(&config.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot record the node's lease in {}: {e}",
+            config.data_dir.join(super::last_lease::FILE).display()
+        )
+    })
 }
 
 /// Sets the cluster setting `name` to `value` if the cluster has none yet,
