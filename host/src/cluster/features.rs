@@ -17,7 +17,7 @@
 //! keys and that rule; which version a shard's records are framed at is
 //! the store's (it reads the level this module keeps).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -47,6 +47,9 @@ fn support_key(etcd: &Etcd, name: &str) -> Vec<u8> {
 pub struct Features {
     support: FormatSupport,
     level: Arc<AtomicU8>,
+    /// The live nodes that cannot read or write the level, as the last
+    /// round read them: no shard is placed on them.
+    unfit: std::sync::Mutex<BTreeSet<String>>,
 }
 
 /// The cluster's level and every live node's support, read at one
@@ -108,6 +111,39 @@ impl Features {
         Features {
             support,
             level: Arc::new(AtomicU8::new(LEVEL_WITHOUT_KEY)),
+            unfit: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The nodes of `nodes` shards may be placed on: those the last round
+    /// found able to read and write the level. A node of an older release
+    /// that joined a cluster whose level it does not read (it does not
+    /// check) gets no shard: it would refuse to load each one.
+    pub fn placeable<'a>(&self, nodes: impl Iterator<Item = &'a String>) -> Vec<String> {
+        let unfit = self.unfit.lock().unwrap_or_else(|e| e.into_inner());
+        nodes.filter(|n| !unfit.contains(*n)).cloned().collect()
+    }
+
+    /// Keeps which live nodes of `cluster` cannot serve at its level, and
+    /// says so when that changes.
+    fn note_unfit(&self, cluster: &ClusterFeatures) {
+        let level = cluster.format_version;
+        let unfit: BTreeSet<String> = cluster
+            .nodes
+            .iter()
+            .filter(|(_, n)| level > n.support.read_max || !n.support.writes(level))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let mut held = self.unfit.lock().unwrap_or_else(|e| e.into_inner());
+        if *held != unfit {
+            if !unfit.is_empty() {
+                tracing::warn!(
+                    level,
+                    nodes = ?unfit,
+                    "live nodes cannot read or write the cluster's record format version: no shard is placed on them; upgrade them"
+                );
+            }
+            *held = unfit;
         }
     }
 
@@ -189,6 +225,7 @@ impl Features {
             return Ok(());
         }
         self.level.store(level, Ordering::SeqCst);
+        self.note_unfit(&cluster);
         if let Some(to) = cluster.highest_safe().filter(|&to| to > level)
             && raise
             && set_level(etcd, &cluster, to).await?

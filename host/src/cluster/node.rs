@@ -459,7 +459,7 @@ impl Node {
             // Its flush fails, as its last write did.
             let _ = runtime.unload_shard(u64::from(shard)).await;
         }
-        let nodes: Vec<String> = view.nodes.keys().cloned().collect();
+        let nodes: Vec<String> = self.features.placeable(view.nodes.keys());
         let plan = placement::plan(self.config.shard_count, &nodes, &view.owners);
         let me = &self.config.name;
         for (&shard, owner) in &view.owners {

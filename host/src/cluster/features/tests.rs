@@ -98,6 +98,13 @@ async fn the_level_rises_only_once_every_live_node_reads_the_higher_version() {
     // Nor lowers it, by hand or automatically.
     let at_five = read(&etcd).await.unwrap();
     assert!(at_five.refuse(4).unwrap().contains("never lowered"));
+
+    // A node of the previous release does not check: it registers, and
+    // gets no shard placed on it.
+    let (_, _) = register(&etcd, "e", None).await;
+    assert_eq!(round(&etcd, &a).await, 5);
+    let live = ["a", "c", "e"].map(String::from);
+    assert_eq!(a.placeable(live.iter()), ["a", "c"].map(String::from));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
