@@ -11,7 +11,7 @@ use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::{ADMIN_TOKEN, Server};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A raw TCP connection to `server`.
 fn connect(server: &Server) -> TcpStream {
@@ -158,5 +158,89 @@ fn serve_logs_its_connection_cap_by_the_documented_formula() {
             text.contains("the descriptor limit less 128, less 3 per shard, at most 10000, so 704 under a limit of 1024 with 64 shards"),
             "{doc} gives the connection cap's formula"
         );
+    }
+}
+
+/// The 400 `invalid_request` of a refused name: its message names the
+/// field the name came in.
+fn assert_name_refused(answer: (u16, Value), field: &str, what: &str) {
+    let (status, body) = answer;
+    assert_eq!(status, 400, "{what}: {body}");
+    assert_eq!(body["error"]["code"], "invalid_request", "{what}: {body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    let message = message.strip_prefix("invalid request: ").unwrap_or(message);
+    assert!(
+        message.starts_with(field) && message.contains("are refused"),
+        "{what}: {message}"
+    );
+}
+
+fn config_with(topic: &str) -> Value {
+    json!({"topics": [{"name": topic, "partitions": 4}], "assignor": "range"})
+}
+
+#[test]
+fn names_with_control_or_format_characters_are_refused_wherever_they_enter() {
+    let server = Server::start(&common::scratch("limits-names"), &[]);
+    for topic in ["a\u{0}b", "a\nb", "a\u{202e}b"] {
+        assert_name_refused(
+            server.call("PUT", "/v1/groups/g", Some(&config_with(topic))),
+            "topic name ",
+            &format!("topic {topic:?}"),
+        );
+    }
+    let mut config = config_with("orders");
+    config["params"] = json!({"k\n": "1"});
+    assert_name_refused(
+        server.call("PUT", "/v1/groups/g", Some(&config)),
+        "param key ",
+        "a param key on a config",
+    );
+    config["params"] = json!({});
+    config["fallback_assignor"] = json!("range\u{200b}");
+    assert_name_refused(
+        server.call("PUT", "/v1/groups/g", Some(&config)),
+        "fallback_assignor ",
+        "a fallback assignor",
+    );
+    let (status, missing) = server.call("GET", "/v1/groups/g", None);
+    assert_eq!(status, 404, "nothing was created: {missing}");
+
+    let (status, created) = server.call("PUT", "/v1/groups/g", Some(&config_with("orders")));
+    assert_eq!(status, 201, "{created}");
+    assert_name_refused(
+        server.call(
+            "PUT",
+            "/v1/groups/g/assignor",
+            Some(&json!({"module": "range", "params": {"k\n": "1"}})),
+        ),
+        "param key ",
+        "a param key on a bind",
+    );
+    let join = |extra: Value| {
+        let mut body = json!({"member_id": "", "member_name": "m", "member_epoch": 0,
+                              "topics": ["orders"]});
+        for (key, value) in extra.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        server.call("POST", "/v1/groups/g/heartbeat", Some(&body))
+    };
+    assert_name_refused(join(json!({"rack": "r\nx"})), "rack ", "a rack");
+    assert_name_refused(
+        join(json!({"topics": ["orders", "a\u{202e}b"]})),
+        "topic name ",
+        "a subscribed topic",
+    );
+    let (status, group) = server.call("GET", "/v1/groups/g", None);
+    assert_eq!(status, 200);
+    assert_eq!(group["members"], json!([]), "nobody joined: {group}");
+
+    // The name is checked before the bytes are.
+    for (name, version) in [("a%0Ab", "1"), ("a", "1%E2%80%AE0")] {
+        let (status, body) = server.upload(name, version, b"not a component");
+        assert_eq!(status, 400, "{name}@{version}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_module_name", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("are refused"), "{message}");
     }
 }

@@ -118,8 +118,8 @@ fn percent_decode(value: &str) -> Option<String> {
     path = "/v1/assignors",
     tag = "assignors",
     params(
-        ("name" = String, Query, description = "The module's name (1 to 128 bytes, no '@' or '/')"),
-        ("version" = String, Query, description = "The module's version (1 to 128 bytes, no '@' or '/')"),
+        ("name" = String, Query, description = "The module's name (1 to 128 bytes, no '@', '/', control or format characters)"),
+        ("version" = String, Query, description = "The module's version (1 to 128 bytes, no '@', '/', control or format characters)"),
     ),
     request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component's bytes (application/wasm or application/octet-stream)"),
     responses(

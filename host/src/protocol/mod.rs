@@ -14,11 +14,13 @@
 //!   learner safety, previews, tick.
 //! - [`replay`]: whether a record read back from the log fits the state
 //!   it is replayed onto (checked before `apply`).
+//! - [`names`]: the characters no name may hold, wherever a name enters.
 //! - [`splitmix`]: the seeded mixing function behind member ids.
 //! - [`shard`]: which shard (one core, one log) owns a group.
 
 pub mod core;
 pub mod group;
+pub mod names;
 pub mod reconcile;
 pub mod replay;
 pub mod shard;

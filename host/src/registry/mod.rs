@@ -56,7 +56,8 @@ pub struct Entry {
 /// Why an upload or a delete was refused; nothing changed.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    /// The name or version is empty, too long, or holds `@` or `/`.
+    /// The name or version is empty, too long, holds `@` or `/`, or a
+    /// character the name rule refuses ([`crate::protocol::names`]).
     #[error("{0}")]
     InvalidName(String),
     /// The component does not load: not wasm, wrong world, compile error…
@@ -385,12 +386,13 @@ fn check_name(what: &str, value: &str) -> Result<(), RegistryError> {
             "the module {what} must be 1 to {MODULE_NAME_LEN_MAX} bytes"
         )));
     }
-    if value.contains(['@', '/']) || value.chars().any(char::is_control) {
+    if value.contains(['@', '/']) {
         return Err(RegistryError::InvalidName(format!(
-            "the module {what} {value:?} must not contain '@', '/' or control characters"
+            "the module {what} {value:?} must not contain '@' or '/'"
         )));
     }
-    Ok(())
+    crate::protocol::names::check_name(&format!("the module {what}"), value)
+        .map_err(|refused| RegistryError::InvalidName(refused.to_string()))
 }
 
 /// The limits of a params check: a well-behaved assignor answers the small
@@ -535,6 +537,13 @@ mod tests {
             registry.upload("a@b", "1", bytes),
             Err(RegistryError::InvalidName(_))
         ));
+        for (name, version) in [("a\nb", "1"), ("a", "1\u{202e}0"), ("a\u{200b}", "1")] {
+            let Err(RegistryError::InvalidName(message)) = registry.upload(name, version, bytes)
+            else {
+                panic!("{name:?}@{version:?} is refused as a name");
+            };
+            assert!(message.contains("are refused"), "{message}");
+        }
         assert!(matches!(
             registry.upload("a", "1", b"garbage"),
             Err(RegistryError::Invalid(PluginError::NotWasm { .. }))

@@ -66,6 +66,7 @@ impl Coordinator {
 
 /// Checks a group config against the limits.
 pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
+    check_names(config)?;
     if config.topics.len() > TOPICS_PER_GROUP_MAX {
         return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
     }
@@ -181,6 +182,24 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
     {
         return invalid("member_token_sha256 must be 64 lowercase hex digits".into());
+    }
+    Ok(())
+}
+
+/// Refuses a config that brings in a name the name rule refuses: a topic,
+/// a param key (the assignor's `info()` lists its params by it; a value
+/// is the assignor's to read, and may be any text), the assignor and its
+/// fallback.
+fn check_names(config: &GroupConfig) -> Result<(), ProtocolError> {
+    for topic in &config.topics {
+        refuse_invisible("topic name", &topic.name)?;
+    }
+    for key in config.params.keys() {
+        refuse_invisible("param key", key)?;
+    }
+    refuse_invisible("assignor", &config.assignor)?;
+    if let Some(fallback) = &config.fallback_assignor {
+        refuse_invisible("fallback_assignor", fallback)?;
     }
     Ok(())
 }

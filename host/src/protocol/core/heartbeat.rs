@@ -37,45 +37,7 @@ impl Coordinator {
         let group = self
             .group(&request.group)
             .ok_or_else(|| ProtocolError::UnknownGroup(request.group.clone()))?;
-        if let Some(name) = &request.member_name
-            && (name.is_empty() || name.len() > MEMBER_NAME_LEN_MAX)
-        {
-            return invalid(format!(
-                "member name must be 1 to {MEMBER_NAME_LEN_MAX} bytes"
-            ));
-        }
-        if let Some(name) = &request.member_name {
-            refuse_invisible("member name", name)?;
-        }
-        let topics = match &request.topics {
-            Some(topics) => {
-                if topics.len() > TOPICS_PER_GROUP_MAX {
-                    return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
-                }
-                // A subscription is a wish, as in Kafka: a topic the group
-                // does not have (not added yet, or removed since) is kept
-                // and gives nothing until an admin configures it, so that a
-                // rolling deploy may subscribe before the topic exists.
-                if let Some(bad) = topics
-                    .iter()
-                    .find(|t| t.is_empty() || t.len() > MEMBER_NAME_LEN_MAX)
-                {
-                    return invalid(format!(
-                        "topic name {bad:?} must be 1 to {MEMBER_NAME_LEN_MAX} bytes"
-                    ));
-                }
-                Some(topics.iter().cloned().collect::<BTreeSet<_>>())
-            }
-            None => None,
-        };
-        if request.capacity == Some(0) {
-            return invalid("capacity must be at least 1".into());
-        }
-        if let Some(rack) = &request.rack
-            && rack.len() > MEMBER_NAME_LEN_MAX
-        {
-            return invalid(format!("rack must be at most {MEMBER_NAME_LEN_MAX} bytes"));
-        }
+        let topics = check_member_input(request)?;
         let lags = match &request.lags {
             Some(lags) if lags.is_empty() => Some(BTreeMap::new()),
             Some(lags) => {
@@ -440,4 +402,50 @@ impl Coordinator {
             );
         }
     }
+}
+
+/// Checks what a heartbeat says of its member before anything changes:
+/// its name, subscription and rack (lengths and the name rule,
+/// [`refuse_invisible`]) and its capacity. Returns the subscription, if
+/// the heartbeat carries one.
+fn check_member_input(request: &Heartbeat) -> Result<Option<BTreeSet<String>>, ProtocolError> {
+    if let Some(name) = &request.member_name {
+        if name.is_empty() || name.len() > MEMBER_NAME_LEN_MAX {
+            return invalid(format!(
+                "member name must be 1 to {MEMBER_NAME_LEN_MAX} bytes"
+            ));
+        }
+        refuse_invisible("member name", name)?;
+    }
+    let topics = match &request.topics {
+        Some(topics) => {
+            if topics.len() > TOPICS_PER_GROUP_MAX {
+                return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
+            }
+            // A subscription is a wish, as in Kafka: a topic the group
+            // does not have (not added yet, or removed since) is kept and
+            // gives nothing until an admin configures it, so that a
+            // rolling deploy may subscribe before the topic exists.
+            for topic in topics {
+                if topic.is_empty() || topic.len() > MEMBER_NAME_LEN_MAX {
+                    return invalid(format!(
+                        "topic name {topic:?} must be 1 to {MEMBER_NAME_LEN_MAX} bytes"
+                    ));
+                }
+                refuse_invisible("topic name", topic)?;
+            }
+            Some(topics.iter().cloned().collect())
+        }
+        None => None,
+    };
+    if request.capacity == Some(0) {
+        return invalid("capacity must be at least 1".into());
+    }
+    if let Some(rack) = &request.rack {
+        if rack.len() > MEMBER_NAME_LEN_MAX {
+            return invalid(format!("rack must be at most {MEMBER_NAME_LEN_MAX} bytes"));
+        }
+        refuse_invisible("rack", rack)?;
+    }
+    Ok(topics)
 }

@@ -316,30 +316,11 @@ struct CallInFlight {
     assignor: String,
 }
 
-/// A character a name must not hold: a control character (NUL, CR, …),
-/// or a Unicode format character (Cf: the bidirectional embeddings,
-/// overrides and isolates, zero-width characters, the BOM, tags), which
-/// shows a name as another one.
-fn is_invisible(c: char) -> bool {
-    c.is_control()
-        || matches!(c as u32,
-            0x00AD | 0x0600..=0x0605 | 0x061C | 0x06DD | 0x070F | 0x0890..=0x0891 | 0x08E2
-            | 0x180E | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F
-            | 0xFEFF | 0xFFF9..=0xFFFB | 0x110BD | 0x110CD | 0x13430..=0x1343F
-            | 0x1BCA0..=0x1BCA3 | 0x1D173..=0x1D17A | 0xE0001 | 0xE0020..=0xE007F)
-}
-
-/// Refuses a name (of a group, of a member) that holds an
-/// [`is_invisible`] character.
+/// Refuses a name that holds a character the name rule
+/// ([`crate::protocol::names`]) refuses; `what` names the field.
 fn refuse_invisible(what: &str, name: &str) -> Result<(), ProtocolError> {
-    match name.chars().find(|&c| is_invisible(c)) {
-        Some(c) => invalid(format!(
-            "{what} {name:?} holds {c:?} (U+{:04X}): control, format and \
-             bidirectional characters are refused",
-            c as u32
-        )),
-        None => Ok(()),
-    }
+    crate::protocol::names::check_name(what, name)
+        .map_err(|refused| ProtocolError::Invalid(refused.to_string()))
 }
 
 fn invalid<T>(message: String) -> Result<T, ProtocolError> {
