@@ -17,12 +17,14 @@ mod heartbeat;
 pub mod ranges;
 #[cfg(feature = "openapi")]
 mod schema;
+mod size;
 mod task;
 
 pub use error::{ErrorBody, ErrorDetail};
 pub use heartbeat::{HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH};
 #[cfg(feature = "openapi")]
 pub use schema::TaskItem;
+pub use size::{HEARTBEAT_BODY_LEN_MAX_BYTES, escaped_len_bytes, heartbeat_len_max_bytes};
 pub use task::{LagRow, Task};
 
 /// The most tasks one task list of a body may hold once its ranges are

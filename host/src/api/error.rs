@@ -31,7 +31,10 @@ pub enum ApiError {
     InvalidJson(String),
     #[error("{0}")]
     InvalidPath(String),
-    #[error("the request body is larger than {BODY_LEN_MAX_BYTES} bytes")]
+    #[error(
+        "the request body is larger than the route's limit ({BODY_LEN_MAX_BYTES} bytes; a heartbeat's {} bytes)",
+        assignd_wire::HEARTBEAT_BODY_LEN_MAX_BYTES
+    )]
     PayloadTooLarge,
     #[error(
         "the module is larger than {} bytes",

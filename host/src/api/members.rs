@@ -45,7 +45,7 @@ use crate::runtime::Runtime;
         (status = 403, description = "`forbidden`: the token is not the group's member token; `member_token_required`: the group has none and the host requires one (`serve --require-member-token`)", body = ErrorBody),
         (status = 404, description = "`unknown_group`, `unknown_member`", body = ErrorBody),
         (status = 409, description = "`fenced` (removed: rejoin with epoch 0), `replaced` (another incarnation took the member name: stop, do not rejoin), `stale_epoch`, `not_owned`, `group_full`", body = ErrorBody),
-        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: the body is past the heartbeat's limit of 64 MiB (a member of any group the host accepts fits)", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive within the body-read timeout", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 429, description = "`join_rate_limited`: a join that would add a member to a group without a member token, past the group's join rate; retry after `Retry-After` seconds", body = ErrorBody),

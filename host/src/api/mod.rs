@@ -42,6 +42,10 @@ use utoipa_axum::routes;
 pub use auth::AdminToken;
 pub use error::{ApiError, BODY_LEN_MAX_BYTES, protocol_status};
 
+/// The heartbeat route's body limit (every other route's is
+/// [`BODY_LEN_MAX_BYTES`]); see [`assignd_wire::HEARTBEAT_BODY_LEN_MAX_BYTES`].
+const HEARTBEAT_BODY_LEN_MAX_BYTES: usize = assignd_wire::HEARTBEAT_BODY_LEN_MAX_BYTES as usize;
+
 use crate::runtime::Runtime;
 use wire::{ErrorBody, Health};
 
@@ -96,8 +100,13 @@ fn admin_routes() -> OpenApiRouter<Arc<Runtime>> {
 /// a group's member token itself, if the group has one), the document and
 /// the health check.
 fn open_routes() -> OpenApiRouter<Arc<Runtime>> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    // The heartbeat's own body limit, past the other routes': a member of
+    // the largest group the host accepts reports every task it holds.
+    let heartbeat = OpenApiRouter::new()
         .routes(routes!(members::heartbeat))
+        .layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LEN_MAX_BYTES));
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(heartbeat)
         .routes(routes!(routing::coordinator))
         .routes(routes!(openapi_json))
         .routes(routes!(healthz))

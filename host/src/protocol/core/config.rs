@@ -94,6 +94,7 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
             "{tasks} tasks, more than the limit of {TASKS_PER_GROUP_MAX}"
         ));
     }
+    check_heartbeat_fits(config)?;
     for (name, value) in [
         ("session_timeout_ms", config.session_timeout_ms),
         ("registration_timeout_ms", config.registration_timeout_ms),
@@ -184,6 +185,57 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
         return invalid("member_token_sha256 must be 64 lowercase hex digits".into());
     }
     Ok(())
+}
+
+/// Refuses a group whose members' heartbeats could be past the host's
+/// body limit: a member holding every task, scattered so that no ranges
+/// form, with a lag on each, would be answered 413 on every beat and the
+/// group never settle. Refused here, it is one clear error up front.
+fn check_heartbeat_fits(config: &GroupConfig) -> Result<(), ProtocolError> {
+    use assignd_wire::{HEARTBEAT_BODY_LEN_MAX_BYTES, heartbeat_len_max_bytes};
+    let topics = config
+        .topics
+        .iter()
+        .map(|t| (t.name.as_str(), t.partitions));
+    let len = heartbeat_len_max_bytes(topics);
+    if len > HEARTBEAT_BODY_LEN_MAX_BYTES {
+        return invalid(format!(
+            "a member holding every task of this group would send heartbeats of up to {len} bytes \
+             (tasks as [topic, partition] pairs with a lag each), more than the heartbeat body \
+             limit of {HEARTBEAT_BODY_LEN_MAX_BYTES}: use fewer tasks or shorter topic names"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::group::TopicConfig;
+
+    fn topics(name_len: usize) -> GroupConfig {
+        GroupConfig::with_topics(
+            (0..10)
+                .map(|i| TopicConfig {
+                    name: format!("{i:0>name_len$}"),
+                    partitions: 100_000,
+                })
+                .collect(),
+        )
+    }
+
+    /// At the task limit, names short enough for a heartbeat to fit are
+    /// taken; one byte longer, the config is refused and nothing changes.
+    #[test]
+    fn a_group_whose_heartbeat_could_not_fit_is_refused() {
+        let mut core = Coordinator::new(7);
+        assert!(core.configure("g", topics(12), 0).is_ok());
+        let Err(ProtocolError::Invalid(message)) = core.configure("h", topics(13), 0) else {
+            panic!("refused as invalid");
+        };
+        assert!(message.contains("heartbeat body limit"), "{message}");
+        assert!(core.group("h").is_none());
+    }
 }
 
 /// Refuses a config that brings in a name the name rule refuses: a topic,

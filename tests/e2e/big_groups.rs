@@ -1,0 +1,98 @@
+//! Big groups through the real binary: members holding many tasks that
+//! form no ranges, and the host's limit on what such a member sends.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Member, Server};
+use serde_json::json;
+
+/// A topic name as long as real ones are: 50,000 of its tasks as
+/// `[topic, partition]` pairs are 1.35 MB, past the other routes' 1 MiB.
+const TOPIC: &str = "orders-eu-west-1";
+const PARTITIONS: u64 = 100_000;
+
+/// Round-robin over two members gives each every other partition: 50,000
+/// tasks that form no ranges, so each heartbeat lists them one by one
+/// (and, while they warm up, a lag on each). Each member's heartbeats fit
+/// the heartbeat's limit, and the group settles.
+#[test]
+fn two_members_of_fifty_thousand_scattered_tasks_settle() {
+    let server = Server::start(&common::scratch("scattered"), &[]);
+    let group = "scattered";
+    let config = json!({
+        "topics": [{"name": TOPIC, "partitions": PARTITIONS}],
+        "assignor": "round-robin",
+        "expansion_timeout_ms": 50,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let mut members = [
+        Member::join_topics(&server, group, "worker-a", &[TOPIC]),
+        Member::join_topics(&server, group, "worker-b", &[TOPIC]),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(300);
+    // Settled: two rounds in a row stable with 50,000 each, so that the
+    // second round's heartbeats report every task the first gave.
+    let mut settled_rounds = 0;
+    loop {
+        for member in members.iter_mut() {
+            // Asserts a 200 answer: a 413 fails here.
+            member.heartbeat(&server, group);
+        }
+        let (status, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+        assert_eq!(status, 200, "{view}");
+        let settled = view["state"] == "stable"
+            && members.iter().all(|m| {
+                m.active.len() as u64 == PARTITIONS / 2
+                    && m.revoking.is_empty()
+                    && m.learner.is_empty()
+            });
+        settled_rounds = if settled { settled_rounds + 1 } else { 0 };
+        if settled_rounds == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never settled: {:?}",
+            members
+                .iter()
+                .map(|m| (m.active.len(), m.revoking.len(), m.learner.len()))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for member in &members {
+        let partitions: Vec<u64> = member.active.iter().map(|(_, p)| *p).collect();
+        assert!(
+            partitions.windows(2).all(|w| w[1] > w[0] + 1),
+            "{}: no two tasks in a row",
+            member.name
+        );
+    }
+}
+
+/// A group whose heartbeats could be past the heartbeat's limit is
+/// refused when it is configured, with a message that says why, and is
+/// not created: ten topics of 100,000 partitions (the task limit) with
+/// 13-byte names. With 12-byte names it fits.
+#[test]
+fn a_group_whose_heartbeats_could_not_fit_is_refused_up_front() {
+    let server = Server::start(&common::scratch("too-big"), &[]);
+    let config = |name_len: usize| {
+        let topics: Vec<_> = (0..10)
+            .map(|i| json!({"name": format!("{i:0>name_len$}"), "partitions": PARTITIONS}))
+            .collect();
+        json!({"topics": topics, "assignor": "range", "learners": "off"})
+    };
+    let (status, answer) = server.call("PUT", "/v1/groups/too-big", Some(&config(13)));
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], "invalid_request");
+    let message = answer["error"]["message"].as_str().expect("a message");
+    assert!(message.contains("heartbeat body limit"), "{message}");
+    let (status, _) = server.call("GET", "/v1/groups/too-big", None);
+    assert_eq!(status, 404, "not created");
+    let (status, answer) = server.call("PUT", "/v1/groups/fits", Some(&config(12)));
+    assert_eq!(status, 201, "{answer}");
+}
