@@ -195,24 +195,83 @@ fn registry_status_and_code(error: &RegistryError) -> (StatusCode, &'static str)
     }
 }
 
+/// How the host logs an answer, by its error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    /// A refusal by design the caller acts on (retry, fix the request):
+    /// the event behind it, a shard moving or etcd away, is logged once
+    /// where it happens.
+    Debug,
+    /// A refusal by design an operator may want to see (a limit reached):
+    /// at most one line per [`REFUSED_LOG_INTERVAL_MS`](super::server::REFUSED_LOG_INTERVAL_MS) per code, with the
+    /// count since the last.
+    Warn,
+    /// What needs a person: the storage failed, a bug. The details are
+    /// logged and never answered.
+    Error,
+}
+
+/// The one place that decides how loudly an answer is logged. ERROR is
+/// kept for what needs a person, so an alert on ERROR does not fire on a
+/// takeover, an etcd outage (logged once by the node) or a limit doing
+/// its job. A server error this does not know is an ERROR.
+pub fn log_level(status: StatusCode, code: &str) -> LogLevel {
+    match code {
+        "shard_unavailable"
+        | "coordinator_unreachable"
+        | "storage_unavailable"
+        | "too_many_connections" => LogLevel::Debug,
+        "compile_busy" => LogLevel::Warn,
+        _ if status.is_server_error() => LogLevel::Error,
+        _ => LogLevel::Debug,
+    }
+}
+
+/// Logs one refusal of `code` at WARN unless one was logged less than
+/// [`REFUSED_LOG_INTERVAL_MS`] ago; the line counts the refusals since.
+fn warn_rate_limited(code: &'static str, error: &ApiError) {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use super::server::REFUSED_LOG_INTERVAL_MS;
+
+    static LOGGED: Mutex<Option<HashMap<&'static str, (Option<Instant>, u64)>>> = Mutex::new(None);
+    let mut logged = LOGGED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (at, unlogged) = logged
+        .get_or_insert_with(HashMap::new)
+        .entry(code)
+        .or_insert((None, 0));
+    *unlogged += 1;
+    let due = at.is_none_or(|at| at.elapsed() >= Duration::from_millis(REFUSED_LOG_INTERVAL_MS));
+    if due {
+        tracing::warn!(error = %error, code, refused = *unlogged, "requests refused");
+        *at = Some(Instant::now());
+        *unlogged = 0;
+    } else {
+        tracing::debug!(error = %error, code, "request refused");
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        let message = if matches!(code, "shard_unavailable" | "coordinator_unreachable") {
-            // Expected while shards move, and nothing internal in it: what
-            // the caller can act on (retry).
-            tracing::debug!(error = %self, code, "request refused");
-            self.to_string()
-        } else if code == "storage_unavailable" {
+        let level = log_level(status, code);
+        match level {
+            LogLevel::Debug => tracing::debug!(error = %self, code, "request refused"),
+            LogLevel::Warn => warn_rate_limited(code, &self),
+            // Logged with its details; the client gets no internals.
+            LogLevel::Error => tracing::error!(error = %self, code, "request failed"),
+        }
+        let message = if code == "storage_unavailable" {
             // The node logs the outage once; its cause (etcd's endpoints
             // and errors) is the operator's, not the caller's.
-            tracing::debug!(error = %self, code, "request refused");
             "the coordinator's storage does not answer, so no change can be made durable now \
              (one this answers may or may not have landed); retry later"
                 .to_owned()
-        } else if status.is_server_error() {
-            // Logged with its details; the client gets no internals.
-            tracing::error!(error = %self, code, "request failed");
+        } else if level == LogLevel::Error {
             match status {
                 StatusCode::SERVICE_UNAVAILABLE => {
                     "the coordinator cannot persist changes and refuses requests; see the server log"
@@ -221,7 +280,6 @@ impl IntoResponse for ApiError {
                 _ => "internal error; see the server log".to_owned(),
             }
         } else {
-            tracing::debug!(error = %self, code, "request refused");
             self.to_string()
         };
         let body = ErrorBody {

@@ -181,7 +181,15 @@ fn finish(router: axum::Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> axum::Ro
         .layer(CatchPanicLayer::custom(
             |_panic: Box<dyn std::any::Any + Send>| ApiError::Panicked.into_response(),
         ))
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        // No line per failed response here: every error answer is logged
+        // where it is made, at its code's level (`error::log_level`), so a
+        // refusal by design (a takeover's `shard_unavailable`, `/healthz`
+        // while etcd is away) is no ERROR line.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_failure(()),
+        )
         .layer(axum::middleware::from_fn(metrics::observe_request))
         .with_state(runtime)
 }
