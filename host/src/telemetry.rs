@@ -268,6 +268,37 @@ pub const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         Unit::Count,
         "Failed accepts of new HTTP connections (e.g. out of file descriptors)",
     ),
+    // The caps on groups and modules (runtime/group_cap.rs, registry).
+    (
+        "assignd_groups_max",
+        Kind::Gauge,
+        Unit::Count,
+        "Groups this host serves at most (serve --groups-max; assignd_groups counts them)",
+    ),
+    (
+        "assignd_modules",
+        Kind::Gauge,
+        Unit::Count,
+        "Uploaded modules kept (in a cluster: the cluster's, of which this node has a copy)",
+    ),
+    (
+        "assignd_modules_max",
+        Kind::Gauge,
+        Unit::Count,
+        "Uploaded modules kept at most (serve --modules-max)",
+    ),
+    (
+        "assignd_module_bytes",
+        Kind::Gauge,
+        Unit::Bytes,
+        "The uploaded modules' bytes in total",
+    ),
+    (
+        "assignd_module_bytes_max",
+        Kind::Gauge,
+        Unit::Bytes,
+        "The uploaded modules' bytes in total at most (serve --module-bytes-max)",
+    ),
     // Cluster mode (cluster/node.rs, api/routing.rs); absent on one host.
     (
         "assignd_cluster_nodes",

@@ -244,3 +244,144 @@ fn names_with_control_or_format_characters_are_refused_wherever_they_enter() {
         assert!(message.contains("are refused"), "{message}");
     }
 }
+
+/// The 409 of a cap reached: its code, and a message that names the flag.
+fn assert_cap_reached(answer: (u16, Value), code: &str, flag: &str) {
+    let (status, body) = answer;
+    assert_eq!(status, 409, "{code}: {body}");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(flag), "{message}");
+}
+
+#[test]
+fn groups_past_groups_max_are_refused_and_the_cap_is_in_metrics() {
+    let dir = common::scratch("limits-groups-max");
+    let config = config_with("orders");
+    {
+        let server = Server::start(&dir, &["--groups-max", "2", "--shards", "4"]);
+        assert_eq!(server.metric("assignd_groups_max"), Some(2.0));
+        for group in ["a", "b"] {
+            let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+            assert_eq!(status, 201, "{view}");
+        }
+        assert_cap_reached(
+            server.call("PUT", "/v1/groups/c", Some(&config)),
+            "groups_max_reached",
+            "--groups-max",
+        );
+        let (status, _) = server.call("GET", "/v1/groups/c", None);
+        assert_eq!(status, 404, "nothing was created");
+        let mut changed = config.clone();
+        changed["topics"][0]["partitions"] = json!(8);
+        let (status, view) = server.call("PUT", "/v1/groups/a", Some(&changed));
+        assert_eq!(status, 200, "a group at the cap is still updated: {view}");
+    }
+    // Restarted under a lower cap, it serves the groups it has and
+    // creates none.
+    let server = Server::start(&dir, &["--groups-max", "1"]);
+    let (status, _) = server.call("GET", "/v1/groups/b", None);
+    assert_eq!(status, 200);
+    assert_cap_reached(
+        server.call("PUT", "/v1/groups/c", Some(&config)),
+        "groups_max_reached",
+        "--groups-max",
+    );
+}
+
+#[test]
+fn modules_past_modules_max_or_module_bytes_max_are_refused() {
+    let sticky = assignd::plugins::builtin_component("sticky").expect("sticky is built in");
+    let range = assignd::plugins::builtin_component("range").expect("range is built in");
+    let server = Server::start(&common::scratch("limits-modules-max"), &["--modules-max", "1"]);
+    assert_eq!(server.metric("assignd_modules_max"), Some(1.0));
+    let (status, module) = server.upload("mine", "1", sticky);
+    assert_eq!(status, 201, "{module}");
+    assert_cap_reached(
+        server.upload("other", "1", range),
+        "modules_max_reached",
+        "--modules-max",
+    );
+    let (status, again) = server.upload("mine", "1", sticky);
+    assert_eq!(status, 200, "the same bytes again store nothing: {again}");
+    assert_eq!(server.metric("assignd_modules"), Some(1.0));
+    assert_eq!(server.metric("assignd_module_bytes"), Some(sticky.len() as f64));
+    let (status, _) = server.call("DELETE", "/v1/assignors/mine@1", None);
+    assert_eq!(status, 204);
+    let (status, module) = server.upload("other", "1", range);
+    assert_eq!(status, 201, "a place is free again: {module}");
+    drop(server);
+
+    let bytes_max = (sticky.len() + range.len() - 1).to_string();
+    let server = Server::start(
+        &common::scratch("limits-module-bytes-max"),
+        &["--module-bytes-max", &bytes_max],
+    );
+    assert_eq!(
+        server.metric("assignd_module_bytes_max"),
+        Some((sticky.len() + range.len() - 1) as f64)
+    );
+    let (status, module) = server.upload("mine", "1", sticky);
+    assert_eq!(status, 201, "{module}");
+    assert_cap_reached(
+        server.upload("other", "1", range),
+        "module_bytes_max_reached",
+        "--module-bytes-max",
+    );
+    let (status, list) = server.call("GET", "/v1/assignors", None);
+    assert_eq!(status, 200);
+    assert!(
+        list["assignors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["name"] != "other"),
+        "nothing stored: {list}"
+    );
+}
+
+/// In a cluster the modules are stored once, so the cap counts the
+/// cluster's: a node refuses an upload past it though it uploaded none.
+#[test]
+fn a_cluster_counts_its_modules_against_modules_max() {
+    let dir = common::scratch("limits-cluster-modules");
+    let (_runtime, etcd) = common::local_etcd(&dir, 1);
+    let endpoints = etcd.endpoints().join(",");
+    let node = |name: &str| {
+        Server::start(
+            &dir.join(name),
+            &[
+                "--etcd",
+                &endpoints,
+                "--etcd-prefix",
+                "/limits/",
+                "--node",
+                name,
+                "--shards",
+                "4",
+                "--modules-max",
+                "1",
+            ],
+        )
+    };
+    let (n1, n2) = (node("n1"), node("n2"));
+    let sticky = assignd::plugins::builtin_component("sticky").expect("sticky is built in");
+    let range = assignd::plugins::builtin_component("range").expect("range is built in");
+    let (status, module) = n1.upload("mine", "1", sticky);
+    assert_eq!(status, 201, "{module}");
+    assert_cap_reached(
+        n2.upload("other", "1", range),
+        "modules_max_reached",
+        "--modules-max",
+    );
+    let (status, list) = n1.call("GET", "/v1/assignors", None);
+    assert_eq!(status, 200);
+    assert!(
+        list["assignors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["name"] != "other"),
+        "the cluster has no second module: {list}"
+    );
+}

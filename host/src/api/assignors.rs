@@ -106,7 +106,7 @@ fn percent_decode(value: &str) -> Option<String> {
 
 /// Uploads an assignor component.
 ///
-/// The body is the component's bytes (at most 16 MiB). It is checked
+/// The body is the component's bytes (at most 48 MiB). It is checked
 /// before anything is stored: it must be a component exporting
 /// `assignd:assignor/assignor@0.1.0` and importing only the log interface,
 /// compile, answer `info()`, and answer a valid assignment of a small
@@ -126,7 +126,7 @@ fn percent_decode(value: &str) -> Option<String> {
         (status = 201, description = "Stored", body = AssignorView),
         (status = 200, description = "These bytes were already stored", body = AssignorView),
         (status = 400, description = "`invalid_query`, `invalid_module_name`, `incomplete_body` (the connection ended before the body did), or what made the module fail to load: `not_wasm`, `core_module`, `unsupported_wasm_version`, `wrong_world`, `foreign_import`, `compile_failed`, `compile_timeout`, `compile_memory_limit`, `instantiate_failed`, `trapped`, …", body = ErrorBody),
-        (status = 409, description = "`module_name_taken`: another module has this name and version", body = ErrorBody),
+        (status = 409, description = "`module_name_taken`: another module has this name and version; `modules_max_reached`, `module_bytes_max_reached`: the uploaded modules are at `serve --modules-max` or these bytes would pass `--module-bytes-max` (in a cluster, counting the cluster's modules)", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive within the body-read timeout", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),

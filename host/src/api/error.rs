@@ -110,6 +110,9 @@ impl ApiError {
                 (StatusCode::BAD_REQUEST, "unknown_assignor")
             }
             ApiError::Runtime(RuntimeError::EmptyGroup(_)) => (StatusCode::CONFLICT, "empty_group"),
+            ApiError::Runtime(RuntimeError::GroupsMaxReached { .. }) => {
+                (StatusCode::CONFLICT, "groups_max_reached")
+            }
             ApiError::Runtime(RuntimeError::MemberTokenMissing(_)) => {
                 (StatusCode::UNAUTHORIZED, "unauthorized")
             }
@@ -186,6 +189,10 @@ fn registry_status_and_code(error: &RegistryError) -> (StatusCode, &'static str)
         RegistryError::SelfTest { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "self_test_failed"),
         RegistryError::ParamsRejected { .. } => (StatusCode::BAD_REQUEST, "params_rejected"),
         RegistryError::NameTaken { .. } => (StatusCode::CONFLICT, "module_name_taken"),
+        RegistryError::ModulesMaxReached { .. } => (StatusCode::CONFLICT, "modules_max_reached"),
+        RegistryError::ModuleBytesMaxReached { .. } => {
+            (StatusCode::CONFLICT, "module_bytes_max_reached")
+        }
         RegistryError::Unknown(_) => (StatusCode::NOT_FOUND, "unknown_module"),
         RegistryError::Builtin(_) => (StatusCode::CONFLICT, "builtin_assignor"),
         RegistryError::InUse { .. } => (StatusCode::CONFLICT, "module_in_use"),

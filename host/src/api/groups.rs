@@ -39,7 +39,8 @@ async fn view(runtime: &Arc<Runtime>, group: &str) -> Result<GroupView, ApiError
     responses(
         (status = 201, description = "The group was created", body = GroupView),
         (status = 200, description = "The config was replaced (or was already this)", body = GroupView),
-        (status = 400, description = "`invalid_json`, `invalid_request` (a limit or timeout out of range), `unknown_assignor`, `member_token_required` (the host requires a member token: `serve --require-member-token`)", body = ErrorBody),
+        (status = 400, description = "`invalid_json`, `invalid_request` (a limit or timeout out of range, a name holding a control or format character), `unknown_assignor`, `member_token_required` (the host requires a member token: `serve --require-member-token`)", body = ErrorBody),
+        (status = 409, description = "`groups_max_reached`: the host serves `serve --groups-max` groups already; a new group is refused, an existing one is updated", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),

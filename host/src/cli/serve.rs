@@ -35,8 +35,10 @@ use crate::log::shards::recorded_shard_count;
 use crate::log::{FsyncPolicy, Opened, ShardedDir, lock};
 use crate::plugins::{EngineConfig, GUEST_NICE_MAX, PluginEngine};
 use crate::protocol::shard::{SHARD_COUNT_DEFAULT, SHARD_COUNT_MAX};
-use crate::registry::Registry;
-use crate::runtime::{AdmissionPolicy, Clock, Runtime, RuntimeConfig, TICK_INTERVAL_MS};
+use crate::registry::{ModuleCaps, Registry};
+use crate::runtime::{
+    AdmissionPolicy, Clock, GROUPS_MAX_DEFAULT, Runtime, RuntimeConfig, TICK_INTERVAL_MS,
+};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -129,6 +131,22 @@ pub struct ServeArgs {
     /// `authorization` in its scrape config); without it /metrics is open.
     #[arg(long)]
     metrics_auth: bool,
+    /// Groups this host serves at most: creating one more is refused (409
+    /// `groups_max_reached`). In a cluster it counts the groups of the
+    /// shards this node serves; a takeover may bring it past, and then no
+    /// group is created on it until it is below again.
+    #[arg(long, value_name = "N", default_value_t = GROUPS_MAX_DEFAULT)]
+    groups_max: u64,
+    /// Uploaded modules kept at most: one more is refused (409
+    /// `modules_max_reached`). In a cluster it counts the cluster's
+    /// modules (stored once for the cluster).
+    #[arg(long, value_name = "N", default_value_t = ModuleCaps::default().modules_max)]
+    modules_max: u64,
+    /// The uploaded modules' bytes in total, at most: an upload past it is
+    /// refused (409 `module_bytes_max_reached`). In a cluster it counts the
+    /// cluster's modules, which etcd keeps.
+    #[arg(long, value_name = "BYTES", default_value_t = ModuleCaps::default().module_bytes_max)]
+    module_bytes_max: u64,
     /// Cluster mode: the client URLs of the etcd cluster that keeps the
     /// cluster's shards (comma-separated). Shards are then owned by the
     /// cluster's live nodes under etcd leases, and their records are kept
@@ -273,6 +291,7 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             Arc::new(registry),
         )
         .map_err(|e| failure(e.to_string()))?;
+        runtime.group_cap().set_max(args.groups_max);
         let statuses = runtime.shard_statuses();
         tracing::info!(
             shards = shard_count,
@@ -323,7 +342,11 @@ fn open_registry(args: &ServeArgs) -> Result<Registry, Failure> {
     })
     .map_err(|e| failure(format!("cannot start the wasm engine: {e:#}")))?;
     let registry = Registry::open(Arc::new(engine), &args.data_dir.join("modules"))
-        .map_err(|e| failure(format!("cannot open the module registry: {e:#}")))?;
+        .map_err(|e| failure(format!("cannot open the module registry: {e:#}")))?
+        .with_caps(ModuleCaps {
+            modules_max: args.modules_max,
+            module_bytes_max: args.module_bytes_max,
+        });
     tracing::info!(
         modules = registry.list().len(),
         "opened the module registry"
@@ -449,6 +472,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig, cap: &str) -> Result
             &[],
         )
         .map_err(|e| failure(e.to_string()))?;
+        runtime.group_cap().set_max(args.groups_max);
         runtime.share_modules(Arc::new(modules));
         // The cluster's modules before any shard: a group a node loads
         // finds the module it is bound to.

@@ -507,7 +507,7 @@ impl SharedModules for EtcdModules {
         for (id, meta, bytes) in missing {
             // A module that does not load here is skipped, and the others
             // are copied all the same.
-            match registry.upload(&meta.name, &meta.version, &bytes) {
+            match registry.copy(&meta.name, &meta.version, &bytes) {
                 Ok(_) => {
                     self.know(&id);
                     tracing::info!(

@@ -26,6 +26,27 @@ pub const MODULE_LEN_MAX_BYTES: usize = 48 << 20;
 /// Longest module name and version, in bytes.
 pub const MODULE_NAME_LEN_MAX: usize = 128;
 
+/// How many modules, and how many of their bytes in total, the registry
+/// keeps (`serve --modules-max`, `--module-bytes-max`). In a cluster the
+/// registry holds a copy of every module of the cluster, so these count
+/// the cluster's modules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModuleCaps {
+    pub modules_max: u64,
+    pub module_bytes_max: u64,
+}
+
+impl Default for ModuleCaps {
+    fn default() -> Self {
+        ModuleCaps {
+            modules_max: 100,
+            // Ten modules at the size limit; a cluster keeps them in etcd,
+            // whose default quota is 2 GiB.
+            module_bytes_max: 512 << 20,
+        }
+    }
+}
+
 /// What an assignor reference names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Resolved {
@@ -75,6 +96,16 @@ pub enum RegistryError {
     /// The module refused the params of a binding.
     #[error("{module} refuses these params: {message}")]
     ParamsRejected { module: String, message: String },
+    /// The registry keeps `max` modules already.
+    #[error(
+        "{max} modules are uploaded, the limit (serve --modules-max): delete one that no group uses first"
+    )]
+    ModulesMaxReached { max: u64 },
+    /// The module's bytes would bring the modules' total past `max`.
+    #[error(
+        "the uploaded modules hold {total} bytes: {size} more would pass the limit of {max} (serve --module-bytes-max); delete one that no group uses first"
+    )]
+    ModuleBytesMaxReached { max: u64, total: u64, size: u64 },
     /// Another module already has this name and version.
     #[error("{name}@{version} is already module {id}")]
     NameTaken {
@@ -105,6 +136,7 @@ pub struct Registry {
     modules: RwLock<BTreeMap<ModuleId, Entry>>,
     /// Serializes uploads and deletes (their file work and their checks).
     pub(crate) mutation: tokio::sync::Mutex<()>,
+    caps: ModuleCaps,
 }
 
 impl Registry {
@@ -115,7 +147,59 @@ impl Registry {
             dir: None,
             modules: RwLock::new(BTreeMap::new()),
             mutation: tokio::sync::Mutex::new(()),
+            caps: ModuleCaps::default(),
         }
+    }
+
+    /// This registry, keeping at most what `caps` allows from now on.
+    pub fn with_caps(mut self, caps: ModuleCaps) -> Self {
+        self.caps = caps;
+        self.publish_gauges();
+        self
+    }
+
+    pub fn caps(&self) -> ModuleCaps {
+        self.caps
+    }
+
+    /// Sets the module gauges: how many modules and bytes are kept, and
+    /// the caps.
+    fn publish_gauges(&self) {
+        // The recorder first: a registry is opened before the runtime
+        // that would install it.
+        crate::telemetry::handle();
+        let (count, bytes) = self.usage();
+        ::metrics::gauge!("assignd_modules").set(count as f64);
+        ::metrics::gauge!("assignd_module_bytes").set(bytes as f64);
+        ::metrics::gauge!("assignd_modules_max").set(self.caps.modules_max as f64);
+        ::metrics::gauge!("assignd_module_bytes_max").set(self.caps.module_bytes_max as f64);
+    }
+
+    /// How many modules are kept, and their bytes in total.
+    fn usage(&self) -> (u64, u64) {
+        let modules = self.modules.read().expect("registry poisoned");
+        let bytes = modules.values().map(|e| e.size_bytes).sum();
+        (modules.len() as u64, bytes)
+    }
+
+    /// Refuses a new module of `size` bytes past the caps. Stored modules
+    /// past them (the caps were lowered, or copied from the cluster) stay.
+    fn check_caps(&self, size: u64) -> Result<(), RegistryError> {
+        let (count, total) = self.usage();
+        let caps = self.caps;
+        if count >= caps.modules_max {
+            return Err(RegistryError::ModulesMaxReached {
+                max: caps.modules_max,
+            });
+        }
+        if total.saturating_add(size) > caps.module_bytes_max {
+            return Err(RegistryError::ModuleBytesMaxReached {
+                max: caps.module_bytes_max,
+                total,
+                size,
+            });
+        }
+        Ok(())
     }
 
     /// Opens (creating it if missing) `dir` and loads every module in it. A
@@ -146,6 +230,7 @@ impl Registry {
             }
         }
         *registry.modules.write().expect("registry poisoned") = modules;
+        registry.publish_gauges();
         Ok(registry)
     }
 
@@ -263,13 +348,36 @@ impl Registry {
     /// the existing entry (its first name and version) and store nothing.
     /// A taken name is refused before anything is compiled, and a refused
     /// component's compiled form is evicted again, so refusals cost no
-    /// memory and no cache space. Slow (compiles): call it off the async
+    /// memory and no cache space. A new module past the caps
+    /// ([`ModuleCaps`]) is refused. Slow (compiles): call it off the async
     /// threads.
     pub fn upload(
         &self,
         name: &str,
         version: &str,
         bytes: &[u8],
+    ) -> Result<(Entry, bool), RegistryError> {
+        self.add(name, version, bytes, true)
+    }
+
+    /// [`Self::upload`] of a module the cluster holds already, whatever the
+    /// caps: the cluster's modules are counted when they are uploaded, and
+    /// a node must be able to run every one of them.
+    pub fn copy(
+        &self,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+    ) -> Result<(Entry, bool), RegistryError> {
+        self.add(name, version, bytes, false)
+    }
+
+    fn add(
+        &self,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+        capped: bool,
     ) -> Result<(Entry, bool), RegistryError> {
         check_name("name", name)?;
         check_name("version", version)?;
@@ -278,8 +386,12 @@ impl Registry {
             return Ok((entry, false));
         }
         self.check_name_free(name, version)?;
+        // Before anything is compiled; again under `mutation` in `store`.
+        if capped {
+            self.check_caps(bytes.len() as u64)?;
+        }
         let module = self.engine.load(bytes).map_err(RegistryError::Invalid)?;
-        let stored = self.store(module, name, version, bytes);
+        let stored = self.store(module, name, version, bytes, capped);
         if stored.is_err() {
             self.engine.evict(&id);
         }
@@ -307,6 +419,7 @@ impl Registry {
         name: &str,
         version: &str,
         bytes: &[u8],
+        capped: bool,
     ) -> Result<(Entry, bool), RegistryError> {
         self_test(&self.engine, &module)?;
         let _mutation = self.mutation.blocking_lock();
@@ -314,6 +427,9 @@ impl Registry {
             return Ok((entry, false));
         }
         self.check_name_free(name, version)?;
+        if capped {
+            self.check_caps(bytes.len() as u64)?;
+        }
         let entry = Entry {
             module,
             name: name.to_owned(),
@@ -346,13 +462,16 @@ impl Registry {
             .write()
             .expect("registry poisoned")
             .insert(entry.module.id.clone(), entry.clone());
+        self.publish_gauges();
         Ok((entry, true))
     }
 
     /// Unlists a module; the caller holds `mutation` and has checked that
     /// no group is bound to it. Its files are removed by [`Self::remove_files`].
     pub(crate) fn unlist(&self, id: &str) -> Option<Entry> {
-        self.modules.write().expect("registry poisoned").remove(id)
+        let entry = self.modules.write().expect("registry poisoned").remove(id);
+        self.publish_gauges();
+        entry
     }
 
     /// Removes an unlisted module's files (the sidecar first, so a crash in

@@ -26,6 +26,7 @@
 
 mod assignors;
 mod clock;
+mod group_cap;
 mod lateness;
 mod member_token;
 pub mod observe;
@@ -48,6 +49,7 @@ use crate::protocol::shard::{ShardId, shard_of};
 use crate::registry::{Entry, Registry, RegistryError, Resolved};
 
 pub use clock::Clock;
+pub use group_cap::{GROUPS_MAX_DEFAULT, GroupCap};
 pub use lateness::Lateness;
 pub use member_token::{AdmissionPolicy, MemberTokenChange};
 pub use preview::Preview;
@@ -131,6 +133,11 @@ pub enum RuntimeError {
     #[error("shard {shard} could not be loaded: {message}")]
     ShardLoadFailed { shard: ShardId, message: String },
     /// A bug: the core panicked while holding its lock.
+    /// The host serves `groups_max` groups already (`serve --groups-max`).
+    #[error(
+        "this host serves {max} groups, its limit (serve --groups-max): no group is created until one is below it"
+    )]
+    GroupsMaxReached { max: u64 },
     #[error("internal error: {0}")]
     Internal(&'static str),
 }
@@ -229,6 +236,8 @@ pub struct Runtime {
     /// Cluster mode: the cluster's modules, of which the registry holds a
     /// copy.
     shared_modules: std::sync::OnceLock<Arc<dyn SharedModules>>,
+    /// The groups of the served shards, and their cap.
+    group_cap: GroupCap,
 }
 
 impl Runtime {
@@ -293,6 +302,7 @@ impl Runtime {
             serving_until_ms: AtomicU64::new(Millis::MAX),
             storage_unavailable: Mutex::new(None),
             shared_modules: std::sync::OnceLock::new(),
+            group_cap: GroupCap::default(),
         });
         let ids = serve;
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -342,6 +352,7 @@ impl Runtime {
             .persist_failure
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(served.queue.failure_cell());
+        self.group_cap.loaded(served.core.groups().count() as u64);
         *state = Some(served);
         self.shards[id as usize]
             .served
@@ -358,6 +369,12 @@ impl Runtime {
     /// told a later time: cluster mode's bound by the node's lease.
     pub fn serve_until(&self, until_ms: Millis) {
         self.serving_until_ms.store(until_ms, Ordering::SeqCst);
+    }
+
+    /// The groups of the served shards, and their cap (`serve
+    /// --groups-max`).
+    pub fn group_cap(&self) -> &GroupCap {
+        &self.group_cap
     }
 
     /// Cluster mode: uploads go to `modules` too, and a binding that
@@ -559,7 +576,11 @@ impl Runtime {
         let Some(served) = ({
             let mut state = lock_shard_aside(&shard);
             shard.served.store(false, Ordering::Release);
-            state.take()
+            let served = state.take();
+            if let Some(served) = &served {
+                self.group_cap.unloaded(served.core.groups().count() as u64);
+            }
+            served
         }) else {
             return Ok(false);
         };
@@ -801,7 +822,14 @@ impl Runtime {
             config.member_token_sha256 = member_token.apply(core.group(group));
             self.admission
                 .check_config(group, config.member_token_sha256.as_deref())?;
-            let output = core.configure(group, config, now)?;
+            if created {
+                self.group_cap.admit()?;
+            }
+            let output = core.configure(group, config, now).inspect_err(|_| {
+                if created {
+                    self.group_cap.release();
+                }
+            })?;
             Ok((created, output))
         })
         .await
