@@ -147,7 +147,9 @@ fn serve_logs_its_connection_cap_by_the_documented_formula() {
     let help = common::assignd(&["serve", "--help"]);
     let help = collapse(&common::stdout(&help));
     assert!(
-        help.contains("(RLIMIT_NOFILE, raised to its hard limit) less 128, less 3 per shard, at most 10000"),
+        help.contains(
+            "(RLIMIT_NOFILE, raised to its hard limit) less 128, less 3 per shard, at most 10000"
+        ),
         "serve --help: {help}"
     );
     for doc in ["README.md", "docs/architecture.md"] {
@@ -293,7 +295,10 @@ fn groups_past_groups_max_are_refused_and_the_cap_is_in_metrics() {
 fn modules_past_modules_max_or_module_bytes_max_are_refused() {
     let sticky = assignd::plugins::builtin_component("sticky").expect("sticky is built in");
     let range = assignd::plugins::builtin_component("range").expect("range is built in");
-    let server = Server::start(&common::scratch("limits-modules-max"), &["--modules-max", "1"]);
+    let server = Server::start(
+        &common::scratch("limits-modules-max"),
+        &["--modules-max", "1"],
+    );
     assert_eq!(server.metric("assignd_modules_max"), Some(1.0));
     let (status, module) = server.upload("mine", "1", sticky);
     assert_eq!(status, 201, "{module}");
@@ -305,7 +310,10 @@ fn modules_past_modules_max_or_module_bytes_max_are_refused() {
     let (status, again) = server.upload("mine", "1", sticky);
     assert_eq!(status, 200, "the same bytes again store nothing: {again}");
     assert_eq!(server.metric("assignd_modules"), Some(1.0));
-    assert_eq!(server.metric("assignd_module_bytes"), Some(sticky.len() as f64));
+    assert_eq!(
+        server.metric("assignd_module_bytes"),
+        Some(sticky.len() as f64)
+    );
     let (status, _) = server.call("DELETE", "/v1/assignors/mine@1", None);
     assert_eq!(status, 204);
     let (status, module) = server.upload("other", "1", range);

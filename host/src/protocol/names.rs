@@ -52,7 +52,15 @@ mod tests {
 
     #[test]
     fn control_format_and_bidirectional_characters_are_refused() {
-        for bad in ["a\u{0}b", "a\nb", "a\rb", "a\u{7f}b", "a\u{202e}b", "a\u{200b}b", "\u{feff}a"] {
+        for bad in [
+            "a\u{0}b",
+            "a\nb",
+            "a\rb",
+            "a\u{7f}b",
+            "a\u{202e}b",
+            "a\u{200b}b",
+            "\u{feff}a",
+        ] {
             let refused = check_name("topic name", bad).unwrap_err();
             let message = refused.to_string();
             assert!(message.starts_with("topic name "), "{message}");
@@ -112,7 +120,11 @@ mod tests {
         let mut rack = Heartbeat::join("g", Some("m"), vec!["orders".into()]);
         rack.rack = Some("r\nx".into());
         let name = Heartbeat::join("g", Some("m\u{202e}"), vec!["orders".into()]);
-        for (request, field) in [(topic, "topic name "), (rack, "rack "), (name, "member name ")] {
+        for (request, field) in [
+            (topic, "topic name "),
+            (rack, "rack "),
+            (name, "member name "),
+        ] {
             let message = invalid(core.heartbeat(&request, 1));
             assert!(message.starts_with(field), "{message}");
         }
@@ -121,7 +133,16 @@ mod tests {
 
     #[test]
     fn visible_names_pass_in_any_script() {
-        for good in ["orders", "az-1", "commandes_été", "заказы", "注文", "a b", "k=v", "😀"] {
+        for good in [
+            "orders",
+            "az-1",
+            "commandes_été",
+            "заказы",
+            "注文",
+            "a b",
+            "k=v",
+            "😀",
+        ] {
             assert_eq!(check_name("topic name", good), Ok(()));
         }
     }
