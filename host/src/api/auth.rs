@@ -278,8 +278,9 @@ pub fn document_schemes(doc: &mut OpenApi) {
                 .description(Some(
                     "The host's admin token: `assignd serve --admin-token`, \
                      `ASSIGND_ADMIN_TOKEN`, or the one generated into DATA_DIR/admin-token \
-                     at first start. Every route but the heartbeat, `/healthz`, `/metrics` and \
-                     `/v1/openapi.json` requires it.",
+                     at first start. Every route but the member heartbeat, \
+                     `/v1/groups/{group}/coordinator`, `/healthz`, `/metrics` (unless the host \
+                     runs with `--metrics-auth`) and `/v1/openapi.json` requires it.",
                 ))
                 .build(),
         ),

@@ -7,8 +7,8 @@
 //! [`app`] builds the router that `assignd serve` runs (on [`server`], its
 //! bounded accept loop) and that the tests
 //! drive in process with `tower::ServiceExt::oneshot`. Every route but the
-//! member heartbeat, `/healthz`, `/metrics` and `/v1/openapi.json` requires the admin
-//! token ([`auth`]).
+//! member heartbeat, `/v1/groups/{group}/coordinator`, `/healthz`,
+//! `/metrics` and `/v1/openapi.json` requires the admin token ([`auth`]).
 
 mod assignors;
 pub mod auth;
@@ -56,8 +56,9 @@ use wire::{ErrorBody, Health};
         description = "A group coordinator with WebAssembly assignor plugins. Every error answers \
                        `{\"error\": {\"code\": \"...\", \"message\": \"...\"}}`; an unknown route is \
                        404 `not_found`, a wrong method 405 `method_not_allowed`. Every route but the \
-                       member heartbeat, `/healthz`, `/metrics` and `/v1/openapi.json` requires the admin token \
-                       as `Authorization: Bearer TOKEN`: 401 `unauthorized` without it, 403 \
+                       member heartbeat, `/v1/groups/{group}/coordinator`, `/healthz`, `/metrics` \
+                       (unless the host runs with `--metrics-auth`) and `/v1/openapi.json` requires the \
+                       admin token as `Authorization: Bearer TOKEN`: 401 `unauthorized` without it, 403 \
                        `forbidden` with another token. A body that does not arrive within the host's \
                        body-read timeout is answered 408 `request_timeout`; a connection past the \
                        host's connection cap is answered 503 `too_many_connections` (with \
