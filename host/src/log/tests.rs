@@ -1050,3 +1050,35 @@ fn a_damaged_head_is_refused_naming_it_and_repair_rewrites_it() {
     let read = scan(dir.path(), ScanMode::Open).unwrap();
     assert_eq!(read.records, records);
 }
+
+/// A frame of a version above what a process reads is refused with the
+/// versions it reads, and read by one that reads it: the test-only
+/// version 5 is version 4's payload under the next number.
+#[test]
+fn a_frame_version_is_read_only_up_to_the_readers_maximum() {
+    use super::frame::{RecordType, TEST_FORMAT_VERSION, decode_up_to};
+    let record = every_record_type().remove(4);
+    let bytes = old_frame(
+        TEST_FORMAT_VERSION,
+        RecordType::of(&record),
+        &postcard::to_allocvec(&record).unwrap(),
+    );
+    match decode_up_to(&bytes, 4) {
+        Decoded::Unreadable { reason, .. } => assert!(
+            reason.starts_with("format version 5 is newer than this assignd reads (1 to 4)"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    match decode_up_to(&bytes, TEST_FORMAT_VERSION) {
+        Decoded::Record { record: read, .. } => assert_eq!(read, record),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+#[should_panic(expected = "format version 5 is not one this process writes")]
+fn a_version_this_process_does_not_write_is_never_written() {
+    let mut out = Vec::new();
+    super::frame::encode_at(&every_record_type().remove(4), 5, &mut out);
+}
