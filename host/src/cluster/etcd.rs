@@ -8,10 +8,18 @@
 //! answer at all, and nothing here may wait on it for ever.
 //!
 //! Each etcd member has its own connection, and a call that fails on one
-//! member (it is down, or refuses the connection) is tried on the next
-//! within the same bound; the member that last answered is tried first.
-//! (`etcdv3client`'s own balanced channel over several endpoints fails a
-//! call that lands on a member that is down instead of trying another.)
+//! member (it is down, refuses the connection, or gives no answer within
+//! [`EtcdConfig::attempt_timeout`]) is tried on the next, round after
+//! round, within the same bound; the member that last answered is tried
+//! first. (`etcdv3client`'s own balanced channel over several endpoints
+//! fails a call that lands on a member that is down instead of trying
+//! another.) The attempt bound is what moves a write on when etcd's
+//! leader dies: a follower that has not yet noticed forwards the write to
+//! the dead leader and holds it, unanswered, until etcd's own request
+//! timeout (7 s by default), while a new leader is elected within about
+//! a second; the write sent again after the bound lands there. This is
+//! what etcd's Go client does too: its balancer moves to the next
+//! endpoint on `Unavailable`, and its callers bound each request.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,8 +36,12 @@ pub struct EtcdConfig {
     pub endpoints: Vec<String>,
     /// Every key of the cluster starts with it (ends with `/`).
     pub prefix: String,
-    /// The longest one etcd request may take before it counts as failed.
+    /// The longest one etcd request may take before it counts as failed,
+    /// over every member it is tried on.
     pub request_timeout: Duration,
+    /// The longest one attempt of a request on one member may take before
+    /// it is tried on the next.
+    pub attempt_timeout: Duration,
 }
 
 impl EtcdConfig {
@@ -37,6 +49,13 @@ impl EtcdConfig {
     /// election (1 s by default) so that a lost leader is waited out, far
     /// shorter than a member's session.
     pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(3);
+
+    /// The default bound on one attempt: half of etcd's election timeout
+    /// (1 s by default), so that a write held by a member whose leader died
+    /// is sent again while the new leader is elected, not after; a healthy
+    /// member answers in milliseconds, and a write tried again is safe
+    /// (see `Etcd::bounded`).
+    pub const ATTEMPT_TIMEOUT_DEFAULT: Duration = Duration::from_millis(500);
 
     pub fn new(endpoints: Vec<String>, prefix: &str) -> Self {
         let mut prefix = prefix.to_owned();
@@ -47,6 +66,7 @@ impl EtcdConfig {
             endpoints,
             prefix,
             request_timeout: Self::REQUEST_TIMEOUT_DEFAULT,
+            attempt_timeout: Self::ATTEMPT_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -98,6 +118,10 @@ pub enum Write {
         to: Vec<u8>,
     },
 }
+
+/// The pause after every member failed one attempt of a call, before the
+/// next round.
+const ROUND_PAUSE: Duration = Duration::from_millis(50);
 
 /// One etcd member's connection, made when first needed and made again
 /// after a call on it failed.
@@ -189,9 +213,10 @@ impl Etcd {
     }
 
     /// Makes `call` on the preferred member, and on each other member in
-    /// turn while it fails, all within the request timeout. A call that
-    /// fails on a member drops that member's connection (the next call
-    /// connects again) and makes the next member the preferred one.
+    /// turn while it fails, round after round, all within the request
+    /// timeout; each attempt within the attempt timeout. A call that fails
+    /// on a member drops that member's connection (the next call connects
+    /// again) and makes the next member the preferred one.
     ///
     /// A call tried again on another member may have landed on the first:
     /// every write here is safe to repeat (a claim repeated finds its own
@@ -204,17 +229,20 @@ impl Etcd {
         let deadline = Instant::now() + self.config.request_timeout;
         let count = self.members.len();
         let first = self.preferred.load(Ordering::SeqCst) % count;
-        let mut failures = Vec::new();
-        for i in (0..count).map(|k| (first + k) % count) {
+        // The last failure on each member.
+        let mut failures: Vec<Option<String>> = vec![None; count];
+        for k in 0.. {
+            let i = (first + k) % count;
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
+            let bound = self.config.attempt_timeout.min(left);
             let attempt = async {
                 let client = self.client(i).await?;
                 Ok(call(client).await)
             };
-            let failure = match tokio::time::timeout(left, attempt).await {
+            let failure = match tokio::time::timeout(bound, attempt).await {
                 Ok(Ok(Ok(answer))) => {
                     self.preferred.store(i, Ordering::SeqCst);
                     return Ok(answer);
@@ -227,18 +255,24 @@ impl Etcd {
                 }
                 Ok(Ok(Err(e))) => e.to_string(),
                 Ok(Err(e)) => e,
-                Err(_) => format!(
-                    "no answer within {} ms",
-                    self.config.request_timeout.as_millis()
-                ),
+                Err(_) => format!("no answer within {} ms", bound.as_millis()),
             };
             *self.members[i]
                 .client
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()) = None;
             self.preferred.store((i + 1) % count, Ordering::SeqCst);
-            failures.push(format!("{}: {failure}", self.members[i].endpoint));
+            failures[i] = Some(failure);
+            if (k + 1) % count == 0 {
+                // Every member failed in this round (etcd between leaders,
+                // or without its quorum): a short pause before the next.
+                let left = deadline.saturating_duration_since(Instant::now());
+                tokio::time::sleep(ROUND_PAUSE.min(left)).await;
+            }
         }
+        let mut failures: Vec<String> = (self.members.iter().zip(failures))
+            .filter_map(|(member, failure)| Some(format!("{}: {}", member.endpoint, failure?)))
+            .collect();
         if failures.is_empty() {
             failures.push(format!(
                 "no answer within {} ms",
