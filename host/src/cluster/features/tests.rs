@@ -90,7 +90,7 @@ async fn the_level_rises_only_once_every_live_node_reads_the_higher_version() {
 
     // A node that reads only 4 cannot join a cluster at 5.
     let (_, old) = register(&etcd, "d", Some(OLD)).await;
-    let refused = old.err().expect("refused").to_string();
+    let refused = old.expect_err("refused").to_string();
     assert!(
         refused.contains("writes record format version 5, newer than this assignd reads (1 to 4)"),
         "{refused}"
