@@ -213,19 +213,15 @@ impl Features {
     ) -> Result<(), StoreError> {
         let cluster = read_at(etcd, nodes.keys().cloned(), revision).await?;
         let level = cluster.format_version;
+        self.note_unfit(&cluster);
         if self.check(level).is_err() {
-            // Set past this node by hand (`cluster features --set` refuses
-            // it while this node is live): it keeps writing what every
-            // node reads.
-            tracing::error!(
-                level,
-                support = ?self.support,
-                "the cluster's record format level is one this node cannot write"
-            );
+            // Unreachable by the rules (a raise and `--set` count this
+            // node, a join checks): were it reached, this node is among
+            // the unfit just logged, places no shard on itself, and
+            // keeps writing what every node reads.
             return Ok(());
         }
         self.level.store(level, Ordering::SeqCst);
-        self.note_unfit(&cluster);
         if let Some(to) = cluster.highest_safe().filter(|&to| to > level)
             && raise
             && set_level(etcd, &cluster, to).await?
