@@ -125,7 +125,7 @@ fn percent_decode(value: &str) -> Option<String> {
     responses(
         (status = 201, description = "Stored", body = AssignorView),
         (status = 200, description = "These bytes were already stored", body = AssignorView),
-        (status = 400, description = "`invalid_query`, `invalid_module_name`, `incomplete_body` (the connection ended before the body did), or what made the module fail to load: `not_wasm`, `core_module`, `unsupported_wasm_version`, `wrong_world`, `foreign_import`, `compile_failed`, `compile_timeout`, `compile_memory_limit`, `instantiate_failed`, `trapped`, …", body = ErrorBody),
+        (status = 400, description = "`invalid_query`, `invalid_module_name`, `incomplete_body` (the connection ended before the body did), or what made the module fail to load: `not_wasm`, `core_module`, `unsupported_wasm_version`, `wrong_world`, `foreign_import`, `compile_failed`, `compile_timeout`, `compile_memory_limit`, `compile_crashed`, `instantiate_failed`, `trapped`, …", body = ErrorBody),
         (status = 409, description = "`module_name_taken`: another module has this name and version; `modules_max_reached`, `module_bytes_max_reached`: the uploaded modules are at `serve --modules-max` or these bytes would pass `--module-bytes-max` (in a cluster, counting the cluster's modules)", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive within the body-read timeout", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
@@ -208,6 +208,7 @@ pub async fn list_assignors(
     params(("assignor" = String, Path, description = "A module id (sha256), `name@version`, or a built-in name")),
     responses(
         (status = 200, description = "The assignor", body = AssignorView),
+        (status = 400, description = "`invalid_path`: a path parameter that is not UTF-8", body = ErrorBody),
         (status = 404, description = "`unknown_module`", body = ErrorBody),
     )
 )]
@@ -249,6 +250,7 @@ fn unknown(reference: String) -> ApiError {
     params(("assignor" = String, Path, description = "A module id (sha256) or `name@version`")),
     responses(
         (status = 204, description = "Deleted"),
+        (status = 400, description = "`invalid_path`: a path parameter that is not UTF-8", body = ErrorBody),
         (status = 404, description = "`unknown_module`", body = ErrorBody),
         (status = 409, description = "`module_in_use` (a group is bound to it: in cluster mode, a group of any node), `builtin_assignor`", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),

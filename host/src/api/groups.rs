@@ -39,7 +39,7 @@ async fn view(runtime: &Arc<Runtime>, group: &str) -> Result<GroupView, ApiError
     responses(
         (status = 201, description = "The group was created", body = GroupView),
         (status = 200, description = "The config was replaced (or was already this)", body = GroupView),
-        (status = 400, description = "`invalid_json`, `invalid_request` (a limit or timeout out of range, a name holding a control or format character), `unknown_assignor`, `member_token_required` (the host requires a member token: `serve --require-member-token`)", body = ErrorBody),
+        (status = 400, description = "`invalid_json`, `invalid_path`, `invalid_request` (a limit or timeout out of range, a name holding a control or format character), `unknown_assignor`, `member_token_required` (the host requires a member token: `serve --require-member-token`)", body = ErrorBody),
         (status = 409, description = "`groups_max_reached`: the host serves `serve --groups-max` groups already; a new group is refused, an existing one is updated", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
@@ -93,6 +93,7 @@ pub async fn list_groups(State(runtime): State<Arc<Runtime>>) -> Result<Json<Gro
     params(("group" = String, Path, description = "The group's name")),
     responses(
         (status = 200, description = "The group", body = GroupView),
+        (status = 400, description = "`invalid_path`: a path parameter that is not UTF-8", body = ErrorBody),
         (status = 404, description = "`unknown_group`", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),
     )
@@ -115,6 +116,7 @@ pub async fn get_group(
     params(("group" = String, Path, description = "The group's name")),
     responses(
         (status = 200, description = "The GroupInput document", body = Object),
+        (status = 400, description = "`invalid_path`: a path parameter that is not UTF-8", body = ErrorBody),
         (status = 404, description = "`unknown_group`", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),
     )
@@ -149,6 +151,7 @@ pub async fn assignor_input(
     responses(
         (status = 202, description = "The drain started", body = GroupView),
         (status = 200, description = "The member was already draining", body = GroupView),
+        (status = 400, description = "`invalid_path`: a path parameter that is not UTF-8", body = ErrorBody),
         (status = 404, description = "`unknown_group`, `unknown_member`", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),
     )
@@ -185,8 +188,9 @@ pub async fn drain_member(
     request_body = BindRequest,
     responses(
         (status = 200, description = "Bound (or already bound); the group view with its bindings", body = GroupView),
-        (status = 400, description = "`invalid_json`, `invalid_request` (params past their limits), `unknown_assignor`", body = ErrorBody),
+        (status = 400, description = "`invalid_json`, `invalid_path`, `invalid_request` (params past their limits), `unknown_assignor`", body = ErrorBody),
         (status = 404, description = "`unknown_group`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),
     )
@@ -219,7 +223,7 @@ pub async fn bind_assignor(
     params(("group" = String, Path, description = "The group's name")),
     responses(
         (status = 200, description = "Rolled back; the group view with its bindings", body = GroupView),
-        (status = 400, description = "`unknown_assignor` (the previous module was deleted since)", body = ErrorBody),
+        (status = 400, description = "`unknown_assignor` (the previous module was deleted since), `invalid_path`", body = ErrorBody),
         (status = 404, description = "`unknown_group`", body = ErrorBody),
         (status = 409, description = "`no_previous_binding`", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),

@@ -40,7 +40,7 @@ use crate::runtime::Runtime;
     responses(
         (status = 200, description = "The member's assignment", body = HeartbeatResponseBody),
         (status = 307, description = "`not_coordinator` (cluster mode): another node coordinates the group; send this and the next heartbeats to `Location` (also `error.location`)", body = ErrorBody),
-        (status = 400, description = "`invalid_json`, `invalid_request`", body = ErrorBody),
+        (status = 400, description = "`invalid_json`, `invalid_path`, `invalid_request`", body = ErrorBody),
         (status = 401, description = "`unauthorized`: the group has a member token and none was sent", body = ErrorBody),
         (status = 403, description = "`forbidden`: the token is not the group's member token; `member_token_required`: the group has none and the host requires one (`serve --require-member-token`)", body = ErrorBody),
         (status = 404, description = "`unknown_group`, `unknown_member`", body = ErrorBody),

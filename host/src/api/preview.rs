@@ -33,9 +33,10 @@ use crate::runtime::{Preview, Runtime};
     request_body = PreviewRequest,
     responses(
         (status = 200, description = "What the candidate would do; nothing applied", body = PreviewView),
-        (status = 400, description = "`invalid_json`, `invalid_request` (the group changed while the preview ran), `unknown_assignor`", body = ErrorBody),
+        (status = 400, description = "`invalid_json`, `invalid_path`, `invalid_request` (the group changed while the preview ran), `unknown_assignor`", body = ErrorBody),
         (status = 404, description = "`unknown_group`", body = ErrorBody),
         (status = 409, description = "`empty_group`: no member to assign to", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 422, description = "`assignor_failed`: the candidate trapped, passed a limit or answered an invalid assignment", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),

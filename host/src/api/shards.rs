@@ -100,6 +100,7 @@ pub async fn list_shards(State(runtime): State<Arc<Runtime>>) -> Json<ShardList>
     params(("shard" = u64, Path, description = "The shard's id")),
     responses(
         (status = 200, description = "Served", body = ShardChange),
+        (status = 400, description = "`invalid_path`: the shard is not a number", body = ErrorBody),
         (status = 404, description = "`unknown_shard`", body = ErrorBody),
         (status = 503, description = "`shard_load_failed`", body = ErrorBody),
     )
@@ -126,6 +127,7 @@ pub async fn load_shard(
     params(("shard" = u64, Path, description = "The shard's id")),
     responses(
         (status = 200, description = "Not served", body = ShardChange),
+        (status = 400, description = "`invalid_path`: the shard is not a number", body = ErrorBody),
         (status = 404, description = "`unknown_shard`", body = ErrorBody),
         (status = 503, description = "`storage_failed`", body = ErrorBody),
     )
