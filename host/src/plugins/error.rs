@@ -69,8 +69,8 @@ pub enum PluginError {
          (a guest is a pure function of its input: no WASI, clock, randomness, files or network). \
          Rebuild without it: Rust, for wasm32-unknown-unknown, not wasm32-wasip2; JavaScript \
          (componentize-js), with `--disable stdio random clocks http fetch-event`; Python \
-         (componentize-py), with `--stub-wasi`; C, without stdio (no printf) and linked with \
-         `-mexec-model=reactor`",
+         (componentize-py), with `--stub-wasi`; C, without stdio (no printf: write log lines \
+         with the `log` import) and linked with `-nostartfiles -Wl,--no-entry`",
         assignd_guest_sdk::WIT_VERSION
     )]
     ForeignImport { name: String },
