@@ -228,7 +228,10 @@ pub fn log_level(status: StatusCode, code: &str) -> LogLevel {
         | "coordinator_unreachable"
         | "storage_unavailable"
         | "too_many_connections" => LogLevel::Debug,
-        "compile_busy" => LogLevel::Warn,
+        "compile_busy"
+        | "groups_max_reached"
+        | "modules_max_reached"
+        | "module_bytes_max_reached" => LogLevel::Warn,
         _ if status.is_server_error() => LogLevel::Error,
         _ => LogLevel::Debug,
     }

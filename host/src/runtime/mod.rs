@@ -135,7 +135,7 @@ pub enum RuntimeError {
     /// A bug: the core panicked while holding its lock.
     /// The host serves `groups_max` groups already (`serve --groups-max`).
     #[error(
-        "this host serves {max} groups, its limit (serve --groups-max): no group is created until one is below it"
+        "this host serves {max} groups or more, its limit (serve --groups-max): no group is created here until it serves fewer"
     )]
     GroupsMaxReached { max: u64 },
     #[error("internal error: {0}")]
