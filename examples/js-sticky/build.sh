@@ -4,10 +4,16 @@
 # --disable stdio random clocks http fetch-event turns off every WASI
 # feature of the JS engine, so the component imports only
 # assignd:assignor/log@0.1.0 (the host refuses any other import).
+#
+# The WIT world: $ASSIGND_WIT (a folder or assignor.wit), else the clone's
+# guest-sdk/wit when this folder is examples/js-sticky in it.
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 
 die() { echo "build.sh: $*" >&2; exit 1; }
+
+WIT=${ASSIGND_WIT:-../../guest-sdk/wit}
+[ -e "$WIT" ] || die "no WIT world at $WIT (No such file or directory): set ASSIGND_WIT to guest-sdk/wit of your assignd clone"
 
 command -v node >/dev/null || die "node not found: install Node.js 20 or later (with npm)"
 command -v npm >/dev/null || die "npm not found: install npm (it comes with Node.js)"
@@ -20,12 +26,15 @@ fi
 
 mkdir -p target
 if ! "$CJS" sticky.js \
-  --wit ../../guest-sdk/wit \
+  --wit "$WIT" \
   --world-name plugin \
   --disable stdio random clocks http fetch-event \
   --out target/js-sticky.wasm.tmp >target/componentize.log 2>&1; then
   rm -f target/js-sticky.wasm.tmp
   why=$(grep -m1 -E '^(\w*Error|error)' target/componentize.log || tail -n1 target/componentize.log)
+  # The first error line may be a summary; keep the cause it wraps.
+  cause=$(grep -m1 -iE 'no such file|not found|caused by' target/componentize.log || true)
+  if [ -n "$cause" ] && [[ "$why" != *"$cause"* ]]; then why="$why: $cause"; fi
   die "componentize-js failed: ${why:-no output} (full output: target/componentize.log)"
 fi
 mv target/js-sticky.wasm.tmp target/js-sticky.wasm

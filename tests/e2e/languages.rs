@@ -16,10 +16,14 @@
 //!   swapped back to `sticky`, and rolled back to the module. After each
 //!   step the members' holdings cover every task exactly once; after every
 //!   single heartbeat, no task is held by two members; every heartbeat is
-//!   answered 200, and the module is called without a failure.
+//!   answered 200, and the module is called without a failure;
+//! - their guides, as an author reads them in a folder of their own: the
+//!   commands reach the clone only through a variable, the JavaScript
+//!   build says which one when the WIT is missing, the Python guide lists
+//!   every file it runs, and the fuel budgets quoted are the host's.
 //!
 //! The components are found in the folder named by
-//! `ASSIGND_LANGUAGE_COMPONENTS`. Unset, each test prints one line saying
+//! `ASSIGND_LANGUAGE_COMPONENTS`. Unset, each component test prints one line saying
 //! what to set and passes (a developer without the toolchains); set, a
 //! missing or unloadable component fails the test.
 
@@ -475,4 +479,139 @@ fn js_sticky_runs_offline_and_serves_a_live_group_through_hot_swaps() {
 #[test]
 fn python_sticky_runs_offline_and_serves_a_live_group_through_hot_swaps() {
     offline_and_live("python-sticky");
+}
+
+/// An example's README, from the clone.
+fn readme(example: &str) -> String {
+    let path = common::workspace_root()
+        .join("examples")
+        .join(example)
+        .join("README.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `n` with a comma between thousands: 11,100.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The fuel budgets the C and JavaScript guides quote are the host's
+/// defaults for the inputs they measure (1,000 members; 100,000 and
+/// 200,000 tasks).
+#[test]
+fn the_guides_quote_the_hosts_fuel_budgets() {
+    let limits = assignd::plugins::Limits::default();
+    let giga = |tasks| limits.fuel_for(tasks, 1_000) as f64 / 1e9;
+    let js = format!(
+        "default budgets for 1,000 members: {:.1} G and {:.1} G",
+        giga(100_000),
+        giga(200_000)
+    );
+    let text = readme("js-sticky").replace('\n', " ");
+    assert!(
+        text.contains(&js),
+        "examples/js-sticky/README.md says {js:?}"
+    );
+    let c = format!(
+        "default budget at that size is {} M",
+        thousands(limits.fuel_for(100_000, 1_000) / 1_000_000)
+    );
+    let text = readme("c-sticky").replace('\n', " ");
+    assert!(text.contains(&c), "examples/c-sticky/README.md says {c:?}");
+}
+
+/// The commands of the JavaScript and Python guides work from a folder of
+/// one's own: no path into the clone but through a variable (a default
+/// for inside the clone is fine), and the Python guide's file list holds
+/// every file its commands run.
+#[test]
+fn the_guides_commands_work_outside_the_clone() {
+    for example in ["js-sticky", "python-sticky"] {
+        let text = readme(example);
+        let mut in_sh = false;
+        for line in text.lines() {
+            match line.trim() {
+                "```sh" => in_sh = true,
+                "```" => in_sh = false,
+                _ if in_sh => {
+                    // `${ASSIGND_WIT:-../../guest-sdk/wit}`: the clone's
+                    // own path only as a default.
+                    // Comments may say where things are in the clone.
+                    let command = line.split(" #").next().unwrap();
+                    let outside_defaults: String = command
+                        .split("${")
+                        .enumerate()
+                        .map(|(i, part)| {
+                            if i == 0 {
+                                part
+                            } else {
+                                part.split_once('}').map_or(part, |(_, rest)| rest)
+                            }
+                        })
+                        .collect();
+                    assert!(
+                        !outside_defaults.contains("../"),
+                        "examples/{example}/README.md: a path that resolves only in the clone: {line}"
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    let text = readme("python-sticky");
+    let files = text
+        .split("my-assignor/\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the file list of section 1");
+    let listed: BTreeSet<&str> = files
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    for used in [
+        "app.py",
+        "build.sh",
+        "requirements.txt",
+        "test_app.py",
+        "offline.py",
+    ] {
+        assert!(listed.contains(used), "section 1 lists {used}: {listed:?}");
+    }
+}
+
+/// The JavaScript build, copied to a folder outside the clone, takes the
+/// WIT world from `ASSIGND_WIT` and, without it, says in one line that
+/// the folder is missing and what to set.
+#[test]
+fn the_js_build_outside_the_clone_names_the_missing_wit_and_its_variable() {
+    let dir = common::scratch("js-build-outside");
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = common::workspace_root().join("examples/js-sticky");
+    for file in ["build.sh", "sticky.js", "package.json", "package-lock.json"] {
+        std::fs::copy(example.join(file), dir.join(file)).unwrap();
+    }
+    for wit in [None, Some("/nonexistent/guest-sdk/wit")] {
+        let mut command = Command::new("bash");
+        command.arg(dir.join("build.sh")).env_remove("ASSIGND_WIT");
+        if let Some(wit) = wit {
+            command.env("ASSIGND_WIT", wit);
+        }
+        let output = command.output().expect("bash");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {stderr}");
+        let expected = wit.unwrap_or("../../guest-sdk/wit");
+        for said in [expected, "No such file or directory", "set ASSIGND_WIT"] {
+            assert!(lines[0].contains(said), "{said}: {stderr}");
+        }
+    }
 }
