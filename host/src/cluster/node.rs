@@ -505,6 +505,10 @@ impl Node {
             if owner == me && claimable && !runtime.serves(shard) {
                 match runtime.load_shard(u64::from(shard)).await {
                     Ok(_) => {
+                        // A takeover or a share taken is news to an
+                        // operator, not an error; its requests refused
+                        // meanwhile (`shard_unavailable`) are DEBUG.
+                        tracing::info!(shard, "serving the shard");
                         metrics::counter!("assignd_cluster_shards_taken_total").increment(1);
                     }
                     Err(e) => tracing::info!(shard, error = %e, "cannot take the shard yet"),
