@@ -10,11 +10,14 @@
 //! and steps down; a node stopped with SIGTERM hands its shards over, and
 //! one added takes its share, unnoticed by the members; any node answers
 //! any request; one etcd member down changes nothing, and with the quorum
-//! lost writes are refused until it returns, with nothing lost.
+//! lost writes are refused until it returns, with nothing lost, and
+//! `/healthz` and every refusal say `storage_unavailable` whichever of the
+//! node's etcd calls (a placement read, its lease renewal) fails first.
 
 mod common;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -50,10 +53,31 @@ impl Cluster {
     }
 
     fn node_with_lease(&self, name: &str, lease_ttl_ms: u64) -> Server {
+        self.node_prepared(name, lease_ttl_ms, |_| {})
+    }
+
+    /// A node whose log (info and up, one JSON object a line) goes to
+    /// `log`.
+    fn node_logged(&self, name: &str, lease_ttl_ms: u64, log: &Path) -> Server {
+        let log = std::fs::File::create(log).expect("a log file");
+        self.node_prepared(name, lease_ttl_ms, |command| {
+            command
+                .env("RUST_LOG", "info")
+                .env("ASSIGND_LOG_FORMAT", "json")
+                .stderr(log);
+        })
+    }
+
+    fn node_prepared(
+        &self,
+        name: &str,
+        lease_ttl_ms: u64,
+        prepare: impl FnOnce(&mut std::process::Command),
+    ) -> Server {
         let endpoints = self.etcd.endpoints().join(",");
         let ttl = lease_ttl_ms.to_string();
         let shards = SHARDS.to_string();
-        Server::start(
+        Server::start_with(
             &common::scratch(&format!("{}-{name}", self.prefix.trim_matches('/'))),
             &[
                 "--etcd",
@@ -67,8 +91,23 @@ impl Cluster {
                 "--shards",
                 &shards,
             ],
+            prepare,
         )
     }
+}
+
+/// The lines of a JSON log whose message starts with `message`.
+fn logged(log: &Path, message: &str) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .expect("the log")
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| {
+            line["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(message))
+        })
+        .collect()
 }
 
 fn served(server: &Server) -> BTreeSet<u64> {
@@ -268,7 +307,8 @@ fn an_owner_paused_past_its_lease_answers_nothing_stale_and_steps_down() {
     let a = cluster.node("a");
     wait_for_shares(&[&a], &[SHARDS as usize]);
     let mut members = groups_with_members(&a);
-    let b = cluster.node("b");
+    let b_log = common::scratch("sigstop-logs").join("b.log");
+    let b = cluster.node_logged("b", LEASE_TTL_MS, &b_log);
     wait_for_shares(&[&a, &b], &[4, 4]);
     let i = (0..GROUPS.len())
         .find(|&i| std::ptr::eq(owner(&[&a, &b], GROUPS[i]), &b))
@@ -290,6 +330,14 @@ fn an_owner_paused_past_its_lease_answers_nothing_stale_and_steps_down() {
     let held = members[i].active.clone();
     members[i].heartbeat(server, GROUPS[i]);
     assert_eq!(members[i].active, held);
+    // Its step-down says what etcd answered: the old lease had expired,
+    // not that etcd was unavailable.
+    assert_eq!(
+        logged(&b_log, "stepping down: revoking the old lease failed"),
+        Vec::<Value>::new()
+    );
+    let expired = logged(&b_log, "stepping down: the old lease had expired already");
+    assert!(!expired.is_empty(), "b's step-down names the expired lease");
 }
 
 #[cfg(unix)]
@@ -877,6 +925,159 @@ fn with_the_quorum_lost_writes_are_refused_and_service_resumes_when_it_returns()
     assert_eq!(members.worse_than_errors(), Vec::<String>::new());
     assert_eq!(members.holdings(), holdings, "every member keeps its tasks");
 }
+
+/// With etcd's quorum just lost, `node` is probed (a write: `group`
+/// created, which the quorum loss must not acknowledge) until it has stepped
+/// down twice (a whole step-down, its revoke and its new lease failing,
+/// and the renewal after it). Every write is refused 503; from the moment
+/// either signal says `storage_unavailable`, and at the latest from the
+/// node's first step-down (it steps down because a renewal went
+/// unanswered), every write is refused `storage_unavailable` (never
+/// `shard_unavailable`, which a client takes for "reached no
+/// coordinator") and `/healthz` says `storage_unavailable`. Before that
+/// the node cannot know: a write may find its lease's bound passed while
+/// the renewal is still unanswered. Then the quorum comes back and
+/// service resumes.
+fn quorum_loss_signals(cluster: &mut Cluster, node: &Server, group: &str) {
+    let path = format!("/v1/groups/{group}");
+    let step_downs = counter(node, "assignd_cluster_step_downs_total");
+    let lost = Instant::now();
+    let mut said = false;
+    loop {
+        let stepped_down = counter(node, "assignd_cluster_step_downs_total") - step_downs;
+        if stepped_down >= 2.0 {
+            break;
+        }
+        assert!(
+            lost.elapsed() < SETTLE_WITHIN,
+            "the node never stepped down"
+        );
+        let strict = said || stepped_down >= 1.0;
+        let at = lost.elapsed().as_millis();
+        let (status, body) = node.call("PUT", &path, Some(&group_config()));
+        let code = body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert_eq!(
+            status, 503,
+            "nothing is acknowledged without a quorum: {body}"
+        );
+        if strict {
+            assert_eq!(
+                code, "storage_unavailable",
+                "{at} ms after the quorum was lost: {body}"
+            );
+        } else {
+            assert!(
+                ["storage_unavailable", "shard_unavailable"].contains(&code.as_str()),
+                "{body}"
+            );
+        }
+        let (status, health) = node.call("GET", "/healthz", None);
+        if strict || status != 200 || code == "storage_unavailable" {
+            assert_eq!(
+                (status, &health),
+                (503, &json!({"status": "storage_unavailable"})),
+                "{at} ms after the quorum was lost: healthz after a write refused {code}"
+            );
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(said, "/healthz never said storage_unavailable");
+    cluster.etcd.restart(0).expect("m0 restarts");
+    cluster.etcd.restart(1).expect("m1 restarts");
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    loop {
+        let (status, body) = node.call("PUT", &path, Some(&group_config()));
+        if status == 201 || status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "service never resumed: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    while node.call("GET", "/healthz", None).0 != 200 {
+        assert!(Instant::now() < deadline, "/healthz never said ok again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// etcd's quorum lost just after the node renewed its lease: a placement
+/// read fails first (the next renewal is a third of the lease away), and
+/// the renewals, the step-down and the new lease fail after it.
+#[test]
+fn with_the_quorum_lost_after_a_renewal_the_signals_say_storage_unavailable() {
+    let _turn = one_at_a_time();
+    let mut cluster = Cluster::start("quorum-read-first");
+    let log = common::scratch("quorum-read-first-logs").join("a.log");
+    let a = cluster.node_logged("a", 5_000, &log);
+    wait_for_shares(&[&a], &[SHARDS as usize]);
+    let renewals = counter(&a, "assignd_cluster_lease_renewals_total");
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    while counter(&a, "assignd_cluster_lease_renewals_total") == renewals {
+        assert!(Instant::now() < deadline, "the lease is not renewed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cluster.etcd.kill(0);
+    cluster.etcd.kill(1);
+    quorum_loss_signals(&mut cluster, &a, "probe");
+    let said = logged(&log, "etcd does not answer");
+    assert_eq!(
+        said[0]["fields"]["failed"], "reading the cluster",
+        "{said:?}"
+    );
+}
+
+/// etcd's quorum lost while the node was paused for longer than its
+/// renewal interval: resumed, it renews first (unless the pause caught it
+/// in the middle of a placement round, or the surviving etcd member still
+/// led and renewed: then the quorum is lost again, at most
+/// [`RENEWAL_FIRST_TRIES_MAX`] times), and with a lease (1 s)
+/// shorter than etcd's request bound the failed renewal is a step-down at
+/// once: its revoke and its new lease fail before any placement read
+/// does. The signals say `storage_unavailable` all along all the same.
+#[cfg(unix)]
+#[test]
+fn with_the_quorum_lost_before_a_renewal_the_signals_say_storage_unavailable() {
+    let _turn = one_at_a_time();
+    let mut cluster = Cluster::start("quorum-renewal-first");
+    let log = common::scratch("quorum-renewal-first-logs").join("a.log");
+    let lease_ttl_ms = 1_000;
+    let a = cluster.node_logged("a", lease_ttl_ms, &log);
+    let mut firsts = Vec::new();
+    while firsts.last().map(String::as_str) != Some("renewing the lease") {
+        assert!(
+            firsts.len() < RENEWAL_FIRST_TRIES_MAX,
+            "the renewal never failed first: {firsts:?}"
+        );
+        wait_for_shares(&[&a], &[SHARDS as usize]);
+        let said = logged(&log, "etcd does not answer").len();
+        a.signal(libc::SIGSTOP);
+        cluster.etcd.kill(0);
+        cluster.etcd.kill(1);
+        // Past the renewal interval (a third of the lease), so that the
+        // first call of the node's next round is a renewal; and past two
+        // of etcd's election timeouts (LocalEtcd's: 500 ms), so that the
+        // surviving member no longer leads: a leader renews leases
+        // without its quorum until it notices the loss.
+        std::thread::sleep(Duration::from_millis(lease_ttl_ms / 3 + 1_200));
+        a.signal(libc::SIGCONT);
+        quorum_loss_signals(&mut cluster, &a, &format!("probe-{}", firsts.len()));
+        let first = &logged(&log, "etcd does not answer")[said];
+        firsts.push(
+            first["fields"]["failed"]
+                .as_str()
+                .expect("failed")
+                .to_owned(),
+        );
+    }
+    eprintln!("the calls that failed first: {firsts:?}");
+}
+
+/// How many quorum losses the test above may take to have the renewal
+/// fail first.
+const RENEWAL_FIRST_TRIES_MAX: usize = 8;
 
 /// A module uploaded through one node is the cluster's: groups that
 /// either node coordinates are bound to it through either node, a member
