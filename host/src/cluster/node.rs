@@ -663,3 +663,104 @@ async fn check_cluster_setting(
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::local_etcd::LocalEtcd;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir()
+            .join("assignd-node-tests")
+            .join(format!("{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch folder");
+        dir
+    }
+
+    fn config(name: &str, data_dir: PathBuf) -> NodeConfig {
+        NodeConfig {
+            name: name.to_owned(),
+            advertise: format!("http://{name}"),
+            lease_ttl: Duration::from_secs(60),
+            shard_count: 8,
+            compaction_interval: NodeConfig::COMPACTION_INTERVAL_DEFAULT,
+            data_dir,
+        }
+    }
+
+    /// A lease etcd no longer knows is etcd's answer: revoking it again,
+    /// claiming a key under it or renewing it says the lease expired, and
+    /// etcd counts as available.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_etcd_no_longer_knows_is_expired_not_etcd_unavailable() {
+        let cluster = LocalEtcd::start(&scratch("expired-etcd"), 1)
+            .await
+            .expect("etcd");
+        let etcd = Etcd::connect(cluster.config("/expired/"))
+            .await
+            .expect("connect");
+        let lease = etcd
+            .grant_lease(Duration::from_secs(60))
+            .await
+            .expect("a lease");
+        etcd.revoke_lease(lease).await.expect("revoked");
+        let again = etcd.revoke_lease(lease).await;
+        assert!(
+            matches!(again, Err(StoreError::LeaseExpired(_))),
+            "{again:?}"
+        );
+        let claimed = etcd.claim(etcd.key("k"), b"v".to_vec(), lease).await;
+        assert!(
+            matches!(claimed, Err(StoreError::LeaseExpired(_))),
+            "{claimed:?}"
+        );
+        let renewed = etcd.renew_lease(lease).await;
+        assert!(
+            matches!(renewed, Ok(0) | Err(StoreError::LeaseExpired(_))),
+            "{renewed:?}"
+        );
+        let mut availability = Availability::default();
+        availability.observe(Instant::now(), Call::LeaseRevoke, &again);
+        assert_eq!(availability.unavailable(), None);
+    }
+
+    /// A node's restart on its data dir revokes the lease it recorded
+    /// there and registers again; a lease recorded for another name is
+    /// left alone, and that name's live holder still refuses the node.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restart_takes_over_only_its_own_registration() {
+        let cluster = LocalEtcd::start(&scratch("takeover-etcd"), 1)
+            .await
+            .expect("etcd");
+        let etcd = Etcd::connect(cluster.config("/takeover/"))
+            .await
+            .expect("connect");
+        let b = config("b", scratch("takeover-b"));
+        let first = etcd.grant_lease(b.lease_ttl).await.expect("a lease");
+        record_lease(&etcd, &b, first).expect("recorded");
+        register(&etcd, &b, first).await.expect("b registers");
+        // b's process dies; started again on its data dir.
+        take_over_last_lease(&etcd, &b).await.expect("taken over");
+        let second = etcd.grant_lease(b.lease_ttl).await.expect("a lease");
+        record_lease(&etcd, &b, second).expect("recorded");
+        register(&etcd, &b, second)
+            .await
+            .expect("b registers again");
+        // The same data dir under another name: b's lease is not its own.
+        let c = config("c", b.data_dir.clone());
+        take_over_last_lease(&etcd, &c)
+            .await
+            .expect("nothing to take over");
+        let other = config("b", scratch("takeover-other"));
+        let third = etcd.grant_lease(b.lease_ttl).await.expect("a lease");
+        let refused = register(&etcd, &other, third).await.expect_err("refused");
+        assert!(
+            refused
+                .to_string()
+                .contains("a live node is named \"b\" already"),
+            "{refused:#}"
+        );
+        assert_eq!(etcd.renew_lease(second).await.expect("renewed"), 60);
+    }
+}
