@@ -310,7 +310,7 @@ pub const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "assignd_cluster_etcd_available",
         Kind::Gauge,
         Unit::Count,
-        "1 while the last placement round read etcd, 0 while etcd does not answer (writes are refused as storage_unavailable)",
+        "1 while etcd answered the node's last call (a lease renewal, a placement read, a step-down's revoke or new lease), 0 from the first of them it does not answer (writes are refused as storage_unavailable)",
     ),
     (
         "assignd_cluster_lease_renewals_total",
