@@ -96,3 +96,103 @@ fn a_group_whose_heartbeats_could_not_fit_is_refused_up_front() {
     let (status, answer) = server.call("PUT", "/v1/groups/fits", Some(&config(12)));
     assert_eq!(status, 201, "{answer}");
 }
+
+/// A guest whose answer moves every task of a big group with standbys on
+/// three other members (the `spin-when-told` guest's `shift`): with two
+/// learners at a time (the default `max_learners`), each catch-up asks
+/// for a new target, and each target is the whole group's placement. The
+/// host paces the group's calls by the size of its last target, so in a
+/// window it installs no more than one target per pace (before: one per
+/// round of catch-ups, each a whole placement of 160,000 rows).
+#[test]
+fn a_big_answer_that_moves_every_task_is_installed_at_a_pace() {
+    const TASKS: u64 = 40_000;
+    const INTERVAL_MS: u64 = 500;
+    let server = Server::start(&common::scratch("far"), &[]);
+    let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = server.upload("far", "1.0.0", &bytes);
+    assert_eq!(status, 201, "{module}");
+    let group = "far";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": TASKS}],
+        "assignor": "far@1.0.0",
+        "params": {"standbys": "3"},
+        // Also the time a member has to release a task: generous, for a
+        // debug build's answers of 40,000 tasks.
+        "expansion_timeout_ms": 3_000,
+        "heartbeat_interval_ms": INTERVAL_MS,
+        "session_timeout_ms": 60_000,
+        "registration_timeout_ms": 60_000,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let names = ["w-a", "w-b", "w-c", "w-d", "w-e", "w-f", "w-g", "w-h"];
+    let mut members: Vec<Member> = names
+        .iter()
+        .map(|name| Member::join(&server, group, name))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        for member in members.iter_mut() {
+            member.heartbeat(&server, group);
+        }
+        let (_, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+        if view["state"] == "stable"
+            && members
+                .iter()
+                .all(|m| m.active.len() as u64 == TASKS / 8 && m.revoking.is_empty())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never settled: {}",
+            view["state"]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let target_epoch = |server: &Server| {
+        let (_, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+        view["target_epoch"].as_u64().expect("target_epoch")
+    };
+    // Every task one member further: every active task moves, cold.
+    let binding = json!({"module": "far@1.0.0", "params": {"standbys": "3", "shift": "1"}});
+    let (status, view) = server.call(
+        "PUT",
+        &format!("/v1/groups/{group}/assignor"),
+        Some(&binding),
+    );
+    assert_eq!(status, 200, "{view}");
+    let rows = TASKS * 4; // each task active and on 3 standbys
+    let pace = Duration::from_millis(rows / assignd::protocol::core::TARGET_ROWS_PER_PACE_MS);
+    let first = target_epoch(&server);
+    let window = Instant::now();
+    let mut rounds = 0u64;
+    while window.elapsed() < 2 * pace {
+        rounds += 1;
+        for member in members.iter_mut() {
+            // Learners catch up at once: each beat reports lag 0 on them,
+            // so every round asks for a new target. The others beat now
+            // and then (a debug build answers 20,000 tasks slowly).
+            if !member.learner.is_empty() || !member.revoking.is_empty() || rounds % 8 == 0 {
+                member.heartbeat(&server, group);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = window.elapsed();
+    let installed = target_epoch(&server) - first;
+    // The pace is an upper bound whatever the machine's speed: installs
+    // only come slower on a slow one.
+    // The bind's own target is not paced (a change of config), the
+    // catch-ups' after it are.
+    // One more for a target installed between the clock read and the
+    // epoch read.
+    let most = (elapsed.as_millis() / pace.as_millis()) as u64 + 2;
+    assert!(installed >= 1, "the bind's target was installed");
+    assert!(
+        installed <= most,
+        "{installed} targets in {elapsed:?}, at most {most} at one per {pace:?}"
+    );
+    eprintln!("{installed} targets in {elapsed:?} over {rounds} rounds of heartbeats");
+}

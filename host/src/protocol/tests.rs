@@ -2369,3 +2369,57 @@ fn a_failure_that_comes_back_after_the_group_moved_on_still_shows_and_backs_off(
         ("timeout", 1)
     );
 }
+
+/// A learner's catch-up asks for a new target, but a group's next call
+/// waits for the pace of its last install (one ms per
+/// `TARGET_ROWS_PER_PACE_MS` rows of it): a guest whose every answer moves
+/// many tasks, a few warming up at a time, is asked again only that often.
+#[test]
+fn a_catch_up_after_a_big_target_waits_for_its_pace() {
+    use crate::protocol::core::TARGET_ROWS_PER_PACE_MS;
+    const PARTITIONS: u32 = 12_000;
+    let mut h = Harness::with_config(learner_config(PARTITIONS, 2));
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    members.push(h.join(None));
+    h.at(2_000);
+    h.settle(&mut members);
+    assert_eq!(members[2].learner.len(), 2);
+    let installed_at = h.now;
+    let pace_ms = (u64::from(PARTITIONS) + 2) / TARGET_ROWS_PER_PACE_MS;
+    assert!(pace_ms > 100, "a pace the steps below can see");
+    let targets = h.installed_targets();
+    let learning = members[2].learner.clone();
+    members[2] = h.beat_with_lags(&members[2].clone(), lags_of(&members[2], 0));
+    assert_eq!(h.installed_targets(), targets, "not at once");
+    h.at(installed_at + pace_ms - 1);
+    assert_eq!(h.installed_targets(), targets, "not before the pace");
+    h.at(installed_at + pace_ms);
+    assert_eq!(h.installed_targets(), targets + 1, "at the pace");
+    h.settle(&mut members);
+    assert!(learning.is_subset(&members[2].active));
+}
+
+/// The pace holds back catch-ups only: a member leaving while a paced
+/// batch waits has its tasks placed at once.
+#[test]
+fn a_departure_is_not_held_back_by_the_pace() {
+    const PARTITIONS: u32 = 12_000;
+    let mut h = Harness::with_config(learner_config(PARTITIONS, 2));
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    members.push(h.join(None));
+    h.at(2_000);
+    h.settle(&mut members);
+    let targets = h.installed_targets();
+    members[2] = h.beat_with_lags(&members[2].clone(), lags_of(&members[2], 0));
+    assert_eq!(h.installed_targets(), targets, "the catch-up waits");
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&members[0])
+    })
+    .unwrap();
+    assert_eq!(h.installed_targets(), targets + 1, "the departure does not");
+}

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::Coordinator;
-use super::targets::batch_wait_ms;
+use super::targets::call_due_ms;
 use crate::protocol::group::{Group, Liveness, Millis, Slot, answer_wait_ms};
 
 /// What a deadline is for.
@@ -187,7 +187,7 @@ pub fn group_deadline(group: &Group, liveness: Option<&Liveness>) -> Option<Dead
                 kind: TimerKind::AnswerOverdue,
             });
         }
-        let Some(since) = liveness.pending_since_ms else {
+        let Some(due) = call_due_ms(&group.config, liveness) else {
             return Some(start);
         };
         let retrying = liveness
@@ -195,7 +195,7 @@ pub fn group_deadline(group: &Group, liveness: Option<&Liveness>) -> Option<Dead
             .as_ref()
             .is_some_and(|f| f.consecutive > 0 && !f.served_by_fallback && !liveness.urgent);
         return Some(Deadline {
-            at_ms: since.saturating_add(batch_wait_ms(&group.config, liveness)),
+            at_ms: due,
             kind: if retrying {
                 TimerKind::AssignorRetry
             } else {

@@ -282,10 +282,16 @@ impl Coordinator {
         // old owner's release, or learners about to take tasks over) beats
         // faster, so that it learns of its grant a round trip after the
         // release rather than up to a heartbeat interval later.
-        let in_handoff = !held.revoking.is_empty()
-            || handover.is_some()
-            || !target.learner.is_empty()
-            || !ungranted.is_empty();
+        let moving = !held.revoking.is_empty() || handover.is_some() || !ungranted.is_empty();
+        // A learner's catch-up cannot move it before the group's next call,
+        // which a big target paces: until then a member that only warms up
+        // beats at the group's interval, not every handoff interval with
+        // an answer of every task it holds.
+        let paced = self
+            .liveness(group_name)
+            .and_then(|l| l.paced_until_ms)
+            .is_some_and(|until| until > now.saturating_add(group.config.heartbeat_interval_ms));
+        let in_handoff = moving || (!target.learner.is_empty() && !paced);
         let mut heartbeat_interval_ms = if in_handoff {
             group
                 .config

@@ -34,7 +34,13 @@ impl Coordinator {
             }
         }
         if caught_up {
+            let liveness = self.liveness_mut(group_name);
+            let paced = liveness.pending_since_ms.is_none() || liveness.catch_up_only;
             self.bump_urgently(group_name, now, out);
+            // A batch of catch-ups alone waits for the pace of the last
+            // install (targets.rs); a member's failure or arrival in it
+            // does not.
+            self.liveness_mut(group_name).catch_up_only = paced;
         }
     }
 }

@@ -39,6 +39,7 @@ mod targets;
 mod timers;
 
 pub use config::check_config;
+pub use targets::TARGET_ROWS_PER_PACE_MS;
 pub use deadlines::{Deadline, TimerKind, group_deadline, slot_deadline};
 
 /// Bounds on what a request may carry, checked before anything changes.
@@ -492,7 +493,10 @@ impl Coordinator {
                 epoch,
             },
         );
-        self.liveness_mut(group).pending_since_ms.get_or_insert(now);
+        let liveness = self.liveness_mut(group);
+        liveness.pending_since_ms.get_or_insert(now);
+        // Any change but a catch-up is served without the pace.
+        liveness.catch_up_only = false;
     }
 
     /// [`Coordinator::bump`], and the target is asked for at once, without

@@ -30,8 +30,7 @@ impl Coordinator {
         if liveness.computing_epoch.is_some() {
             return Some(now.saturating_sub(liveness.last_call_ms.unwrap_or(now)));
         }
-        let since = liveness.pending_since_ms?;
-        let due = since.saturating_add(batch_wait_ms(&group.config, liveness));
+        let due = call_due_ms(&group.config, liveness)?;
         Some(due.saturating_sub(now))
     }
 
@@ -48,14 +47,15 @@ impl Coordinator {
         if group.group_epoch == group.target_epoch || liveness.computing_epoch.is_some() {
             return;
         }
-        let Some(since) = liveness.pending_since_ms else {
+        let Some(due) = call_due_ms(&group.config, liveness) else {
             return;
         };
-        if now < since.saturating_add(batch_wait_ms(&group.config, liveness)) {
+        if now < due {
             return;
         }
         liveness.pending_since_ms = None;
         liveness.urgent = false;
+        liveness.catch_up_only = false;
         liveness.last_call_ms = Some(now);
         liveness.computing_epoch = Some(group.group_epoch);
         let (input, slots, tasks) = assignor_input(group, liveness);
@@ -194,6 +194,7 @@ impl Coordinator {
         // A caught-up signal belongs to one warm-up: once the task is no
         // longer a learner of that slot, a later warm-up must signal anew.
         let (group, liveness) = self.entry_mut(group_name);
+        liveness.paced_until_ms = Some(now.saturating_add(pace_ms(group)));
         liveness.caught_up_signalled.retain(|(slot, task)| {
             group
                 .target
@@ -246,6 +247,39 @@ fn record_failure<'a>(
         "assignor failed"
     );
     failures
+}
+
+/// Placements (active, learner and standby rows) of an installed target
+/// per ms that a call for learners' catch-ups alone then waits. Each
+/// install costs the host work under the shard's lock in proportion to
+/// the rows (the answer made safe, the record written and applied, the
+/// members' answers that follow), and a guest may ask for many moves that
+/// warm up a few at a time (`max_learners`), each catch-up asking again:
+/// paced, one group's installs take a bounded share of the host (a target
+/// of 400,000 rows, 100,000 tasks with 3 standbys each, is followed by a
+/// catch-up's call 20 s later at the soonest, as Kafka Streams' probing
+/// rebalances follow warm-ups), a group of a few hundred rows is not
+/// slowed, and a change of members or config is never paced.
+pub const TARGET_ROWS_PER_PACE_MS: u64 = 20;
+
+/// How long the group's next call waits after installing its target.
+fn pace_ms(group: &crate::protocol::group::Group) -> u64 {
+    let rows: usize = group
+        .target
+        .values()
+        .map(|t| t.active.len() + t.learner.len() + t.standby.len())
+        .sum();
+    rows as u64 / TARGET_ROWS_PER_PACE_MS
+}
+
+/// When the group's open batch of changes may go to the assignor: its
+/// wait ([`batch_wait_ms`]) from its start, and a batch of catch-ups alone
+/// not before the pace of the last install; `None` with no batch open.
+pub(super) fn call_due_ms(config: &GroupConfig, liveness: &Liveness) -> Option<Millis> {
+    let since = liveness.pending_since_ms?;
+    let due = since.saturating_add(batch_wait_ms(config, liveness));
+    let paced = liveness.paced_until_ms.filter(|_| liveness.catch_up_only);
+    Some(due.max(paced.unwrap_or(0)))
 }
 
 /// How long a batch of changes waits before the assignor is asked: the

@@ -62,6 +62,14 @@ pub struct Liveness {
     /// The next call skips the expansion wait (a learner caught up, a drain
     /// began, a member departed).
     pub urgent: bool,
+    /// A call for a batch of learners' catch-ups alone waits until then:
+    /// set from the size of the target just installed, so that a big group
+    /// whose every catch-up asks for a new target installs one only now and
+    /// then (`TARGET_ROWS_PER_PACE_MS` in the core).
+    pub paced_until_ms: Option<Millis>,
+    /// The open batch holds learners' catch-ups and nothing else, so it
+    /// waits for [`Liveness::paced_until_ms`].
+    pub catch_up_only: bool,
     /// The group's assignor failures since this host started (none if its
     /// assignor never failed): transient, not in the log.
     pub failures: Option<AssignorFailures>,

@@ -22,7 +22,11 @@
 //!   past the last member, which the host's validation refuses;
 //! - `standbys=N`: the round-robin answer plus, for each task, standbys on
 //!   the `N` subscribers after its owner (as many as there are): a valid
-//!   answer of any size, for the host's cap on rows per task.
+//!   answer of any size, for the host's cap on rows per task;
+//! - `shift=K`: each topic's partition `p` on the `(p + K) mod n`-th
+//!   subscriber instead (and its standbys after that one): bound in place
+//!   of a round-robin, an answer that moves every task, every time it is
+//!   asked until the moves are done.
 //!
 //! It exists so the host's end-to-end tests and benchmarks
 //! (host/benches/hostile_guests.sh) can bind a group to a guest that goes
@@ -56,7 +60,8 @@ impl Assignor for SpinWhenTold {
             "test guest: round-robin; an endless loop with spin=yes, a panic with trap=yes, \
              endless recursion with recurse=yes, endless allocation with hog=yes, a 4 GiB \
              memory.grow with grow=yes, endless log lines of line_mib MiB with log_flood=yes, \
-             an invalid answer with invalid=yes, N standbys per task with standbys=N",
+             an invalid answer with invalid=yes, N standbys per task with standbys=N, \
+             each partition K subscribers further with shift=K",
         )
     }
 
@@ -87,7 +92,8 @@ impl Assignor for SpinWhenTold {
             log_flood(usize::try_from(mib << 20).unwrap_or(usize::MAX));
         }
         let standbys = input.param_u64("standbys", 0)? as usize;
-        let mut out = round_robin(input, standbys);
+        let shift = input.param_u64("shift", 0)? as usize;
+        let mut out = round_robin(input, standbys, shift);
         if told("invalid")
             && let Some(owner) = out.active_owner.first_mut()
         {
@@ -104,10 +110,10 @@ fn subscribers(input: &GroupInput, topic: usize) -> Vec<u32> {
         .collect()
 }
 
-/// Each topic's partition `p` on the `p mod n`-th of its `n` subscribers,
-/// with standbys on the `standbys` subscribers after it (as many as there
-/// are).
-fn round_robin(input: &GroupInput, standbys: usize) -> Assignment {
+/// Each topic's partition `p` on the `(p + shift) mod n`-th of its `n`
+/// subscribers, with standbys on the `standbys` subscribers after it (as
+/// many as there are).
+fn round_robin(input: &GroupInput, standbys: usize, shift: usize) -> Assignment {
     let mut out = Assignment {
         active_owner: vec![NO_MEMBER; input.task_count()],
         ..Assignment::default()
@@ -124,10 +130,11 @@ fn round_robin(input: &GroupInput, standbys: usize) -> Assignment {
         }
         for p in 0..input.topics[topic].partitions as usize {
             let task = offset + p as u32;
-            out.active_owner[task as usize] = subscribers[p % subscribers.len()];
+            let first = p + shift % subscribers.len();
+            out.active_owner[task as usize] = subscribers[first % subscribers.len()];
             for k in 1..=standbys.min(subscribers.len() - 1) {
                 out.standbys
-                    .push(task, subscribers[(p + k) % subscribers.len()]);
+                    .push(task, subscribers[(first + k) % subscribers.len()]);
             }
         }
     }
