@@ -237,29 +237,38 @@ pub fn log_level(status: StatusCode, code: &str) -> LogLevel {
     }
 }
 
+/// The refusals of one [`LogLevel::Warn`] code: when one was last logged,
+/// and how many came since.
+#[derive(Clone, Copy)]
+struct Refusals {
+    logged: Option<std::time::Instant>,
+    unlogged: u64,
+}
+
 /// Logs one refusal of `code` at WARN unless one was logged less than
-/// [`REFUSED_LOG_INTERVAL_MS`] ago; the line counts the refusals since.
+/// [`REFUSED_LOG_INTERVAL_MS`](super::server::REFUSED_LOG_INTERVAL_MS)
+/// ago; the line counts the refusals since.
 fn warn_rate_limited(code: &'static str, error: &ApiError) {
-    use std::collections::HashMap;
+    use std::collections::BTreeMap;
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
     use super::server::REFUSED_LOG_INTERVAL_MS;
 
-    static LOGGED: Mutex<Option<HashMap<&'static str, (Option<Instant>, u64)>>> = Mutex::new(None);
-    let mut logged = LOGGED
+    static REFUSED: Mutex<BTreeMap<&'static str, Refusals>> = Mutex::new(BTreeMap::new());
+    let mut refused = REFUSED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let (at, unlogged) = logged
-        .get_or_insert_with(HashMap::new)
-        .entry(code)
-        .or_insert((None, 0));
-    *unlogged += 1;
-    let due = at.is_none_or(|at| at.elapsed() >= Duration::from_millis(REFUSED_LOG_INTERVAL_MS));
-    if due {
-        tracing::warn!(error = %error, code, refused = *unlogged, "requests refused");
-        *at = Some(Instant::now());
-        *unlogged = 0;
+    let refusals = refused.entry(code).or_insert(Refusals {
+        logged: None,
+        unlogged: 0,
+    });
+    refusals.unlogged += 1;
+    let interval = Duration::from_millis(REFUSED_LOG_INTERVAL_MS);
+    if refusals.logged.is_none_or(|at| at.elapsed() >= interval) {
+        tracing::warn!(error = %error, code, refused = refusals.unlogged, "requests refused");
+        refusals.logged = Some(Instant::now());
+        refusals.unlogged = 0;
     } else {
         tracing::debug!(error = %error, code, "request refused");
     }
