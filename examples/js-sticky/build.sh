@@ -33,7 +33,7 @@ if ! "$CJS" sticky.js \
   rm -f target/js-sticky.wasm.tmp
   why=$(grep -m1 -E '^(\w*Error|error)' target/componentize.log || tail -n1 target/componentize.log)
   # The first error line may be a summary; keep the cause it wraps.
-  cause=$(grep -m1 -iE 'no such file|not found|caused by' target/componentize.log || true)
+  cause=$(sed -n -E '/no such file|not found|os error|denied/I{s/^[[:space:]]*([0-9]+:[[:space:]]*)?//;p;q}' target/componentize.log)
   if [ -n "$cause" ] && [[ "$why" != *"$cause"* ]]; then why="$why: $cause"; fi
   die "componentize-js failed: ${why:-no output} (full output: target/componentize.log)"
 fi

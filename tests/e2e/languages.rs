@@ -615,3 +615,68 @@ fn the_js_build_outside_the_clone_names_the_missing_wit_and_its_variable() {
         }
     }
 }
+
+/// The JavaScript build, with a stand-in for componentize-js, hands it
+/// `ASSIGND_WIT` and, when it fails, keeps the cause its error wraps
+/// ("No such file or directory") in its one line.
+#[test]
+fn the_js_build_passes_the_wit_on_and_keeps_the_cause_of_a_failure() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = common::scratch("js-build-stand-in");
+    let bin = dir.join("node_modules/.bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let example = common::workspace_root().join("examples/js-sticky");
+    for file in ["build.sh", "sticky.js", "package.json", "package-lock.json"] {
+        std::fs::copy(example.join(file), dir.join(file)).unwrap();
+    }
+    // Newer than the lockfile: build.sh runs no `npm ci`.
+    std::fs::write(dir.join("node_modules/.package-lock.json"), "{}").unwrap();
+    let stand_in = bin.join("componentize-js");
+    std::fs::write(
+        &stand_in,
+        "#!/usr/bin/env bash\n\
+         echo \"args: $*\" >&2\n\
+         if [ -n \"${FAIL:-}\" ]; then\n\
+           echo 'Error: failed to parse the WIT package' >&2\n\
+           echo 'Caused by:' >&2\n\
+           echo '    0: reading deps/types.wit: No such file or directory (os error 2)' >&2\n\
+           exit 1\n\
+         fi\n\
+         while [ $# -gt 0 ]; do [ \"$1\" = --out ] && echo wasm > \"$2\"; shift; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wit = common::workspace_root().join("guest-sdk/wit");
+
+    let output = Command::new("bash")
+        .arg(dir.join("build.sh"))
+        .env("ASSIGND_WIT", &wit)
+        .output()
+        .expect("bash");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let log = std::fs::read_to_string(dir.join("target/componentize.log")).unwrap();
+    assert!(
+        log.contains(&format!("--wit {} ", wit.display())),
+        "componentize-js got ASSIGND_WIT: {log}"
+    );
+    assert!(dir.join("target/js-sticky.wasm").exists());
+
+    let output = Command::new("bash")
+        .arg(dir.join("build.sh"))
+        .env("ASSIGND_WIT", &wit)
+        .env("FAIL", "1")
+        .output()
+        .expect("bash");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    for said in [
+        "componentize-js failed: Error: failed to parse the WIT package",
+        "No such file or directory",
+    ] {
+        assert!(lines[0].contains(said), "{said}: {stderr}");
+    }
+}
