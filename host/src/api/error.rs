@@ -558,3 +558,67 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
         Ok(ApiPath(value))
     }
 }
+
+#[cfg(test)]
+mod log_level_tests {
+    use super::*;
+
+    #[test]
+    fn only_what_needs_a_person_is_an_error() {
+        let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+        for code in [
+            "shard_unavailable",
+            "coordinator_unreachable",
+            "storage_unavailable",
+            "too_many_connections",
+        ] {
+            assert_eq!(log_level(unavailable, code), LogLevel::Debug, "{code}");
+        }
+        assert_eq!(log_level(unavailable, "compile_busy"), LogLevel::Warn);
+        for code in [
+            "storage_failed",
+            "shard_load_failed",
+            "a_code_not_known_yet",
+        ] {
+            assert_eq!(log_level(unavailable, code), LogLevel::Error, "{code}");
+        }
+        assert_eq!(
+            log_level(StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            LogLevel::Error
+        );
+        for (status, code) in [
+            (StatusCode::BAD_REQUEST, "invalid_json"),
+            (StatusCode::CONFLICT, "fenced"),
+            (StatusCode::TOO_MANY_REQUESTS, "join_rate_limited"),
+        ] {
+            assert_eq!(log_level(status, code), LogLevel::Debug, "{code}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_by_design_answers_its_own_message_and_a_failure_hides_its_details() {
+        let busy = ApiError::Runtime(RuntimeError::Registry(RegistryError::Invalid(
+            crate::plugins::PluginError::CompileBusy { running: 2 },
+        )));
+        let message = error_message(busy.into_response());
+        assert!(message.contains("being compiled already"), "{message}");
+        let internal = ApiError::Runtime(RuntimeError::Internal("a secret detail"));
+        let message = error_message(internal.into_response());
+        assert_eq!(message, "internal error; see the server log");
+    }
+
+    fn error_message(response: Response) -> String {
+        let body = body_bytes(response);
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        value["error"]["message"].as_str().unwrap().to_owned()
+    }
+
+    fn body_bytes(response: Response) -> Vec<u8> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(axum::body::to_bytes(response.into_body(), usize::MAX))
+            .unwrap()
+            .to_vec()
+    }
+}
