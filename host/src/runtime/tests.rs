@@ -243,3 +243,141 @@ fn health_and_routing_are_answered_while_a_shard_is_locked() {
         (false, false, true)
     );
 }
+
+/// Holds every persist of a batch with a record of group `held` until
+/// opened; lets the others through.
+struct HoldGroup {
+    held: &'static str,
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+impl super::RecordSink for HoldGroup {
+    fn persist(&self, records: &[crate::protocol::group::Record]) -> anyhow::Result<()> {
+        if records.iter().any(|r| r.group() == self.held) {
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.opened.wait(open).unwrap();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HoldGroup {
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+}
+
+/// Opens the sink when dropped, so that a failing test does not hang on
+/// the persistence thread.
+struct OpenOnDrop(Arc<HoldGroup>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
+/// Heartbeats as the member of `response` holding what it was given.
+fn beat(group: &str, response: &crate::protocol::core::HeartbeatResponse) -> Heartbeat {
+    Heartbeat {
+        member_id: response.member_id.clone(),
+        member_epoch: i64::try_from(response.member_epoch).unwrap(),
+        topics: None,
+        owned: Some(response.active.iter().cloned().collect()),
+        ..Heartbeat::join(group, None, vec![])
+    }
+}
+
+/// Regression: a step that wrote nothing waited for every write queued on
+/// its shard before it, so a steady member's heartbeat waited as long as
+/// a config write of another group of the shard was in flight (etcd
+/// electing a leader: seconds, past members' leases). It waits only for
+/// its own group's writes, whose state its answer may show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steady_heartbeat_does_not_wait_for_another_groups_write() {
+    let sink = Arc::new(HoldGroup {
+        held: "slow",
+        open: std::sync::Mutex::new(false),
+        opened: std::sync::Condvar::new(),
+    });
+    let runtime = Runtime::new(config(), Clock::monotonic(), sink.clone(), engine());
+    let _open = OpenOnDrop(sink.clone());
+    runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
+    let quick: GroupConfig = serde_json::from_value(serde_json::json!({
+        "topics": [{"name": "t", "partitions": 2}],
+        "expansion_timeout_ms": 100,
+    }))
+    .unwrap();
+    runtime
+        .configure("fast", quick, MemberTokenChange::Keep)
+        .await
+        .unwrap();
+    let mut answer = runtime
+        .heartbeat(&Heartbeat::join("fast", None, vec!["t".into()]), None)
+        .await
+        .unwrap();
+    // Until the member holds both tasks at a settled epoch.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let next = runtime
+            .heartbeat(&beat("fast", &answer), None)
+            .await
+            .unwrap();
+        let settled = next.active.len() == 2 && next.member_epoch == answer.member_epoch;
+        answer = next;
+        if settled {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the member never settled: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let writing = runtime.clone();
+    let write = tokio::spawn(async move {
+        writing
+            .configure("slow", group_config(), MemberTokenChange::Keep)
+            .await
+    });
+    // Until the write is applied and queued (the group is in the core).
+    let applied = || {
+        let state = runtime.shards[0].state.lock().unwrap();
+        state.as_ref().unwrap().core.group("slow").is_some()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !applied() {
+        assert!(Instant::now() < deadline, "the write was never applied");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A bound on a wait that must not happen at all: before the fix the
+    // answer came only once the write was durable, below.
+    let steady = tokio::time::timeout(
+        Duration::from_secs(10),
+        runtime.heartbeat(&beat("fast", &answer), None),
+    )
+    .await
+    .expect("answered while another group's write is in flight")
+    .unwrap();
+    assert_eq!(steady.active, answer.active);
+    // The written group's own view waits for its write.
+    let own = runtime.clone();
+    let view = tokio::spawn(async move {
+        own.read("slow", |core, _| core.group("slow").is_some())
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !view.is_finished(),
+        "the written group's view waits for the write"
+    );
+    sink.open();
+    assert!(write.await.unwrap().unwrap(), "the group was created");
+    assert!(view.await.unwrap().unwrap());
+    runtime.stop_timers();
+}
