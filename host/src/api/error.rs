@@ -221,13 +221,12 @@ pub enum LogLevel {
 /// The one place that decides how loudly an answer is logged. ERROR is
 /// kept for what needs a person, so an alert on ERROR does not fire on a
 /// takeover, an etcd outage (logged once by the node) or a limit doing
-/// its job. A server error this does not know is an ERROR.
+/// its job. A server error this does not know is an ERROR. (A connection
+/// past the cap never reaches the router: the accept loop answers it and
+/// logs a rate-limited WARN, [`super::server`].)
 pub fn log_level(status: StatusCode, code: &str) -> LogLevel {
     match code {
-        "shard_unavailable"
-        | "coordinator_unreachable"
-        | "storage_unavailable"
-        | "too_many_connections" => LogLevel::Debug,
+        "shard_unavailable" | "coordinator_unreachable" | "storage_unavailable" => LogLevel::Debug,
         "compile_busy"
         | "groups_max_reached"
         | "modules_max_reached"
@@ -570,7 +569,6 @@ mod log_level_tests {
             "shard_unavailable",
             "coordinator_unreachable",
             "storage_unavailable",
-            "too_many_connections",
         ] {
             assert_eq!(log_level(unavailable, code), LogLevel::Debug, "{code}");
         }
