@@ -218,12 +218,16 @@ pub(super) fn safe_target(
     }
     // A copy is pointless where the task is active, and a standby where a
     // learner already warms up.
-    for t in target.values_mut() {
-        let active = t.active.clone();
-        t.learner.retain(|task| !active.contains(task));
-        let learner = t.learner.clone();
-        t.standby
-            .retain(|task| !active.contains(task) && !learner.contains(task));
+    // Borrowed field by field: no copy of a slot's tasks, which showed in
+    // the profile of a big group's installs.
+    for SlotTarget {
+        active,
+        learner,
+        standby,
+    } in target.values_mut()
+    {
+        learner.retain(|task| !active.contains(task));
+        standby.retain(|task| !active.contains(task) && !learner.contains(task));
     }
     target
 }
