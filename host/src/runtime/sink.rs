@@ -153,10 +153,15 @@ impl Durable {
                 if *durable.borrow_and_update() >= batch {
                     return Ok(());
                 }
-                // A failure before batch `batch` was durable: it never
-                // will be (every batch after a failure fails).
+                // A failure: batch `batch` is durable now or never (every
+                // batch after a failure fails). The count is read again:
+                // the thread sends it before a later persist can fail.
                 if let Some(failure) = failed.get() {
-                    return Err(failure.clone());
+                    return if *durable.borrow() >= batch {
+                        Ok(())
+                    } else {
+                        Err(failure.clone())
+                    };
                 }
                 if durable.changed().await.is_err() {
                     return if *durable.borrow() >= batch {
