@@ -188,7 +188,8 @@ fn a_big_answer_that_moves_every_task_is_installed_at_a_pace() {
             // Learners catch up at once: each beat reports lag 0 on them,
             // so every round asks for a new target. The others beat now
             // and then (a debug build answers 20,000 tasks slowly).
-            if !member.learner.is_empty() || !member.revoking.is_empty() || rounds % 8 == 0 {
+            if !member.learner.is_empty() || !member.revoking.is_empty() || rounds.is_multiple_of(8)
+            {
                 member.heartbeat(&server, group);
             }
         }
