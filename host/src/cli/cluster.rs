@@ -33,7 +33,8 @@ struct FeaturesArgs {
     #[arg(long, value_name = "PREFIX", default_value = "/assignd/")]
     etcd_prefix: String,
     /// Raise the level to VERSION: refused below the level (a level is
-    /// never lowered) and past what any live node reads or writes. The
+    /// never lowered), past what any live node reads or writes, and with
+    /// no node live. The
     /// nodes raise it by themselves once every live node reads a higher
     /// version; this does it at once.
     #[arg(long, value_name = "VERSION", requires = "admin_token")]

@@ -88,6 +88,13 @@ impl ClusterFeatures {
 
     /// Why the level cannot be set to `to`, if it cannot.
     pub fn refuse(&self, to: u8) -> Option<String> {
+        if self.nodes.is_empty() && to != self.format_version {
+            // Nothing to check it against: a level above what the nodes
+            // to come read would shut every one of them out, for good.
+            return Some(
+                "no node is live: a level is set only against the nodes that will write it".into(),
+            );
+        }
         if to < self.format_version {
             return Some(format!(
                 "the cluster writes format version {} already, and a level is never lowered: records of it may be stored",

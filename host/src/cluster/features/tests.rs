@@ -163,4 +163,18 @@ fn no_level_is_safe_when_the_nodes_write_ranges_do_not_meet() {
         Some(5)
     );
     assert_eq!(cluster(vec![]).highest_safe(), None);
+    // With no node live, no level is set by hand: nothing says who reads it.
+    assert!(
+        cluster(vec![])
+            .refuse(5)
+            .unwrap()
+            .contains("no node is live")
+    );
+    assert_eq!(cluster(vec![node(6, 4, 6)]).refuse(6), None);
+    assert!(
+        cluster(vec![node(6, 4, 6)])
+            .refuse(7)
+            .unwrap()
+            .contains("node n0")
+    );
 }
