@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcdv3client::EtcdClient;
 use etcdv3client::ErrKind;
+use etcdv3client::EtcdClient;
 use etcdv3client::pb::{self, compare, request_op};
 
 /// How cluster mode reaches etcd.
@@ -87,6 +87,11 @@ pub enum StoreError {
     /// What etcd holds is not what this version wrote.
     #[error("the cluster's state in etcd is corrupt: {0}")]
     Corrupt(String),
+    /// What etcd holds was written whole by an assignd this one cannot
+    /// read (a newer record format version, an unknown record type): not
+    /// damage, and never to be cut or misread.
+    #[error("this assignd cannot read the cluster's state in etcd: {0}")]
+    Unreadable(String),
     /// etcd answered that it knows no such lease: the lease expired (or
     /// was revoked). etcd is available; every key put under the lease is
     /// gone.

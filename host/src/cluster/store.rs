@@ -333,6 +333,11 @@ pub(crate) fn decode_batch(
                 out.push(record);
                 bytes = &bytes[frame_bytes..];
             }
+            Decoded::Unreadable { reason, .. } => {
+                return Err(StoreError::Unreadable(format!(
+                    "shard {shard}: the batch at chunk {index}: {reason}"
+                )));
+            }
             other => {
                 return Err(StoreError::Corrupt(format!(
                     "shard {shard}: the batch at chunk {index} does not decode: {other:?}"

@@ -142,6 +142,17 @@ pub enum RuntimeError {
     Internal(&'static str),
 }
 
+impl RuntimeError {
+    /// The storage does not answer, or the shard is moving or being loaded
+    /// again because of it: an outage that ends by itself, not a fault.
+    pub fn is_storage_outage(&self) -> bool {
+        matches!(
+            self,
+            RuntimeError::StorageUnavailable(_) | RuntimeError::ShardNotServed { .. }
+        )
+    }
+}
+
 impl From<PersistError> for RuntimeError {
     fn from(error: PersistError) -> Self {
         if error.unavailable {
@@ -1223,8 +1234,14 @@ impl Runtime {
                     Ok(()) => failing = false,
                     Err(RuntimeError::ShardNotServed { .. }) => return,
                     Err(error) if !failing => {
-                        // Logged once per run of failures, not every tick.
-                        tracing::error!(shard = shard.id, %error, "tick failed");
+                        // Logged once per run of failures, not every tick;
+                        // an outage of the storage is reported where it is
+                        // seen and ends by itself.
+                        if error.is_storage_outage() {
+                            tracing::warn!(shard = shard.id, %error, "tick failed");
+                        } else {
+                            tracing::error!(shard = shard.id, %error, "tick failed");
+                        }
                         failing = true;
                     }
                     Err(_) => {}

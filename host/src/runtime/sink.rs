@@ -296,6 +296,18 @@ impl Drop for RecordQueue {
     }
 }
 
+/// A storage that does not answer (etcd without a quorum) is an outage
+/// the node reports where it sees it and recovers from by itself: the
+/// shard is loaded again once etcd answers, so it is a WARN. Any other
+/// failure (a disk error, a refusal of the write) needs a person.
+fn log_persist_failure(failure: &PersistError, records: usize) {
+    if failure.unavailable {
+        tracing::warn!(error = %failure.message, records, "persisting records failed: the storage does not answer; this shard refuses requests until it is loaded again");
+    } else {
+        tracing::error!(error = %failure.message, records, "persisting records failed; this shard refuses every request from now on");
+    }
+}
+
 fn persist_loop(
     sink: &dyn RecordSink,
     receiver: &mpsc::Receiver<Batch>,
@@ -321,7 +333,7 @@ fn persist_loop(
         } else {
             sink.persist(&records).map_err(|e| {
                 let failure = PersistError::of(&e);
-                tracing::error!(error = %failure.message, records = records.len(), unavailable = failure.unavailable, "persisting records failed; refusing every request from now on");
+                log_persist_failure(&failure, records.len());
                 failed.get_or_init(|| failure).clone()
             })
         };
