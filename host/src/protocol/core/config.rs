@@ -187,6 +187,24 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     Ok(())
 }
 
+/// Refuses a config that brings in a name the name rule refuses: a topic,
+/// a param key (the assignor's `info()` lists its params by it; a value
+/// is the assignor's to read, and may be any text), the assignor and its
+/// fallback.
+fn check_names(config: &GroupConfig) -> Result<(), ProtocolError> {
+    for topic in &config.topics {
+        refuse_invisible("topic name", &topic.name)?;
+    }
+    for key in config.params.keys() {
+        refuse_invisible("param key", key)?;
+    }
+    refuse_invisible("assignor", &config.assignor)?;
+    if let Some(fallback) = &config.fallback_assignor {
+        refuse_invisible("fallback_assignor", fallback)?;
+    }
+    Ok(())
+}
+
 /// Refuses a group whose members' heartbeats could be past the host's
 /// body limit: a member holding every task, scattered so that no ranges
 /// form, with a lag on each, would be answered 413 on every beat and the
@@ -236,22 +254,4 @@ mod tests {
         assert!(message.contains("heartbeat body limit"), "{message}");
         assert!(core.group("h").is_none());
     }
-}
-
-/// Refuses a config that brings in a name the name rule refuses: a topic,
-/// a param key (the assignor's `info()` lists its params by it; a value
-/// is the assignor's to read, and may be any text), the assignor and its
-/// fallback.
-fn check_names(config: &GroupConfig) -> Result<(), ProtocolError> {
-    for topic in &config.topics {
-        refuse_invisible("topic name", &topic.name)?;
-    }
-    for key in config.params.keys() {
-        refuse_invisible("param key", key)?;
-    }
-    refuse_invisible("assignor", &config.assignor)?;
-    if let Some(fallback) = &config.fallback_assignor {
-        refuse_invisible("fallback_assignor", fallback)?;
-    }
-    Ok(())
 }
