@@ -57,6 +57,13 @@ pub enum ApiError {
     /// A bearer token that is not the one required.
     #[error("{0}")]
     Forbidden(&'static str),
+    /// A heartbeat body past the ordinary limit while the host reads as
+    /// many as it may at once ([`super::large_bodies`]).
+    #[error(
+        "the host is reading as many large heartbeat bodies as it may at once ({} bytes in all); retry shortly",
+        super::large_bodies::LARGE_BODIES_BYTES_MAX
+    )]
+    LargeBodiesBusy,
     /// The request body did not arrive within the body-read timeout.
     #[error(transparent)]
     BodyTimeout(#[from] super::server::BodyTimeout),
@@ -172,6 +179,7 @@ impl ApiError {
             ApiError::CoordinatorUnreachable { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "coordinator_unreachable")
             }
+            ApiError::LargeBodiesBusy => (StatusCode::SERVICE_UNAVAILABLE, "too_many_large_bodies"),
         }
     }
 }
@@ -230,7 +238,8 @@ pub fn log_level(status: StatusCode, code: &str) -> LogLevel {
         "compile_busy"
         | "groups_max_reached"
         | "modules_max_reached"
-        | "module_bytes_max_reached" => LogLevel::Warn,
+        | "module_bytes_max_reached"
+        | "too_many_large_bodies" => LogLevel::Warn,
         _ if status.is_server_error() => LogLevel::Error,
         _ => LogLevel::Debug,
     }
@@ -327,7 +336,8 @@ impl IntoResponse for ApiError {
             ApiError::Runtime(
                 RuntimeError::ShardNotServed { .. } | RuntimeError::StorageUnavailable(_),
             )
-            | ApiError::CoordinatorUnreachable { .. } => {
+            | ApiError::CoordinatorUnreachable { .. }
+            | ApiError::LargeBodiesBusy => {
                 // A shard is unserved while it loads, unloads or moves:
                 // briefly. The storage's outage may last, and the caller
                 // asks again anyway.

@@ -49,7 +49,7 @@ use crate::runtime::Runtime;
         (status = 408, description = "`request_timeout`: the body did not arrive within the body-read timeout", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 429, description = "`join_rate_limited`: a join that would add a member to a group without a member token, past the group's join rate; retry after `Retry-After` seconds", body = ErrorBody),
-        (status = 503, description = "`storage_failed`; `storage_unavailable` (cluster mode: etcd does not answer; keep the tasks while the lease runs and retry after `Retry-After`); `shard_unavailable`, `coordinator_unreachable` (cluster mode: the group's shard is between nodes; retry after `Retry-After`)", body = ErrorBody),
+        (status = 503, description = "`storage_failed`; `storage_unavailable` (cluster mode: etcd does not answer; keep the tasks while the lease runs and retry after `Retry-After`); `shard_unavailable`, `coordinator_unreachable` (cluster mode: the group's shard is between nodes; retry after `Retry-After`); `too_many_large_bodies` (a body past 1 MiB while the host reads as many large bodies as it may at once, 256 MiB in all; retry after `Retry-After`)", body = ErrorBody),
     )
 )]
 pub async fn heartbeat(

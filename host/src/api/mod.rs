@@ -14,6 +14,7 @@ mod assignors;
 pub mod auth;
 mod error;
 mod groups;
+mod large_bodies;
 mod members;
 mod metrics;
 mod preview;
@@ -41,10 +42,6 @@ use utoipa_axum::routes;
 
 pub use auth::AdminToken;
 pub use error::{ApiError, BODY_LEN_MAX_BYTES, protocol_status};
-
-/// The heartbeat route's body limit (every other route's is
-/// [`BODY_LEN_MAX_BYTES`]); see [`assignd_wire::HEARTBEAT_BODY_LEN_MAX_BYTES`].
-const HEARTBEAT_BODY_LEN_MAX_BYTES: usize = assignd_wire::HEARTBEAT_BODY_LEN_MAX_BYTES as usize;
 
 use crate::runtime::Runtime;
 use wire::{ErrorBody, Health};
@@ -102,10 +99,14 @@ fn admin_routes() -> OpenApiRouter<Arc<Runtime>> {
 /// the health check.
 fn open_routes() -> OpenApiRouter<Arc<Runtime>> {
     // The heartbeat's own body limit, past the other routes': a member of
-    // the largest group the host accepts reports every task it holds.
+    // the largest group the host accepts reports every task it holds,
+    // within one budget of such bodies for the whole host.
     let heartbeat = OpenApiRouter::new()
         .routes(routes!(members::heartbeat))
-        .layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LEN_MAX_BYTES));
+        .route_layer(axum::middleware::from_fn_with_state(
+            large_bodies::LargeBodies::default(),
+            large_bodies::admit,
+        ));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(heartbeat)
         .routes(routes!(routing::coordinator))
