@@ -39,8 +39,8 @@ mod targets;
 mod timers;
 
 pub use config::check_config;
-pub use targets::TARGET_ROWS_PER_PACE_MS;
 pub use deadlines::{Deadline, TimerKind, group_deadline, slot_deadline};
+pub use targets::TARGET_ROWS_PER_PACE_MS;
 
 /// Bounds on what a request may carry, checked before anything changes.
 pub const GROUP_NAME_LEN_MAX: usize = 255;
