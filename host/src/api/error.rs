@@ -58,7 +58,7 @@ pub enum ApiError {
     #[error("{0}")]
     Forbidden(&'static str),
     /// A heartbeat body past the ordinary limit while the host reads as
-    /// many as it may at once ([`super::large_bodies`]).
+    /// many as it may at once (`api/large_bodies.rs`).
     #[error(
         "the host is reading as many large heartbeat bodies as it may at once ({} bytes in all); retry shortly",
         super::large_bodies::LARGE_BODIES_BYTES_MAX
