@@ -8,12 +8,12 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::Server;
+use common::members::Members;
 use serde_json::{Value, json};
 
 const SHARDS: u64 = 8;
@@ -87,139 +87,6 @@ fn leader(endpoints: &[String]) -> usize {
     }
 }
 
-/// What one member saw.
-#[derive(Default)]
-struct Seen {
-    held: BTreeSet<String>,
-    /// Losses (the lease ran out), fencings, replacements.
-    trouble: Vec<String>,
-    /// Answered heartbeats: when each ended, and how long it took.
-    answered: Vec<(Instant, Duration)>,
-}
-
-struct Observed(Arc<Mutex<Seen>>);
-
-impl assignd_client::HeartbeatObserver for Observed {
-    fn heartbeat(&self, latency: Duration, result: Result<(), &assignd_client::ClientError>) {
-        if result.is_ok() {
-            let mut seen = self.0.lock().unwrap();
-            seen.answered.push((Instant::now(), latency));
-        }
-    }
-}
-
-/// Members of the client library, two per group, each keeping what it saw.
-struct Members {
-    _runtime: tokio::runtime::Runtime,
-    _handles: Vec<assignd_client::MemberHandle>,
-    seen: Vec<Arc<Mutex<Seen>>>,
-}
-
-impl Members {
-    fn start(bootstrap: &str) -> Members {
-        use assignd_client::{Event, Member, MemberConfig, NoLags};
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let mut seen = Vec::new();
-        let mut handles = Vec::new();
-        for group in GROUPS {
-            for worker in WORKERS {
-                let state = Arc::new(Mutex::new(Seen::default()));
-                let config = MemberConfig::new(bootstrap, group, ["orders"]).with_name(worker);
-                let observer = Arc::new(Observed(state.clone()));
-                let (handle, mut events) = runtime.block_on(async {
-                    Member::start_observed(config, NoLags, observer).expect("a valid config")
-                });
-                let pump = state.clone();
-                runtime.spawn(async move {
-                    while let Some(event) = events.recv().await {
-                        let mut seen = pump.lock().unwrap();
-                        match event {
-                            Event::Assigned(tasks) | Event::Promoted(tasks) => {
-                                seen.held.extend(tasks.iter().map(ToString::to_string));
-                            }
-                            Event::Revoked { tasks, ack } => {
-                                for task in &tasks {
-                                    seen.held.remove(&task.to_string());
-                                }
-                                ack.ack();
-                            }
-                            Event::Lost(tasks) => {
-                                seen.trouble.push(format!("lost {tasks:?}"));
-                                seen.held.clear();
-                            }
-                            Event::Fenced { .. } | Event::Replaced { .. } => {
-                                seen.trouble.push(format!("{event:?}"));
-                            }
-                            _ => {}
-                        }
-                    }
-                });
-                seen.push(state);
-                handles.push(handle);
-            }
-        }
-        Members {
-            _runtime: runtime,
-            _handles: handles,
-            seen,
-        }
-    }
-
-    /// Waits until every member holds two tasks of its group's four.
-    fn wait_settled(&self) {
-        let deadline = Instant::now() + SETTLE_WITHIN;
-        while !self.seen.iter().all(|s| s.lock().unwrap().held.len() == 2) {
-            assert!(Instant::now() < deadline, "the members never settled");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn holdings(&self) -> Vec<BTreeSet<String>> {
-        self.seen
-            .iter()
-            .map(|s| s.lock().unwrap().held.clone())
-            .collect()
-    }
-
-    fn trouble(&self) -> Vec<String> {
-        self.seen
-            .iter()
-            .flat_map(|s| s.lock().unwrap().trouble.clone())
-            .collect()
-    }
-
-    /// Whether every member was answered after `since`.
-    fn all_answered_after(&self, since: Instant) -> bool {
-        self.seen.iter().all(|s| {
-            s.lock()
-                .unwrap()
-                .answered
-                .last()
-                .is_some_and(|&(at, _)| at > since)
-        })
-    }
-
-    /// The longest heartbeat that ended after `since`.
-    fn longest_heartbeat_after(&self, since: Instant) -> Duration {
-        self.seen
-            .iter()
-            .flat_map(|s| {
-                let seen = s.lock().unwrap();
-                seen.answered
-                    .iter()
-                    .filter(|&&(at, _)| at > since)
-                    .map(|&(_, took)| took)
-                    .collect::<Vec<_>>()
-            })
-            .max()
-            .unwrap_or_default()
-    }
-}
-
 /// A config write: when it started, how long it took, its status and
 /// answer.
 struct Written {
@@ -290,8 +157,9 @@ fn a_killed_etcd_leader_costs_no_member_its_lease_and_every_write_lands() {
         );
         assert_eq!(status, 201, "{group}: {body}");
     }
-    let members = Members::start(&format!("{},{}", a.base, b.base));
-    members.wait_settled();
+    let members = Members::start(&format!("{},{}", a.base, b.base), &GROUPS, &WORKERS);
+    // Every member holds two tasks of its group's four.
+    members.wait_settled(2, SETTLE_WITHIN);
     let holdings = members.holdings();
     let shares = (a.served_shards(), b.served_shards());
 

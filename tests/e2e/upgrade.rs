@@ -17,11 +17,12 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use assignd::cluster::local_etcd::LocalEtcd;
 use common::Server;
+use common::members::Members;
 use serde_json::{Value, json};
 
 /// The previous release: its tag, and its commit for a clone without tags.
@@ -372,122 +373,6 @@ fn durable_parts(node: &Server) -> Vec<Value> {
         .collect()
 }
 
-/// Members of the Rust client library, two per group, in this process:
-/// what each holds, and every event that stops a member's work (an
-/// error, a loss to its lease, a fencing, a replacement).
-struct Members {
-    _runtime: tokio::runtime::Runtime,
-    _handles: Vec<assignd_client::MemberHandle>,
-    seen: Vec<Arc<Mutex<Seen>>>,
-}
-
-#[derive(Default)]
-struct Seen {
-    held: BTreeSet<String>,
-    trouble: Vec<String>,
-    answered: Option<Instant>,
-}
-
-struct Answered(Arc<Mutex<Seen>>);
-
-impl assignd_client::HeartbeatObserver for Answered {
-    fn heartbeat(&self, _latency: Duration, result: Result<(), &assignd_client::ClientError>) {
-        if result.is_ok() {
-            self.0.lock().unwrap().answered = Some(Instant::now());
-        }
-    }
-}
-
-impl Members {
-    fn start(bootstrap: &str) -> Members {
-        use assignd_client::{Event, Member, MemberConfig, NoLags};
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let mut seen = Vec::new();
-        let mut handles = Vec::new();
-        for group in GROUPS {
-            for worker in ["worker-1", "worker-2"] {
-                let state = Arc::new(Mutex::new(Seen::default()));
-                let config = MemberConfig::new(bootstrap, group, ["orders"]).with_name(worker);
-                let (handle, mut events) = runtime.block_on(async {
-                    Member::start_observed(config, NoLags, Arc::new(Answered(state.clone())))
-                        .expect("a valid config")
-                });
-                let pump = state.clone();
-                runtime.spawn(async move {
-                    while let Some(event) = events.recv().await {
-                        let mut seen = pump.lock().unwrap();
-                        match event {
-                            Event::Assigned(tasks) | Event::Promoted(tasks) => {
-                                seen.held.extend(tasks.iter().map(ToString::to_string));
-                            }
-                            Event::Revoked { tasks, ack } => {
-                                for task in tasks.iter() {
-                                    seen.held.remove(&task.to_string());
-                                }
-                                ack.ack();
-                            }
-                            Event::Lost(_)
-                            | Event::Error(_)
-                            | Event::Fenced { .. }
-                            | Event::Replaced { .. } => {
-                                seen.trouble.push(format!("{group}/{worker}: {event:?}"));
-                            }
-                            _ => {}
-                        }
-                    }
-                });
-                seen.push(state);
-                handles.push(handle);
-            }
-        }
-        Members {
-            _runtime: runtime,
-            _handles: handles,
-            seen,
-        }
-    }
-
-    /// Waits until every member holds two tasks of its group's four.
-    fn wait_settled(&self) {
-        let deadline = Instant::now() + SETTLE_WITHIN;
-        while !self.seen.iter().all(|s| s.lock().unwrap().held.len() == 2) {
-            assert!(Instant::now() < deadline, "the members never settled");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Waits until every member has been answered after `since`.
-    fn wait_answered_after(&self, since: Instant) {
-        let deadline = Instant::now() + SETTLE_WITHIN;
-        while !self
-            .seen
-            .iter()
-            .all(|s| s.lock().unwrap().answered.is_some_and(|at| at > since))
-        {
-            assert!(Instant::now() < deadline, "a member was not answered again");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn holdings(&self) -> Vec<BTreeSet<String>> {
-        self.seen
-            .iter()
-            .map(|s| s.lock().unwrap().held.clone())
-            .collect()
-    }
-
-    fn trouble(&self) -> Vec<String> {
-        self.seen
-            .iter()
-            .flat_map(|s| s.lock().unwrap().trouble.clone())
-            .collect()
-    }
-}
-
 /// Each live node's entry in `assignd cluster features`: whether it
 /// announced its support (this build does, the previous release not).
 fn announced(features: &Value) -> BTreeMap<String, bool> {
@@ -517,8 +402,9 @@ fn a_rolling_upgrade_from_the_previous_release_loses_nothing_and_stops_no_member
     wait_settled(&nodes.iter().collect::<Vec<_>>());
     create_groups(&nodes[0], &group_config(100));
     let bootstrap: Vec<String> = nodes.iter().map(|n| n.base.clone()).collect();
-    let members = Members::start(&bootstrap.join(","));
-    members.wait_settled();
+    let members = Members::start(&bootstrap.join(","), &GROUPS, &["worker-1", "worker-2"]);
+    // Every member holds two tasks of its group's four.
+    members.wait_settled(2, SETTLE_WITHIN);
     let before = durable_parts(&nodes[0]);
     let holdings = members.holdings();
 
@@ -530,10 +416,10 @@ fn a_rolling_upgrade_from_the_previous_release_loses_nothing_and_stops_no_member
             .unwrap_or_else(|e| panic!("{} upgraded starts: {e}", seat.name));
         nodes.insert(i, new);
         wait_settled(&nodes.iter().collect::<Vec<_>>());
-        members.wait_answered_after(Instant::now());
+        members.wait_answered_after(Instant::now(), SETTLE_WITHIN);
         assert_eq!(
-            members.trouble(),
-            Vec::<String>::new(),
+            (members.trouble(), members.errors()),
+            (Vec::<String>::new(), Vec::<String>::new()),
             "after {}",
             seat.name
         );
@@ -553,7 +439,10 @@ fn a_rolling_upgrade_from_the_previous_release_loses_nothing_and_stops_no_member
         "nothing changed: no rebalance"
     );
     assert_eq!(members.holdings(), holdings, "every member kept its tasks");
-    assert_eq!(members.trouble(), Vec::<String>::new());
+    assert_eq!(
+        (members.trouble(), members.errors()),
+        (Vec::<String>::new(), Vec::<String>::new())
+    );
     assert_eq!(cluster.frame_versions(), BTreeSet::from([4]));
 }
 

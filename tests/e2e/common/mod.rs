@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 mod crafted;
+pub mod members;
 pub use crafted::*;
 
 pub const BAD_GUESTS: &[&str] = &[
