@@ -332,7 +332,8 @@ fn group_config(expansion_timeout_ms: u64) -> Value {
 }
 
 /// Creates (or configures) every group through `node` with `config`,
-/// retrying while its shard moves.
+/// retrying while its shard moves, and waits until each has its first
+/// target.
 fn create_groups(node: &Server, config: &Value) {
     for group in GROUPS {
         let deadline = Instant::now() + SETTLE_WITHIN;
@@ -345,6 +346,22 @@ fn create_groups(node: &Server, config: &Value) {
             }
             assert!(status == 201 || status == 200, "{group}: {status} {body}");
             break;
+        }
+    }
+    // Each group's first target is installed after its PUT is answered:
+    // what a test then reads as "before" must not race it.
+    for group in GROUPS {
+        let deadline = Instant::now() + SETTLE_WITHIN;
+        loop {
+            let (status, view) = node.call("GET", &format!("/v1/groups/{group}"), None);
+            if status == 200 && view["target_epoch"] == view["group_epoch"] {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{group} never got its target: {status} {view}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
