@@ -256,33 +256,6 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
-/// Sets the child's RLIMIT_NOFILE, soft and hard, to `descriptors`
-/// (`serve` raises soft to hard, so both are lowered).
-#[cfg(target_os = "linux")]
-fn limit_descriptors(command: &mut std::process::Command, descriptors: u64) {
-    limit_descriptors_to(command, descriptors, descriptors);
-}
-
-#[cfg(target_os = "linux")]
-fn limit_descriptors_to(command: &mut std::process::Command, soft: u64, hard: u64) {
-    use std::os::unix::process::CommandExt;
-
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs between
-    // fork and exec here.
-    unsafe {
-        command.pre_exec(move || {
-            let limit = libc::rlimit {
-                rlim_cur: soft,
-                rlim_max: hard,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
 #[cfg(target_os = "linux")]
 #[test]
 fn a_connection_flood_past_the_descriptor_limit_leaves_writes_and_health_intact() {
@@ -293,7 +266,7 @@ fn a_connection_flood_past_the_descriptor_limit_leaves_writes_and_health_intact(
     let server = Server::start_with(
         &data_dir,
         &["--fsync", "never", "--shards", "1"],
-        |command| limit_descriptors(command, DESCRIPTORS),
+        |command| common::limit_descriptors(command, DESCRIPTORS),
     );
     // One connection opened before the flood, kept alive through it.
     let mut admin = connect(&server);
@@ -542,7 +515,7 @@ fn a_connection_cap_past_the_descriptor_limit_is_refused_at_start() {
         .arg("--data-dir")
         .arg(dir.join("data"))
         .env("ASSIGND_ADMIN_TOKEN", ADMIN_TOKEN);
-    limit_descriptors(&mut command, 256);
+    common::limit_descriptors(&mut command, 256);
     let output = command.output().expect("cannot start assignd");
     // 128 in reserve, and 3 for each of the 4 shards.
     common::assert_one_error_line(&output, 1, "at most 116 fit");
@@ -560,7 +533,7 @@ fn serve_raises_its_soft_descriptor_limit_to_the_hard_one() {
     let server = Server::start_with(
         &common::scratch("hardening-raise"),
         &["--connections-max", "300", "--shards", "4"],
-        |command| limit_descriptors_to(command, 200, 512),
+        |command| common::limit_descriptors_to(command, 200, 512),
     );
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.child.id())).unwrap();
     let open_files = limits

@@ -78,7 +78,6 @@ fn an_upload_body_cut_short_is_400_incomplete_body_not_413() {
 #[cfg(target_os = "linux")]
 fn cap_line_under(descriptors: u64, shards: u32) -> String {
     use std::io::{BufRead, BufReader};
-    use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
 
     let dir = common::scratch(&format!("limits-cap-{descriptors}-{shards}"));
@@ -94,20 +93,7 @@ fn cap_line_under(descriptors: u64, shards: u32) -> String {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs between
-    // fork and exec here.
-    unsafe {
-        command.pre_exec(move || {
-            let limit = libc::rlimit {
-                rlim_cur: descriptors,
-                rlim_max: descriptors,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    common::limit_descriptors(&mut command, descriptors);
     let mut child = command.spawn().expect("cannot start assignd serve");
     let stderr = child.stderr.take().unwrap();
     let (lines, line) = std::sync::mpsc::channel();

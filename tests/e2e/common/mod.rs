@@ -542,3 +542,30 @@ impl Member {
         (status, answer)
     }
 }
+
+/// Sets the child's RLIMIT_NOFILE, soft and hard, to `descriptors`
+/// (`serve` raises soft to hard, so both are lowered).
+#[cfg(target_os = "linux")]
+pub fn limit_descriptors(command: &mut std::process::Command, descriptors: u64) {
+    limit_descriptors_to(command, descriptors, descriptors);
+}
+
+#[cfg(target_os = "linux")]
+pub fn limit_descriptors_to(command: &mut std::process::Command, soft: u64, hard: u64) {
+    use std::os::unix::process::CommandExt;
+
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between
+    // fork and exec here.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
