@@ -724,17 +724,8 @@ fn create_groups(node: &Server, config: &Value) {
 /// Creates `group` through `node`, retrying 503 `shard_unavailable` (its
 /// shard still moving after a node joined), as any client would.
 fn create_group(node: &Server, group: &str, config: &Value) {
-    let deadline = Instant::now() + SETTLE_WITHIN;
-    loop {
-        let (status, body) = node.call("PUT", &format!("/v1/groups/{group}"), Some(config));
-        if status == 503 && body["error"]["code"] == "shard_unavailable" {
-            assert!(Instant::now() < deadline, "{group}: {body}");
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        }
-        assert_eq!(status, 201, "{group}: {body}");
-        return;
-    }
+    let (status, body) = node.put_group_retrying(group, config, SETTLE_WITHIN);
+    assert_eq!(status, 201, "{group}: {body}");
 }
 
 /// Every group's durable part, read through `node`.

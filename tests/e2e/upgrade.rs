@@ -336,17 +336,8 @@ fn group_config(expansion_timeout_ms: u64) -> Value {
 /// target.
 fn create_groups(node: &Server, config: &Value) {
     for group in GROUPS {
-        let deadline = Instant::now() + SETTLE_WITHIN;
-        loop {
-            let (status, body) = node.call("PUT", &format!("/v1/groups/{group}"), Some(config));
-            if status == 503 && body["error"]["code"] == "shard_unavailable" {
-                assert!(Instant::now() < deadline, "{group}: {body}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-            assert!(status == 201 || status == 200, "{group}: {status} {body}");
-            break;
-        }
+        let (status, body) = node.put_group_retrying(group, config, SETTLE_WITHIN);
+        assert!(status == 201 || status == 200, "{group}: {status} {body}");
     }
     // Each group's first target is installed after its PUT is answered:
     // what a test then reads as "before" must not race it.

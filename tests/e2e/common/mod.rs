@@ -315,6 +315,27 @@ impl Server {
         Self::answer(method, &url, response)
     }
 
+    /// `PUT /v1/groups/{group}` with `config`, retried while the group's
+    /// shard is between nodes (503 `shard_unavailable`, "retry shortly"),
+    /// as any client would, for at most `within`; returns the answer that
+    /// was not that.
+    pub fn put_group_retrying(
+        &self,
+        group: &str,
+        config: &serde_json::Value,
+        within: std::time::Duration,
+    ) -> (u16, serde_json::Value) {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let (status, body) = self.call("PUT", &format!("/v1/groups/{group}"), Some(config));
+            if status != 503 || body["error"]["code"] != "shard_unavailable" {
+                return (status, body);
+            }
+            assert!(std::time::Instant::now() < deadline, "{group}: {body}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// The value of the series `name` (a metric name, with its labels if
     /// it has any) in `GET /metrics`; `None` if it has no such series.
     pub fn metric(&self, name: &str) -> Option<f64> {
