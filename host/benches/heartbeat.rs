@@ -20,6 +20,13 @@
 //! - `heartbeat-million/answer-json-pairs` and `answer-json-ranges`: its
 //!   answer written as JSON, `[topic, partition]` items and with
 //!   `task_ranges`.
+//! - `install/far/5x<tasks>`: installing an answer that moves every task of
+//!   a stable group of 5 members, each reporting lag 0 on the 3/5 of the
+//!   tasks it keeps standbys of, to the one member that keeps no copy (every
+//!   move cold: the learner safety keeps each on its holder), with 3
+//!   standbys per task: the answer made safe, its record and its apply.
+//!   Each sample starts from a clone of the coordinator with the call in
+//!   flight, outside the timing.
 //!
 //! Groups use the default config (host learner safety on) with tasks spread
 //! over 10 topics, and are made stable by driving the core: every member
@@ -29,8 +36,10 @@
 use std::hint::black_box;
 
 use assignd::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, HostLoad};
+use assignd::protocol::group::{BindingSpec, TaskRef};
 use assignd::protocol::group::{GroupConfig, Millis, TopicConfig};
 use assignd::sim::assign_natively;
+use assignd_guest_sdk::{Assignment, NO_MEMBER};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
 const TOPICS: u32 = 10;
@@ -70,39 +79,63 @@ fn stable_group(
     tasks: u32,
     now: Millis,
 ) -> Vec<HeartbeatResponse> {
-    core.configure(name, config(tasks), now)
-        .expect("a valid config");
-    let mut last: Vec<HeartbeatResponse> = (0..members)
-        .map(|_| {
-            core.heartbeat(&Heartbeat::join(name, None, topics()), now)
-                .expect("join")
-                .0
+    stable_groups(core, &[name.to_owned()], members, tasks, now)
+        .pop()
+        .expect("one group")
+}
+
+/// Adds the groups `names`, each of `members` members over `tasks` tasks,
+/// and drives them to stable together (the core's clock never goes back);
+/// returns each group's members' last responses.
+fn stable_groups(
+    core: &mut Coordinator,
+    names: &[String],
+    members: usize,
+    tasks: u32,
+    now: Millis,
+) -> Vec<Vec<HeartbeatResponse>> {
+    let mut last: Vec<Vec<HeartbeatResponse>> = names
+        .iter()
+        .map(|name| {
+            core.configure(name, config(tasks), now)
+                .expect("a valid config");
+            (0..members)
+                .map(|_| {
+                    core.heartbeat(&Heartbeat::join(name, None, topics()), now)
+                        .expect("join")
+                        .0
+                })
+                .collect()
         })
         .collect();
-    let expansion = core
-        .group(name)
-        .expect("configured")
-        .config
-        .expansion_timeout_ms;
+    let expansion = config(tasks).expansion_timeout_ms;
     let out = core.tick(now + expansion);
-    let calls: Vec<_> = out
-        .assignor_calls
-        .into_iter()
-        .filter(|c| c.group == name)
-        .collect();
-    assert_eq!(calls.len(), 1, "one target for the whole fleet");
-    for call in calls {
+    assert_eq!(
+        out.assignor_calls.len(),
+        names.len(),
+        "one target for each group's whole fleet"
+    );
+    for call in out.assignor_calls {
         let answer = assign_natively(&call.assignor, &call.input);
-        core.assignment_computed(name, call.epoch, answer, now + expansion);
+        core.assignment_computed(&call.group, call.epoch, answer, now + expansion);
     }
     for _ in 0..3 {
-        for member in &mut last {
-            *member = core
-                .heartbeat(&beat(name, member), now + expansion)
-                .expect("heartbeat")
-                .0;
+        for (name, group) in names.iter().zip(&mut last) {
+            for member in group {
+                *member = core
+                    .heartbeat(&beat(name, member), now + expansion)
+                    .expect("heartbeat")
+                    .0;
+            }
         }
     }
+    for (name, last) in names.iter().zip(&last) {
+        assert_stable(core, name, last, tasks);
+    }
+    last
+}
+
+fn assert_stable(core: &Coordinator, name: &str, last: &[HeartbeatResponse], tasks: u32) {
     let group = core.group(name).expect("configured");
     assert!(
         group.is_stable(),
@@ -126,7 +159,6 @@ fn stable_group(
         tasks as usize,
         "every task is active"
     );
-    last
 }
 
 fn steady_and_join(c: &mut Criterion) {
@@ -168,9 +200,8 @@ fn steady_and_join(c: &mut Criterion) {
 fn tick(c: &mut Criterion) {
     const GROUPS: usize = 1_000;
     let mut core = Coordinator::new(1);
-    for g in 0..GROUPS {
-        stable_group(&mut core, &format!("group-{g}"), 10, 100, 0);
-    }
+    let names: Vec<String> = (0..GROUPS).map(|g| format!("group-{g}")).collect();
+    stable_groups(&mut core, &names, 10, 100, 0);
     let now = 5_000;
     let out = core.tick(now);
     assert!(out.records.is_empty() && out.assignor_calls.is_empty());
@@ -273,5 +304,85 @@ fn million_answer(
     }
 }
 
-criterion_group!(benches, steady_and_join, tick, million);
+/// A stable group of 5 members with a call in flight (a bind), whose every
+/// member reports lag 0 on the tasks of the 3 members before it in the
+/// call's order (it keeps their standbys), and the answer that moves each
+/// task to the member after its owner's 3 (the one with no copy of it).
+fn far_answer_in_flight(tasks: u32) -> (Coordinator, u64, Assignment, Millis) {
+    const MEMBERS: usize = 5;
+    let mut core = Coordinator::new(1);
+    let last = stable_group(&mut core, "g", MEMBERS, tasks, 0);
+    let now = 10_000;
+    let out = core
+        .bind("g", BindingSpec::assignor("range"), now)
+        .expect("bound");
+    let call = out
+        .assignor_calls
+        .into_iter()
+        .next()
+        .expect("a call at once");
+    let input = &call.input;
+    // Each member's place in the call's input.
+    let place: Vec<usize> = last
+        .iter()
+        .map(|m| {
+            input
+                .members
+                .iter()
+                .position(|i| i.id == m.member_id)
+                .expect("every member in the input")
+        })
+        .collect();
+    for (index, member) in last.iter().enumerate() {
+        let lags: Vec<(TaskRef, u64)> = last
+            .iter()
+            .enumerate()
+            .filter(|&(owner, _)| {
+                (1..=3).contains(&((place[index] + MEMBERS - place[owner]) % MEMBERS))
+            })
+            .flat_map(|(_, m)| m.active.iter().map(|task| (task.clone(), 0)))
+            .collect();
+        let request = Heartbeat {
+            lags: Some(lags),
+            ..beat("g", member)
+        };
+        core.heartbeat(&request, now).expect("lags reported");
+    }
+    let mut answer = Assignment {
+        active_owner: Vec::with_capacity(input.active_owner.len()),
+        ..Assignment::default()
+    };
+    for (task, &owner) in input.active_owner.iter().enumerate() {
+        assert_ne!(owner, NO_MEMBER, "every task held");
+        answer.active_owner.push((owner + 4) % MEMBERS as u32);
+        for k in 1..=3 {
+            answer
+                .standbys
+                .push(task as u32, (owner + k) % MEMBERS as u32);
+        }
+    }
+    (core, call.epoch, answer, now)
+}
+
+fn install(c: &mut Criterion) {
+    let mut group = c.benchmark_group("install");
+    group.sample_size(10);
+    for tasks in [10_000u32, 100_000] {
+        let (core, epoch, answer, now) = far_answer_in_flight(tasks);
+        group.bench_function(format!("far/5x{tasks}"), |b| {
+            b.iter_batched(
+                || (core.clone(), answer.clone()),
+                |(mut core, answer)| {
+                    let out = core.assignment_computed("g", epoch, Ok::<_, String>(answer), now);
+                    assert_eq!(out.records.len(), 1, "the target installed");
+                    (core, out)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, steady_and_join, tick, million, install);
 criterion_main!(benches);

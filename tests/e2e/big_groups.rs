@@ -207,3 +207,133 @@ fn a_big_answer_that_moves_every_task_is_installed_at_a_pace() {
     );
     eprintln!("{called} calls in {elapsed:?} over {rounds} rounds of heartbeats");
 }
+
+/// A big group whose five members keep standbys of each task on the three
+/// members after its owner, and report them caught up, is bound to an
+/// answer that moves every task to the one member with no copy of it: the
+/// learner safety keeps every move on its holder, choosing for each one a
+/// swap among the new owner's caught-up tasks. A bystander group on the
+/// same shard (one shard) beats all along, and each of its answers comes
+/// back within the lease its previous answer gave: no member of another
+/// group stops while the big one installs (before: the choice searched the
+/// new owner's every reported lag once per move, and one install of 40,000
+/// moves held the shard for longer than the bystander's lease).
+#[test]
+fn a_bystander_keeps_its_lease_while_a_big_answer_moves_every_task_cold() {
+    const TASKS: u64 = 40_000;
+    let server = Server::start(&common::scratch("far-cold"), &["--shards", "1"]);
+    let bytes = std::fs::read(common::bad_guest("test-guest-spin-when-told")).expect("guest");
+    let (status, module) = server.upload("far", "1.0.0", &bytes);
+    assert_eq!(status, 201, "{module}");
+    let (group, bystanders) = ("far", "bystanders");
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": TASKS}],
+        "assignor": "far@1.0.0",
+        "params": {"standbys": "3"},
+        "expansion_timeout_ms": 3_000,
+        "heartbeat_interval_ms": 500,
+        "session_timeout_ms": 60_000,
+        "registration_timeout_ms": 60_000,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{group}"), Some(&config));
+    assert_eq!(status, 201, "{view}");
+    let small = json!({
+        "topics": [{"name": "events", "partitions": 8}],
+        "expansion_timeout_ms": 4_000,
+        "heartbeat_interval_ms": 1_000,
+        "session_timeout_ms": 10_000,
+    });
+    let (status, view) = server.call("PUT", &format!("/v1/groups/{bystanders}"), Some(&small));
+    assert_eq!(status, 201, "{view}");
+    let mut bystander = Member::join_dynamic(&server, bystanders, "bystander", &["events"]);
+    let names = ["w-a", "w-b", "w-c", "w-d", "w-e"];
+    let mut members: Vec<Member> = names
+        .iter()
+        .map(|name| Member::join(&server, group, name))
+        .collect();
+    let mut standbys = vec![serde_json::Value::Null; members.len()];
+    // Each member reports lag 0 on its standbys (and learners): it keeps
+    // them warm.
+    let mut beat = |member: &mut Member, standby: &mut serde_json::Value| {
+        let warm: Vec<serde_json::Value> = member
+            .learner
+            .iter()
+            .chain(&standby_tasks(standby))
+            .map(|(t, p)| json!([t, p, 0]))
+            .collect();
+        let (status, answer) = member.try_heartbeat(&server, group, json!({"lags": warm}));
+        assert_eq!(status, 200, "{answer}");
+        *standby = answer["standby"].clone();
+    };
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        for (member, standby) in members.iter_mut().zip(&mut standbys) {
+            beat(member, standby);
+        }
+        let (_, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+        if view["state"] == "stable"
+            && members
+                .iter()
+                .all(|m| m.active.len() as u64 == TASKS / 5 && m.revoking.is_empty())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never settled: {}",
+            view["state"]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Once more, so that every member has reported its standbys warm.
+    for (member, standby) in members.iter_mut().zip(&mut standbys) {
+        beat(member, standby);
+    }
+    let target_epoch = || {
+        let (_, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+        view["target_epoch"].as_u64().expect("target_epoch")
+    };
+    let bound = target_epoch();
+    // Partition p on member (p + 4) mod 5: the one after its 3 standbys.
+    let binding = json!({"module": "far@1.0.0", "params": {"standbys": "3", "shift": "4"}});
+    let (status, view) = server.call(
+        "PUT",
+        &format!("/v1/groups/{group}/assignor"),
+        Some(&binding),
+    );
+    assert_eq!(status, 200, "{view}");
+    let mut lease = Duration::from_millis(u64::MAX / 2);
+    let (mut beats_after_install, mut slowest) = (0, Duration::ZERO);
+    let bind_done = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while beats_after_install < 3 {
+        if target_epoch() > bound {
+            beats_after_install += 1;
+        }
+        let sent = Instant::now();
+        let (status, answer) = bystander.try_heartbeat(&server, bystanders, json!({}));
+        let took = sent.elapsed();
+        slowest = slowest.max(took);
+        assert_eq!(status, 200, "{answer}");
+        assert!(
+            took < lease,
+            "the bystander's answer took {took:?}, past the {lease:?} lease it held"
+        );
+        lease = Duration::from_millis(answer["lease_ms"].as_u64().expect("lease_ms"));
+        assert!(Instant::now() < deadline, "the far target never came");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "far target in {:?}; the bystander's slowest answer {slowest:?}",
+        bind_done.elapsed()
+    );
+}
+
+/// The standbys of a heartbeat's answer (none before the first).
+fn standby_tasks(standby: &serde_json::Value) -> std::collections::BTreeSet<(String, u64)> {
+    if standby.is_null() {
+        Default::default()
+    } else {
+        common::tasks(standby)
+    }
+}

@@ -17,6 +17,7 @@
 //! - `leases`: the lease an answer gives, and after a restart;
 //! - `targets`: assignor calls in flight, their answers, installing targets;
 //! - `learners`: caught-up signals and the host's learner safety;
+//! - `swaps`: the index of tasks a learner safety's swap may move;
 //! - `input`: what an assignor sees, and previews;
 //! - `timers`: `tick`, over the groups that are due;
 //! - `deadlines`: the timer table, `poll_timeout`.
@@ -35,6 +36,7 @@ mod input;
 mod learners;
 mod leases;
 mod membership;
+mod swaps;
 mod targets;
 mod timers;
 
