@@ -254,7 +254,7 @@ fn a_bystander_keeps_its_lease_while_a_big_answer_moves_every_task_cold() {
     let mut standbys = vec![serde_json::Value::Null; members.len()];
     // Each member reports lag 0 on its standbys (and learners): it keeps
     // them warm.
-    let mut beat = |member: &mut Member, standby: &mut serde_json::Value| {
+    let beat = |member: &mut Member, standby: &mut serde_json::Value| {
         let warm: Vec<serde_json::Value> = member
             .learner
             .iter()

@@ -291,7 +291,7 @@ mod tests {
                     for s in slots {
                         state.members.insert(Slot::from(SLOTS[s]), member(s, s));
                     }
-                    state.target = target;
+                    state.target = target.into();
                     state.group_epoch = group_epoch;
                     state.target_epoch = target_epoch;
                     if let Some((s, mut assignment)) = held {
@@ -336,7 +336,7 @@ mod tests {
                 Record::TargetInstalled {
                     group,
                     epoch,
-                    target,
+                    target: target.into(),
                 }
             }),
             (group.clone(), slot.clone())

@@ -75,7 +75,7 @@ impl Runtime {
         };
         let (before, after) = self
             .read(group, |core, _| {
-                let before = core.group(group).map(|g| g.target.clone());
+                let before = core.group(group).map(|g| (*g.target).clone());
                 core.preview_target(group, &prepared, &assignment)
                     .map(|after| (before.unwrap_or_default(), after))
             })

@@ -219,7 +219,7 @@ fn install(group: &mut Group, epoch: u64, target: &[(&str, &[u32])]) {
     group.apply(&Record::TargetInstalled {
         group: "g".into(),
         epoch,
-        target: target_of(target),
+        target: target_of(target).into(),
     });
 }
 

@@ -814,7 +814,7 @@ impl World {
         match record {
             Record::TargetInstalled { target, .. } => {
                 self.stats.targets += 1;
-                for (slot, t) in target {
+                for (slot, t) in target.iter() {
                     if let Some(previous) = before.target.get(slot) {
                         self.stats.learners_promoted +=
                             previous.learner.intersection(&t.active).count() as u64;

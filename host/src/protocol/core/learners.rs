@@ -89,25 +89,13 @@ fn answer_as_target(
     assignment: &Assignment,
 ) -> (BTreeMap<Slot, SlotTarget>, u32) {
     let config = &group.config;
-    let mut target: BTreeMap<Slot, SlotTarget> = group
-        .members
-        .keys()
-        .map(|slot| (slot.clone(), SlotTarget::default()))
-        .collect();
-    fn slot_of<'t>(
-        target: &'t mut BTreeMap<Slot, SlotTarget>,
-        slots: &[Slot],
-        member: u32,
-    ) -> &'t mut SlotTarget {
-        target
-            .get_mut(&slots[member as usize])
-            .expect("the answer was validated against this input")
-    }
+    // Each member's rows are gathered first and each set is built at once
+    // from them: a big answer's rows inserted one by one showed in the
+    // profile of its install.
+    let mut rows = vec![Rows::default(); slots.len()];
     for (task, &owner) in tasks.iter().zip(&assignment.active_owner) {
         if owner != NO_MEMBER {
-            slot_of(&mut target, slots, owner)
-                .active
-                .insert(task.clone());
+            rows[owner as usize].active.push(task.clone());
         }
     }
     let mut learners = 0u32;
@@ -116,18 +104,40 @@ fn answer_as_target(
             if config.learners == LearnerMode::Host && learners >= config.max_learners {
                 break;
             }
-            slot_of(&mut target, slots, member)
+            rows[member as usize]
                 .learner
-                .insert(tasks[task as usize].clone());
+                .push(tasks[task as usize].clone());
             learners += 1;
         }
     }
     for (task, member) in assignment.standbys.iter() {
-        slot_of(&mut target, slots, member)
+        rows[member as usize]
             .standby
-            .insert(tasks[task as usize].clone());
+            .push(tasks[task as usize].clone());
+    }
+    let mut target: BTreeMap<Slot, SlotTarget> = group
+        .members
+        .keys()
+        .map(|slot| (slot.clone(), SlotTarget::default()))
+        .collect();
+    for (slot, rows) in slots.iter().zip(rows) {
+        *target
+            .get_mut(slot)
+            .expect("the answer was validated against this input") = SlotTarget {
+            active: rows.active.into_iter().collect(),
+            learner: rows.learner.into_iter().collect(),
+            standby: rows.standby.into_iter().collect(),
+        };
     }
     (target, learners)
+}
+
+/// One member's rows of an answer, in the answer's order.
+#[derive(Clone, Default)]
+struct Rows {
+    active: Vec<TaskRef>,
+    learner: Vec<TaskRef>,
+    standby: Vec<TaskRef>,
 }
 
 /// A task nobody holds (its owner failed, or it is new) goes to a member

@@ -6,6 +6,8 @@
 //! and is installed after the learner safety (learners.rs), or counted as a
 //! failure. No assignor is called here.
 
+use std::sync::Arc;
+
 use assignd_guest_sdk::Assignment;
 
 use super::{
@@ -188,7 +190,7 @@ impl Coordinator {
             Record::TargetInstalled {
                 group: group_name.to_owned(),
                 epoch,
-                target,
+                target: Arc::new(target),
             },
         );
         // A caught-up signal belongs to one warm-up: once the task is no

@@ -3,6 +3,7 @@
 //! member is removed and the assignor [`Binding`]s a group keeps.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +69,7 @@ pub enum Record {
     TargetInstalled {
         group: String,
         epoch: u64,
-        target: BTreeMap<Slot, SlotTarget>,
+        target: Arc<BTreeMap<Slot, SlotTarget>>,
     },
     /// A member was asked to drain (by an admin or itself).
     MemberDraining { group: String, slot: Slot },

@@ -4,6 +4,7 @@
 //! its fenced ids.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -79,8 +80,11 @@ pub struct Group {
     pub target_epoch: u64,
     /// Slots by slot key.
     pub members: BTreeMap<Slot, Member>,
-    /// The installed target per slot.
-    pub target: BTreeMap<Slot, SlotTarget>,
+    /// The installed target per slot, shared with the record that
+    /// installed it: a big group's target is hundreds of thousands of
+    /// rows, and copying it under the shard's lock on every install (and
+    /// every snapshot) showed in the profile.
+    pub target: Arc<BTreeMap<Slot, SlotTarget>>,
     /// What each slot holds now, and who holds each task.
     #[serde(with = "holdings_by_slot")]
     pub holdings: Holdings<TaskRef>,
@@ -150,7 +154,7 @@ impl Group {
             group_epoch: 0,
             target_epoch: 0,
             members: BTreeMap::new(),
-            target: BTreeMap::new(),
+            target: Default::default(),
             holdings: Holdings::default(),
             fenced_member_ids: std::collections::VecDeque::new(),
             member_ids_issued: 0,
@@ -263,7 +267,7 @@ impl Group {
                 let member = member.unwrap_or_else(|| panic!("{}", self.no_slot(slot)));
                 self.fence(member.member_id);
                 self.holdings.remove(slot);
-                self.target.remove(slot);
+                Arc::make_mut(&mut self.target).remove(slot);
                 self.handovers.remove(slot);
             }
             Record::GroupEpochBumped { epoch, .. } => {
@@ -284,7 +288,7 @@ impl Group {
                     self.group_epoch
                 );
                 self.target_epoch = *epoch;
-                self.target = target.clone();
+                self.target = Arc::clone(target);
             }
             Record::MemberReconciled {
                 slot, assignment, ..
@@ -331,8 +335,9 @@ impl Group {
                 for (slot, key) in self.slots_without_names() {
                     let member = self.members.remove(&slot).expect("a member's slot");
                     self.members.insert(key.clone(), member);
-                    if let Some(tasks) = self.target.remove(&slot) {
-                        self.target.insert(key.clone(), tasks);
+                    let target = Arc::make_mut(&mut self.target);
+                    if let Some(tasks) = target.remove(&slot) {
+                        target.insert(key.clone(), tasks);
                     }
                     if let Some(held) = self.holdings.remove(&slot) {
                         self.holdings.set(&key, held);
