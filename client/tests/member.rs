@@ -363,8 +363,8 @@ async fn owned_includes_unacknowledged_revocations_and_excludes_acknowledged_one
     assert_eq!(member.assignment().revoking, BTreeSet::new());
 }
 
-/// Issue 12, item 3: another process took the name. The member stops with
-/// `Replaced` and does not rejoin (which would fence the other process).
+/// Another process took the name. The member stops with `Replaced` and does
+/// not rejoin (which would fence the other process).
 #[tokio::test]
 async fn a_replaced_static_member_loses_its_tasks_and_stops() {
     let host = FakeHost::start(|index, _| match index {

@@ -1445,11 +1445,12 @@ impl Server {
     }
 }
 
-/// Issue 12: a compaction that could not create its file (the host had
-/// run out of descriptors) answered that request and every later one 503
-/// `storage_failed`, `/healthz` too, until a restart, though the write had
-/// been saved. Here the file's name is taken by a directory, so creating it
-/// fails (EISDIR) as it would with no descriptor left.
+/// A compaction that cannot create its file (the host has run out of
+/// descriptors) fails no request: the write is saved, so neither that
+/// request nor a later one, `/healthz` included, is answered 503
+/// `storage_failed` until a restart, and the compaction is retried later.
+/// Here the file's name is taken by a directory, so creating it fails
+/// (EISDIR) as it would with no descriptor left.
 #[test]
 fn a_compaction_that_cannot_create_its_file_fails_no_request_and_is_retried_later() {
     let data_dir = common::scratch("crash-compaction");

@@ -540,12 +540,12 @@ fn an_answer_over_the_rows_its_input_allows_is_refused_and_another_group_is_serv
     scene.assert_good_served_as_fast();
 }
 
-/// The other ways a guest goes wrong once live (issue 15): endless
-/// recursion, endless allocation, one `memory.grow` to 4 GiB, a flood of
-/// 128 MiB log lines, an invalid answer. Each fails visibly with its own
-/// code, the group keeps its last good target, and another group is
-/// served as fast. (host/benches/hostile_guests.sh measures what the same
-/// guests cost the host: its memory, a bystander's heartbeats.)
+/// The other ways a guest goes wrong once live: endless recursion, endless
+/// allocation, one `memory.grow` to 4 GiB, a flood of 128 MiB log lines, an
+/// invalid answer. Each fails visibly with its own code, the group keeps
+/// its last good target, and another group is served as fast.
+/// (host/benches/hostile_guests.sh measures what the same guests cost the
+/// host: its memory, a bystander's heartbeats.)
 #[test]
 fn recursing_hogging_growing_flooding_and_invalid_guests_fail_visibly_and_another_group_is_served_as_fast()
  {
@@ -603,10 +603,10 @@ fn recursing_hogging_growing_flooding_and_invalid_guests_fail_visibly_and_anothe
     scene.assert_good_served_as_fast();
 }
 
-/// Issue 15: assignor calls run on threads of their own, 19 nice values
-/// below the host's (the lowest a thread gets), while the threads that
-/// answer heartbeats keep the host's priority: 16 groups' guests spinning
-/// at once on 2 cores get only the CPU the host leaves (docs/benchmarks.md,
+/// Assignor calls run on threads of their own, 19 nice values below the
+/// host's (the lowest a thread gets), while the threads that answer
+/// heartbeats keep the host's priority: 16 groups' guests spinning at once
+/// on 2 cores get only the CPU the host leaves (docs/benchmarks.md,
 /// "Hostile guests", `spin16`).
 #[test]
 fn guest_calls_run_on_threads_below_the_hosts_priority() {
@@ -650,15 +650,15 @@ fn stat_field(dir: &std::path::Path, number: usize) -> Option<i64> {
     fields.split_whitespace().nth(number - 3)?.parse().ok()
 }
 
-/// Issue 15: the rest of the host's work on a guest's behalf runs below
-/// its priority too. An upload's compiler process (every thread of it)
-/// runs 19 nice values below the host: a crafted upload keeps a core busy
-/// for its whole compile time limit (two at once, both cores here). And
-/// the module's own code as it loads runs on the guest threads: the CPU a
-/// start function that loops burns in the instance made for `info()`
-/// (to its limits, about half a second) is charged to a thread at nice
-/// 19, not to one of the host's. (The self-test and a bind's params check
-/// go the same way, `GuestThreads::run_blocking`.)
+/// The rest of the host's work on a guest's behalf runs below its priority
+/// too. An upload's compiler process (every thread of it) runs 19 nice
+/// values below the host: a crafted upload keeps a core busy for its whole
+/// compile time limit (two at once, both cores here). And the module's own
+/// code as it loads runs on the guest threads: the CPU a start function
+/// that loops burns in the instance made for `info()` (to its limits, about
+/// half a second) is charged to a thread at nice 19, not to one of the
+/// host's. (The self-test and a bind's params check go the same way,
+/// `GuestThreads::run_blocking`.)
 #[cfg(target_os = "linux")]
 #[test]
 fn an_uploads_compile_and_checks_run_below_the_hosts_priority() {

@@ -393,11 +393,11 @@ fn serve_with_json_logs(
     (server, stdout, stderr)
 }
 
-/// Issue 12, item 16: an assignor call started while the previous call's
-/// answer is handled (the group moved on during the call) used to open its
-/// span inside the previous one, so every log line of a failing group
-/// carried one more `assignor_call` span than the last. Members join while
-/// a spinning guest's calls run (each fails at the 200 ms time limit), so
+/// An assignor call started while the previous call's answer is handled
+/// (the group moved on during the call) opens its span beside the previous
+/// one, not inside it (nested, every log line of a failing group would
+/// carry one more `assignor_call` span than the last). Members join while a
+/// spinning guest's calls run (each fails at the 200 ms time limit), so
 /// answers come back stale and the next call starts from the answer.
 #[test]
 fn assignor_call_spans_do_not_nest_across_calls() {
@@ -457,9 +457,9 @@ fn assignor_call_spans_do_not_nest_across_calls() {
     }
 }
 
-/// Issue 12, item 15: at start `/metrics` showed 2 families, the rest only
-/// after their first event. Every family is described on the first
-/// scrape, and the series whose labels are known are there at zero.
+/// Every family is described on the first scrape, not only after its first
+/// event (at start `/metrics` would show 2 families), and the series whose
+/// labels are known are there at zero.
 #[test]
 fn every_metric_is_described_at_the_first_scrape() {
     let server = Server::start(&common::scratch("metrics-at-start"), &[]);
@@ -500,12 +500,11 @@ fn every_metric_is_described_at_the_first_scrape() {
     }
 }
 
-/// Issue 12, item 14: `/metrics` named every group without a token and
-/// grew with the groups (24 MB per scrape at 10,000). By default it names
-/// no group, so 40 groups scrape no larger than one (but for the HTTP
-/// latency series their creation added); `?groups=true` has the
-/// per-group gauges; `serve --metrics-auth` puts it behind the admin
-/// token.
+/// By default `/metrics` names no group, so it does not grow with the
+/// groups (naming each, it would take 24 MB per scrape at 10,000) and 40
+/// groups scrape no larger than one (but for the HTTP latency series their
+/// creation added); `?groups=true` has the per-group gauges;
+/// `serve --metrics-auth` puts it behind the admin token.
 #[test]
 fn metrics_name_no_group_unless_asked_and_can_need_the_admin_token() {
     let server = Server::start(&common::scratch("metrics-groups"), &[]);

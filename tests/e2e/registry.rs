@@ -298,10 +298,10 @@ fn id_of(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Issue 12, item 12: a name taken is refused before the bytes are
-/// compiled (a component that would fail its self-test is refused as
-/// `module_name_taken`, not `self_test_failed`, and leaves no artifact);
-/// a refused or deleted module leaves nothing in `DATA_DIR/cache`.
+/// A name taken is refused before the bytes are compiled (a component that
+/// would fail its self-test is refused as `module_name_taken`, not
+/// `self_test_failed`, and leaves no artifact); a refused or deleted module
+/// leaves nothing in `DATA_DIR/cache`.
 #[test]
 fn refused_and_deleted_modules_leave_nothing_in_the_cache() {
     let data_dir = common::scratch("registry-cache");
@@ -344,10 +344,10 @@ fn refused_and_deleted_modules_leave_nothing_in_the_cache() {
     assert_eq!(artifacts_of(&data_dir, &id).len(), 1, "cached again");
 }
 
-/// Issue 12, item 18: the data dir and what is in it were world-readable.
-/// `serve` makes the data dir 0700 (so nothing in it is readable by
-/// others, whichever part wrote it), and the module store and the
-/// compile cache write their files 0600.
+/// The data dir and what is in it are not world-readable. `serve` makes the
+/// data dir 0700 (so nothing in it is readable by others, whichever part
+/// wrote it), and the module store and the compile cache write their files
+/// 0600.
 #[cfg(unix)]
 #[test]
 fn the_data_dir_is_private() {
@@ -397,11 +397,11 @@ fn an_upload_that_compiles_too_long_is_refused_and_the_host_goes_on() {
     assert_unlisted_and_the_host_goes_on(&server, "slow");
 }
 
-/// Issue 15: the artifact the compiler process sends back is read up to
-/// `--compile-artifact-max-mib`, not to its end: a component whose
-/// artifact is larger is refused 400 `compile_output_too_large` naming the
-/// limit, nothing of it is stored or cached, and the host goes on; the
-/// same component under the default limit uploads.
+/// The artifact the compiler process sends back is read up to
+/// `--compile-artifact-max-mib`, not to its end: a component whose artifact
+/// is larger is refused 400 `compile_output_too_large` naming the limit,
+/// nothing of it is stored or cached, and the host goes on; the same
+/// component under the default limit uploads.
 #[test]
 fn an_upload_whose_artifact_is_over_its_limit_is_refused_and_the_host_goes_on() {
     let data_dir = common::scratch("registry-artifact-limit");
@@ -432,12 +432,11 @@ fn an_upload_whose_artifact_is_over_its_limit_is_refused_and_the_host_goes_on() 
     );
 }
 
-/// Issue 15: a component whose start function never returns (a Rust
-/// guest's own core module with a looping start function added: every
-/// check before instantiation passes) is stopped by the limits of the
-/// first instance an upload makes, to call `info()`; it is refused 400
-/// `instantiate_failed` naming the limit, leaves nothing behind, and the
-/// host goes on.
+/// A component whose start function never returns (a Rust guest's own core
+/// module with a looping start function added: every check before
+/// instantiation passes) is stopped by the limits of the first instance an
+/// upload makes, to call `info()`; it is refused 400 `instantiate_failed`
+/// naming the limit, leaves nothing behind, and the host goes on.
 #[test]
 fn an_upload_whose_start_function_never_returns_is_refused_and_the_host_goes_on() {
     let data_dir = common::scratch("registry-start-loop");

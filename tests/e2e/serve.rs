@@ -365,15 +365,15 @@ fn a_bad_admin_token_is_refused_at_start() {
     );
 }
 
-/// Issue 12, item 17: a member owning more than about 55,000 tasks could
-/// not heartbeat (its `owned` list of 100,000 tasks was 1.89 MB, over the
-/// 1 MiB body limit), and the answer listed every task as a pair (17 MB
-/// at a million). Owned tasks go as ranges per topic, and a member that
-/// asks for `task_ranges` gets its answer the same way, so both grow with
-/// the topics, not the tasks: a member of 1,000,000 tasks (10 topics ×
-/// 100,000 partitions) heartbeats in well under a kilobyte each way. The
-/// old `[topic, partition]` items are still accepted and still answered
-/// to a member that does not ask for ranges.
+/// Owned tasks go as ranges per topic, and a member that asks for
+/// `task_ranges` gets its answer the same way, so both grow with the
+/// topics, not the tasks: a member of 1,000,000 tasks (10 topics × 100,000
+/// partitions) heartbeats in well under a kilobyte each way. As pairs, a
+/// member owning more than about 55,000 tasks could not heartbeat (an
+/// `owned` list of 100,000 tasks is 1.89 MB, over the 1 MiB body limit),
+/// and an answer listing every task would be 17 MB at a million. The old
+/// `[topic, partition]` items are still accepted and still answered to a
+/// member that does not ask for ranges.
 #[test]
 fn a_member_of_a_million_tasks_heartbeats_in_ranges_both_ways() {
     let server = Server::start(&common::scratch("million-tasks"), &[]);
@@ -483,11 +483,11 @@ fn beat_until(
     }
 }
 
-/// Issue 12, item 1: the expansion timeout batches arrivals only. With
-/// learners off and a long expansion timeout, the tasks of a member that
-/// leaves, and of one that goes silent and expires, are granted to the
-/// member that stays on its heartbeats right after the departure, long
-/// before an expansion timeout could have passed.
+/// The expansion timeout batches arrivals only. With learners off and a
+/// long expansion timeout, the tasks of a member that leaves, and of one
+/// that goes silent and expires, are granted to the member that stays on
+/// its heartbeats right after the departure, long before an expansion
+/// timeout could have passed.
 #[test]
 fn a_departure_gives_its_tasks_away_without_waiting_for_the_expansion_timeout() {
     const EXPANSION_MS: u64 = 2_500;
@@ -556,10 +556,9 @@ fn a_departure_gives_its_tasks_away_without_waiting_for_the_expansion_timeout() 
     );
 }
 
-/// Issue 12, item 5: a join listing a topic the group does not have is
-/// accepted (a rolling deploy may subscribe before an admin adds it), the
-/// member view shows the subscription, and the topic's tasks come once an
-/// admin adds it.
+/// A join listing a topic the group does not have is accepted (a rolling
+/// deploy may subscribe before an admin adds it), the member view shows the
+/// subscription, and the topic's tasks come once an admin adds it.
 #[test]
 fn a_member_may_subscribe_to_a_topic_before_it_is_configured() {
     let server = Server::start(&common::scratch("serve-newtopic"), &[]);
@@ -599,12 +598,12 @@ fn a_member_may_subscribe_to_a_topic_before_it_is_configured() {
     });
 }
 
-/// Issue 12, items 2 and 3: two live processes with one member name. The
-/// second one takes the slot but is granted its tasks only after the last
-/// lease the host gave the first one has run out (until then it is told to
-/// warm them up); the first one is told `replaced` (not `fenced`, whose
-/// advice to rejoin would take the name back), with or without its name in
-/// the heartbeat, and is granted nothing.
+/// Two live processes with one member name. The second one takes the slot
+/// but is granted its tasks only after the last lease the host gave the
+/// first one has run out (until then it is told to warm them up); the first
+/// one is told `replaced` (not `fenced`, whose advice to rejoin would take
+/// the name back), with or without its name in the heartbeat, and is
+/// granted nothing.
 #[test]
 fn a_second_process_with_one_name_waits_for_the_first_ones_lease() {
     let server = Server::start(&common::scratch("serve-duplicate-name"), &[]);
@@ -703,14 +702,14 @@ fn worker_a_holds_every_task(server: &Server, group: &str) -> (Member, Instant, 
     (first, sent, lease)
 }
 
-/// Issue 12, item 2, across a host restart: the lease the host gave a
-/// member is kept in memory only, so a host restarted by kill -9 granted a
-/// new incarnation of the name its tasks at once, while the old process
-/// still ran on the lease it had been given just before. A restarted host
-/// takes every member that holds tasks to hold the longest lease an answer
-/// could give it (here min(session timeout, expansion timeout + the
-/// longest interval) = 3 s), so the second process warms the tasks up
-/// until then.
+/// A second process that takes a name right after a host restart waits for
+/// the old process's lease too. The lease the host gave a member is kept in
+/// memory only, so a restarted host takes every member that holds tasks to
+/// hold the longest lease an answer could give it (here min(session
+/// timeout, expansion timeout + the longest interval) = 3 s), and the
+/// second process warms the tasks up until then; otherwise a host restarted
+/// by kill -9 would grant a new incarnation of the name its tasks at once,
+/// while the old process still runs on the lease it was given just before.
 #[test]
 fn a_takeover_right_after_a_host_restart_waits_for_the_old_processs_lease() {
     let data_dir = common::scratch("serve-restart-takeover");
@@ -747,14 +746,13 @@ fn a_takeover_right_after_a_host_restart_waits_for_the_old_processs_lease() {
     assert_eq!(status, 409, "{error}");
 }
 
-/// Issue 12, item 2, with the host restarted during the wait: a second
+/// The wait for a lease, with the host restarted during it: a second
 /// process took the name of a first one that still runs on its lease, and
-/// waits for that lease; the host is killed and started again. The wait
-/// was in memory only, so the restarted host granted the second process
-/// the tasks at once while the first still processed them. Now the wait
-/// is in the log (`HandoverStarted`), and a restarted host makes the
-/// second process wait the longest lease an answer could have given the
-/// first (3 s here). The first one is still told `replaced`.
+/// waits for that lease; the host is killed and started again. The wait is
+/// in the log (`HandoverStarted`), so the restarted host does not grant the
+/// second process the tasks at once while the first still processes them:
+/// it makes the second process wait the longest lease an answer could have
+/// given the first (3 s here). The first one is still told `replaced`.
 #[test]
 fn a_second_process_waiting_for_the_first_ones_lease_waits_on_after_a_host_restart() {
     let data_dir = common::scratch("serve-restart-duplicate");

@@ -2175,10 +2175,10 @@ fn the_document_marks_the_member_token_optional_on_the_heartbeat() {
     assert_eq!(config["member_token"]["writeOnly"], true, "{config}");
 }
 
-/// Issue 12, item 18: a config of 63 or 64 params was accepted but never
-/// got an assignment (the host adds `acceptable_recovery_lag` and
-/// `max_learners`, and the guest SDK refuses an input of more than 64).
-/// Past the limit the config is refused; at it, the group is assigned.
+/// Past the number of params an assignor accepts, a config is refused, not
+/// accepted and never assigned as one of 63 or 64 params would be (the host
+/// adds `acceptable_recovery_lag` and `max_learners`, and the guest SDK
+/// refuses an input of more than 64); at the limit, the group is assigned.
 #[tokio::test(flavor = "multi_thread")]
 async fn params_up_to_what_an_assignor_accepts_and_no_more() {
     let f = fixture();
@@ -2221,8 +2221,8 @@ async fn params_up_to_what_an_assignor_accepts_and_no_more() {
     assert_eq!(member.active.len(), 4, "{:?}", f.view().await);
 }
 
-/// Issue 12, item 18: group names with control, format or bidirectional
-/// characters are refused (CR and NUL reached `/metrics` raw).
+/// Group names with control, format or bidirectional characters are refused
+/// (CR and NUL would reach `/metrics` raw).
 #[tokio::test]
 async fn group_names_with_invisible_characters_are_refused() {
     let f = fixture();
@@ -2251,9 +2251,9 @@ async fn group_names_with_invisible_characters_are_refused() {
     assert_eq!(status, StatusCode::CREATED, "other Unicode is fine: {view}");
 }
 
-/// Issue 12, item 18: member names, like group names, may not hold control,
-/// format or bidirectional characters (a name shown as another one); the
-/// join is refused and changes nothing.
+/// Member names, like group names, may not hold control, format or
+/// bidirectional characters (a name shown as another one); the join is
+/// refused and changes nothing.
 #[tokio::test]
 async fn member_names_with_invisible_characters_are_refused() {
     let f = fixture();
@@ -2282,9 +2282,9 @@ async fn member_names_with_invisible_characters_are_refused() {
     f.join("café-日本").await;
 }
 
-/// Issue 12, item 18: a key twice in a JSON body was taken last-wins (a
-/// `member_token` then `null` removed the token); it is refused with 400
-/// `invalid_json`, at any depth, on every JSON body, and changes nothing.
+/// A key twice in a JSON body is refused with 400 `invalid_json`, at any
+/// depth, on every JSON body, and changes nothing (taken last-wins, a
+/// `member_token` then `null` would remove the token).
 #[tokio::test]
 async fn duplicate_json_keys_are_refused() {
     let f = fixture();
@@ -2339,9 +2339,8 @@ async fn duplicate_json_keys_are_refused() {
     assert_eq!(f.snapshot().await, before, "nothing changed");
 }
 
-/// Issue 12, item 18: the document says what the routes accept: a
-/// capacity up to 2^32 − 1 (not `int32`), and the 415 of bind and
-/// preview.
+/// The document says what the routes accept: a capacity up to 2^32 − 1 (not
+/// `int32`), and the 415 of bind and preview.
 #[test]
 fn the_document_has_capacitys_range_and_the_415_of_bind_and_preview() {
     let doc = serde_json::to_value(super::openapi()).unwrap();

@@ -1658,9 +1658,9 @@ fn a_departure_starts_the_next_target_at_once() {
     );
 }
 
-/// Issue 12, item 5: a subscription is a wish. A member may subscribe to
-/// a topic the group does not have: it is accepted, kept in the member's
-/// subscription, gives nothing, and gives tasks once an admin adds it.
+/// A subscription is a wish. A member may subscribe to a topic the group
+/// does not have: it is accepted, kept in the member's subscription, gives
+/// nothing, and gives tasks once an admin adds it.
 #[test]
 fn a_subscription_to_a_topic_the_group_does_not_have_is_kept_until_it_exists() {
     let mut h = Harness::new(2);
@@ -1702,11 +1702,11 @@ fn a_subscription_to_a_topic_the_group_does_not_have_is_kept_until_it_exists() {
     assert!(matches!(long, Err(ProtocolError::Invalid(_))), "{long:?}");
 }
 
-/// Issue 12, items 2 and 3: two live processes with one member name. The
-/// new incarnation takes the slot, but is granted its tasks only once the
-/// last lease given to the old one has run out (meanwhile they are its
-/// learners); the old one is told `replaced`, not `fenced`, whether or not
-/// its heartbeat names it, and is granted nothing.
+/// Two live processes with one member name. The new incarnation takes the
+/// slot, but is granted its tasks only once the last lease given to the old
+/// one has run out (meanwhile they are its learners); the old one is told
+/// `replaced`, not `fenced`, whether or not its heartbeat names it, and is
+/// granted nothing.
 #[test]
 fn a_second_process_with_the_same_name_gets_the_tasks_only_after_the_old_lease() {
     let mut h = Harness::new(4);
@@ -1764,10 +1764,10 @@ fn a_second_process_with_the_same_name_gets_the_tasks_only_after_the_old_lease()
 /// The unreached grace of the cluster tests below (a takeover's time).
 const GRACE_MS: u64 = 4_000;
 
-/// Issue 14: an answer carries the unreached lease, the plain lease plus
-/// the grace (the time a takeover may take) within the session timeout;
-/// on a single node (no grace), and when the answer has tasks to revoke,
-/// it is the plain lease.
+/// An answer carries the unreached lease, the plain lease plus the grace
+/// (the time a takeover may take) within the session timeout; on a single
+/// node (no grace), and when the answer has tasks to revoke, it is the
+/// plain lease.
 #[test]
 fn an_unreached_lease_adds_the_grace_unless_tasks_are_revoked() {
     let mut single = Harness::new(4);
@@ -1805,9 +1805,9 @@ fn an_unreached_lease_adds_the_grace_unless_tasks_are_revoked() {
     assert_eq!(told.unreached_lease_ms, told.lease_ms, "no grace: {told:?}");
 }
 
-/// Issue 14: a crashed static member's new incarnation gets the slot's
-/// tasks only once the old one's unreached lease ended, not its plain one:
-/// the old process may still be processing while its heartbeats find no
+/// A crashed static member's new incarnation gets the slot's tasks only
+/// once the old one's unreached lease has ended, not its plain one: the old
+/// process may still be processing while its heartbeats find no
 /// coordinator.
 #[test]
 fn a_new_incarnation_waits_for_the_old_ones_unreached_lease() {
@@ -1837,10 +1837,10 @@ fn a_new_incarnation_waits_for_the_old_ones_unreached_lease() {
     );
 }
 
-/// Issue 14: a heartbeat that reached the coordinator voids the unreached
-/// lease of the answers before it. A member told to revoke that then goes
-/// silent is fenced at the usual time (an expansion timeout and an
-/// interval after it was told), not after an earlier answer's grace.
+/// A heartbeat that reached the coordinator voids the unreached lease of
+/// the answers before it. A member told to revoke that then goes silent is
+/// fenced at the usual time (an expansion timeout and an interval after it
+/// was told), not after an earlier answer's grace.
 #[test]
 fn a_member_told_to_revoke_is_fenced_on_time_despite_an_earlier_unreached_lease() {
     let mut h = Harness::new(4);
@@ -2334,11 +2334,11 @@ fn an_assignor_call_whose_answer_never_comes_back_is_asked_again() {
     core.check_deadlines().unwrap();
 }
 
-/// Found measuring hostile guests (issue 15): a failure whose call the
-/// group had moved past (a member joined while a slow guest ran to its
-/// time limit) was dropped with the stale answer, so a guest that fails
-/// slower than its group changes never showed failing and was asked again
-/// at once. It shows, and counts for the retry backoff.
+/// A failure whose call the group has moved past (a member joined while a
+/// slow guest ran to its time limit) still shows, and counts for the retry
+/// backoff: dropped with the stale answer, a guest that fails slower than
+/// its group changes would never show failing and would be asked again at
+/// once.
 #[test]
 fn a_failure_that_comes_back_after_the_group_moved_on_still_shows_and_backs_off() {
     let mut h = Harness::new(4);

@@ -114,12 +114,12 @@ fn a_cluster_seed_replays_its_trace_exactly() {
     }
 }
 
-/// Issue 14 in a schedule: a member whose heartbeats provably reached no
-/// coordinator while its shard was taken over keeps processing its tasks
-/// past its plain lease, on the unreached lease of its last answer, and the
-/// node that took the shard over answers it with those tasks still its,
-/// every invariant holding throughout. The first such seed of a few, its
-/// trace read in order for one process.
+/// The unreached lease in a schedule: a member whose heartbeats provably
+/// reached no coordinator while its shard was taken over keeps processing
+/// its tasks past its plain lease, on the unreached lease of its last
+/// answer, and the node that took the shard over answers it with those
+/// tasks still its, every invariant holding throughout. The first such seed
+/// of a few, its trace read in order for one process.
 #[test]
 fn a_member_keeps_its_tasks_past_its_plain_lease_through_a_takeover() {
     let cluster = ClusterOptions::default();
@@ -320,15 +320,15 @@ impl Hand {
     }
 }
 
-/// Issue 14 by hand, on a core with a 4 s unreached grace: a's heartbeat
-/// at 1,700 ms starts a revocation (c joined) and reaches the core, but its
-/// answer is lost; then a's network goes down (every later heartbeat
-/// provably unreached). The core fences a an expansion timeout and an
-/// interval later and c gets the task. A member that follows the rule fell
-/// back to the plain lease of its last answer (1,000 + 1,000 ms) at the
-/// lost answer; one that counts on the unreached lease after an ambiguous
-/// outcome too keeps the task until 1,000 + 5,000 ms. Returns the first
-/// breach the checks report, and a's lease after the lost answer.
+/// The unreached lease by hand, on a core with a 4 s unreached grace: a's
+/// heartbeat at 1,700 ms starts a revocation (c joined) and reaches the
+/// core, but its answer is lost; then a's network goes down (every later
+/// heartbeat provably unreached). The core fences a an expansion timeout
+/// and an interval later and c gets the task. A member that follows the
+/// rule fell back to the plain lease of its last answer (1,000 + 1,000 ms)
+/// at the lost answer; one that counts on the unreached lease after an
+/// ambiguous outcome too keeps the task until 1,000 + 5,000 ms. Returns the
+/// first breach the checks report, and a's lease after the lost answer.
 fn lost_revocation_then_unreached(extends_when_unsure: bool) -> (Result<(), String>, Millis) {
     let mut hand = Hand::new();
     let topics = Hand::topics();
