@@ -542,7 +542,7 @@ fn describe_swap(stable: &Coordinator, now: Millis, case: &str, to: &str, regist
     );
     let after = core.group(GROUP).expect("a group");
     let (mut moved, mut learners) = (0, 0);
-    for (slot, target) in &after.target {
+    for (slot, target) in after.target.iter() {
         let old = before.target_of(slot);
         moved += target.active.difference(&old.active).count();
         learners += target.learner.len();

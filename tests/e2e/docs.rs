@@ -3,7 +3,8 @@
 //! against the log's constants; docs/architecture.md's heartbeat answer
 //! against the OpenAPI document; the routes the README and the OpenAPI
 //! document say are open against the routes that are; the upload cap
-//! everywhere it is written against the registry's.
+//! everywhere it is written against the registry's; the files and
+//! functions docs/architecture.md's tour names against the source.
 
 mod common;
 
@@ -290,4 +291,55 @@ fn the_documented_upload_cap_is_the_registrys() {
     );
     assert!(read_doc("README.md").contains(&format!("Uploads may be up to {mib} MiB")));
     assert!(read_doc("docs/architecture.md").contains(&format!("at most {mib} MiB")));
+}
+
+/// Every `path.rs` and `path.rs::item` that docs/architecture.md's tour
+/// names is a file under `host/src/` (or of the crate it names) that
+/// defines that function or struct: the tour is followed file by file, and a file
+/// moved or a function renamed must take the tour along.
+#[test]
+fn the_tour_names_files_and_functions_that_exist() {
+    let architecture = read_doc("docs/architecture.md");
+    let start = architecture.find("## A tour").expect("the tour's heading");
+    let end = start
+        + architecture[start..]
+            .find("\n## ")
+            .expect("the section after the tour");
+    let tour = &architecture[start..end];
+    let root = common::workspace_root();
+    let mut named = 0;
+    for quoted in tour.split('`').skip(1).step_by(2) {
+        let (path, function) = match quoted.split_once("::") {
+            Some((path, function)) => (path, Some(function)),
+            None => (quoted, None),
+        };
+        if !path.ends_with(".rs") {
+            continue;
+        }
+        named += 1;
+        let file = ["host/src", ""]
+            .iter()
+            .map(|base| root.join(base).join(path))
+            .find(|file| file.is_file())
+            .unwrap_or_else(|| panic!("the tour names {path}, which is not a file"));
+        if let Some(function) = function {
+            let name = function.rsplit("::").next().expect("a name");
+            let text = std::fs::read_to_string(&file).expect("readable");
+            // A type by its capital, else a function.
+            let definitions = if name.starts_with(char::is_uppercase) {
+                [format!("struct {name} "), format!("struct {name}<")]
+            } else {
+                [format!("fn {name}("), format!("fn {name}<")]
+            };
+            assert!(
+                definitions.iter().any(|d| text.contains(d.as_str())),
+                "the tour names {quoted}, but {} defines no {name}",
+                file.display()
+            );
+        }
+    }
+    assert!(
+        named >= 20,
+        "the tour names {named} files: is it still there?"
+    );
 }

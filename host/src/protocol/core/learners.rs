@@ -121,6 +121,9 @@ fn answer_as_target(
         .map(|slot| (slot.clone(), SlotTarget::default()))
         .collect();
     for (slot, rows) in slots.iter().zip(rows) {
+        if rows.active.is_empty() && rows.learner.is_empty() && rows.standby.is_empty() {
+            continue;
+        }
         *target
             .get_mut(slot)
             .expect("the answer was validated against this input") = SlotTarget {
