@@ -268,15 +268,24 @@ fn keep_cold_moves_on_their_holders(
             None => unwarmed.push((task, to)),
         }
     }
-    // The answer's learners on tasks that end up active where they are
-    // are dropped by the caller: they must not keep a cold move from
-    // warming.
+    warm_the_rest(target, unwarmed, config.max_learners);
+}
+
+/// Learners for the cold moves that found no swap and no learner slot
+/// while the answer's own learners counted, as far as `max_learners`
+/// allows once those that end up active where they are no longer count
+/// (the caller drops them: they must not keep a cold move from warming).
+fn warm_the_rest(
+    target: &mut BTreeMap<Slot, SlotTarget>,
+    unwarmed: Vec<(TaskRef, Slot)>,
+    max_learners: u32,
+) {
     let mut placed: u32 = target
         .values()
         .map(|t| t.learner.difference(&t.active).count() as u32)
         .sum();
     for (task, to) in unwarmed {
-        if placed >= config.max_learners {
+        if placed >= max_learners {
             break;
         }
         let slot = target.get_mut(&to).expect("a member");
