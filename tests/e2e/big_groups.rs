@@ -103,7 +103,7 @@ fn a_group_whose_heartbeats_could_not_fit_is_refused_up_front() {
 /// for a new target, and each target is the whole group's placement. The
 /// host paces the group's calls by the size of its last target, so in a
 /// window it calls the guest (and installs its answer) no more than once
-/// per pace (before: once per round of catch-ups, each answer a whole
+/// per pace, not once per round of catch-ups (each answer a whole
 /// placement of 160,000 rows).
 #[test]
 fn a_big_answer_that_moves_every_task_is_installed_at_a_pace() {
@@ -215,9 +215,9 @@ fn a_big_answer_that_moves_every_task_is_installed_at_a_pace() {
 /// swap among the new owner's caught-up tasks. A bystander group on the
 /// same shard (one shard) beats all along, and each of its answers comes
 /// back within the lease its previous answer gave: no member of another
-/// group stops while the big one installs (before: the choice searched the
-/// new owner's every reported lag once per move, and one install of 40,000
-/// moves held the shard for longer than the bystander's lease).
+/// group stops while the big one installs (a search of the new owner's
+/// every reported lag once per move would hold the shard for longer than
+/// the bystander's lease).
 #[test]
 fn a_bystander_keeps_its_lease_while_a_big_answer_moves_every_task_cold() {
     const TASKS: u64 = 40_000;

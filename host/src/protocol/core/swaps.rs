@@ -1,12 +1,11 @@
 //! [`Swaps`]: which of a holder's tasks a new owner could take instead of a
 //! task it is not caught up on, kept as an index while the learner safety
 //! (learners.rs) moves tasks between members, so that each choice is a
-//! lookup. Searching the new owner's reported lags once per cold move cost
-//! a big group's install time in the square of its size: 10,000 tasks
-//! moved to the one member of five with no copy of them, while every
-//! member reported lags on its standbys, held the shard for 5.7 s per
-//! install (24 ms with the index; `cargo bench -p assignd --bench
-//! heartbeat -- install/`).
+//! lookup. Why an index: searching the new owner's reported lags once per
+//! cold move is quadratic in the group. 10,000 tasks moved to the one
+//! member of five with no copy of them, while every member reports lags on
+//! its standbys, take 5.7 s that way under the shard's lock, 24 ms with the
+//! index (`cargo bench -p assignd --bench heartbeat -- install/`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
