@@ -31,6 +31,12 @@
 //! assignd_guest_sdk::export_assignor!(FirstSubscriber);
 //! ```
 //!
+//! Test it natively with [`harness::run`], which judges an answer as the
+//! host will, and check the whole assignor contract from a property test in
+//! one call with [`testing::check_contract`] (valid answers, deterministic,
+//! learners and standbys only as declared, and optionally independent of
+//! the members' order and of the previous assignment).
+//!
 //! This crate owns the guest side of the WIT world in `wit/assignor.wit` and
 //! the contract checks ([`validate`]) that the host applies to every answer.
 //! It must not depend on anything that does not build for

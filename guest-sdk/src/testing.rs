@@ -1,7 +1,13 @@
 //! Group generators for tests and benchmarks, native and in wasm alike: the
 //! grid of Kafka's `ServerSideAssignorBenchmark` (members × partitions per
 //! member, homogeneous or heterogeneous subscriptions, full or incremental)
-//! and the edits a property test needs (settle, add or remove a member).
+//! and the edits a property test needs (settle, add or remove a member);
+//! and, in [`contract`], the assignor contract as one check
+//! ([`check_contract`]) that any assignor's property test runs.
+
+pub mod contract;
+
+pub use contract::{ContractViolation, Promises, check_contract};
 
 use crate::model::{Assignment, GroupInput, Member, NO_MEMBER, TaskLags, TaskMembers, Topic};
 

@@ -1,13 +1,15 @@
-//! Property tests over random groups, run through the SDK harness so that
-//! every answer is also checked exactly as the host would check it.
+//! Property tests over random groups: the SDK's assignor contract (run
+//! through the harness, so every answer is also checked exactly as the host
+//! would check it), and what is particular to this assignor.
 
 #[path = "../../range/tests/common/mod.rs"]
 mod common;
 
+use assignd_guest_sdk::GroupInput;
 use assignd_guest_sdk::harness::run;
-use assignd_guest_sdk::{GroupInput, NO_MEMBER};
+use assignd_guest_sdk::testing::{Promises, check_contract};
 use assignor_round_robin::RoundRobin;
-use common::{ByMember, by_member, groups, kafka_key, permute_members};
+use common::{ByMember, by_member, groups, kafka_key};
 use proptest::prelude::*;
 
 /// Kafka's `RoundRobinAssignor.assign` transcribed literally: a circular
@@ -44,62 +46,24 @@ fn kafka_round_robin(input: &GroupInput) -> ByMember {
     out
 }
 
-fn shuffled_group() -> impl Strategy<Value = (GroupInput, Vec<usize>)> {
-    groups(false).prop_flat_map(|input| {
-        let n = input.members.len();
-        (Just(input), Just((0..n).collect::<Vec<_>>()).prop_shuffle())
-    })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// The harness validates the answer; beyond that no task of a topic
-    /// nobody subscribes to is owned, and no learners or standbys appear.
+    /// The contract every assignor keeps (the host accepts the answer, so
+    /// the tasks of topics nobody subscribes to stay unowned; no learners
+    /// or standbys, which it does not declare; the same input gives the
+    /// same answer), and both promises of a stateless assignor: who gets
+    /// what by member id does not depend on the members' order, and the
+    /// previous assignment plays no part.
     #[test]
-    fn answers_are_valid(input in groups(false)) {
-        let out = run::<RoundRobin>(&input).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        prop_assert!(out.learners.is_empty());
-        prop_assert!(out.standbys.is_empty());
-        let offsets = input.topic_offsets();
-        for t in 0..input.topics.len() {
-            let subscribed = input.members.iter().any(|m| input.subscribes(m, t as u32));
-            for task in offsets[t]..offsets[t + 1] {
-                prop_assert_eq!(out.active_owner[task as usize] == NO_MEMBER, !subscribed);
-            }
-        }
+    fn keeps_the_assignor_contract(input in groups(false), seed in any::<u64>()) {
+        check_contract::<RoundRobin>(&input, Promises::STATELESS, seed)?;
     }
 
     #[test]
     fn matches_kafka(input in groups(false)) {
         let out = run::<RoundRobin>(&input).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(by_member(&input, &out), kafka_round_robin(&input));
-    }
-
-    /// Same input, same answer; and the answer per member id does not
-    /// depend on the order of the members in the input.
-    #[test]
-    fn deterministic((input, permutation) in shuffled_group()) {
-        let first = run::<RoundRobin>(&input).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let second = run::<RoundRobin>(&input).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        prop_assert_eq!(&first, &second);
-        let shuffled = permute_members(&input, &permutation);
-        let third = run::<RoundRobin>(&shuffled).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        prop_assert_eq!(by_member(&input, &first), by_member(&shuffled, &third));
-    }
-
-    /// The previous assignment plays no part in the answer.
-    #[test]
-    fn ignores_previous_assignment(input in groups(false)) {
-        let out = run::<RoundRobin>(&input).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let fresh = GroupInput {
-            active_owner: vec![NO_MEMBER; input.task_count()],
-            ..input.clone()
-        };
-        prop_assert_eq!(
-            run::<RoundRobin>(&fresh).map_err(|e| TestCaseError::fail(e.to_string()))?,
-            out
-        );
     }
 
     /// With every member subscribed to every topic, totals differ by at

@@ -103,33 +103,6 @@ fn build(
     }
 }
 
-/// The input with its members reordered: `permutation[i]` is the old index
-/// of the new `i`-th member. The previous assignment follows the members.
-pub fn permute_members(input: &GroupInput, permutation: &[usize]) -> GroupInput {
-    let mut new_index = vec![0u32; permutation.len()];
-    for (new, &old) in permutation.iter().enumerate() {
-        new_index[old] = new as u32;
-    }
-    GroupInput {
-        members: permutation
-            .iter()
-            .map(|&old| input.members[old].clone())
-            .collect(),
-        active_owner: input
-            .active_owner
-            .iter()
-            .map(|&o| {
-                if o == NO_MEMBER {
-                    NO_MEMBER
-                } else {
-                    new_index[o as usize]
-                }
-            })
-            .collect(),
-        ..input.clone()
-    }
-}
-
 /// Active tasks per member id as sorted (topic name, partition) pairs; every
 /// member present, owned tasks only.
 pub type ByMember = BTreeMap<String, Vec<(String, u32)>>;
