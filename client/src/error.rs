@@ -2,25 +2,29 @@
 //! stable code), what never got an answer, what certainly reached no
 //! coordinator, and misuse of the library.
 
-/// The stable error codes of the host's `{"error": {"code", ...}}` body.
+/// The stable error codes of the host's `{"error": {"code", ...}}` body
+/// that the member machine acts on, as string constants for matching a
+/// body's code ([`ErrorCode`](assignd_wire::ErrorCode) lists them all).
 pub mod codes {
-    pub const UNKNOWN_GROUP: &str = "unknown_group";
-    pub const UNKNOWN_MEMBER: &str = "unknown_member";
+    use assignd_wire::ErrorCode;
+
+    pub const UNKNOWN_GROUP: &str = ErrorCode::UnknownGroup.as_str();
+    pub const UNKNOWN_MEMBER: &str = ErrorCode::UnknownMember.as_str();
     /// The member was removed (it left, expired, or held tasks too long):
     /// rejoining is right.
-    pub const FENCED: &str = "fenced";
+    pub const FENCED: &str = ErrorCode::Fenced.as_str();
     /// Another incarnation took the member's name (two processes share
     /// it): rejoining would take the name back and fence the other one.
-    pub const REPLACED: &str = "replaced";
-    pub const STALE_EPOCH: &str = "stale_epoch";
-    pub const NOT_OWNED: &str = "not_owned";
-    pub const INVALID_REQUEST: &str = "invalid_request";
-    pub const INVALID_JSON: &str = "invalid_json";
-    pub const GROUP_FULL: &str = "group_full";
+    pub const REPLACED: &str = ErrorCode::Replaced.as_str();
+    pub const STALE_EPOCH: &str = ErrorCode::StaleEpoch.as_str();
+    pub const NOT_OWNED: &str = ErrorCode::NotOwned.as_str();
+    pub const INVALID_REQUEST: &str = ErrorCode::InvalidRequest.as_str();
+    pub const INVALID_JSON: &str = ErrorCode::InvalidJson.as_str();
+    pub const GROUP_FULL: &str = ErrorCode::GroupFull.as_str();
     /// The group has a member token and the heartbeat carried none.
-    pub const UNAUTHORIZED: &str = "unauthorized";
+    pub const UNAUTHORIZED: &str = ErrorCode::Unauthorized.as_str();
     /// The heartbeat's token is not the group's member token.
-    pub const FORBIDDEN: &str = "forbidden";
+    pub const FORBIDDEN: &str = ErrorCode::Forbidden.as_str();
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -49,7 +49,7 @@ const IN_TRANSIT_PAUSE_MIN: Duration = Duration::from_millis(25);
 const IN_TRANSIT_PAUSE_MAX: Duration = Duration::from_millis(400);
 
 /// The host's codes the transport handles itself.
-const NOT_COORDINATOR: &str = "not_coordinator";
+const NOT_COORDINATOR: &str = assignd_wire::ErrorCode::NotCoordinator.as_str();
 const SHARD_UNAVAILABLE: &str = "shard_unavailable";
 const COORDINATOR_UNREACHABLE: &str = "coordinator_unreachable";
 

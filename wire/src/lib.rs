@@ -20,7 +20,7 @@ mod schema;
 mod size;
 mod task;
 
-pub use error::{ErrorBody, ErrorDetail};
+pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use heartbeat::{HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH};
 #[cfg(feature = "openapi")]
 pub use schema::TaskItem;

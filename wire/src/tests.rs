@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use crate::{HeartbeatRequest, HeartbeatResponseBody, LagRow, TASKS_PER_LIST_MAX, Task};
+use crate::{ErrorCode, HeartbeatRequest, HeartbeatResponseBody, LagRow, TASKS_PER_LIST_MAX, Task};
 
 fn tasks(topic: &str, partitions: impl IntoIterator<Item = u32>) -> Vec<Task> {
     partitions
@@ -164,4 +164,19 @@ fn an_answer_without_its_newer_fields_reads_as_unknown_or_false() {
         (read.unreached_lease_ms, read.unreached_flight_ms),
         (None, None)
     );
+}
+
+#[test]
+fn every_error_code_is_spelled_once_in_snake_case_and_reads_back() {
+    let mut spelled = std::collections::BTreeSet::new();
+    for &code in ErrorCode::ALL {
+        let text = code.as_str();
+        assert!(
+            !text.is_empty() && text.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+            "{text:?} is not snake_case"
+        );
+        assert!(spelled.insert(text), "{text:?} is spelled twice");
+        assert_eq!(ErrorCode::parse(text), Some(code));
+    }
+    assert_eq!(ErrorCode::parse("a_code_a_newer_host_may_add"), None);
 }
