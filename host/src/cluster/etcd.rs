@@ -124,6 +124,12 @@ pub enum Write {
     },
 }
 
+/// The most bytes in one chunk of a value cut into several keys (a
+/// shard's log batch, a module). etcd refuses a request over 1.5 MiB by
+/// default (`--max-request-bytes`), and gRPC an answer over 4 MiB: two
+/// chunks fit one transaction, and a page of six chunks one answer.
+pub const CHUNK_BYTES_MAX: usize = 512 << 10;
+
 /// The pause after every member failed one attempt of a call, before the
 /// next round.
 const ROUND_PAUSE: Duration = Duration::from_millis(50);

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use etcdv3client::pb::{self, compare, request_op};
 
 use super::etcd::{Etcd, StoreError, prefix_end};
+use super::keys;
 use crate::log::frame::{FORMAT_VERSION_MIN, FormatSupport};
 
 /// The level a cluster without the level key writes at.
@@ -34,11 +35,11 @@ const NODES_PER_PAGE: i64 = 256;
 
 /// The key of the cluster's level.
 pub fn level_key(etcd: &Etcd) -> Vec<u8> {
-    etcd.key("features/format_version")
+    etcd.key(keys::FORMAT_VERSION)
 }
 
 fn support_key(etcd: &Etcd, name: &str) -> Vec<u8> {
-    etcd.key(&format!("features/nodes/{name}"))
+    etcd.key(&keys::feature_support(name))
 }
 
 /// This node's support and the level it writes at (kept current every
@@ -266,7 +267,7 @@ fn parse_level(text: &[u8]) -> Result<u8, StoreError> {
 
 /// Reads the live nodes, the level and their supports at one revision.
 pub async fn read(etcd: &Etcd) -> Result<ClusterFeatures, StoreError> {
-    let prefix = etcd.key("nodes/");
+    let prefix = etcd.key(keys::NODES);
     let (nodes, revision) = etcd
         .range(&prefix, &prefix_end(&prefix), NODES_PER_PAGE)
         .await?;
@@ -281,7 +282,7 @@ async fn read_at(
     nodes: impl Iterator<Item = String>,
     revision: i64,
 ) -> Result<ClusterFeatures, StoreError> {
-    let prefix = etcd.key("features/");
+    let prefix = etcd.key(keys::FEATURES);
     let (keys, _) = etcd
         .range_at(&prefix, &prefix_end(&prefix), NODES_PER_PAGE, revision)
         .await?;
@@ -322,7 +323,7 @@ async fn read_at(
 /// whether it did. The caller checked `to` against `cluster`.
 pub async fn set_level(etcd: &Etcd, cluster: &ClusterFeatures, to: u8) -> Result<bool, StoreError> {
     let key = level_key(etcd);
-    let nodes = etcd.key("nodes/");
+    let nodes = etcd.key(keys::NODES);
     let request = pb::TxnRequest {
         compare: vec![
             pb::Compare {

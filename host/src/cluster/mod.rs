@@ -1,6 +1,8 @@
 //! Cluster mode: several nodes serve one cluster's shards, with etcd as
 //! the one place where ownership and records are kept.
 //!
+//! - `keys`: the etcd keyspace, every key spelled once, the layout drawn
+//!   in its doc;
 //! - `etcd`: the few etcd operations it is built from, each bounded by a
 //!   timeout ([`Etcd`]: leases, claims, ranges, guarded transactions);
 //! - `store`: [`EtcdStore`], the [`crate::runtime::ShardStore`] that keeps
@@ -25,6 +27,7 @@ pub mod availability;
 pub mod directory;
 pub mod etcd;
 pub mod features;
+pub mod keys;
 pub mod last_lease;
 pub mod local_etcd;
 pub mod modules;

@@ -37,8 +37,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::runtime::Handle;
 
-use super::etcd::{Etcd, StoreError, Write, prefix_end};
-use super::store::CHUNK_BYTES_MAX;
+use super::etcd::{CHUNK_BYTES_MAX, Etcd, StoreError, Write, prefix_end};
+use super::keys;
 use crate::plugins::{BUILTIN_NAMES, module_id};
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::GroupConfig;
@@ -123,12 +123,12 @@ pub fn bindings<'a>(
 
 /// The key `module-users/REF/GROUP`.
 pub fn user_key(etcd: &Etcd, reference: &str, group: &str) -> Vec<u8> {
-    etcd.key(&format!("module-users/{reference}/{group}"))
+    etcd.key(&keys::module_user(reference, group))
 }
 
 /// The prefix of every key of `module-users/REF/`.
 fn users_prefix(etcd: &Etcd, reference: &str) -> Vec<u8> {
-    etcd.key(&format!("module-users/{reference}/"))
+    etcd.key(&keys::module_users_of(reference))
 }
 
 /// The key that exists while the module `reference` names is the
@@ -142,7 +142,7 @@ pub fn reference_key(etcd: &Etcd, reference: &str) -> Vec<u8> {
 
 /// Every index key of the cluster: (reference, group, shard).
 pub async fn all_users(etcd: &Etcd) -> Result<Vec<(String, String, String)>, StoreError> {
-    let prefix = etcd.key("module-users/");
+    let prefix = etcd.key(keys::MODULE_USERS);
     let (pairs, _) = etcd
         .range(&prefix, &prefix_end(&prefix), USERS_PER_PAGE)
         .await?;
@@ -168,15 +168,15 @@ pub fn only(key: Vec<u8>) -> Write {
 }
 
 fn meta_key(etcd: &Etcd, id: &str) -> Vec<u8> {
-    etcd.key(&format!("module-meta/{id}"))
+    etcd.key(&keys::module_meta(id))
 }
 
 fn name_key(etcd: &Etcd, name: &str, version: &str) -> Vec<u8> {
-    etcd.key(&format!("module-names/{name}@{version}"))
+    etcd.key(&keys::module_name(name, version))
 }
 
 fn chunks_prefix(etcd: &Etcd, id: &str) -> Vec<u8> {
-    etcd.key(&format!("module-chunks/{id}/"))
+    etcd.key(&keys::module_chunks(id))
 }
 
 impl EtcdModules {
@@ -285,13 +285,9 @@ impl EtcdModules {
         let chunks: Vec<Write> = bytes
             .chunks(CHUNK_BYTES_MAX)
             .enumerate()
-            .map(|(i, chunk)| {
-                let mut key = prefix.clone();
-                key.extend_from_slice(format!("{i:06}").as_bytes());
-                Write::Put {
-                    key,
-                    value: chunk.to_vec(),
-                }
+            .map(|(i, chunk)| Write::Put {
+                key: etcd.key(&keys::module_chunk(id, i)),
+                value: chunk.to_vec(),
             })
             .collect();
         for txn in chunks.chunks(CHUNKS_PER_TXN) {
@@ -347,7 +343,7 @@ impl EtcdModules {
 
     /// Every module of the cluster, by id.
     pub async fn list(&self) -> Result<Vec<(String, ModuleMeta)>, StoreError> {
-        let prefix = self.etcd.key("module-meta/");
+        let prefix = self.etcd.key(keys::MODULE_META);
         let (metas, _) = self
             .etcd
             .range(&prefix, &prefix_end(&prefix), METAS_PER_PAGE)

@@ -25,6 +25,7 @@ use super::availability::{Availability, Call, Change};
 use super::directory::Directory;
 use super::etcd::{Claim, Etcd, StoreError, prefix_end};
 use super::features::Features;
+use super::keys;
 use super::last_lease::LastLease;
 use super::placement;
 use super::store::{EtcdStore, owner_key};
@@ -89,11 +90,6 @@ pub const PLACEMENT_INTERVAL_MAX: Duration = Duration::from_millis(500);
 /// How often a leaving node reads whether its shards have successors.
 const HANDOVER_POLL_INTERVAL: Duration = Duration::from_millis(50);
 
-/// The keys of the cluster's registry of nodes.
-fn node_key(etcd: &Etcd, name: &str) -> Vec<u8> {
-    etcd.key(&format!("nodes/{name}"))
-}
-
 /// A node of a cluster.
 pub struct Node {
     etcd: Etcd,
@@ -137,7 +133,7 @@ impl Node {
     ) -> anyhow::Result<(Self, Arc<EtcdStore>)> {
         check_cluster_setting(
             &etcd,
-            "shard-count",
+            keys::SHARD_COUNT,
             config.shard_count.to_string().as_bytes(),
             "shard count",
         )
@@ -145,7 +141,7 @@ impl Node {
         let token_digest = hex(&Sha256::digest(admin_token.as_bytes()));
         check_cluster_setting(
             &etcd,
-            "admin-token-sha256",
+            keys::ADMIN_TOKEN_SHA256,
             token_digest.as_bytes(),
             "admin token",
         )
@@ -209,12 +205,12 @@ impl Node {
     /// Reads the live nodes and the shards' owners, at one revision.
     pub async fn view(&self) -> Result<ClusterView, StoreError> {
         let etcd = &self.etcd;
-        let nodes_prefix = etcd.key("nodes/");
+        let nodes_prefix = etcd.key(keys::NODES);
         let (nodes, revision) = etcd
             .range(&nodes_prefix, &prefix_end(&nodes_prefix), 256)
             .await?;
         // At the revision of the nodes: one snapshot of the cluster.
-        let owners_prefix = etcd.key("owners/");
+        let owners_prefix = etcd.key(keys::OWNERS);
         let (owners, _) = etcd
             .range_at(&owners_prefix, &prefix_end(&owners_prefix), 1024, revision)
             .await?;
@@ -580,7 +576,7 @@ fn served(runtime: &Runtime) -> Vec<ShardId> {
 }
 
 async fn register(etcd: &Etcd, config: &NodeConfig, lease: i64) -> anyhow::Result<Claim> {
-    let key = node_key(etcd, &config.name);
+    let key = etcd.key(&keys::node(&config.name));
     let url = config.advertise.clone().into_bytes();
     if let Some(claim) = etcd.claim(key.clone(), url.clone(), lease).await? {
         return Ok(claim);

@@ -29,18 +29,14 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 
-use super::etcd::{Claim, Etcd, StoreError, Write, prefix_end};
+use super::etcd::{CHUNK_BYTES_MAX, Claim, Etcd, StoreError, Write, prefix_end};
+use super::keys;
 use super::modules::{self, bindings};
 use crate::log::frame::{self, Decoded};
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::Record;
 use crate::protocol::shard::ShardId;
 use crate::runtime::{RecordSink, ShardStore, StorageUnavailable};
-
-/// The most bytes in one chunk. etcd refuses a request over 1.5 MiB by
-/// default (`--max-request-bytes`), and gRPC an answer over 4 MiB: two
-/// chunks fit one transaction, and a page of `CHUNKS_PER_PAGE` one answer.
-pub const CHUNK_BYTES_MAX: usize = 512 << 10;
 
 /// Chunks written by one transaction.
 const CHUNKS_PER_TXN: usize = 2;
@@ -97,15 +93,11 @@ impl std::fmt::Debug for EtcdStore {
 /// The key naming `shard`'s owner. Owners are kept apart from the logs
 /// so that a placement round reads every owner in one small range.
 pub fn owner_key(etcd: &Etcd, shard: ShardId) -> Vec<u8> {
-    etcd.key(&format!("owners/{shard:04}"))
-}
-
-pub(super) fn shard_key(etcd: &Etcd, shard: ShardId, suffix: &str) -> Vec<u8> {
-    etcd.key(&format!("shards/{shard:04}/{suffix}"))
+    etcd.key(&keys::owner(shard))
 }
 
 pub(super) fn chunk_key(etcd: &Etcd, shard: ShardId, index: u64) -> Vec<u8> {
-    shard_key(etcd, shard, &format!("log/{index:020}"))
+    etcd.key(&keys::log_chunk(shard, index))
 }
 
 /// A shard's log as read from etcd.
@@ -223,14 +215,14 @@ impl EtcdStore {
     pub async fn read(&self, shard: ShardId) -> Result<ReadLog, StoreError> {
         let start = match self
             .etcd
-            .get(&shard_key(&self.etcd, shard, "start"))
+            .get(&self.etcd.key(&keys::log_start(shard)))
             .await?
         {
             None => 0,
             Some((text, _)) => parse_index(&text)?,
         };
         let from = chunk_key(&self.etcd, shard, start);
-        let to = prefix_end(&shard_key(&self.etcd, shard, "log/"));
+        let to = prefix_end(&self.etcd.key(&keys::log_prefix(shard)));
         let (chunks, _revision) = self.etcd.range(&from, &to, CHUNKS_PER_PAGE).await?;
         let mut log = ReadLog {
             next_index: start,
@@ -385,7 +377,7 @@ impl ShardStore for EtcdStore {
                         &claim,
                         &[Write::DeleteRange {
                             from: chunk_key(&self.etcd, shard, torn),
-                            to: prefix_end(&shard_key(&self.etcd, shard, "log/")),
+                            to: prefix_end(&self.etcd.key(&keys::log_prefix(shard))),
                         }],
                     )
                     .await?;
@@ -548,11 +540,11 @@ impl EtcdSink {
         state.next_index = self.write_batch(start, &bytes).await?;
         self.with_retry(&[
             Write::Put {
-                key: shard_key(&self.etcd, self.shard, "start"),
+                key: self.etcd.key(&keys::log_start(self.shard)),
                 value: start.to_string().into_bytes(),
             },
             Write::DeleteRange {
-                from: shard_key(&self.etcd, self.shard, "log/"),
+                from: self.etcd.key(&keys::log_prefix(self.shard)),
                 to: chunk_key(&self.etcd, self.shard, start),
             },
         ])

@@ -8,8 +8,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::etcd::CHUNK_BYTES_MAX;
+use super::keys;
 use super::local_etcd::LocalEtcd;
-use super::store::{CHUNK_BYTES_MAX, chunk_key, shard_key};
+use super::store::chunk_key;
 use super::{Etcd, EtcdStore, StoreError, Write};
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::{Group, GroupConfig, Record, TopicConfig};
@@ -253,7 +255,7 @@ async fn compaction_keeps_the_state_and_drops_the_chunks_before_it() {
     assert!(log.chunks <= 9, "{} chunks after compaction", log.chunks);
     let start = a
         .etcd()
-        .get(&shard_key(a.etcd(), SHARD, "start"))
+        .get(&a.etcd().key(&keys::log_start(SHARD)))
         .await
         .unwrap();
     assert!(start.is_some(), "compaction moved the start");
@@ -408,7 +410,7 @@ async fn a_module_is_stored_once_for_the_cluster_under_one_name_and_read_back_ch
     raw.apply(
         &[],
         &[Write::Put {
-            key: raw.key(&format!("module-chunks/{id}/000001")),
+            key: raw.key(&keys::module_chunk(&id, 1)),
             value: vec![0; 10],
         }],
     )

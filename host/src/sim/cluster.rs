@@ -32,8 +32,8 @@ use std::collections::BTreeMap;
 
 use super::rng::Rng;
 use super::store::{Compare, KeyValue, LeaseId, LeaseStore, Op, Refused};
-use crate::cluster::placement;
 use crate::cluster::store::decode_batch;
+use crate::cluster::{keys, placement};
 use crate::log::frame;
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::{Millis, Record};
@@ -153,27 +153,6 @@ impl ClusterStats {
         self.writes_fenced += other.writes_fenced;
         self.leases_expired += other.leases_expired;
     }
-}
-
-fn owner_key(shard: usize) -> String {
-    format!("owners/{shard:04}")
-}
-
-fn node_key(name: &str) -> String {
-    format!("nodes/{name}")
-}
-
-fn log_prefix(shard: usize) -> String {
-    format!("shards/{shard:04}/log/")
-}
-
-fn chunk_key(shard: usize, index: u64) -> String {
-    format!("{}{index:020}", log_prefix(shard))
-}
-
-/// The last path segment of a key.
-fn last_segment(key: &str) -> &str {
-    key.rsplit('/').next().unwrap_or_default()
 }
 
 /// A key a node holds, and the revision it was put at: the fencing token.
@@ -440,7 +419,7 @@ impl Cluster {
         }
         let lease = self.nodes[node].lease.expect("taken above");
         let name = self.nodes[node].name.clone();
-        let key = node_key(&name);
+        let key = keys::node(&name);
         match self.claim(node, &key, name.as_bytes(), lease, now) {
             Ok(Some(claim)) => {
                 self.note(|| format!("n{node}: joined under lease {lease}"));
@@ -602,8 +581,8 @@ impl Cluster {
             self.release(node, &served.claim, now);
         }
         let view = self.request(node, now, |s| {
-            let (nodes, _revision) = s.range("nodes/", now);
-            let owners = s.peek_range("owners/");
+            let (nodes, _revision) = s.range(keys::NODES, now);
+            let owners = s.peek_range(keys::OWNERS);
             (nodes, owners)
         });
         let Reply::Answered((nodes, owners)) = view else {
@@ -612,12 +591,12 @@ impl Cluster {
         };
         let names: Vec<String> = nodes
             .iter()
-            .map(|(key, _)| last_segment(key).to_owned())
+            .map(|(key, _)| keys::last_segment(key).to_owned())
             .collect();
         let owners: BTreeMap<u32, String> = owners
             .iter()
             .filter_map(|(key, kv)| {
-                let shard = last_segment(key).parse().ok()?;
+                let shard = keys::last_segment(key).parse().ok()?;
                 Some((shard, String::from_utf8_lossy(&kv.value).into_owned()))
             })
             .collect();
@@ -641,7 +620,7 @@ impl Cluster {
                     // claim's answer was lost): nobody else may take the
                     // shard while it stands.
                     self.note(|| format!("n{node}: releases its stale claim of shard {shard}"));
-                    self.release_own(node, &owner_key(shard as usize), now);
+                    self.release_own(node, &keys::owner(shard), now);
                 }
             }
         }
@@ -674,9 +653,15 @@ impl Cluster {
         let lease = self.nodes[node].lease.ok_or("no lease")?;
         let name = self.nodes[node].name.clone();
         let claim = self
-            .claim(node, &owner_key(shard), name.as_bytes(), lease, now)?
+            .claim(
+                node,
+                &keys::owner(shard as ShardId),
+                name.as_bytes(),
+                lease,
+                now,
+            )?
             .ok_or("held by another node")?;
-        let prefix = log_prefix(shard);
+        let prefix = keys::log_prefix(shard as ShardId);
         let chunks = match self.request(node, now, |s| s.range(&prefix, now).0) {
             Reply::Answered(chunks) => chunks,
             _ => {
@@ -742,7 +727,7 @@ impl Cluster {
             }],
         };
         let ops = [Op::Put {
-            key: chunk_key(shard, index),
+            key: keys::log_chunk(shard as ShardId, index),
             value: bytes,
             lease: 0,
         }];
@@ -1006,7 +991,7 @@ impl Cluster {
         self.checked_revision = self.store.revision();
         for (shard, written) in self.written.iter().enumerate() {
             for (&index, &revision) in written {
-                let key = chunk_key(shard, index);
+                let key = keys::log_chunk(shard as ShardId, index);
                 let kept = self.store.peek(&key).map(|kv| kv.mod_revision);
                 if kept != Some(revision) {
                     return Err(format!(
@@ -1024,7 +1009,11 @@ impl Cluster {
 
     /// `shard`'s log as the store holds it now, decoded.
     pub fn durable_records(&self, shard: usize) -> Result<Vec<Record>, String> {
-        decode_log(shard, &self.store.peek_range(&log_prefix(shard))).map(|(records, _)| records)
+        decode_log(
+            shard,
+            &self.store.peek_range(&keys::log_prefix(shard as ShardId)),
+        )
+        .map(|(records, _)| records)
     }
 }
 
@@ -1034,7 +1023,7 @@ fn decode_log(shard: usize, chunks: &[(String, KeyValue)]) -> Result<(Vec<Record
     let mut records = Vec::new();
     let mut next_index = 0;
     for (key, kv) in chunks {
-        let index: u64 = last_segment(key)
+        let index: u64 = keys::last_segment(key)
             .parse()
             .map_err(|_| format!("shard {shard}: {key} is not a log key"))?;
         if index != next_index {

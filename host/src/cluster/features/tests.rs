@@ -31,7 +31,7 @@ async fn register(
     support: Option<FormatSupport>,
 ) -> (i64, anyhow::Result<Features>) {
     let lease = etcd.grant_lease(LEASE_TTL).await.expect("a lease");
-    let key = etcd.key(&format!("nodes/{name}"));
+    let key = etcd.key(&crate::cluster::keys::node(name));
     let url = format!("http://{name}").into_bytes();
     etcd.claim(key, url, lease)
         .await
@@ -48,7 +48,7 @@ async fn register(
 /// One placement round's features part, by `features` of the node of the
 /// lowest name.
 async fn round(etcd: &Etcd, features: &Features) -> u8 {
-    let prefix = etcd.key("nodes/");
+    let prefix = etcd.key(crate::cluster::keys::NODES);
     let (nodes, revision) = etcd
         .range(&prefix, &super::prefix_end(&prefix), 100)
         .await
