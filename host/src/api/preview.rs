@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use assignd_guest_sdk::Assignment;
 use axum::Json;
 use axum::extract::State;
 
@@ -88,6 +89,8 @@ fn balance<'a>(
     }
 }
 
+/// The wire view of a preview: the raw answer by member, the target the
+/// host would install, and what changes between the current target and it.
 pub fn preview_view(module: String, preview: Preview) -> PreviewView {
     let Preview {
         prepared,
@@ -95,8 +98,36 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
         before,
         after,
     } = preview;
-    let mut raw: Vec<PreviewMemberAssignment> = prepared
-        .slots
+    let (raw, wanted) = raw_assignment(&prepared.slots, &prepared.tasks, &assignment);
+    let from = owners(&before);
+    let to = owners(&after);
+    PreviewView {
+        module,
+        params: prepared.input.params.clone(),
+        assignment: raw,
+        target: after
+            .iter()
+            .map(|(slot, t)| (slot.to_string(), target_view(t)))
+            .collect(),
+        moves: moves(&prepared.tasks, &from, &to),
+        learners_created: learners_created(&before, &after),
+        held_back: held_back(&wanted, &from, &to),
+        balance_before: balance(&before, after.keys()),
+        balance_after: balance(&after, after.keys()),
+    }
+}
+
+/// The assignor's answer by member (every slot listed, in input order), and
+/// the active owner it wanted for each task it placed.
+fn raw_assignment<'a>(
+    slots: &'a [Slot],
+    all_tasks: &'a [TaskRef],
+    assignment: &Assignment,
+) -> (
+    Vec<PreviewMemberAssignment>,
+    BTreeMap<&'a TaskRef, &'a Slot>,
+) {
+    let mut raw: Vec<PreviewMemberAssignment> = slots
         .iter()
         .map(|slot| PreviewMemberAssignment {
             member: slot.to_string(),
@@ -104,26 +135,40 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
         })
         .collect();
     let mut wanted: BTreeMap<&TaskRef, &Slot> = BTreeMap::new();
-    for (task, &owner) in prepared.tasks.iter().zip(&assignment.active_owner) {
+    for (task, &owner) in all_tasks.iter().zip(&assignment.active_owner) {
         if let Some(row) = raw.get_mut(owner as usize) {
             row.active.push(task.clone());
-            wanted.insert(task, &prepared.slots[owner as usize]);
+            wanted.insert(task, &slots[owner as usize]);
         }
     }
     for (task, member) in assignment.learners.iter() {
         raw[member as usize]
             .learner
-            .push(prepared.tasks[task as usize].clone());
+            .push(all_tasks[task as usize].clone());
     }
     for (task, member) in assignment.standbys.iter() {
         raw[member as usize]
             .standby
-            .push(prepared.tasks[task as usize].clone());
+            .push(all_tasks[task as usize].clone());
     }
-    let from = owners(&before);
-    let to = owners(&after);
-    let moves = prepared
-        .tasks
+    (raw, wanted)
+}
+
+fn target_view(target: &SlotTarget) -> TargetView {
+    TargetView {
+        active: tasks(&target.active),
+        learner: tasks(&target.learner),
+        standby: tasks(&target.standby),
+    }
+}
+
+/// Every task whose active owner differs between the two targets.
+fn moves(
+    all_tasks: &[TaskRef],
+    from: &BTreeMap<&TaskRef, &Slot>,
+    to: &BTreeMap<&TaskRef, &Slot>,
+) -> Vec<PreviewMove> {
+    all_tasks
         .iter()
         .filter_map(|task| {
             let (f, t) = (from.get(task), to.get(task));
@@ -133,8 +178,15 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
                 to: t.map(|s| s.to_string()),
             })
         })
-        .collect();
-    let learners_created = after
+        .collect()
+}
+
+/// The learners of `after` that `before` does not have on the same slot.
+fn learners_created(
+    before: &BTreeMap<Slot, SlotTarget>,
+    after: &BTreeMap<Slot, SlotTarget>,
+) -> Vec<PreviewLearner> {
+    after
         .iter()
         .flat_map(|(slot, t)| {
             let old = before.get(slot);
@@ -146,8 +198,17 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
                     member: slot.to_string(),
                 })
         })
-        .collect();
-    let held_back = wanted
+        .collect()
+}
+
+/// The tasks the assignor wanted elsewhere that stay on their current
+/// owner (the learner safety holds them back for warm-up).
+fn held_back(
+    wanted: &BTreeMap<&TaskRef, &Slot>,
+    from: &BTreeMap<&TaskRef, &Slot>,
+    to: &BTreeMap<&TaskRef, &Slot>,
+) -> Vec<PreviewHeldBack> {
+    wanted
         .iter()
         .filter_map(|(task, want)| {
             let owner = *to.get(task)?;
@@ -157,28 +218,5 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
                 wanted: want.to_string(),
             })
         })
-        .collect();
-    PreviewView {
-        module,
-        params: prepared.input.params.clone(),
-        assignment: raw,
-        target: after
-            .iter()
-            .map(|(slot, t)| {
-                (
-                    slot.to_string(),
-                    TargetView {
-                        active: tasks(&t.active),
-                        learner: tasks(&t.learner),
-                        standby: tasks(&t.standby),
-                    },
-                )
-            })
-            .collect(),
-        moves,
-        learners_created,
-        held_back,
-        balance_before: balance(&before, after.keys()),
-        balance_after: balance(&after, after.keys()),
-    }
+        .collect()
 }

@@ -1,8 +1,12 @@
 //! Read-only renderings of the core's state as wire types. They run under
 //! the runtime's lock, so they only copy.
 
+use std::collections::BTreeMap;
+
 use crate::protocol::core::Coordinator;
-use crate::protocol::group::{Group, GroupConfig, Phase, TaskRef};
+use crate::protocol::group::{
+    AssignorFailures, Binding, Group, GroupConfig, Member, Phase, Slot, TaskRef,
+};
 use crate::protocol::reconcile::MemberState;
 
 use super::wire::{
@@ -35,61 +39,18 @@ fn tasks<'a>(tasks: impl IntoIterator<Item = &'a TaskRef>) -> Vec<TaskRef> {
     tasks.into_iter().cloned().collect()
 }
 
+/// A slot's last reported lags, per task.
+type SlotLags = BTreeMap<TaskRef, u64>;
+
 /// The full view of group `name`, if it exists.
 pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
     let group = core.group(name)?;
     let liveness = core.liveness(name);
-    let lags_of = |slot: &str| liveness.and_then(|l| l.lags.get(slot));
+    let lags_of = |slot: &Slot| liveness.and_then(|l| l.lags.get(slot));
     let members = group
         .members
         .iter()
-        .map(|(slot, member)| {
-            let held = group.holdings.member(slot).cloned().unwrap_or_default();
-            let target = group.target_of(slot);
-            MemberView {
-                slot: slot.to_string(),
-                member_id: member.member_id.clone(),
-                name: member.name.clone(),
-                topics: member.topics.iter().cloned().collect(),
-                rack: member.rack.clone(),
-                capacity: member.capacity,
-                away: member.away,
-                draining: member.draining,
-                member_epoch: held.epoch,
-                reconcile_state: match held.state {
-                    MemberState::Stable => ReconcileState::Stable,
-                    MemberState::UnrevokedTasks => ReconcileState::UnrevokedTasks,
-                    MemberState::UnreleasedTasks => ReconcileState::UnreleasedTasks,
-                },
-                active: tasks(&held.active),
-                revoking: tasks(&held.revoking),
-                target: TargetView {
-                    active: tasks(&target.active),
-                    learner: tasks(&target.learner),
-                    standby: tasks(&target.standby),
-                },
-                lags: lags_of(slot)
-                    .into_iter()
-                    .flatten()
-                    .map(|(task, &lag)| LagRow(task.topic.clone(), task.partition, lag))
-                    .collect(),
-            }
-        })
-        .collect();
-    let learners = group
-        .target
-        .iter()
-        .flat_map(|(slot, target)| target.learner.iter().map(move |task| (slot, task)))
-        .map(|(slot, task)| LearnerView {
-            task: task.clone(),
-            slot: slot.to_string(),
-            member_id: group
-                .members
-                .get(slot)
-                .map(|m| m.member_id.clone())
-                .unwrap_or_default(),
-            lag: lags_of(slot).and_then(|lags| lags.get(task)).copied(),
-        })
+        .map(|(slot, member)| member_view(group, slot, member, lags_of(slot)))
         .collect();
     Some(GroupView {
         name: group.name.clone(),
@@ -103,37 +64,98 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
         state: group_state(group),
         learner_count: group.learner_count(),
         members,
-        learners,
-        bindings: group
-            .bindings
-            .iter()
-            .map(|b| BindingView {
-                seq: b.seq,
-                module: b.assignor.clone(),
-                params: b.params.clone(),
-                limits: b.limits,
-                fallback: b.fallback.clone(),
-                epoch: b.epoch,
-                at_ms: b.at_ms,
-                rollback_to: b.rollback_to,
-            })
-            .collect(),
-        assignor_failures: liveness.and_then(|l| l.failures.as_ref()).map(|f| {
-            AssignorFailuresView {
-                module: f.module.clone(),
-                code: f.code.clone(),
-                message: f.message.clone(),
-                at_ms: f.at_ms,
-                consecutive: f.consecutive,
-                total: f.total,
-                last_success_ms: f.last_success_ms,
-                fallback: f.fallback.clone(),
-                served_by_fallback: f.served_by_fallback,
-                fallback_answers: f.fallback_answers,
-                fallback_error: f.fallback_error.clone(),
-            }
-        }),
+        learners: learner_views(group, lags_of),
+        bindings: group.bindings.iter().map(binding_view).collect(),
+        assignor_failures: liveness
+            .and_then(|l| l.failures.as_ref())
+            .map(failures_view),
     })
+}
+
+/// One member: what it declared, what it holds, its target and its lags.
+fn member_view(group: &Group, slot: &Slot, member: &Member, lags: Option<&SlotLags>) -> MemberView {
+    let held = group.holdings.member(slot).cloned().unwrap_or_default();
+    let target = group.target_of(slot);
+    MemberView {
+        slot: slot.to_string(),
+        member_id: member.member_id.clone(),
+        name: member.name.clone(),
+        topics: member.topics.iter().cloned().collect(),
+        rack: member.rack.clone(),
+        capacity: member.capacity,
+        away: member.away,
+        draining: member.draining,
+        member_epoch: held.epoch,
+        reconcile_state: match held.state {
+            MemberState::Stable => ReconcileState::Stable,
+            MemberState::UnrevokedTasks => ReconcileState::UnrevokedTasks,
+            MemberState::UnreleasedTasks => ReconcileState::UnreleasedTasks,
+        },
+        active: tasks(&held.active),
+        revoking: tasks(&held.revoking),
+        target: TargetView {
+            active: tasks(&target.active),
+            learner: tasks(&target.learner),
+            standby: tasks(&target.standby),
+        },
+        lags: lags
+            .into_iter()
+            .flatten()
+            .map(|(task, &lag)| LagRow(task.topic.clone(), task.partition, lag))
+            .collect(),
+    }
+}
+
+/// Every learner of the group's target, with the lag its member last
+/// reported for the task.
+fn learner_views<'a>(
+    group: &'a Group,
+    lags_of: impl Fn(&Slot) -> Option<&'a SlotLags>,
+) -> Vec<LearnerView> {
+    group
+        .target
+        .iter()
+        .flat_map(|(slot, target)| target.learner.iter().map(move |task| (slot, task)))
+        .map(|(slot, task)| LearnerView {
+            task: task.clone(),
+            slot: slot.to_string(),
+            member_id: group
+                .members
+                .get(slot)
+                .map(|m| m.member_id.clone())
+                .unwrap_or_default(),
+            lag: lags_of(slot).and_then(|lags| lags.get(task)).copied(),
+        })
+        .collect()
+}
+
+fn binding_view(binding: &Binding) -> BindingView {
+    BindingView {
+        seq: binding.seq,
+        module: binding.assignor.clone(),
+        params: binding.params.clone(),
+        limits: binding.limits,
+        fallback: binding.fallback.clone(),
+        epoch: binding.epoch,
+        at_ms: binding.at_ms,
+        rollback_to: binding.rollback_to,
+    }
+}
+
+fn failures_view(failures: &AssignorFailures) -> AssignorFailuresView {
+    AssignorFailuresView {
+        module: failures.module.clone(),
+        code: failures.code.clone(),
+        message: failures.message.clone(),
+        at_ms: failures.at_ms,
+        consecutive: failures.consecutive,
+        total: failures.total,
+        last_success_ms: failures.last_success_ms,
+        fallback: failures.fallback.clone(),
+        served_by_fallback: failures.served_by_fallback,
+        fallback_answers: failures.fallback_answers,
+        fallback_error: failures.fallback_error.clone(),
+    }
 }
 
 /// A JSON body rendered off the runtime's workers. A group's view is
