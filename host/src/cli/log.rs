@@ -13,7 +13,7 @@ use clap::{Args, Subcommand};
 
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::log::shards::recorded_shard_count;
-use crate::log::{ScanMode, SegmentKind, lock, log_dir, scan, shard_log_dir};
+use crate::log::{Scan, ScanMode, SegmentKind, lock, log_dir, scan, shard_log_dir};
 
 #[derive(Debug, Subcommand)]
 pub enum LogCommand {
@@ -118,6 +118,13 @@ fn check_one(dir: &Path, mode: ScanMode, prefix: &str) -> Result<(), Failure> {
         message: e.to_string(),
         exit_code: EXIT_BAD_INPUT,
     })?;
+    print_scan(&scan, mode, prefix);
+    outcome(&scan, mode, prefix)
+}
+
+/// What the scan found: each segment, the head, the records by type and
+/// any torn tail, each line starting with `prefix`.
+fn print_scan(scan: &Scan, mode: ScanMode, prefix: &str) {
     for segment in &scan.superseded {
         outln!(
             "{prefix}segment {} superseded by a later base segment (not read)",
@@ -164,10 +171,13 @@ fn check_one(dir: &Path, mode: ScanMode, prefix: &str) -> Result<(), Failure> {
             torn.bytes_after
         );
     }
+}
+
+/// A check's verdict on a corrupt log, or a repair's report of what it cut.
+fn outcome(scan: &Scan, mode: ScanMode, prefix: &str) -> Result<(), Failure> {
     // A problem inside a segment that was read is cut at its offset; any
     // other (a missing segment or HEAD) ends the log before it.
-    let inside =
-        |bad: &crate::log::segment::Problem| scan.segments.iter().any(|s| s.path == bad.file);
+    let inside = |bad: &crate::log::read::Problem| scan.segments.iter().any(|s| s.path == bad.file);
     match (&scan.corruption, mode) {
         (Some(bad), ScanMode::Check) => Err(Failure {
             message: format!(

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Deserialize;
 
-use super::frame::RecordType;
+use super::record_type::RecordType;
 use crate::protocol::group::{
     Binding, CallLimits, Group, GroupConfig, LearnerMode, Member, Millis, Record, Slot, SlotTarget,
     TaskRef, TopicConfig, holdings_by_slot,

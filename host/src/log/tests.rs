@@ -11,7 +11,8 @@ use assignor_sticky::Sticky;
 use proptest::prelude::*;
 
 use super::frame::{Decoded, FRAME_HEADER_BYTES, decode, encode};
-use super::segment::{LogError, SEGMENT_HEADER_BYTES, ScanMode, scan};
+use super::read::{ScanMode, scan};
+use super::segment::{LogError, SEGMENT_HEADER_BYTES};
 use super::writer::{FsyncPolicy, LogSink};
 use crate::protocol::core::{Coordinator, Heartbeat, Output};
 use crate::protocol::group::{
