@@ -64,9 +64,22 @@ impl Coordinator {
     }
 }
 
-/// Checks a group config against the limits.
+/// Checks a group config against the limits, in a fixed order: the first
+/// limit broken is the one named.
 pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     check_names(config)?;
+    check_topics(config)?;
+    check_heartbeat_fits(config)?;
+    check_member_timeouts(config)?;
+    check_assignor_and_params(config)?;
+    check_learners(config)?;
+    check_fallback_and_limits(config)?;
+    check_member_token(config)
+}
+
+/// The topics: how many, each one's name (unique) and partitions, and the
+/// tasks they make together.
+fn check_topics(config: &GroupConfig) -> Result<(), ProtocolError> {
     if config.topics.len() > TOPICS_PER_GROUP_MAX {
         return invalid(format!("more than {TOPICS_PER_GROUP_MAX} topics"));
     }
@@ -94,19 +107,30 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
             "{tasks} tasks, more than the limit of {TASKS_PER_GROUP_MAX}"
         ));
     }
-    check_heartbeat_fits(config)?;
-    for (name, value) in [
-        ("session_timeout_ms", config.session_timeout_ms),
-        ("registration_timeout_ms", config.registration_timeout_ms),
-        ("expansion_timeout_ms", config.expansion_timeout_ms),
-        ("heartbeat_interval_ms", config.heartbeat_interval_ms),
-    ] {
+    Ok(())
+}
+
+/// Each of `timeouts` (name, value) between 1 and [`TIMEOUT_MS_MAX`].
+fn check_timeouts_in_range(timeouts: &[(&str, u64)]) -> Result<(), ProtocolError> {
+    for &(name, value) in timeouts {
         if value == 0 || value > TIMEOUT_MS_MAX {
             return invalid(format!(
                 "{name} must be between 1 and {TIMEOUT_MS_MAX}, got {value}"
             ));
         }
     }
+    Ok(())
+}
+
+/// The member timeouts in range, and the heartbeat interval below the
+/// session and registration timeouts.
+fn check_member_timeouts(config: &GroupConfig) -> Result<(), ProtocolError> {
+    check_timeouts_in_range(&[
+        ("session_timeout_ms", config.session_timeout_ms),
+        ("registration_timeout_ms", config.registration_timeout_ms),
+        ("expansion_timeout_ms", config.expansion_timeout_ms),
+        ("heartbeat_interval_ms", config.heartbeat_interval_ms),
+    ])?;
     if config.heartbeat_interval_ms >= config.session_timeout_ms {
         return invalid("heartbeat_interval_ms must be below session_timeout_ms".into());
     }
@@ -115,6 +139,12 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     if config.heartbeat_interval_ms >= config.registration_timeout_ms {
         return invalid("heartbeat_interval_ms must be below registration_timeout_ms".into());
     }
+    Ok(())
+}
+
+/// The assignor's name, and the params it is given: how many, and each
+/// key's and value's size.
+fn check_assignor_and_params(config: &GroupConfig) -> Result<(), ProtocolError> {
     if config.assignor.is_empty() || config.assignor.len() > MEMBER_NAME_LEN_MAX {
         return invalid("assignor must name a built-in or uploaded assignor".into());
     }
@@ -141,22 +171,27 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
             "param {key:?}: keys must be 1 to {PARAM_KEY_LEN_MAX} bytes and values at most {PARAM_LEN_MAX}"
         ));
     }
-    for (name, value) in [
+    Ok(())
+}
+
+/// The learners' timeouts in range, and how many learners at once.
+fn check_learners(config: &GroupConfig) -> Result<(), ProtocolError> {
+    check_timeouts_in_range(&[
         ("probing_interval_ms", config.probing_interval_ms),
         ("scale_down_timeout_ms", config.scale_down_timeout_ms),
-    ] {
-        if value == 0 || value > TIMEOUT_MS_MAX {
-            return invalid(format!(
-                "{name} must be between 1 and {TIMEOUT_MS_MAX}, got {value}"
-            ));
-        }
-    }
+    ])?;
     if config.max_learners > LEARNERS_PER_GROUP_MAX {
         return invalid(format!(
             "max_learners must be at most {LEARNERS_PER_GROUP_MAX}, got {}",
             config.max_learners
         ));
     }
+    Ok(())
+}
+
+/// The fallback assignor's name, and each assignor limit set between 1
+/// and its ceiling.
+fn check_fallback_and_limits(config: &GroupConfig) -> Result<(), ProtocolError> {
     if let Some(fallback) = &config.fallback_assignor
         && (fallback.is_empty() || fallback.len() > MEMBER_NAME_LEN_MAX)
     {
@@ -176,6 +211,11 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
             ));
         }
     }
+    Ok(())
+}
+
+/// The member token's digest, if set: 64 lowercase hex digits.
+fn check_member_token(config: &GroupConfig) -> Result<(), ProtocolError> {
     if let Some(digest) = &config.member_token_sha256
         && (digest.len() != 64
             || !digest
