@@ -8,6 +8,8 @@
 //!   written only under their owner's claim.
 //! - [`protocol`]: the sans-IO coordinator core: groups, members, epochs,
 //!   timers, learners, reconciliation; records out, one `apply` path.
+//! - [`loadgen`]: the load-test product behind `assignd loadgen`, `demo`
+//!   and `plot`: fleets of simulated members and their figures.
 //! - [`log`]: the binary record log (CRC-framed segments, group commit,
 //!   compaction, recovery).
 //! - [`runtime`]: the core at run time: clock, timers, persistence order,
@@ -26,6 +28,7 @@ pub mod api;
 pub mod cli;
 pub mod cluster;
 pub(crate) mod durable;
+pub mod loadgen;
 pub mod log;
 pub mod plugins;
 pub mod protocol;

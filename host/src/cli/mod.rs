@@ -14,7 +14,6 @@ mod admin_token;
 mod cluster;
 mod component;
 mod demo;
-mod fleet;
 mod limits;
 mod loadgen;
 mod log;
@@ -179,6 +178,24 @@ fn init_logs(format: LogFormat) {
 pub struct Failure {
     pub message: String,
     pub exit_code: u8,
+}
+
+/// Exit code of a command line that asks for something impossible (clap's).
+const EXIT_USAGE: u8 = 2;
+
+impl From<crate::loadgen::LoadTestError> for Failure {
+    fn from(error: crate::loadgen::LoadTestError) -> Self {
+        match error {
+            crate::loadgen::LoadTestError::Usage(message) => Failure {
+                message,
+                exit_code: EXIT_USAGE,
+            },
+            crate::loadgen::LoadTestError::Failed(message) => Failure {
+                message,
+                exit_code: EXIT_BAD_INPUT,
+            },
+        }
+    }
 }
 
 impl From<crate::plugins::PluginError> for Failure {

@@ -75,35 +75,52 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
         threads,
     );
     for report in &reports {
-        if args.trace {
-            println!("== seed {}", report.seed);
-            for line in &report.trace {
-                println!("{line}");
-            }
-        }
-        if args.verbose {
-            let s = &report.stats;
-            println!(
-                "seed={} steps={} shard_groups={} shard_records={} targets={} learners_promoted={} drains={} fenced={} static_returns={} fingerprint={:016x} {}",
-                report.seed,
-                s.steps,
-                sim::by_shard(&s.shard_groups),
-                sim::by_shard(&s.shard_records),
-                s.targets,
-                s.learners_promoted,
-                s.drains,
-                s.fenced,
-                s.static_returns,
-                report.fingerprint,
-                match &report.violation {
-                    Some(v) => format!("VIOLATION {}", v.description),
-                    None if s.unsettled > 0 => "ok, unsettled".into(),
-                    None => "ok".into(),
-                }
-            );
-        }
+        print_report(&args, report);
     }
     println!("{}", sim::summary_line(&reports));
+    note_unsettled(&reports);
+    let Some(first) = reports.iter().find_map(|r| r.violation.as_ref()) else {
+        return Ok(());
+    };
+    if let Some(path) = &args.trace_failure {
+        write_trace(path, first.seed, &options, cluster.as_ref())?;
+    }
+    Err(violation(&args, first, cluster.as_ref()))
+}
+
+/// One schedule's trace (with `--trace`) and line (with `--verbose`).
+fn print_report(args: &SimArgs, report: &sim::Report) {
+    if args.trace {
+        println!("== seed {}", report.seed);
+        for line in &report.trace {
+            println!("{line}");
+        }
+    }
+    if args.verbose {
+        let s = &report.stats;
+        println!(
+            "seed={} steps={} shard_groups={} shard_records={} targets={} learners_promoted={} drains={} fenced={} static_returns={} fingerprint={:016x} {}",
+            report.seed,
+            s.steps,
+            sim::by_shard(&s.shard_groups),
+            sim::by_shard(&s.shard_records),
+            s.targets,
+            s.learners_promoted,
+            s.drains,
+            s.fenced,
+            s.static_returns,
+            report.fingerprint,
+            match &report.violation {
+                Some(v) => format!("VIOLATION {}", v.description),
+                None if s.unsettled > 0 => "ok, unsettled".into(),
+                None => "ok".into(),
+            }
+        );
+    }
+}
+
+/// A note on stderr naming the schedules that never stopped moving tasks.
+fn note_unsettled(reports: &[sim::Report]) {
     let unsettled: Vec<String> = reports
         .iter()
         .filter(|r| r.stats.unsettled > 0)
@@ -121,38 +138,51 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
                 .join(" ")
         );
     }
-    let Some(first) = reports.iter().find_map(|r| r.violation.as_ref()) else {
-        return Ok(());
-    };
-    if let Some(path) = &args.trace_failure {
-        let traced = sim::run_schedule_on(
-            first.seed,
-            &Options {
-                trace: true,
-                ..options.clone()
-            },
-            cluster.as_ref(),
-        );
-        let text = traced.trace.join("\n") + "\n";
-        std::fs::write(path, text).map_err(|e| Failure {
-            message: format!("cannot write {}: {e}", path.display()),
-            exit_code: EXIT_BAD_INPUT,
-        })?;
-    }
-    Err(Failure {
+}
+
+/// Runs the schedule of `seed` again with its trace on, into `path`.
+fn write_trace(
+    path: &std::path::Path,
+    seed: u64,
+    options: &Options,
+    cluster: Option<&sim::ClusterOptions>,
+) -> Result<(), Failure> {
+    let traced = sim::run_schedule_on(
+        seed,
+        &Options {
+            trace: true,
+            ..options.clone()
+        },
+        cluster,
+    );
+    let text = traced.trace.join("\n") + "\n";
+    std::fs::write(path, text).map_err(|e| Failure {
+        message: format!("cannot write {}: {e}", path.display()),
+        exit_code: EXIT_BAD_INPUT,
+    })
+}
+
+/// The failure for the first violated invariant, with the command that
+/// traces its schedule.
+fn violation(
+    args: &SimArgs,
+    first: &sim::Violation,
+    cluster: Option<&sim::ClusterOptions>,
+) -> Failure {
+    Failure {
         message: format!(
             "{first} (trace: assignd sim --seed {} --schedules 1 --steps {} --shards {}{} --trace)",
             first.seed,
             args.steps,
             args.shards,
-            match (&cluster, args.nodes) {
+            match (cluster, args.nodes) {
                 (None, _) => String::new(),
                 (Some(_), None) => " --cluster".into(),
                 (Some(_), Some(n)) => format!(" --cluster --nodes {n}"),
             }
         ),
         exit_code: EXIT_SIM_VIOLATION,
-    })
+    }
 }
 
 /// Exit code of a simulation that found a violated invariant.

@@ -3,40 +3,36 @@
 //! same without): per report, the tasks without an active owner (solid)
 //! and the tasks whose new owner restores its state (dashed), summed over
 //! the report's groups, against the seconds since one of its churn events.
+//! It owns reading the reports and the chart; the report's fields are
+//! `report`'s.
 
 use std::path::{Path, PathBuf};
 
-use clap::Args;
 use plotters::prelude::*;
 
-use super::fleet::Timeline;
-use super::{EXIT_BAD_INPUT, Failure};
+use super::LoadTestError;
+use super::ledger::Timeline;
 
-#[derive(Debug, Args)]
-pub struct PlotArgs {
-    /// The loadgen reports (`--report FILE.json`) to draw, one colour each.
-    #[arg(required = true, value_name = "REPORT.json")]
-    reports: Vec<PathBuf>,
+/// What `assignd plot` draws: its command line's arguments, by the same
+/// names.
+#[derive(Clone, Debug)]
+pub struct PlotSettings {
+    /// The loadgen reports to draw, one colour each.
+    pub reports: Vec<PathBuf>,
     /// Where to write the chart.
-    #[arg(long, short, value_name = "FILE.svg")]
-    out: PathBuf,
+    pub out: PathBuf,
     /// The churn event (1 = the first) whose time is 0 on the x axis.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    event: u32,
+    pub event: u32,
     /// Seconds drawn before the event.
-    #[arg(long, default_value_t = 2.0)]
-    before: f64,
+    pub before: f64,
     /// Seconds drawn after the event (default: to the end of the longest
     /// report).
-    #[arg(long)]
-    after: Option<f64>,
+    pub after: Option<f64>,
     /// The chart's title (default: the first report's event and shape).
-    #[arg(long)]
-    title: Option<String>,
+    pub title: Option<String>,
     /// A legend label per report, in order (default: assignor and
     /// learners from each report's config).
-    #[arg(long = "label", value_name = "LABEL")]
-    labels: Vec<String>,
+    pub labels: Vec<String>,
 }
 
 /// One run's step series, with times relative to its event.
@@ -70,14 +66,12 @@ impl Series {
     }
 }
 
-fn failure(message: String) -> Failure {
-    Failure {
-        message,
-        exit_code: EXIT_BAD_INPUT,
-    }
+fn failure(message: String) -> LoadTestError {
+    LoadTestError::Failed(message)
 }
 
-pub fn plot(args: PlotArgs) -> Result<(), Failure> {
+/// Reads the reports and draws their timelines.
+pub fn plot(args: PlotSettings) -> Result<(), LoadTestError> {
     if !args.labels.is_empty() && args.labels.len() != args.reports.len() {
         return Err(failure(format!(
             "{} --label for {} reports: give one per report or none",
