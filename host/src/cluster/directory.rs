@@ -1,6 +1,6 @@
 //! [`Directory`]: what a node knows of who coordinates which shard, for
 //! routing requests. The node's placement rounds refresh it (every
-//! [`super::node::PLACEMENT_INTERVAL_MAX`] at most); the API reads it to
+//! [`super::node_machine::PLACEMENT_INTERVAL_MS_MAX`] at most); the API reads it to
 //! redirect a heartbeat or forward an admin request to the owner. It may
 //! be a round stale: a stale answer costs the caller one more hop (the
 //! node it was sent to redirects again, or answers 503 while the shard is
@@ -8,7 +8,7 @@
 
 use std::sync::RwLock;
 
-use super::node::ClusterView;
+use super::view::ClusterView;
 use crate::protocol::shard::ShardId;
 
 /// A node of the cluster, as the directory knows it.

@@ -11,8 +11,14 @@
 //!   balanced and sticky);
 //! - `directory`: [`Directory`], who owns which shard as last read, for
 //!   routing requests to the owner;
-//! - `node`: a node at run time ([`Node`]: its lease, its registration,
-//!   placement rounds, step-down, leaving gracefully);
+//! - `node_machine`: a node's decisions, sans-IO ([`node_machine::NodeMachine`]:
+//!   when to renew, step down, join again and run a placement round, and
+//!   what a round claims, releases, loads and hands over); the simulator
+//!   runs the same machine;
+//! - `node`: a node at run time ([`Node`]: the shell that runs the machine
+//!   over etcd and the runtime, and leaves gracefully);
+//! - `view`: [`ClusterView`], the live nodes and the owners read at one
+//!   revision;
 //! - `availability`: whether etcd answers, from whichever of the node's
 //!   calls fails first ([`availability::Availability`], sans-IO);
 //! - `last_lease`: the lease a node last took, kept in its data dir so
@@ -32,13 +38,16 @@ pub mod last_lease;
 pub mod local_etcd;
 pub mod modules;
 pub mod node;
+pub mod node_machine;
 pub mod placement;
 pub mod store;
+pub mod view;
 
 pub use directory::{Directory, NodeAddress};
 pub use etcd::{Claim, Etcd, EtcdConfig, StoreError, Write};
 pub use modules::EtcdModules;
-pub use node::{ClusterView, Node, NodeConfig};
+pub use node::{Node, NodeConfig};
+pub use view::ClusterView;
 pub use store::{EtcdStore, ReadLog};
 
 #[cfg(test)]

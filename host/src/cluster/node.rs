@@ -1,20 +1,17 @@
-//! [`Node`]: one node of a cluster at run time. It holds the node's lease
-//! (renewed every [`NodeConfig::renew_interval`]), registers the node
-//! under it (`nodes/NAME` = its advertised URL), and every placement round
-//! ([`NodeConfig::placement_interval`])
-//! reads the live nodes and the shards' owners, computes the
-//! [`placement::plan`] and acts on its own part: it unloads (flushes and
-//! releases) the shards the plan takes from it and loads (claims and
-//! replays) the free shards the plan gives it.
+//! [`Node`]: one node of a cluster at run time, the shell that runs the
+//! node's decisions ([`NodeMachine`]) over etcd and the runtime. It joins
+//! (takes a lease and registers `nodes/NAME` = its advertised URL under
+//! it), then performs what the machine asks: it renews the lease, steps
+//! down and joins again, reads the cluster's view every placement round
+//! and unloads (flushes and releases) or loads (claims and replays) the
+//! shards of the machine's plan, feeding each outcome back. What the
+//! machine does not decide stays here: `/healthz`'s view of etcd, the
+//! directory, the format level, compaction.
 //!
-//! A node that cannot renew its lease before it ends steps down: it stops
-//! serving every shard (its writes would be refused anyway: they are
-//! guarded by claims under that lease), takes a new lease, registers
-//! again and goes on. A node stopped (SIGTERM) deregisters first, so the
-//! others plan without it, then unloads every shard, which releases it at
-//! once for the next owner, and revokes its lease.
+//! A node stopped (SIGTERM) deregisters first, so the others plan
+//! without it, then unloads every shard, which releases it at once for
+//! the next owner, and revokes its lease.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,12 +20,17 @@ use sha2::{Digest, Sha256};
 
 use super::availability::{Availability, Call, Change};
 use super::directory::Directory;
-use super::etcd::{Claim, Etcd, StoreError, prefix_end};
+use super::etcd::{Claim, Etcd, StoreError};
 use super::features::Features;
 use super::keys;
 use super::last_lease::LastLease;
-use super::placement;
+use super::node_machine::{
+    HANDOVER_POLL_INTERVAL_MS, NodeMachine, Output, PlacementInput, Registration, Renewal,
+    StepDownReason, Timing,
+};
 use super::store::{EtcdStore, owner_key};
+use super::view::ClusterView;
+use crate::protocol::group::Millis;
 use crate::protocol::shard::ShardId;
 use crate::runtime::Runtime;
 
@@ -61,34 +63,14 @@ impl NodeConfig {
     /// its etcd as often.
     pub const COMPACTION_INTERVAL_DEFAULT: Duration = Duration::from_secs(300);
 
-    /// How often the lease is renewed and placement runs: a third of the
-    /// TTL, so that two renewals can fail before the lease ends.
-    pub fn renew_interval(&self) -> Duration {
-        self.lease_ttl / 3
-    }
-
-    /// How often placement runs: at most [`PLACEMENT_INTERVAL_MAX`], so
-    /// that a shard released by a leaving node is taken soon whatever the
-    /// TTL.
-    pub fn placement_interval(&self) -> Duration {
-        self.renew_interval().min(PLACEMENT_INTERVAL_MAX)
-    }
-
-    /// How long a leaving node keeps answering (redirecting) while its
-    /// shards find successors: a few placement rounds and loads, and
-    /// never past a lease TTL (a successor that needs longer is not
-    /// coming soon).
-    pub fn handover_wait(&self) -> Duration {
-        (self.placement_interval() * 10).min(self.lease_ttl)
+    /// The node's intervals ([`Timing`]: renewals, placement rounds, the
+    /// handover wait), from its lease TTL.
+    pub fn timing(&self) -> Timing {
+        Timing {
+            lease_ttl_ms: self.lease_ttl.as_millis() as u64,
+        }
     }
 }
-
-/// The longest time between two placement rounds (two small range reads
-/// each).
-pub const PLACEMENT_INTERVAL_MAX: Duration = Duration::from_millis(500);
-
-/// How often a leaving node reads whether its shards have successors.
-const HANDOVER_POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// A node of a cluster.
 pub struct Node {
@@ -97,8 +79,10 @@ pub struct Node {
     store: Arc<EtcdStore>,
     lease: i64,
     registration: Claim,
-    /// When the lease ends unless renewed.
-    lease_ends: Instant,
+    /// The node's decisions.
+    machine: NodeMachine,
+    /// The machine's clock starts here (just before the first grant).
+    epoch: Instant,
     /// What the API routes by: refreshed every placement round.
     directory: Arc<Directory>,
     /// Whether etcd answers, as the last of the node's calls found it:
@@ -110,17 +94,6 @@ pub struct Node {
     compaction_mark: Option<(Instant, i64)>,
     /// The record format level this node writes at.
     features: Features,
-}
-
-/// What a placement round read.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClusterView {
-    /// Live nodes and their advertised URLs.
-    pub nodes: BTreeMap<String, String>,
-    /// The shards' owners now.
-    pub owners: BTreeMap<ShardId, String>,
-    /// The revision both were read at.
-    pub revision: i64,
 }
 
 impl Node {
@@ -152,9 +125,8 @@ impl Node {
         take_over_last_lease(&etcd, &config).await?;
         // Counted from before the grant was sent: etcd starts the lease
         // later, never earlier.
-        let asked = Instant::now();
+        let epoch = Instant::now();
         let lease = etcd.grant_lease(config.lease_ttl).await?;
-        let lease_ends = asked + config.lease_ttl;
         record_lease(&etcd, &config, lease)?;
         let registration = register(&etcd, &config, lease).await?;
         let features = Features::new(crate::log::frame::FormatSupport::current());
@@ -180,6 +152,14 @@ impl Node {
             "joined the cluster"
         );
         let directory = Arc::new(Directory::new(config.name.clone()));
+        let now = epoch.elapsed().as_millis() as Millis;
+        let machine = NodeMachine::joined(
+            config.name.clone(),
+            config.shard_count,
+            config.timing(),
+            0,
+            now,
+        );
         Ok((
             Node {
                 etcd,
@@ -187,7 +167,8 @@ impl Node {
                 store: store.clone(),
                 lease,
                 registration,
-                lease_ends,
+                machine,
+                epoch,
                 directory,
                 availability: Availability::default(),
                 compaction_mark: None,
@@ -204,35 +185,12 @@ impl Node {
 
     /// Reads the live nodes and the shards' owners, at one revision.
     pub async fn view(&self) -> Result<ClusterView, StoreError> {
-        let etcd = &self.etcd;
-        let nodes_prefix = etcd.key(keys::NODES);
-        let (nodes, revision) = etcd
-            .range(&nodes_prefix, &prefix_end(&nodes_prefix), 256)
-            .await?;
-        // At the revision of the nodes: one snapshot of the cluster.
-        let owners_prefix = etcd.key(keys::OWNERS);
-        let (owners, _) = etcd
-            .range_at(&owners_prefix, &prefix_end(&owners_prefix), 1024, revision)
-            .await?;
-        let name_of = |key: &[u8]| {
-            String::from_utf8_lossy(key.rsplit(|&b| b == b'/').next().unwrap_or_default())
-                .into_owned()
-        };
-        let owners = owners
-            .into_iter()
-            .filter_map(|(key, node)| {
-                let shard = name_of(&key).parse::<ShardId>().ok()?;
-                Some((shard, String::from_utf8_lossy(&node).into_owned()))
-            })
-            .collect();
-        Ok(ClusterView {
-            nodes: nodes
-                .into_iter()
-                .map(|(key, url)| (name_of(&key), String::from_utf8_lossy(&url).into_owned()))
-                .collect(),
-            owners,
-            revision,
-        })
+        ClusterView::read(&self.etcd).await
+    }
+
+    /// Now, by the machine's clock.
+    fn now_ms(&self) -> Millis {
+        self.epoch.elapsed().as_millis() as Millis
     }
 
     /// Compacts etcd's history if this node is the live node of the
@@ -262,8 +220,8 @@ impl Node {
         self.compaction_mark = Some((Instant::now(), view.revision));
     }
 
-    /// Runs placement rounds until `stop` resolves, then leaves the
-    /// cluster gracefully.
+    /// Runs the node until `stop` resolves, then leaves the cluster
+    /// gracefully.
     pub async fn run(mut self, runtime: Arc<Runtime>, stop: impl Future<Output = ()>) {
         // The runtime installed the metrics recorder: every series from
         // the first scrape.
@@ -280,43 +238,42 @@ impl Node {
             metrics::counter!(counter).absolute(0);
         }
         metrics::gauge!("assignd_cluster_etcd_available").set(1.0);
-        // The lease was granted at most its TTL ago.
-        let left = self.lease_ends.saturating_duration_since(Instant::now());
-        runtime.serve_until(runtime.now_ms() + left.as_millis() as u64);
         let mut stop = std::pin::pin!(stop);
-        let mut interval = tokio::time::interval(self.config.placement_interval());
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut renewed = Instant::now();
         loop {
+            self.drive(&runtime).await;
+            let wait = self.machine.poll_timeout().saturating_sub(self.now_ms());
             tokio::select! {
                 _ = &mut stop => break,
-                _ = interval.tick() => {}
-            }
-            if renewed.elapsed() >= self.config.renew_interval() {
-                renewed = Instant::now();
-                self.renew(&runtime).await;
-            }
-            let view = self.view().await;
-            self.observe(&runtime, Call::PlacementRead, &view);
-            match view {
-                Ok(view) => {
-                    metrics::gauge!("assignd_cluster_nodes").set(view.nodes.len() as f64);
-                    self.directory.update(view.clone());
-                    let first = view.nodes.keys().next() == Some(&self.config.name);
-                    if let Err(e) = self
-                        .features
-                        .refresh(&self.etcd, &view.nodes, view.revision, first)
-                        .await
-                    {
-                        tracing::warn!(error = %e, "reading the cluster's record format level failed");
-                    }
-                    self.place(&runtime, &view).await;
-                    self.compact(&view).await;
-                }
-                Err(e) => tracing::debug!(error = %e, "placement: cannot read the cluster"),
+                _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             }
         }
         self.leave(&runtime).await;
+    }
+
+    /// Performs what the machine has due, feeding each outcome back, until
+    /// nothing is left.
+    async fn drive(&mut self, runtime: &Arc<Runtime>) {
+        loop {
+            self.machine.handle_timeout(self.now_ms());
+            let Some(output) = self.machine.poll_output() else {
+                return;
+            };
+            match output {
+                Output::GrantLease => self.grant_lease(runtime).await,
+                Output::Register => self.register_again().await,
+                Output::RenewLease => self.renew(runtime).await,
+                Output::ServeUntil(until_ms) => {
+                    let left = until_ms.saturating_sub(self.now_ms());
+                    runtime.serve_until(runtime.now_ms() + left);
+                }
+                Output::StepDown(why) => self.step_down(runtime, why).await,
+                Output::DropFailedShards => drop_failed_shards(runtime).await,
+                Output::ReadView => self.read_view(runtime).await,
+                Output::ReleaseStaleClaim(shard) => self.release_stale_claim(shard).await,
+                Output::HandOver { shard, to } => self.hand_over(runtime, shard, to).await,
+                Output::Load(shard) => load(runtime, shard).await,
+            }
+        }
     }
 
     /// Takes in the outcome of an etcd `call`: while etcd does not answer
@@ -344,38 +301,26 @@ impl Node {
         metrics::gauge!("assignd_cluster_etcd_available").set(available);
     }
 
-    /// Renews the lease; past its end, steps down and joins again. The
-    /// runtime serves requests only until the lease may end: counted from
-    /// before the renewal was sent, so never later than etcd ends it.
+    /// Renews the lease: the machine moves the lease's end (counted from
+    /// before the renewal was sent) or steps down.
     async fn renew(&mut self, runtime: &Arc<Runtime>) {
-        let sent = Instant::now();
-        let sent_ms = runtime.now_ms();
         let renewed = self.etcd.renew_lease(self.lease).await;
         self.observe(runtime, Call::LeaseRenewal, &renewed);
-        match renewed {
+        let renewal = match renewed {
             Ok(ttl) if ttl > 0 => {
                 metrics::counter!("assignd_cluster_lease_renewals_total").increment(1);
-                let ttl = Duration::from_secs(ttl as u64);
-                self.lease_ends = sent + ttl;
-                runtime.serve_until(sent_ms + ttl.as_millis() as u64);
-                return;
+                Renewal::Renewed {
+                    ttl_ms: ttl as u64 * 1000,
+                }
             }
-            Ok(_) | Err(StoreError::LeaseExpired(_)) => tracing::error!(
-                node = self.config.name,
-                "the node's lease has expired (etcd answered that it no longer knows it)"
-            ),
-            Err(e) if Instant::now() < self.lease_ends => {
-                metrics::counter!("assignd_cluster_lease_renewal_failures_total").increment(1);
-                tracing::warn!(node = self.config.name, error = %e, "renewing the lease failed; retrying");
-                return;
-            }
+            Ok(_) | Err(StoreError::LeaseExpired(_)) => Renewal::LeaseGone,
             Err(e) => {
                 metrics::counter!("assignd_cluster_lease_renewal_failures_total").increment(1);
-                tracing::error!(node = self.config.name, error = %e, "the lease ended unrenewed")
+                tracing::warn!(node = self.config.name, error = %e, "renewing the lease failed");
+                Renewal::Failed
             }
-        }
-        self.step_down(runtime).await;
-        self.join_again(runtime).await;
+        };
+        self.machine.handle_renewed(self.now_ms(), renewal);
     }
 
     /// Stepping down: nothing this node serves can be written any more.
@@ -383,7 +328,17 @@ impl Node {
     /// would wait on an etcd that may not answer), and the lease is
     /// revoked if etcd answers, so that the others need not wait for it to
     /// end.
-    async fn step_down(&mut self, runtime: &Arc<Runtime>) {
+    async fn step_down(&mut self, runtime: &Arc<Runtime>, why: StepDownReason) {
+        let node = self.config.name.as_str();
+        match why {
+            StepDownReason::LeaseGone => tracing::error!(
+                node,
+                "the node's lease has expired (etcd answered that it no longer knows it)"
+            ),
+            StepDownReason::LeaseEndedUnrenewed => {
+                tracing::error!(node, "the lease ended unrenewed")
+            }
+        }
         metrics::counter!("assignd_cluster_step_downs_total").increment(1);
         self.store.forget_claims();
         for id in served(runtime) {
@@ -407,114 +362,128 @@ impl Node {
         }
     }
 
-    /// After a step-down: takes a new lease and registers again under it.
-    async fn join_again(&mut self, runtime: &Arc<Runtime>) {
-        let (asked, asked_ms) = (Instant::now(), runtime.now_ms());
+    /// After a step-down: takes a new lease, the one the node's claims and
+    /// its next registration go under.
+    async fn grant_lease(&mut self, runtime: &Arc<Runtime>) {
+        let sent_ms = self.now_ms();
         let granted = self.etcd.grant_lease(self.config.lease_ttl).await;
         self.observe(runtime, Call::LeaseGrant, &granted);
         let lease = match granted {
             Ok(lease) => lease,
-            Err(e) => return tracing::error!(error = %e, "taking a new lease failed"),
+            Err(e) => {
+                tracing::error!(error = %e, "taking a new lease failed");
+                return self.machine.handle_lease_granted(sent_ms, false);
+            }
         };
         if let Err(e) = record_lease(&self.etcd, &self.config, lease) {
             tracing::warn!(error = %format!("{e:#}"), "a restart of this node would wait for the new lease to end");
         }
-        match register(&self.etcd, &self.config, lease).await {
-            Ok(registration) => {
-                self.lease = lease;
-                self.lease_ends = asked + self.config.lease_ttl;
-                runtime.serve_until(asked_ms + self.config.lease_ttl.as_millis() as u64);
-                self.registration = registration;
-                self.store.set_lease(lease);
+        self.lease = lease;
+        self.store.set_lease(lease);
+        self.machine.handle_lease_granted(sent_ms, true);
+    }
+
+    /// Registers again under the node's new lease.
+    async fn register_again(&mut self) {
+        let registration = match try_register(&self.etcd, &self.config, self.lease).await {
+            Ok(Some(claim)) => {
+                self.registration = claim;
                 if let Err(e) = self
                     .features
-                    .announce(&self.etcd, &self.config.name, lease)
+                    .announce(&self.etcd, &self.config.name, self.lease)
                     .await
                 {
                     tracing::warn!(error = %e, "announcing the node's format support failed: it counts as the previous release's");
                 }
                 tracing::warn!(
                     node = self.config.name,
-                    lease,
+                    lease = self.lease,
                     "stepped down and joined again"
                 );
+                Registration::Registered
             }
-            Err(e) => tracing::error!(error = %e, "registering again failed"),
+            Ok(None) => {
+                tracing::error!(
+                    node = self.config.name,
+                    "registering again failed: the name is still registered"
+                );
+                Registration::NameTaken
+            }
+            Err(StoreError::LeaseExpired(_)) => Registration::LeaseGone,
+            Err(e) => {
+                tracing::error!(error = %e, "registering again failed");
+                Registration::Failed
+            }
+        };
+        self.machine.handle_registered(registration);
+    }
+
+    /// A placement round's read: refreshes the directory, the format
+    /// level and compaction from it, and gives the machine the placeable
+    /// nodes, the owners and what the runtime serves.
+    async fn read_view(&mut self, runtime: &Arc<Runtime>) {
+        let view = self.view().await;
+        self.observe(runtime, Call::PlacementRead, &view);
+        let view = match view {
+            Ok(view) => view,
+            Err(e) => {
+                tracing::debug!(error = %e, "placement: cannot read the cluster");
+                return self.machine.handle_view(None);
+            }
+        };
+        metrics::gauge!("assignd_cluster_nodes").set(view.nodes.len() as f64);
+        self.directory.update(view.clone());
+        let first = view.nodes.keys().next() == Some(&self.config.name);
+        if let Err(e) = self
+            .features
+            .refresh(&self.etcd, &view.nodes, view.revision, first)
+            .await
+        {
+            tracing::warn!(error = %e, "reading the cluster's record format level failed");
+        }
+        self.compact(&view).await;
+        let input = PlacementInput {
+            nodes: self.features.placeable(view.nodes.keys()),
+            served: (0..self.config.shard_count)
+                .filter(|&shard| runtime.serves(shard))
+                .collect(),
+            owners: view.owners,
+        };
+        self.machine.handle_view(Some(&input));
+    }
+
+    /// Releases this node's claim of a shard it does not serve.
+    async fn release_stale_claim(&self, shard: ShardId) {
+        let me = &self.config.name;
+        let key = owner_key(&self.etcd, shard);
+        match self
+            .etcd
+            .release_own(key, me.as_bytes().to_vec(), self.lease)
+            .await
+        {
+            Ok(released) => {
+                tracing::info!(shard, released, "releasing a claim of a shard not served")
+            }
+            Err(e) => tracing::warn!(shard, error = %e, "releasing a claim failed"),
         }
     }
 
-    /// Acts on this node's part of the plan. A shard whose last write
-    /// went unanswered (or was refused) is unloaded first: its core may be
-    /// ahead of what landed, and loading it again replays exactly that.
-    async fn place(&self, runtime: &Arc<Runtime>, view: &ClusterView) {
-        for shard in runtime.failed_shards() {
-            tracing::warn!(
-                shard,
-                "a write of the shard did not land: loading it again from etcd"
-            );
-            // Its flush fails, as its last write did.
-            let _ = runtime.unload_shard(u64::from(shard)).await;
-        }
-        let nodes: Vec<String> = self.features.placeable(view.nodes.keys());
-        let plan = placement::plan(self.config.shard_count, &nodes, &view.owners);
-        let me = &self.config.name;
-        for (&shard, owner) in &view.owners {
-            if owner == me && plan.get(&shard) != Some(me) && !runtime.serves(shard) {
-                // A claim this node holds without serving the shard: its
-                // answer was lost, or the load after it failed. Nobody
-                // else may take the shard while it stands, and no unload
-                // would release it.
-                let key = owner_key(&self.etcd, shard);
-                match self
-                    .etcd
-                    .release_own(key, me.as_bytes().to_vec(), self.lease)
-                    .await
-                {
-                    Ok(released) => {
-                        tracing::info!(shard, released, "releasing a claim of a shard not served")
-                    }
-                    Err(e) => tracing::warn!(shard, error = %e, "releasing a claim failed"),
-                }
-                continue;
-            }
-            if owner == me && plan.get(&shard) != Some(me) {
-                tracing::info!(
-                    shard,
-                    to = plan.get(&shard).map(String::as_str),
-                    "handing the shard over"
-                );
-                metrics::counter!("assignd_cluster_shards_handed_over_total").increment(1);
-                match runtime.unload_shard(u64::from(shard)).await {
-                    Ok(_) => {
-                        if let Some(to) = plan.get(&shard) {
-                            self.directory.hand_over(shard, to);
-                        }
-                    }
-                    Err(e) => tracing::warn!(shard, error = %e, "unloading the shard failed"),
+    /// Unloads a shard the plan gives to `to`, and routes to `to` at once.
+    async fn hand_over(&self, runtime: &Arc<Runtime>, shard: ShardId, to: Option<String>) {
+        tracing::info!(shard, to, "handing the shard over");
+        metrics::counter!("assignd_cluster_shards_handed_over_total").increment(1);
+        match runtime.unload_shard(u64::from(shard)).await {
+            Ok(_) => {
+                if let Some(to) = &to {
+                    self.directory.hand_over(shard, to);
                 }
             }
-        }
-        for (&shard, owner) in &plan {
-            // Free, or this node's own claim of a shard it does not serve
-            // now (see above, and a step-down that kept its lease).
-            let claimable = view.owners.get(&shard).is_none_or(|held| held == me);
-            if owner == me && claimable && !runtime.serves(shard) {
-                match runtime.load_shard(u64::from(shard)).await {
-                    Ok(_) => {
-                        // A takeover or a share taken is news to an
-                        // operator, not an error; its requests refused
-                        // meanwhile (`shard_unavailable`) are DEBUG.
-                        tracing::info!(shard, "serving the shard");
-                        metrics::counter!("assignd_cluster_shards_taken_total").increment(1);
-                    }
-                    Err(e) => tracing::info!(shard, error = %e, "cannot take the shard yet"),
-                }
-            }
+            Err(e) => tracing::warn!(shard, error = %e, "unloading the shard failed"),
         }
     }
 
     /// Leaves the cluster: deregisters, hands every shard over, revokes
-    /// the lease, then waits (at most [`NodeConfig::handover_wait`]) until
+    /// the lease, then waits (at most [`Timing::handover_wait_ms`]) until
     /// every shard it served has a new owner, refreshing the directory
     /// meanwhile: the API, still up, redirects members to the successors
     /// rather than leave them to find one.
@@ -528,7 +497,7 @@ impl Node {
             tracing::warn!(error = %e, "revoking the lease failed; it ends by itself");
         }
         let started = Instant::now();
-        let mut interval = tokio::time::interval(HANDOVER_POLL_INTERVAL);
+        let mut interval = tokio::time::interval(Duration::from_millis(HANDOVER_POLL_INTERVAL_MS));
         loop {
             interval.tick().await;
             let view = match self.view().await {
@@ -548,7 +517,8 @@ impl Node {
             if taken || !others {
                 break;
             }
-            if started.elapsed() >= self.config.handover_wait() {
+            if started.elapsed() >= Duration::from_millis(self.machine.timing().handover_wait_ms())
+            {
                 tracing::warn!(
                     waited_ms = started.elapsed().as_millis() as u64,
                     "leaving: not every shard has a successor yet"
@@ -565,6 +535,34 @@ impl Node {
     }
 }
 
+/// Unloads every shard whose last write went unanswered (or was
+/// refused): its core may be ahead of what landed, and loading it again
+/// replays exactly that.
+async fn drop_failed_shards(runtime: &Arc<Runtime>) {
+    for shard in runtime.failed_shards() {
+        tracing::warn!(
+            shard,
+            "a write of the shard did not land: loading it again from etcd"
+        );
+        // Its flush fails, as its last write did.
+        let _ = runtime.unload_shard(u64::from(shard)).await;
+    }
+}
+
+/// Loads (claims and replays) a shard the plan gives this node.
+async fn load(runtime: &Arc<Runtime>, shard: ShardId) {
+    match runtime.load_shard(u64::from(shard)).await {
+        Ok(_) => {
+            // A takeover or a share taken is news to an operator, not an
+            // error; its requests refused meanwhile (`shard_unavailable`)
+            // are DEBUG.
+            tracing::info!(shard, "serving the shard");
+            metrics::counter!("assignd_cluster_shards_taken_total").increment(1);
+        }
+        Err(e) => tracing::info!(shard, error = %e, "cannot take the shard yet"),
+    }
+}
+
 /// The shards `runtime` serves.
 fn served(runtime: &Runtime) -> Vec<ShardId> {
     runtime
@@ -576,19 +574,28 @@ fn served(runtime: &Runtime) -> Vec<ShardId> {
 }
 
 async fn register(etcd: &Etcd, config: &NodeConfig, lease: i64) -> anyhow::Result<Claim> {
-    let key = etcd.key(&keys::node(&config.name));
-    let url = config.advertise.clone().into_bytes();
-    if let Some(claim) = etcd.claim(key.clone(), url.clone(), lease).await? {
-        return Ok(claim);
-    }
-    // A claim tried again after its answer was lost finds its own key.
-    match etcd.reclaim(key, url, lease).await? {
+    match try_register(etcd, config, lease).await? {
         Some(claim) => Ok(claim),
         None => anyhow::bail!(
             "a live node is named {:?} already: give each node its own --node",
             config.name
         ),
     }
+}
+
+/// Registers the node under `lease`; `None`: a live node holds the name.
+async fn try_register(
+    etcd: &Etcd,
+    config: &NodeConfig,
+    lease: i64,
+) -> Result<Option<Claim>, StoreError> {
+    let key = etcd.key(&keys::node(&config.name));
+    let url = config.advertise.clone().into_bytes();
+    if let Some(claim) = etcd.claim(key.clone(), url.clone(), lease).await? {
+        return Ok(Some(claim));
+    }
+    // A claim tried again after its answer was lost finds its own key.
+    etcd.reclaim(key, url, lease).await
 }
 
 /// Revokes the lease this node's previous process took (recorded in the

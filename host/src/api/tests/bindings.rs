@@ -5,9 +5,21 @@
 use super::assignors::sticky_bytes;
 use super::*;
 
-#[tokio::test]
-async fn bind_swaps_at_once_rollback_returns_and_bad_binds_change_nothing() {
-    let f = fixture();
+/// The bind route of [`GROUP`].
+fn bind_path() -> String {
+    format!("/v1/groups/{GROUP}/assignor")
+}
+
+/// The rollback route of [`GROUP`].
+fn rollback_path() -> String {
+    format!("/v1/groups/{GROUP}/assignor/rollback")
+}
+
+/// `mine@1.0` uploaded, and [`GROUP`] on `sticky` with two members that
+/// took up their first target.
+async fn two_members_on_sticky_with_mine_uploaded(
+    f: &Fixture,
+) -> (HeartbeatResponseBody, HeartbeatResponseBody) {
     let (status, module) = f.upload("mine", "1.0", sticky_bytes()).await;
     assert_eq!(status, StatusCode::CREATED, "{module}");
     let (status, _) = f.put_group(config_json(6)).await;
@@ -15,70 +27,29 @@ async fn bind_swaps_at_once_rollback_returns_and_bad_binds_change_nothing() {
     let a = f.join("worker-a").await;
     let b = f.join("worker-b").await;
     f.assign().await;
-    let mut a = f.beat(&a).await;
-    let mut b = f.beat(&b).await;
-    let path = format!("/v1/groups/{GROUP}/assignor");
-    let rollback = format!("/v1/groups/{GROUP}/assignor/rollback");
+    (f.beat(&a).await, f.beat(&b).await)
+}
 
-    // Nothing to roll back to yet; bad binds change nothing.
-    let before = f.snapshot().await;
-    assert_error(
-        &f.call("POST", &rollback, None).await,
-        StatusCode::CONFLICT,
-        "no_previous_binding",
-    );
-    assert_error(
-        &f.call("PUT", &path, Some(json!({"module": "nope@1"})))
-            .await,
-        StatusCode::BAD_REQUEST,
-        "unknown_assignor",
-    );
-    assert_error(
-        &f.call("PUT", &path, Some(json!({"modul": "range"}))).await,
-        StatusCode::BAD_REQUEST,
-        "invalid_json",
-    );
-    assert_error(
-        &f.call("PUT", &path, Some(json!({"module": ""}))).await,
-        StatusCode::BAD_REQUEST,
-        "unknown_assignor",
-    );
-    let too_many: serde_json::Map<String, Value> =
-        (0..100).map(|i| (format!("k{i}"), json!("v"))).collect();
-    assert_error(
-        &f.call(
-            "PUT",
-            &path,
-            Some(json!({"module": "range", "params": too_many})),
-        )
-        .await,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-    );
-    assert_error(
-        &f.call(
-            "PUT",
-            "/v1/groups/nope/assignor",
-            Some(json!({"module": "range"})),
-        )
-        .await,
-        StatusCode::NOT_FOUND,
-        "unknown_group",
-    );
-    assert_error(
-        &f.call("POST", "/v1/groups/nope/assignor/rollback", None)
-            .await,
-        StatusCode::NOT_FOUND,
-        "unknown_group",
-    );
-    assert_eq!(f.snapshot().await, before);
+/// Waits (up to two minutes) until no assignor call is in flight.
+async fn wait_for_calls(f: &Fixture) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while f.runtime.calls_in_flight() > 0 {
+        assert!(Instant::now() < deadline, "the assignor call never ended");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
 
-    // A bind by name@version: the new target is asked at once (the clock
-    // does not move), and members get there cooperatively.
+/// Binds `mine@1.0` by name@version: the new target is asked at once (the
+/// clock does not move), and the members get there cooperatively.
+async fn bind_mine_and_converge(
+    f: &Fixture,
+    mut a: HeartbeatResponseBody,
+    mut b: HeartbeatResponseBody,
+) {
     let (status, view) = f
         .call(
             "PUT",
-            &path,
+            &bind_path(),
             Some(json!({"module": "mine@1.0", "params": {"k": "v"}})),
         )
         .await;
@@ -90,11 +61,7 @@ async fn bind_swaps_at_once_rollback_returns_and_bad_binds_change_nothing() {
     assert_eq!(bindings[0]["module"], "sticky");
     assert_eq!(bindings[1]["module"], "mine@1.0");
     assert_eq!(bindings[1]["seq"], 2);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while f.runtime.calls_in_flight() > 0 {
-        assert!(Instant::now() < deadline, "the assignor call never ended");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_for_calls(f).await;
     let view = f.view().await;
     assert_eq!(view["target_epoch"], view["group_epoch"], "{view}");
     for _ in 0..3 {
@@ -103,13 +70,69 @@ async fn bind_swaps_at_once_rollback_returns_and_bad_binds_change_nothing() {
     }
     assert_eq!((a.active.len(), b.active.len()), (3, 3));
     assert_eq!(f.view().await["state"], "stable");
+}
 
-    // Bound: not deletable.
+#[tokio::test]
+async fn bad_binds_and_a_rollback_with_nothing_to_return_to_change_nothing() {
+    let f = fixture();
+    two_members_on_sticky_with_mine_uploaded(&f).await;
+    let (path, rollback) = (bind_path(), rollback_path());
+    let before = f.snapshot().await;
+    assert_error(
+        &f.call("POST", &rollback, None).await,
+        StatusCode::CONFLICT,
+        "no_previous_binding",
+    );
+    let refused_binds = [
+        (json!({"module": "nope@1"}), "unknown_assignor"),
+        (json!({"modul": "range"}), "invalid_json"),
+        (json!({"module": ""}), "unknown_assignor"),
+    ];
+    for (body, code) in refused_binds {
+        let answer = f.call("PUT", &path, Some(body)).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, code);
+    }
+    let too_many: serde_json::Map<String, Value> =
+        (0..100).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let body = json!({"module": "range", "params": too_many});
+    assert_error(
+        &f.call("PUT", &path, Some(body)).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+    );
+    let body = json!({"module": "range"});
+    assert_error(
+        &f.call("PUT", "/v1/groups/nope/assignor", Some(body)).await,
+        StatusCode::NOT_FOUND,
+        "unknown_group",
+    );
+    assert_error(
+        &f.call("POST", "/v1/groups/nope/assignor/rollback", None)
+            .await,
+        StatusCode::NOT_FOUND,
+        "unknown_group",
+    );
+    assert_eq!(f.snapshot().await, before);
+}
+
+#[tokio::test]
+async fn a_bind_swaps_at_once_and_the_bound_module_cannot_be_deleted() {
+    let f = fixture();
+    let (a, b) = two_members_on_sticky_with_mine_uploaded(&f).await;
+    bind_mine_and_converge(&f, a, b).await;
     assert_error(
         &f.call("DELETE", "/v1/assignors/mine@1.0", None).await,
         StatusCode::CONFLICT,
         "module_in_use",
     );
+}
+
+#[tokio::test]
+async fn rollback_returns_and_returns_again_then_refuses_a_deleted_module() {
+    let f = fixture();
+    let (a, b) = two_members_on_sticky_with_mine_uploaded(&f).await;
+    bind_mine_and_converge(&f, a, b).await;
+    let rollback = rollback_path();
 
     // Rollback to sticky, then again back to mine@1.0 (like `cd -`).
     let (status, view) = f.call("POST", &rollback, None).await;
@@ -125,7 +148,8 @@ async fn bind_swaps_at_once_rollback_returns_and_bad_binds_change_nothing() {
 
     // Back to a built-in; the module, no longer bound, can go; a rollback
     // to it is then refused and changes nothing.
-    let (status, _) = f.call("PUT", &path, Some(json!({"module": "range"}))).await;
+    let body = json!({"module": "range"});
+    let (status, _) = f.call("PUT", &bind_path(), Some(body)).await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = f.call("DELETE", "/v1/assignors/mine@1.0", None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);

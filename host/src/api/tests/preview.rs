@@ -4,17 +4,52 @@
 
 use super::*;
 
+/// The preview route of [`GROUP`].
+fn preview_path() -> String {
+    format!("/v1/groups/{GROUP}/assignor/preview")
+}
+
+/// The group's assignor input as `GET .../assignor-input` answers it.
+async fn assignor_input(f: &Fixture) -> (StatusCode, Value) {
+    f.call("GET", &format!("/v1/groups/{GROUP}/assignor-input"), None)
+        .await
+}
+
+/// [`GROUP`] on `sticky` with six tasks held by worker-a and worker-b, and
+/// worker-c just joined with none.
+async fn two_busy_members_and_a_new_one(f: &Fixture) {
+    let (status, _) = f.put_group(config_json(6)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let a = f.join("worker-a").await;
+    let b = f.join("worker-b").await;
+    f.assign().await;
+    f.beat(&a).await;
+    f.beat(&b).await;
+    let c = f.join("worker-c").await;
+    assert!(c.active.is_empty());
+}
+
+/// Nothing changed since `before` and `input_before`: same views, same
+/// input, no record, no call.
+async fn assert_nothing_changed(
+    f: &Fixture,
+    before: (Value, usize),
+    input_before: (StatusCode, Value),
+) {
+    assert_eq!(f.snapshot().await, before);
+    assert_eq!(assignor_input(f).await, input_before);
+    assert_eq!(f.runtime.calls_in_flight(), 0);
+    f.assert_replay_matches().await;
+}
+
 #[tokio::test]
-async fn preview_shows_moves_and_balance_and_changes_nothing() {
+async fn preview_of_a_group_without_members_is_409_and_changes_nothing() {
     let f = fixture();
     let (status, _) = f.put_group(config_json(6)).await;
     assert_eq!(status, StatusCode::CREATED);
-    let path = format!("/v1/groups/{GROUP}/assignor/preview");
-
-    // No member yet: nothing to assign to.
     let before = f.snapshot().await;
     let answer = f
-        .call("POST", &path, Some(json!({"module": "range"})))
+        .call("POST", &preview_path(), Some(json!({"module": "range"})))
         .await;
     assert_error(&answer, StatusCode::CONFLICT, "empty_group");
     assert!(
@@ -26,26 +61,16 @@ async fn preview_shows_moves_and_balance_and_changes_nothing() {
         answer.1
     );
     assert_eq!(f.snapshot().await, before);
+}
 
-    let a = f.join("worker-a").await;
-    let b = f.join("worker-b").await;
-    f.assign().await;
-    f.beat(&a).await;
-    f.beat(&b).await;
-    let c = f.join("worker-c").await;
-    assert!(c.active.is_empty());
-
+#[tokio::test]
+async fn preview_shows_moves_and_balance_and_changes_nothing() {
+    let f = fixture();
+    two_busy_members_and_a_new_one(&f).await;
     let before = f.snapshot().await;
-    let input_before = f
-        .call("GET", &format!("/v1/groups/{GROUP}/assignor-input"), None)
-        .await;
-    let (status, preview) = f
-        .call(
-            "POST",
-            &path,
-            Some(json!({"module": "range", "params": {"k": "v"}})),
-        )
-        .await;
+    let input_before = assignor_input(&f).await;
+    let body = json!({"module": "range", "params": {"k": "v"}});
+    let (status, preview) = f.call("POST", &preview_path(), Some(body)).await;
     assert_eq!(status, StatusCode::OK, "{preview}");
     assert_eq!(preview["module"], "range");
     assert_eq!(preview["params"]["k"], "v");
@@ -77,8 +102,16 @@ async fn preview_shows_moves_and_balance_and_changes_nothing() {
     );
     assert_eq!(preview["learners_created"], json!([]), "{preview}");
     assert_eq!(preview["held_back"], json!([]), "{preview}");
+    assert_nothing_changed(&f, before, input_before).await;
+}
 
-    // Unknown module, unknown group, bad body: refused.
+#[tokio::test]
+async fn previews_of_an_unknown_module_or_group_or_a_bad_body_are_refused_and_change_nothing() {
+    let f = fixture();
+    two_busy_members_and_a_new_one(&f).await;
+    let path = preview_path();
+    let before = f.snapshot().await;
+    let input_before = assignor_input(&f).await;
     assert_error(
         &f.call("POST", &path, Some(json!({"module": "nope@1"})))
             .await,
@@ -100,16 +133,7 @@ async fn preview_shows_moves_and_balance_and_changes_nothing() {
         StatusCode::BAD_REQUEST,
         "invalid_json",
     );
-
-    // Nothing changed: same views, same input, no record, no call.
-    assert_eq!(f.snapshot().await, before);
-    assert_eq!(
-        f.call("GET", &format!("/v1/groups/{GROUP}/assignor-input"), None)
-            .await,
-        input_before
-    );
-    assert_eq!(f.runtime.calls_in_flight(), 0);
-    f.assert_replay_matches().await;
+    assert_nothing_changed(&f, before, input_before).await;
 }
 
 #[tokio::test]
