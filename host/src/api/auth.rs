@@ -342,7 +342,10 @@ mod tests {
     fn missing_is_401_and_wrong_is_403() {
         let admin = AdminToken::new("0123456789abcdef").unwrap();
         assert!(admin.check(Credential::Bearer("0123456789abcdef")).is_ok());
-        let code = |result: Result<(), ApiError>| result.unwrap_err().status_and_code();
+        let code = |result: Result<(), ApiError>| {
+            let (status, code) = result.unwrap_err().status_and_code();
+            (status, code.as_str())
+        };
         assert_eq!(
             code(admin.check(Credential::Missing)),
             (axum::http::StatusCode::UNAUTHORIZED, "unauthorized")

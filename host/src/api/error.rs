@@ -12,7 +12,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
-use super::wire::{ErrorBody, ErrorDetail};
+use super::wire::{ErrorBody, ErrorCode, ErrorDetail};
 use crate::protocol::core::ProtocolError;
 use crate::registry::RegistryError;
 use crate::runtime::RuntimeError;
@@ -110,76 +110,86 @@ pub fn protocol_status(error: &ProtocolError) -> StatusCode {
 
 impl ApiError {
     /// The status and stable code of this error.
-    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+    pub fn status_and_code(&self) -> (StatusCode, ErrorCode) {
         match self {
-            ApiError::Runtime(RuntimeError::Protocol(e)) => (protocol_status(e), e.code()),
+            ApiError::Runtime(RuntimeError::Protocol(e)) => (protocol_status(e), e.error_code()),
             ApiError::Runtime(RuntimeError::UnknownAssignor { .. }) => {
-                (StatusCode::BAD_REQUEST, "unknown_assignor")
+                (StatusCode::BAD_REQUEST, ErrorCode::UnknownAssignor)
             }
-            ApiError::Runtime(RuntimeError::EmptyGroup(_)) => (StatusCode::CONFLICT, "empty_group"),
+            ApiError::Runtime(RuntimeError::EmptyGroup(_)) => {
+                (StatusCode::CONFLICT, ErrorCode::EmptyGroup)
+            }
             ApiError::Runtime(RuntimeError::GroupsMaxReached { .. }) => {
-                (StatusCode::CONFLICT, "groups_max_reached")
+                (StatusCode::CONFLICT, ErrorCode::GroupsMaxReached)
             }
             ApiError::Runtime(RuntimeError::MemberTokenMissing(_)) => {
-                (StatusCode::UNAUTHORIZED, "unauthorized")
+                (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
             }
             ApiError::Runtime(RuntimeError::MemberTokenWrong(_)) => {
-                (StatusCode::FORBIDDEN, "forbidden")
+                (StatusCode::FORBIDDEN, ErrorCode::Forbidden)
             }
             ApiError::Runtime(RuntimeError::ConfigWithoutMemberToken(_)) => {
-                (StatusCode::BAD_REQUEST, "member_token_required")
+                (StatusCode::BAD_REQUEST, ErrorCode::MemberTokenRequired)
             }
             // Refused whatever the heartbeat carries: the group is at fault.
             ApiError::Runtime(RuntimeError::MemberTokenRequired(_)) => {
-                (StatusCode::FORBIDDEN, "member_token_required")
+                (StatusCode::FORBIDDEN, ErrorCode::MemberTokenRequired)
             }
             ApiError::Runtime(RuntimeError::JoinRateLimited { .. }) => {
-                (StatusCode::TOO_MANY_REQUESTS, "join_rate_limited")
+                (StatusCode::TOO_MANY_REQUESTS, ErrorCode::JoinRateLimited)
             }
             ApiError::Runtime(RuntimeError::AssignorFailed { .. }) => {
-                (StatusCode::UNPROCESSABLE_ENTITY, "assignor_failed")
+                (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::AssignorFailed)
             }
             ApiError::Runtime(RuntimeError::Storage(_)) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "storage_failed")
+                (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::StorageFailed)
             }
             ApiError::Runtime(RuntimeError::ShardNotServed { .. }) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "shard_unavailable")
+                (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ShardUnavailable)
             }
-            ApiError::Runtime(RuntimeError::StorageUnavailable(_)) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable")
-            }
+            ApiError::Runtime(RuntimeError::StorageUnavailable(_)) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::StorageUnavailable,
+            ),
             ApiError::Runtime(RuntimeError::UnknownShard { .. }) => {
-                (StatusCode::NOT_FOUND, "unknown_shard")
+                (StatusCode::NOT_FOUND, ErrorCode::UnknownShard)
             }
             ApiError::Runtime(RuntimeError::ShardLoadFailed { .. }) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "shard_load_failed")
+                (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ShardLoadFailed)
             }
             ApiError::Runtime(RuntimeError::Internal(_)) | ApiError::Panicked => {
-                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+                (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal)
             }
-            ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
-            ApiError::InvalidPath(_) => (StatusCode::BAD_REQUEST, "invalid_path"),
+            ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidJson),
+            ApiError::InvalidPath(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidPath),
             ApiError::Runtime(RuntimeError::Registry(e)) => registry_status_and_code(e),
             ApiError::PayloadTooLarge | ApiError::ModuleTooLarge => {
-                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
             }
-            ApiError::InvalidQuery(_) => (StatusCode::BAD_REQUEST, "invalid_query"),
-            ApiError::UnsupportedMediaType(_) => {
-                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
-            }
-            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::InvalidQuery(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidQuery),
+            ApiError::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ErrorCode::UnsupportedMediaType,
+            ),
+            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
             ApiError::MethodNotAllowed { .. } => {
-                (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
+                (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed)
             }
-            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
-            ApiError::BodyIncomplete(_) => (StatusCode::BAD_REQUEST, "incomplete_body"),
-            ApiError::NotCoordinator { .. } => (StatusCode::TEMPORARY_REDIRECT, "not_coordinator"),
-            ApiError::CoordinatorUnreachable { .. } => {
-                (StatusCode::SERVICE_UNAVAILABLE, "coordinator_unreachable")
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ErrorCode::RequestTimeout),
+            ApiError::BodyIncomplete(_) => (StatusCode::BAD_REQUEST, ErrorCode::IncompleteBody),
+            ApiError::NotCoordinator { .. } => {
+                (StatusCode::TEMPORARY_REDIRECT, ErrorCode::NotCoordinator)
             }
-            ApiError::LargeBodiesBusy => (StatusCode::SERVICE_UNAVAILABLE, "too_many_large_bodies"),
+            ApiError::CoordinatorUnreachable { .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::CoordinatorUnreachable,
+            ),
+            ApiError::LargeBodiesBusy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::TooManyLargeBodies,
+            ),
         }
     }
 }
@@ -187,25 +197,31 @@ impl ApiError {
 /// The status and code of each registry refusal. A module that does not
 /// load answers the plugin runtime's code for what failed (`not_wasm`,
 /// `core_module`, `wrong_world`, `foreign_import`, `compile_failed`, …).
-fn registry_status_and_code(error: &RegistryError) -> (StatusCode, &'static str) {
+fn registry_status_and_code(error: &RegistryError) -> (StatusCode, ErrorCode) {
     match error {
-        RegistryError::InvalidName(_) => (StatusCode::BAD_REQUEST, "invalid_module_name"),
+        RegistryError::InvalidName(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidModuleName),
         RegistryError::Invalid(crate::plugins::PluginError::CompileBusy { .. }) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "compile_busy")
+            (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::CompileBusy)
         }
-        RegistryError::Invalid(plugin) => (StatusCode::BAD_REQUEST, plugin.code()),
-        RegistryError::SelfTest { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "self_test_failed"),
-        RegistryError::ParamsRejected { .. } => (StatusCode::BAD_REQUEST, "params_rejected"),
-        RegistryError::NameTaken { .. } => (StatusCode::CONFLICT, "module_name_taken"),
-        RegistryError::ModulesMaxReached { .. } => (StatusCode::CONFLICT, "modules_max_reached"),
+        RegistryError::Invalid(plugin) => (StatusCode::BAD_REQUEST, plugin.error_code()),
+        RegistryError::SelfTest { .. } => {
+            (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::SelfTestFailed)
+        }
+        RegistryError::ParamsRejected { .. } => {
+            (StatusCode::BAD_REQUEST, ErrorCode::ParamsRejected)
+        }
+        RegistryError::NameTaken { .. } => (StatusCode::CONFLICT, ErrorCode::ModuleNameTaken),
+        RegistryError::ModulesMaxReached { .. } => {
+            (StatusCode::CONFLICT, ErrorCode::ModulesMaxReached)
+        }
         RegistryError::ModuleBytesMaxReached { .. } => {
-            (StatusCode::CONFLICT, "module_bytes_max_reached")
+            (StatusCode::CONFLICT, ErrorCode::ModuleBytesMaxReached)
         }
-        RegistryError::Unknown(_) => (StatusCode::NOT_FOUND, "unknown_module"),
-        RegistryError::Builtin(_) => (StatusCode::CONFLICT, "builtin_assignor"),
-        RegistryError::InUse { .. } => (StatusCode::CONFLICT, "module_in_use"),
+        RegistryError::Unknown(_) => (StatusCode::NOT_FOUND, ErrorCode::UnknownModule),
+        RegistryError::Builtin(_) => (StatusCode::CONFLICT, ErrorCode::BuiltinAssignor),
+        RegistryError::InUse { .. } => (StatusCode::CONFLICT, ErrorCode::ModuleInUse),
         RegistryError::Storage(_) | RegistryError::GuestThread(_) => {
-            (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+            (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal)
         }
     }
 }
@@ -232,14 +248,16 @@ pub enum LogLevel {
 /// its job. A server error this does not know is an ERROR. (A connection
 /// past the cap never reaches the router: the accept loop answers it and
 /// logs a rate-limited WARN, [`super::server`].)
-pub fn log_level(status: StatusCode, code: &str) -> LogLevel {
+pub fn log_level(status: StatusCode, code: ErrorCode) -> LogLevel {
     match code {
-        "shard_unavailable" | "coordinator_unreachable" | "storage_unavailable" => LogLevel::Debug,
-        "compile_busy"
-        | "groups_max_reached"
-        | "modules_max_reached"
-        | "module_bytes_max_reached"
-        | "too_many_large_bodies" => LogLevel::Warn,
+        ErrorCode::ShardUnavailable
+        | ErrorCode::CoordinatorUnreachable
+        | ErrorCode::StorageUnavailable => LogLevel::Debug,
+        ErrorCode::CompileBusy
+        | ErrorCode::GroupsMaxReached
+        | ErrorCode::ModulesMaxReached
+        | ErrorCode::ModuleBytesMaxReached
+        | ErrorCode::TooManyLargeBodies => LogLevel::Warn,
         _ if status.is_server_error() => LogLevel::Error,
         _ => LogLevel::Debug,
     }
@@ -256,14 +274,14 @@ struct Refusals {
 /// Logs one refusal of `code` at WARN unless one was logged less than
 /// [`REFUSED_LOG_INTERVAL_MS`](super::server::REFUSED_LOG_INTERVAL_MS)
 /// ago; the line counts the refusals since.
-fn warn_rate_limited(code: &'static str, error: &ApiError) {
+fn warn_rate_limited(code: ErrorCode, error: &ApiError) {
     use std::collections::BTreeMap;
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
     use super::server::REFUSED_LOG_INTERVAL_MS;
 
-    static REFUSED: Mutex<BTreeMap<&'static str, Refusals>> = Mutex::new(BTreeMap::new());
+    static REFUSED: Mutex<BTreeMap<ErrorCode, Refusals>> = Mutex::new(BTreeMap::new());
     let mut refused = REFUSED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -274,11 +292,11 @@ fn warn_rate_limited(code: &'static str, error: &ApiError) {
     refusals.unlogged += 1;
     let interval = Duration::from_millis(REFUSED_LOG_INTERVAL_MS);
     if refusals.logged.is_none_or(|at| at.elapsed() >= interval) {
-        tracing::warn!(error = %error, code, refused = refusals.unlogged, "requests refused");
+        tracing::warn!(error = %error, code = code.as_str(), refused = refusals.unlogged, "requests refused");
         refusals.logged = Some(Instant::now());
         refusals.unlogged = 0;
     } else {
-        tracing::debug!(error = %error, code, "request refused");
+        tracing::debug!(error = %error, code = code.as_str(), "request refused");
     }
 }
 
@@ -287,12 +305,16 @@ impl IntoResponse for ApiError {
         let (status, code) = self.status_and_code();
         let level = log_level(status, code);
         match level {
-            LogLevel::Debug => tracing::debug!(error = %self, code, "request refused"),
+            LogLevel::Debug => {
+                tracing::debug!(error = %self, code = code.as_str(), "request refused")
+            }
             LogLevel::Warn => warn_rate_limited(code, &self),
             // Logged with its details; the client gets no internals.
-            LogLevel::Error => tracing::error!(error = %self, code, "request failed"),
+            LogLevel::Error => {
+                tracing::error!(error = %self, code = code.as_str(), "request failed")
+            }
         }
-        let message = if code == "storage_unavailable" {
+        let message = if code == ErrorCode::StorageUnavailable {
             // The node logs the outage once; its cause (etcd's endpoints
             // and errors) is the operator's, not the caller's.
             "the coordinator's storage does not answer, so no change can be made durable now \
@@ -311,7 +333,7 @@ impl IntoResponse for ApiError {
         };
         let body = ErrorBody {
             error: ErrorDetail {
-                code: code.to_owned(),
+                code: code.as_str().to_owned(),
                 message,
                 location: match &self {
                     ApiError::NotCoordinator { location, .. } => Some(location.clone()),
@@ -576,31 +598,55 @@ mod log_level_tests {
     fn only_what_needs_a_person_is_an_error() {
         let unavailable = StatusCode::SERVICE_UNAVAILABLE;
         for code in [
-            "shard_unavailable",
-            "coordinator_unreachable",
-            "storage_unavailable",
+            ErrorCode::ShardUnavailable,
+            ErrorCode::CoordinatorUnreachable,
+            ErrorCode::StorageUnavailable,
         ] {
             assert_eq!(log_level(unavailable, code), LogLevel::Debug, "{code}");
         }
-        assert_eq!(log_level(unavailable, "compile_busy"), LogLevel::Warn);
+        assert_eq!(
+            log_level(unavailable, ErrorCode::CompileBusy),
+            LogLevel::Warn
+        );
+        // A server error not listed as a refusal by design needs a person.
         for code in [
-            "storage_failed",
-            "shard_load_failed",
-            "a_code_not_known_yet",
+            ErrorCode::StorageFailed,
+            ErrorCode::ShardLoadFailed,
+            ErrorCode::ReadFailed,
         ] {
             assert_eq!(log_level(unavailable, code), LogLevel::Error, "{code}");
         }
         assert_eq!(
-            log_level(StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            log_level(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
             LogLevel::Error
         );
         for (status, code) in [
-            (StatusCode::BAD_REQUEST, "invalid_json"),
-            (StatusCode::CONFLICT, "fenced"),
-            (StatusCode::TOO_MANY_REQUESTS, "join_rate_limited"),
+            (StatusCode::BAD_REQUEST, ErrorCode::InvalidJson),
+            (StatusCode::CONFLICT, ErrorCode::Fenced),
+            (StatusCode::TOO_MANY_REQUESTS, ErrorCode::JoinRateLimited),
         ] {
             assert_eq!(log_level(status, code), LogLevel::Debug, "{code}");
         }
+    }
+
+    /// The API answers only [`ErrorCode`]s (its mapping returns that
+    /// type), so listing every one in the architecture's table of errors
+    /// lists every code the API can return.
+    #[test]
+    fn every_code_the_api_can_answer_is_in_the_documented_table() {
+        let doc = include_str!("../../../docs/architecture.md");
+        let start = doc.find("**Errors.** Every failure answers").unwrap();
+        let end = start + doc[start..].find("Logging. One function").unwrap();
+        let table = &doc[start..end];
+        let missing: Vec<&str> = ErrorCode::ALL
+            .iter()
+            .map(|code| code.as_str())
+            .filter(|code| !table.contains(&format!("`{code}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in docs/architecture.md's errors: {missing:?}"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 pub use assignd_wire::{
-    ErrorBody, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody, LagRow, TaskItem,
+    ErrorBody, ErrorCode, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody, LagRow, TaskItem,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::{RefOr, Schema};

@@ -5,6 +5,7 @@
 
 use assignd_guest_sdk::AssignError;
 use assignd_guest_sdk::validate::{InvalidAssignment, InvalidInput};
+use assignd_wire::ErrorCode;
 
 use super::WIT_ASSIGNOR_INTERFACE;
 
@@ -176,36 +177,42 @@ impl PluginError {
         )
     }
 
-    /// A short stable code for metrics and API errors.
-    pub fn code(&self) -> &'static str {
+    /// The stable code of what failed, for API errors (and, spelled
+    /// by [`Self::code`], for metrics and recorded failures).
+    pub fn error_code(&self) -> ErrorCode {
         match self {
-            PluginError::NotWasm { .. } => "not_wasm",
-            PluginError::CoreModule => "core_module",
-            PluginError::UnsupportedVersion { .. } => "unsupported_wasm_version",
-            PluginError::Compile(_) => "compile_failed",
-            PluginError::CompileTimeout { .. } => "compile_timeout",
-            PluginError::CompileMemoryLimit { .. } => "compile_memory_limit",
-            PluginError::CompileCrashed { .. } => "compile_crashed",
-            PluginError::CompileOutputTooLarge { .. } => "compile_output_too_large",
-            PluginError::CompileBusy { .. } => "compile_busy",
-            PluginError::ForeignImport { .. } => "foreign_import",
-            PluginError::WrongWorld { .. } => "wrong_world",
-            PluginError::WrongShape(_) | PluginError::ImportShape(_) => "wrong_world",
-            PluginError::Instantiate(_) => "instantiate_failed",
-            PluginError::OutOfFuel { .. } => "out_of_fuel",
-            PluginError::Timeout { .. } => "timeout",
-            PluginError::MemoryLimit { .. } => "memory_limit",
-            PluginError::StackOverflow => "stack_overflow",
-            PluginError::Panicked { .. } => "panicked",
-            PluginError::Trapped { .. } => "trapped",
-            PluginError::Refused(_) => "refused",
-            PluginError::OutputTooLarge(_) => "output_too_large",
-            PluginError::InvalidAssignment(_) => "invalid_assignment",
-            PluginError::InvalidInput(_) => "invalid_input",
+            PluginError::NotWasm { .. } => ErrorCode::NotWasm,
+            PluginError::CoreModule => ErrorCode::CoreModule,
+            PluginError::UnsupportedVersion { .. } => ErrorCode::UnsupportedWasmVersion,
+            PluginError::Compile(_) => ErrorCode::CompileFailed,
+            PluginError::CompileTimeout { .. } => ErrorCode::CompileTimeout,
+            PluginError::CompileMemoryLimit { .. } => ErrorCode::CompileMemoryLimit,
+            PluginError::CompileCrashed { .. } => ErrorCode::CompileCrashed,
+            PluginError::CompileOutputTooLarge { .. } => ErrorCode::CompileOutputTooLarge,
+            PluginError::CompileBusy { .. } => ErrorCode::CompileBusy,
+            PluginError::ForeignImport { .. } => ErrorCode::ForeignImport,
+            PluginError::WrongWorld { .. } => ErrorCode::WrongWorld,
+            PluginError::WrongShape(_) | PluginError::ImportShape(_) => ErrorCode::WrongWorld,
+            PluginError::Instantiate(_) => ErrorCode::InstantiateFailed,
+            PluginError::OutOfFuel { .. } => ErrorCode::OutOfFuel,
+            PluginError::Timeout { .. } => ErrorCode::Timeout,
+            PluginError::MemoryLimit { .. } => ErrorCode::MemoryLimit,
+            PluginError::StackOverflow => ErrorCode::StackOverflow,
+            PluginError::Panicked { .. } => ErrorCode::Panicked,
+            PluginError::Trapped { .. } => ErrorCode::Trapped,
+            PluginError::Refused(_) => ErrorCode::Refused,
+            PluginError::OutputTooLarge(_) => ErrorCode::OutputTooLarge,
+            PluginError::InvalidAssignment(_) => ErrorCode::InvalidAssignment,
+            PluginError::InvalidInput(_) => ErrorCode::InvalidInput,
             PluginError::UnknownBuiltin { .. } | PluginError::UnknownModule { .. } => {
-                "unknown_assignor"
+                ErrorCode::UnknownAssignor
             }
-            PluginError::Read { .. } => "read_failed",
+            PluginError::Read { .. } => ErrorCode::ReadFailed,
         }
+    }
+
+    /// [`Self::error_code`] as the error body spells it.
+    pub fn code(&self) -> &'static str {
+        self.error_code().as_str()
     }
 }

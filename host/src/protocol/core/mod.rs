@@ -25,6 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use assignd_guest_sdk::GroupInput;
+use assignd_wire::ErrorCode;
 
 use super::group::{CallLimits, Group, Liveness, Millis, Record, Slot, TaskRef};
 
@@ -116,28 +117,30 @@ pub enum ProtocolError {
 }
 
 impl ProtocolError {
-    /// A short stable code for the API's error body.
-    pub fn code(&self) -> &'static str {
+    /// The stable code of the API's error body.
+    pub fn error_code(&self) -> ErrorCode {
         match self {
-            ProtocolError::UnknownGroup(_) => "unknown_group",
-            ProtocolError::UnknownMember(..) => "unknown_member",
-            ProtocolError::Fenced { .. } => "fenced",
-            ProtocolError::Replaced { .. } => "replaced",
-            ProtocolError::StaleEpoch { .. } => "stale_epoch",
-            ProtocolError::NotOwned { .. } => "not_owned",
-            ProtocolError::Invalid(_) => "invalid_request",
-            ProtocolError::GroupFull(_) => "group_full",
-            ProtocolError::NoPreviousBinding(_) => "no_previous_binding",
+            ProtocolError::UnknownGroup(_) => ErrorCode::UnknownGroup,
+            ProtocolError::UnknownMember(..) => ErrorCode::UnknownMember,
+            ProtocolError::Fenced { .. } => ErrorCode::Fenced,
+            ProtocolError::Replaced { .. } => ErrorCode::Replaced,
+            ProtocolError::StaleEpoch { .. } => ErrorCode::StaleEpoch,
+            ProtocolError::NotOwned { .. } => ErrorCode::NotOwned,
+            ProtocolError::Invalid(_) => ErrorCode::InvalidRequest,
+            ProtocolError::GroupFull(_) => ErrorCode::GroupFull,
+            ProtocolError::NoPreviousBinding(_) => ErrorCode::NoPreviousBinding,
         }
+    }
+
+    /// [`Self::error_code`] as the error body spells it.
+    pub fn code(&self) -> &'static str {
+        self.error_code().as_str()
     }
 }
 
-/// The member epoch a heartbeat sends to join (with an empty member id,
-/// for a host-issued one, or with the id the member chose).
-pub const JOIN_EPOCH: i64 = 0;
-/// The member epoch a heartbeat sends to leave (a static member's leave is
-/// temporary: its slot waits for its registration timeout).
-pub const LEAVE_EPOCH: i64 = -1;
+/// The member epochs a heartbeat sends to join and to leave, as the wire
+/// crate spells them for the host and the client alike.
+pub use assignd_wire::{JOIN_EPOCH, LEAVE_EPOCH};
 
 /// One member request: joins, heartbeats, reports owned tasks, leaves.
 #[derive(Clone, Debug, PartialEq, Eq)]
