@@ -1,6 +1,6 @@
 //! The runtime's timer tasks on the real clock: what they measure of the
 //! host's lateness. (The rest of the runtime is driven through the API with
-//! a manual clock, `api/tests.rs`; a manual clock runs no timer task.)
+//! a manual clock, `api/tests/`; a manual clock runs no timer task.)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
