@@ -1,11 +1,11 @@
 //! Big groups through the real binary: members holding many tasks that
 //! form no ranges, and the host's limit on what such a member sends.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Member, Server};
+use crate::common::{Member, Server};
 use serde_json::json;
 
 /// A topic name as long as real ones are: 50,000 of its tasks as

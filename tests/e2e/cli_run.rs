@@ -2,11 +2,9 @@
 //! bad, with built-in assignors and misbehaving guests built from source.
 //! Every bad input must give one clear error line and a non-zero exit.
 
-mod common;
-
+use crate::common::*;
 use assignd_guest_sdk::json::{parse_assignment, parse_input};
 use assignd_guest_sdk::validate::{InputLimits, check_assignment};
-use common::*;
 
 const EXIT_BAD_INPUT: i32 = 1;
 const EXIT_GUEST_FAILED: i32 = 3;

@@ -21,7 +21,7 @@
 //! missing fails. Without it, the tests of the clients not built are
 //! skipped with a note.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -30,8 +30,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::Server;
 use assignd::cluster::local_etcd::LocalEtcd;
-use common::Server;
 use serde_json::{Value, json};
 
 /// How long a worker may take to reach a state: a bound, not a wait

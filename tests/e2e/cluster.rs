@@ -17,9 +17,9 @@
 //! violation). Every wait polls with a deadline. The group has a member
 //! token, which every member sends.
 
-mod common;
+use crate::common;
 
-use common::Server;
+use crate::common::Server;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

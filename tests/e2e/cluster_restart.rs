@@ -7,15 +7,15 @@
 //! still refused while the node lives, and one on the same data dir is
 //! refused by the data dir's lock without touching the live node.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::Server;
 use assignd::cluster::local_etcd::LocalEtcd;
-use common::Server;
 use serde_json::{Value, json};
 
 const SHARDS: u64 = 8;

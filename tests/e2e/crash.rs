@@ -40,9 +40,9 @@
 //! random delay before each kill (the crash moment). The schedule is seeded
 //! (`ASSIGND_CRASH_SEED`); the timing of the kills is not reproducible.
 
-mod common;
+use crate::common;
 
-use common::tasks;
+use crate::common::tasks;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};

@@ -2,9 +2,7 @@
 //! scaled on the default schedule; its output shows every scale event
 //! reaching a stable group and no task ever active on two workers.
 
-mod common;
-
-use common::{assignd, stderr, stdout};
+use crate::common::{assignd, stderr, stdout};
 
 #[test]
 fn the_demo_shows_scale_events_reaching_stable_with_no_double_ownership() {

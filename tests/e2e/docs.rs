@@ -6,11 +6,11 @@
 //! everywhere it is written against the registry's; the files and
 //! functions docs/architecture.md's tour names against the source.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
-use common::Server;
+use crate::common::Server;
 use serde_json::{Value, json};
 
 fn read_doc(name: &str) -> String {

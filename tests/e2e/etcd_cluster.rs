@@ -14,15 +14,15 @@
 //! `/healthz` and every refusal say `storage_unavailable` whichever of the
 //! node's etcd calls (a placement read, its lease renewal) fails first.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::common::{Member, Server};
 use assignd::cluster::local_etcd::LocalEtcd;
-use common::{Member, Server};
 use serde_json::{Value, json};
 
 const SHARDS: u64 = 8;

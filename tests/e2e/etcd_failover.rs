@@ -6,14 +6,14 @@
 //! out: the members see no loss, fencing or replacement, the nodes keep
 //! their shards, and every write lands.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::Server;
-use common::members::Members;
+use crate::common::Server;
+use crate::common::members::Members;
 use serde_json::{Value, json};
 
 const SHARDS: u64 = 8;

@@ -18,9 +18,9 @@
 //!   the spinning guest: the group gets a target, the failure still shows
 //!   (with the fallback's answers counted) and reaches `GET /metrics`.
 
-mod common;
+use crate::common;
 
-use common::Server;
+use crate::common::Server;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //! property (every `payments` task on the pinned member, nothing else on
 //! it), and `rollback`. Waits poll with deadlines.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{Member, Server, scratch, stderr, stdout, tasks, workspace_root};
+use crate::common::{Member, Server, scratch, stderr, stdout, tasks, workspace_root};
 use serde_json::{Value, json};
 
 const GUIDE: &str = "docs/writing-an-assignor.md";

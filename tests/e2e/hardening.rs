@@ -4,13 +4,13 @@
 //! limit, and joins without a member token. Every wait polls a condition
 //! with a deadline; the timeouts are made small by `serve`'s flags.
 
-mod common;
+use crate::common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{ADMIN_TOKEN, Server};
+use crate::common::{ADMIN_TOKEN, Server};
 use serde_json::json;
 
 /// How long a test waits for the server to close a connection whose

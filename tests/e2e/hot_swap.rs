@@ -24,9 +24,9 @@
 //! stable targets was never revoked in between. Every wait polls with a
 //! deadline.
 
-mod common;
+use crate::common;
 
-use common::Server;
+use crate::common::Server;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -27,9 +27,9 @@
 //! what to set and passes (a developer without the toolchains); set, a
 //! missing or unloadable component fails the test.
 
-mod common;
+use crate::common;
 
-use common::{Member, Server};
+use crate::common::{Member, Server};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

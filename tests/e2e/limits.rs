@@ -4,13 +4,13 @@
 //! groups and on uploaded modules, and the connection cap printed at start
 //! as the docs give its formula.
 
-mod common;
+use crate::common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{ADMIN_TOKEN, Server};
+use crate::common::{ADMIN_TOKEN, Server};
 use serde_json::{Value, json};
 
 /// A raw TCP connection to `server`.

@@ -3,9 +3,7 @@
 //! on two members, heartbeats flowing, the scale event settled with tasks
 //! moved).
 
-mod common;
-
-use common::{ADMIN_TOKEN, Server, assert_one_error_line, assignd, scratch, stderr, stdout};
+use crate::common::{ADMIN_TOKEN, Server, assert_one_error_line, assignd, scratch, stderr, stdout};
 
 #[test]
 fn loadgen_reports_a_scale_event_that_settles_with_no_double_ownership() {

@@ -5,7 +5,7 @@
 //! child wrote (JSON lines on stderr, at the default filter an operator
 //! runs), so an alert on ERROR does not fire on them.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::Server;
+use crate::common::Server;
 use serde_json::{Value, json};
 
 /// How long a test waits for a state of the server: a bound, not a wait.

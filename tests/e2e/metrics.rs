@@ -11,9 +11,9 @@
 //!
 //! Every wait polls with a deadline; servers are killed by drop guards.
 
-mod common;
+use crate::common;
 
-use common::{ADMIN_TOKEN, Server};
+use crate::common::{ADMIN_TOKEN, Server};
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};

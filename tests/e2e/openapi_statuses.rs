@@ -6,14 +6,14 @@
 //! the host's one shard unloaded. Each answer's status must be among the
 //! operation's documented responses.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{ADMIN_TOKEN, Server};
+use crate::common::{ADMIN_TOKEN, Server};
 use serde_json::{Value, json};
 
 /// One request, raw: the method, the path (already encoded), the

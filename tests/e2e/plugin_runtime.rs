@@ -2,15 +2,13 @@
 //! per call, each failure kind as its own error, and a failing guest that
 //! neither poisons its module nor stops other calls.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use assignd::plugins::{EngineConfig, Limits, PluginEngine, PluginError};
 use assignd_guest_sdk::testing::{GroupSpec, Subscriptions, group};
 use assignd_guest_sdk::validate::check_assignment;
 use assignd_guest_sdk::{GroupInput, NO_MEMBER};
-use common::*;
 
 fn engine() -> PluginEngine {
     PluginEngine::new(EngineConfig::default()).unwrap()

@@ -8,9 +8,9 @@
 //! binding history survives another restart. A guest that loads but answers an invalid assignment fails its
 //! self-test and is not stored.
 
-mod common;
+use crate::common;
 
-use common::{Member, Server};
+use crate::common::{Member, Server};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -6,13 +6,13 @@
 //! deleted. An unknown group and an unreachable host each give exit 1 and
 //! one `error:` line.
 
-mod common;
+use crate::common;
 
-use common::Server;
+use crate::common::Server;
 
 use std::process::{Command, Output, Stdio};
 
-use common::{assert_one_error_line, scratch, stderr, stdout};
+use crate::common::{assert_one_error_line, scratch, stderr, stdout};
 use serde_json::Value;
 
 impl Server {

@@ -6,9 +6,9 @@
 //! the end every task is active on exactly one. Waits poll with deadlines;
 //! the server is killed by a drop guard whatever happens.
 
-mod common;
+use crate::common;
 
-use common::{Member, Server, tasks};
+use crate::common::{Member, Server, tasks};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;

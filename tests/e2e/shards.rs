@@ -4,11 +4,11 @@
 //! tasks, and a data dir of one record log (written before shards)
 //! migrated on first start.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 
-use common::{Member, Server};
+use crate::common::{Member, Server};
 use serde_json::{Value, json};
 
 use assignd::protocol::shard::shard_of;

@@ -12,7 +12,7 @@
 //! version 5 (`ASSIGND_TEST_FORMAT_VERSION_5=1`, version 4's payloads
 //! under the next number; docs/architecture.md, "Cluster mode").
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -20,9 +20,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::common::Server;
+use crate::common::members::Members;
 use assignd::cluster::local_etcd::LocalEtcd;
-use common::Server;
-use common::members::Members;
 use serde_json::{Value, json};
 
 /// The previous release: its tag, and its commit for a clone without tags.

@@ -1,6 +1,7 @@
 //! Shared by the end-to-end tests: the real `assignd` binary, the
 //! misbehaving guests of `tests/guests/` built from source once per test
-//! binary, hand-written WAT fixtures, and scratch files.
+//! binary, hand-written WAT fixtures, scratch files, and the host crate's
+//! source read as a tree of modules (`source_tree`).
 
 #![allow(dead_code)]
 
@@ -10,6 +11,7 @@ use std::sync::OnceLock;
 
 mod crafted;
 pub mod members;
+pub mod source_tree;
 pub use crafted::*;
 
 pub const BAD_GUESTS: &[&str] = &[
@@ -27,10 +29,17 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// A scratch directory unique to this test process and `name`.
+/// A scratch directory unique to this test process, the test file that
+/// asks for it, and `name`: every test file runs in the one process, so
+/// two files may use the same name at once.
+#[track_caller]
 pub fn scratch(name: &str) -> PathBuf {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-{}-{name}", std::process::id()));
+    let file = Path::new(std::panic::Location::caller().file())
+        .file_stem()
+        .and_then(|stem| stem.to_str())
+        .unwrap_or("e2e");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("e2e-{}-{file}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
