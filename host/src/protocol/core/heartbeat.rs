@@ -4,6 +4,7 @@
 //! assignment, learners and standbys, a heartbeat interval shortened in a
 //! handoff and lengthened under backpressure, its lease).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
@@ -12,7 +13,7 @@ use super::{
     ProtocolError, TASKS_PER_GROUP_MAX, TOPICS_PER_GROUP_MAX, invalid, leases::member_timeout_ms,
     membership::check_member_id, refuse_invisible,
 };
-use crate::protocol::group::{Millis, Record, Slot, TaskRef};
+use crate::protocol::group::{Group, Handover, Member, Millis, Record, Slot, SlotTarget, TaskRef};
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
 
 impl Coordinator {
@@ -38,34 +39,7 @@ impl Coordinator {
             .group(&request.group)
             .ok_or_else(|| ProtocolError::UnknownGroup(request.group.clone()))?;
         let topics = check_member_input(request)?;
-        let lags = match &request.lags {
-            Some(lags) if lags.is_empty() => Some(BTreeMap::new()),
-            Some(lags) => {
-                let partitions: BTreeMap<&str, u32> = group
-                    .config
-                    .topics
-                    .iter()
-                    .map(|t| (t.name.as_str(), t.partitions))
-                    .collect();
-                let mut by_task = BTreeMap::new();
-                for (task, lag) in lags {
-                    // Lags on tasks that no longer exist (a topic removed
-                    // since) are dropped, not refused: the member may not
-                    // have heard yet.
-                    if partitions
-                        .get(task.topic.as_str())
-                        .is_some_and(|&n| task.partition < n)
-                    {
-                        by_task.insert(task.clone(), *lag);
-                    }
-                }
-                if lags.len() as u64 > TASKS_PER_GROUP_MAX {
-                    return invalid(format!("more than {TASKS_PER_GROUP_MAX} lags"));
-                }
-                Some(by_task)
-            }
-            None => None,
-        };
+        let lags = reported_lags(group, request)?;
         if !request.member_id.is_empty() {
             check_member_id(&request.member_id)?;
         }
@@ -85,118 +59,17 @@ impl Coordinator {
         let slot = match request.member_epoch {
             JOIN_EPOCH if joining => self.join(request, topics, now, &mut out)?,
             LEAVE_EPOCH => {
-                let slot = self.current_slot(request)?;
-                self.leave(&request.group, &slot, now, &mut out);
-                self.maybe_call_assignor(&request.group, now, &mut out);
-                self.deadlines.mark_slot(&request.group, &slot);
-                let group = self.group_at(&request.group);
-                return Ok((
-                    HeartbeatResponse {
-                        member_id: request.member_id.clone(),
-                        member_epoch: 0,
-                        heartbeat_interval_ms: group.config.heartbeat_interval_ms,
-                        active: BTreeSet::new(),
-                        revoking: BTreeSet::new(),
-                        learner: BTreeSet::new(),
-                        standby: BTreeSet::new(),
-                        draining: false,
-                        drained: true,
-                        lease_ms: 0,
-                        unreached_lease_ms: 0,
-                        unreached_flight_ms: 0,
-                    },
-                    out,
-                ));
+                let response = self.leave_by_heartbeat(request, now, &mut out)?;
+                return Ok((response, out));
             }
             sent if sent < LEAVE_EPOCH => {
                 return invalid(format!(
                     "member epoch {sent} is not -1, 0 or a member epoch"
                 ));
             }
-            sent => {
-                let slot = self.current_slot(request)?;
-                let group = self.group_at(&request.group);
-                let joined = MemberAssignment::new();
-                let held = group.holdings.member(&slot).unwrap_or(&joined);
-                // A member may be one epoch behind (its last response was
-                // lost), or retry its join (epoch 0); anything else is stale.
-                if sent != JOIN_EPOCH
-                    && sent as u64 != held.epoch
-                    && sent as u64 != held.previous_epoch
-                {
-                    return Err(ProtocolError::StaleEpoch {
-                        sent,
-                        current: held.epoch,
-                    });
-                }
-                // A steady member reports what it holds, in order (the
-                // client sends sorted runs): one walk, not a lookup a task.
-                let reports_holdings = |owned: &[TaskRef]| {
-                    held.revoking.is_empty()
-                        && owned.len() == held.active.len()
-                        && owned.iter().eq(held.active.iter())
-                };
-                if let Some(owned) = &request.owned
-                    && !reports_holdings(owned)
-                    && let Some(task) = owned
-                        .iter()
-                        .find(|t| !held.active.contains(*t) && !held.revoking.contains(*t))
-                {
-                    return Err(ProtocolError::NotOwned { task: task.clone() });
-                }
-                if let Some(topics) = topics
-                    && group.members[&slot].topics != topics
-                {
-                    let mut member = group.members[&slot].clone();
-                    member.topics = topics;
-                    self.emit(
-                        &mut out,
-                        Record::MemberJoined {
-                            group: request.group.clone(),
-                            slot: slot.clone(),
-                            member,
-                        },
-                    );
-                    self.bump(&request.group, now, &mut out);
-                }
-                slot
-            }
+            sent => self.current_member_beat(request, sent, topics, now, &mut out)?,
         };
-        let liveness = self.liveness_mut(&request.group);
-        match liveness.last_seen_ms.get_mut(&slot) {
-            Some(seen) => *seen = now,
-            None => {
-                liveness.last_seen_ms.insert(slot.clone(), now);
-            }
-        }
-        if let Some(lags) = lags {
-            liveness.lags.insert(slot.clone(), lags);
-            self.signal_caught_up_learners(&request.group, &slot, now, &mut out);
-        }
-        if request.drain && !self.group_at(&request.group).members[&slot].draining {
-            self.start_drain(&request.group, &slot, now, &mut out);
-        }
-        let liveness = self.liveness_mut(&request.group);
-        if liveness
-            .handover
-            .get(&slot)
-            .is_some_and(|handover| now >= handover.until_ms)
-        {
-            liveness.handover.remove(&slot);
-        }
-        // The wait is over (or was lost with nothing to hold back): say so
-        // in the log, so that a restart does not start it again.
-        if !liveness.handover.contains_key(&slot)
-            && self.group_at(&request.group).handovers.contains(&slot)
-        {
-            self.emit(
-                &mut out,
-                Record::HandoverEnded {
-                    group: request.group.clone(),
-                    slot: slot.clone(),
-                },
-            );
-        }
+        self.note_contact(request, &slot, lags, now, &mut out);
         self.reconcile_slot(
             &request.group,
             &slot,
@@ -207,9 +80,158 @@ impl Coordinator {
         self.maybe_call_assignor(&request.group, now, &mut out);
         self.snapshot_if_stable(&request.group, &mut out);
         let response = self.response(&request.group, &slot, now, load);
-        let lease_end = now.saturating_add(response.lease_ms);
+        self.promise_lease(&request.group, &slot, now, &response);
+        // Besides what its records marked, a heartbeat changed its own
+        // slot's timers and, with a call it started, the group's own.
+        self.refresh_slot_deadline(&request.group, &slot);
+        Ok((response, out))
+    }
+
+    /// A leave (member epoch -1): the member goes (or, static, is away),
+    /// the next target is asked for, and the answer holds nothing.
+    fn leave_by_heartbeat(
+        &mut self,
+        request: &Heartbeat,
+        now: Millis,
+        out: &mut Output,
+    ) -> Result<HeartbeatResponse, ProtocolError> {
+        let slot = self.current_slot(request)?;
+        self.leave(&request.group, &slot, now, out);
+        self.maybe_call_assignor(&request.group, now, out);
+        self.deadlines.mark_slot(&request.group, &slot);
+        let group = self.group_at(&request.group);
+        Ok(HeartbeatResponse {
+            member_id: request.member_id.clone(),
+            member_epoch: 0,
+            heartbeat_interval_ms: group.config.heartbeat_interval_ms,
+            active: BTreeSet::new(),
+            revoking: BTreeSet::new(),
+            learner: BTreeSet::new(),
+            standby: BTreeSet::new(),
+            draining: false,
+            drained: true,
+            lease_ms: 0,
+            unreached_lease_ms: 0,
+            unreached_flight_ms: 0,
+        })
+    }
+
+    /// A heartbeat of a current member at member epoch `sent`: refused if
+    /// the epoch is stale or it reports a task it was never given; a new
+    /// subscription is recorded and asks for a new target. Returns its
+    /// slot.
+    fn current_member_beat(
+        &mut self,
+        request: &Heartbeat,
+        sent: i64,
+        topics: Option<BTreeSet<String>>,
+        now: Millis,
+        out: &mut Output,
+    ) -> Result<Slot, ProtocolError> {
+        let slot = self.current_slot(request)?;
+        let group = self.group_at(&request.group);
+        let joined = MemberAssignment::new();
+        let held = group.holdings.member(&slot).unwrap_or(&joined);
+        // A member may be one epoch behind (its last response was
+        // lost), or retry its join (epoch 0); anything else is stale.
+        if sent != JOIN_EPOCH && sent as u64 != held.epoch && sent as u64 != held.previous_epoch {
+            return Err(ProtocolError::StaleEpoch {
+                sent,
+                current: held.epoch,
+            });
+        }
+        // A steady member reports what it holds, in order (the
+        // client sends sorted runs): one walk, not a lookup a task.
+        let reports_holdings = |owned: &[TaskRef]| {
+            held.revoking.is_empty()
+                && owned.len() == held.active.len()
+                && owned.iter().eq(held.active.iter())
+        };
+        if let Some(owned) = &request.owned
+            && !reports_holdings(owned)
+            && let Some(task) = owned
+                .iter()
+                .find(|t| !held.active.contains(*t) && !held.revoking.contains(*t))
+        {
+            return Err(ProtocolError::NotOwned { task: task.clone() });
+        }
+        if let Some(topics) = topics
+            && group.members[&slot].topics != topics
+        {
+            let mut member = group.members[&slot].clone();
+            member.topics = topics;
+            self.emit(
+                out,
+                Record::MemberJoined {
+                    group: request.group.clone(),
+                    slot: slot.clone(),
+                    member,
+                },
+            );
+            self.bump(&request.group, now, out);
+        }
+        Ok(slot)
+    }
+
+    /// What a heartbeat that reached the host tells of its slot: it was
+    /// seen now, its lags (a learner may have caught up), a drain it asks
+    /// for, and the end of a handover whose wait is over.
+    fn note_contact(
+        &mut self,
+        request: &Heartbeat,
+        slot: &Slot,
+        lags: Option<BTreeMap<TaskRef, u64>>,
+        now: Millis,
+        out: &mut Output,
+    ) {
         let liveness = self.liveness_mut(&request.group);
-        match liveness.lease_end_ms.get_mut(&slot) {
+        match liveness.last_seen_ms.get_mut(slot) {
+            Some(seen) => *seen = now,
+            None => {
+                liveness.last_seen_ms.insert(slot.clone(), now);
+            }
+        }
+        if let Some(lags) = lags {
+            liveness.lags.insert(slot.clone(), lags);
+            self.signal_caught_up_learners(&request.group, slot, now, out);
+        }
+        if request.drain && !self.group_at(&request.group).members[slot].draining {
+            self.start_drain(&request.group, slot, now, out);
+        }
+        let liveness = self.liveness_mut(&request.group);
+        if liveness
+            .handover
+            .get(slot)
+            .is_some_and(|handover| now >= handover.until_ms)
+        {
+            liveness.handover.remove(slot);
+        }
+        // The wait is over (or was lost with nothing to hold back): say so
+        // in the log, so that a restart does not start it again.
+        if !liveness.handover.contains_key(slot)
+            && self.group_at(&request.group).handovers.contains(slot)
+        {
+            self.emit(
+                out,
+                Record::HandoverEnded {
+                    group: request.group.clone(),
+                    slot: slot.clone(),
+                },
+            );
+        }
+    }
+
+    /// Remembers the leases an answer gave its slot's member.
+    fn promise_lease(
+        &mut self,
+        group_name: &str,
+        slot: &Slot,
+        now: Millis,
+        response: &HeartbeatResponse,
+    ) {
+        let lease_end = now.saturating_add(response.lease_ms);
+        let liveness = self.liveness_mut(group_name);
+        match liveness.lease_end_ms.get_mut(slot) {
             Some(promised) => *promised = (*promised).max(lease_end),
             None => {
                 liveness.lease_end_ms.insert(slot.clone(), lease_end);
@@ -222,10 +244,6 @@ impl Coordinator {
             slot.clone(),
             now.saturating_add(response.unreached_lease_ms),
         );
-        // Besides what its records marked, a heartbeat changed its own
-        // slot's timers and, with a call it started, the group's own.
-        self.refresh_slot_deadline(&request.group, &slot);
-        Ok((response, out))
     }
 
     /// What a member is told: its reconciled assignment and its target's
@@ -239,11 +257,11 @@ impl Coordinator {
     ) -> HeartbeatResponse {
         let group = self.group_at(group_name);
         let joined = MemberAssignment::new();
-        let mut held = std::borrow::Cow::Borrowed(group.holdings.member(slot).unwrap_or(&joined));
+        let reconciled = group.holdings.member(slot).unwrap_or(&joined);
         let target = group.target_of(slot);
         let member = &group.members[slot];
         let drained = member.draining
-            && held.held().next().is_none()
+            && reconciled.held().next().is_none()
             && target.active.is_empty()
             && group.target_epoch >= group.group_epoch;
         // Tasks a replaced incarnation may still process are not this
@@ -252,13 +270,7 @@ impl Coordinator {
             .liveness(group_name)
             .and_then(|l| l.handover.get(slot))
             .filter(|h| now < h.until_ms);
-        let mut waiting = BTreeSet::new();
-        if let Some(handover) = handover {
-            waiting = held.active.intersection(&handover.tasks).cloned().collect();
-            let held = held.to_mut();
-            held.active.retain(|t| !handover.tasks.contains(t));
-            held.revoking.retain(|t| !handover.tasks.contains(t));
-        }
+        let (held, waiting) = withhold_handover(reconciled, handover);
         // The target's tasks not granted yet. A member that holds exactly
         // its target has none, and is not compared task by task (it may
         // hold a million).
@@ -283,15 +295,62 @@ impl Coordinator {
         // faster, so that it learns of its grant a round trip after the
         // release rather than up to a heartbeat interval later.
         let moving = !held.revoking.is_empty() || handover.is_some() || !ungranted.is_empty();
-        // A learner's catch-up cannot move it before the group's next call,
-        // which a big target paces: until then a member that only warms up
-        // beats at the group's interval, not every handoff interval with
-        // an answer of every task it holds.
+        let in_handoff = moving || self.warms_up_unpaced(group_name, group, target, now);
+        let heartbeat_interval_ms =
+            self.heartbeat_interval_ms(group_name, group, member, in_handoff, now, load);
+        let lease_ms = self.lease_ms(group_name, slot, now, heartbeat_interval_ms);
+        HeartbeatResponse {
+            member_id: member.member_id.clone(),
+            member_epoch: held.epoch,
+            heartbeat_interval_ms,
+            active: held.active.clone(),
+            revoking: held.revoking.clone(),
+            // Warm-up copies need no handover: a learner or standby may start
+            // replaying as soon as the target names it. A task the target
+            // gives this member but its old owner has not released yet is
+            // listed as a learner too, so the member keeps warming it (and
+            // reporting its lag) until it is granted.
+            learner,
+            standby: target.standby.clone(),
+            draining: member.draining,
+            drained,
+            lease_ms,
+            unreached_lease_ms: self.unreached_lease_ms(group_name, slot, now, lease_ms),
+            unreached_flight_ms: self.unreached_flight_ms(group_name, slot, now),
+        }
+    }
+
+    /// Whether the slot's target has learners whose catch-up may move them
+    /// soon. A learner's catch-up cannot move it before the group's next
+    /// call, which a big target paces: until then a member that only warms
+    /// up beats at the group's interval, not every handoff interval with
+    /// an answer of every task it holds.
+    fn warms_up_unpaced(
+        &self,
+        group_name: &str,
+        group: &Group,
+        target: &SlotTarget,
+        now: Millis,
+    ) -> bool {
         let paced = self
             .liveness(group_name)
             .and_then(|l| l.paced_until_ms)
             .is_some_and(|until| until > now.saturating_add(group.config.heartbeat_interval_ms));
-        let in_handoff = moving || (!target.learner.is_empty() && !paced);
+        !target.learner.is_empty() && !paced
+    }
+
+    /// The interval a member is told to beat at: the group's, shortened in
+    /// a handoff and while a new target is due, lengthened under
+    /// backpressure.
+    fn heartbeat_interval_ms(
+        &self,
+        group_name: &str,
+        group: &Group,
+        member: &Member,
+        in_handoff: bool,
+        now: Millis,
+        load: HostLoad,
+    ) -> u64 {
         let mut heartbeat_interval_ms = if in_handoff {
             group
                 .config
@@ -313,27 +372,7 @@ impl Coordinator {
             .late_ms
             .saturating_mul(BACKPRESSURE_FACTOR)
             .min(member_timeout_ms(&group.config, member) / BACKPRESSURE_TIMEOUT_DIVISOR);
-        heartbeat_interval_ms = heartbeat_interval_ms.max(pressure_ms);
-        let lease_ms = self.lease_ms(group_name, slot, now, heartbeat_interval_ms);
-        HeartbeatResponse {
-            member_id: member.member_id.clone(),
-            member_epoch: held.epoch,
-            heartbeat_interval_ms,
-            active: held.active.clone(),
-            revoking: held.revoking.clone(),
-            // Warm-up copies need no handover: a learner or standby may start
-            // replaying as soon as the target names it. A task the target
-            // gives this member but its old owner has not released yet is
-            // listed as a learner too, so the member keeps warming it (and
-            // reporting its lag) until it is granted.
-            learner,
-            standby: target.standby.clone(),
-            draining: member.draining,
-            drained,
-            lease_ms,
-            unreached_lease_ms: self.unreached_lease_ms(group_name, slot, now, lease_ms),
-            unreached_flight_ms: self.unreached_flight_ms(group_name, slot, now),
-        }
+        heartbeat_interval_ms.max(pressure_ms)
     }
 
     /// Reconciles one slot against the installed target and records the
@@ -454,4 +493,57 @@ fn check_member_input(request: &Heartbeat) -> Result<Option<BTreeSet<String>>, P
         refuse_invisible("rack", rack)?;
     }
     Ok(topics)
+}
+
+/// The member's holdings as its answer shows them, and the tasks withheld
+/// from them: those a replaced incarnation may still process (`handover`,
+/// while its wait lasts) are not this incarnation's yet, and the ones it
+/// would hold active it warms up meanwhile.
+fn withhold_handover<'a>(
+    reconciled: &'a MemberAssignment<TaskRef>,
+    handover: Option<&Handover>,
+) -> (Cow<'a, MemberAssignment<TaskRef>>, BTreeSet<TaskRef>) {
+    let mut held = Cow::Borrowed(reconciled);
+    let mut waiting = BTreeSet::new();
+    if let Some(handover) = handover {
+        waiting = held.active.intersection(&handover.tasks).cloned().collect();
+        let held = held.to_mut();
+        held.active.retain(|t| !handover.tasks.contains(t));
+        held.revoking.retain(|t| !handover.tasks.contains(t));
+    }
+    (held, waiting)
+}
+
+/// The lags a heartbeat reports, by task, if it reports any: those on
+/// tasks the group no longer has are dropped; too many are refused.
+fn reported_lags(
+    group: &Group,
+    request: &Heartbeat,
+) -> Result<Option<BTreeMap<TaskRef, u64>>, ProtocolError> {
+    let lags = match &request.lags {
+        Some(lags) if lags.is_empty() => return Ok(Some(BTreeMap::new())),
+        Some(lags) => lags,
+        None => return Ok(None),
+    };
+    let partitions: BTreeMap<&str, u32> = group
+        .config
+        .topics
+        .iter()
+        .map(|t| (t.name.as_str(), t.partitions))
+        .collect();
+    let mut by_task = BTreeMap::new();
+    for (task, lag) in lags {
+        // Lags on tasks that no longer exist (a topic removed since) are
+        // dropped, not refused: the member may not have heard yet.
+        if partitions
+            .get(task.topic.as_str())
+            .is_some_and(|&n| task.partition < n)
+        {
+            by_task.insert(task.clone(), *lag);
+        }
+    }
+    if lags.len() as u64 > TASKS_PER_GROUP_MAX {
+        return invalid(format!("more than {TASKS_PER_GROUP_MAX} lags"));
+    }
+    Ok(Some(by_task))
 }

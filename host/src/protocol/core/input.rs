@@ -105,39 +105,8 @@ pub(super) fn assignor_input(
         .map(|(i, t)| (t.name.as_str(), i as u32))
         .collect();
     let tasks: Vec<TaskRef> = group.tasks().collect();
-    // A task's index is its topic's first index plus its partition: no
-    // map of every task (a target of 100,000 tasks and 300,000 standbys
-    // would look each one up by name).
-    let mut first_index = BTreeMap::new();
-    let mut next = 0usize;
-    for topic in &group.config.topics {
-        first_index.insert(topic.name.as_str(), (next, topic.partitions));
-        next += topic.partitions as usize;
-    }
-    let task_index = |task: &TaskRef| {
-        let &(first, partitions) = first_index.get(task.topic.as_str())?;
-        (task.partition < partitions).then_some(first + task.partition as usize)
-    };
-    let mut input = GroupInput {
-        topics: group
-            .config
-            .topics
-            .iter()
-            .map(|t| Topic {
-                name: t.name.clone(),
-                partitions: t.partitions,
-            })
-            .collect(),
-        active_owner: vec![NO_MEMBER; tasks.len()],
-        params: group.config.params.clone(),
-        ..GroupInput::default()
-    };
-    for (key, value) in HOST_PARAMS.into_iter().zip([
-        group.config.acceptable_recovery_lag.to_string(),
-        group.config.max_learners.to_string(),
-    ]) {
-        input.params.entry(key.to_owned()).or_insert(value);
-    }
+    let task_index = TaskIndex::new(group);
+    let mut input = input_without_members(group, tasks.len());
     let mut slots = Vec::with_capacity(group.members.len());
     for (slot, member) in group.members.iter().filter(|(_, m)| !m.draining) {
         let subscribed: Vec<u32> = member
@@ -159,28 +128,92 @@ pub(super) fn assignor_input(
         // The previous assignment is the installed target: where the group
         // is going, which is what stickiness should preserve.
         if let Some(target) = group.target.get(slot) {
-            for task in &target.active {
-                if let Some(i) = task_index(task) {
-                    input.active_owner[i] = index;
-                }
-            }
-            for task in &target.learner {
-                if let Some(i) = task_index(task) {
-                    input.learners.push(i as u32, index);
-                }
-            }
-            for task in &target.standby {
-                if let Some(i) = task_index(task) {
-                    input.standbys.push(i as u32, index);
-                }
-            }
+            add_previous_target(&mut input, &task_index, target, index);
         }
         for (task, &lag) in liveness.lags.get(slot).into_iter().flatten() {
-            if let Some(i) = task_index(task) {
+            if let Some(i) = task_index.of(task) {
                 input.lags.push(i as u32, index, lag);
             }
         }
         slots.push(slot.clone());
     }
     (input, slots, tasks)
+}
+
+/// A task's index in the assignor's input: its topic's first index plus
+/// its partition. No map of every task (a target of 100,000 tasks and
+/// 300,000 standbys would look each one up by name).
+struct TaskIndex<'a> {
+    /// Each topic's first index and partition count.
+    first_index: BTreeMap<&'a str, (usize, u32)>,
+}
+
+impl<'a> TaskIndex<'a> {
+    fn new(group: &'a Group) -> Self {
+        let mut first_index = BTreeMap::new();
+        let mut next = 0usize;
+        for topic in &group.config.topics {
+            first_index.insert(topic.name.as_str(), (next, topic.partitions));
+            next += topic.partitions as usize;
+        }
+        TaskIndex { first_index }
+    }
+
+    /// The task's index, if the group has the task.
+    fn of(&self, task: &TaskRef) -> Option<usize> {
+        let &(first, partitions) = self.first_index.get(task.topic.as_str())?;
+        (task.partition < partitions).then_some(first + task.partition as usize)
+    }
+}
+
+/// The input of `tasks` tasks before any member is added: the group's
+/// topics, every task unowned, and the group's params with the host's
+/// ([`HOST_PARAMS`]) where the group's do not name them.
+fn input_without_members(group: &Group, tasks: usize) -> GroupInput {
+    let mut input = GroupInput {
+        topics: group
+            .config
+            .topics
+            .iter()
+            .map(|t| Topic {
+                name: t.name.clone(),
+                partitions: t.partitions,
+            })
+            .collect(),
+        active_owner: vec![NO_MEMBER; tasks],
+        params: group.config.params.clone(),
+        ..GroupInput::default()
+    };
+    for (key, value) in HOST_PARAMS.into_iter().zip([
+        group.config.acceptable_recovery_lag.to_string(),
+        group.config.max_learners.to_string(),
+    ]) {
+        input.params.entry(key.to_owned()).or_insert(value);
+    }
+    input
+}
+
+/// Adds a member's installed target (its active tasks, learners and
+/// standbys) to the input as member `index`'s previous assignment.
+fn add_previous_target(
+    input: &mut GroupInput,
+    task_index: &TaskIndex,
+    target: &SlotTarget,
+    index: u32,
+) {
+    for task in &target.active {
+        if let Some(i) = task_index.of(task) {
+            input.active_owner[i] = index;
+        }
+    }
+    for task in &target.learner {
+        if let Some(i) = task_index.of(task) {
+            input.learners.push(i as u32, index);
+        }
+    }
+    for task in &target.standby {
+        if let Some(i) = task_index.of(task) {
+            input.standbys.push(i as u32, index);
+        }
+    }
 }

@@ -131,6 +131,9 @@ impl Coordinator {
         ))
     }
 
+    /// A join: the member gets a slot (its own, or its static name's, taken
+    /// from an earlier incarnation) and, unless it only replaced an
+    /// incarnation with the same subscription, asks for a new target.
     pub(super) fn join(
         &mut self,
         request: &Heartbeat,
@@ -149,7 +152,7 @@ impl Coordinator {
         } else {
             request.member_id.clone()
         };
-        let member = Member {
+        let mut member = Member {
             member_id,
             name: name.clone(),
             topics,
@@ -159,7 +162,6 @@ impl Coordinator {
             draining: false,
         };
         let slot = group.join_slot(name.as_deref(), &member.member_id);
-        let mut member = member;
         let mut handover_started = false;
         let needs_target = match group.members.get(&slot) {
             // A restart (or a second process) with the same name: the new
@@ -169,58 +171,15 @@ impl Coordinator {
             Some(previous) => {
                 // A draining member stays draining across restarts.
                 member.draining = previous.draining;
-                // The old incarnation may be alive (two processes with one
-                // name) and process the slot's tasks until the last lease
-                // it was given ends: the new one gets them only then, as a
-                // removed member's next owner would.
-                let held: BTreeSet<TaskRef> = group
-                    .holdings
-                    .member(&slot)
-                    .map(|h| h.held().cloned().collect())
-                    .unwrap_or_default();
-                let previous_id = previous.member_id.clone();
                 let topics_changed = previous.topics != member.topics;
-                let liveness = self.liveness_mut(&group_name);
-                if liveness.replaced.len() == FENCED_MEMBER_IDS_MAX {
-                    liveness.replaced.pop_front();
-                }
+                let previous_id = previous.member_id.clone();
                 let named = name.clone().expect("a static slot");
-                liveness.replaced.push_back((previous_id, named));
-                if let Some(until_ms) = liveness.lease_floor_ms(&slot)
-                    && until_ms > now
-                    && !held.is_empty()
-                {
-                    let handover = liveness.handover.entry(slot.clone()).or_default();
-                    handover.until_ms = handover.until_ms.max(until_ms);
-                    handover.tasks.extend(held);
-                    handover_started = true;
-                }
+                handover_started =
+                    self.replace_incarnation(&group_name, &slot, previous_id, named, now);
                 topics_changed
             }
             None => {
-                if group.members.len() >= MEMBERS_PER_GROUP_MAX {
-                    return Err(ProtocolError::GroupFull(group_name));
-                }
-                // The seed design's fallback: a nameless join into a stable
-                // group with static members switches it to dynamic
-                // membership for good.
-                let has_static = group.members.values().any(|m| m.name.is_some());
-                if name.is_none() && has_static && !group.dynamic_only && group.is_stable() {
-                    let moves = group.slots_without_names();
-                    self.emit(
-                        out,
-                        Record::NameMapDropped {
-                            group: group_name.clone(),
-                        },
-                    );
-                    // The slots' timers, lease promises and lags move with
-                    // them: a drain keeps its deadline, and no timer of the
-                    // new slot acts before a lease given under the old one.
-                    let liveness = self.liveness_mut(&group_name);
-                    for (from, to) in &moves {
-                        liveness.rekey(from, to);
-                    }
-                }
+                self.open_slot(&group_name, name.is_some(), out)?;
                 true
             }
         };
@@ -245,6 +204,78 @@ impl Coordinator {
             self.bump(&group_name, now, out);
         }
         Ok(slot)
+    }
+
+    /// A new incarnation takes a static slot from `previous_id`: the old
+    /// one is told it was replaced, and, if it may still process the
+    /// slot's tasks under the last lease it was given (two processes with
+    /// one name), the new one gets them only once that lease ends, as a
+    /// removed member's next owner would. Returns whether such a handover
+    /// started.
+    fn replace_incarnation(
+        &mut self,
+        group_name: &str,
+        slot: &Slot,
+        previous_id: String,
+        name: String,
+        now: Millis,
+    ) -> bool {
+        let held: BTreeSet<TaskRef> = self
+            .group_at(group_name)
+            .holdings
+            .member(slot)
+            .map(|h| h.held().cloned().collect())
+            .unwrap_or_default();
+        let liveness = self.liveness_mut(group_name);
+        if liveness.replaced.len() == FENCED_MEMBER_IDS_MAX {
+            liveness.replaced.pop_front();
+        }
+        liveness.replaced.push_back((previous_id, name));
+        if let Some(until_ms) = liveness.lease_floor_ms(slot)
+            && until_ms > now
+            && !held.is_empty()
+        {
+            let handover = liveness.handover.entry(slot.clone()).or_default();
+            handover.until_ms = handover.until_ms.max(until_ms);
+            handover.tasks.extend(held);
+            return true;
+        }
+        false
+    }
+
+    /// Makes room for a new slot: refused in a full group; a nameless join
+    /// (`named` false) into a stable group with static members drops the
+    /// name map first.
+    fn open_slot(
+        &mut self,
+        group_name: &str,
+        named: bool,
+        out: &mut Output,
+    ) -> Result<(), ProtocolError> {
+        let group = self.group_at(group_name);
+        if group.members.len() >= MEMBERS_PER_GROUP_MAX {
+            return Err(ProtocolError::GroupFull(group_name.to_owned()));
+        }
+        // The seed design's fallback: a nameless join into a stable group
+        // with static members switches it to dynamic membership for good.
+        let has_static = group.members.values().any(|m| m.name.is_some());
+        if !named && has_static && !group.dynamic_only && group.is_stable() {
+            let moves = group.slots_without_names();
+            self.emit(
+                out,
+                Record::NameMapDropped {
+                    group: group_name.to_owned(),
+                },
+            );
+            // The slots' timers, lease promises and lags move with them: a
+            // drain keeps its deadline, and no timer of the new slot acts
+            // before a lease given under the old one.
+            let liveness = self.liveness_mut(group_name);
+            for (from, to) in &moves {
+                liveness.rekey(from, to);
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn leave(&mut self, group_name: &str, slot: &Slot, now: Millis, out: &mut Output) {

@@ -6,6 +6,7 @@
 //! and is installed after the learner safety (learners.rs), or counted as a
 //! failure. No assignor is called here.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use assignd_guest_sdk::Assignment;
@@ -14,7 +15,8 @@ use super::{
     AssignorCall, CallInFlight, Coordinator, Output, input::assignor_input, learners::safe_target,
 };
 use crate::protocol::group::{
-    AssignorFailure, AssignorFailures, GroupConfig, Liveness, Millis, Record, assignor_retry_ms,
+    AssignorFailure, AssignorFailures, Group, GroupConfig, Liveness, Millis, Record, Slot,
+    SlotTarget, assignor_retry_ms,
 };
 
 impl Coordinator {
@@ -111,6 +113,9 @@ impl Coordinator {
         )
     }
 
+    /// An answer (the bound assignor's, or its fallback's after
+    /// `bound_failure`) to the group's call in flight: installed if it is
+    /// for the group's epoch, else counted and a new call started when due.
     fn answer(
         &mut self,
         group_name: &str,
@@ -130,63 +135,39 @@ impl Coordinator {
         };
         let (group, liveness) = (&entry.group, &mut entry.liveness);
         liveness.computing_epoch = None;
+        let answer = Answer {
+            group_name,
+            epoch,
+            bound_failure,
+            result,
+            now,
+        };
         if call.epoch != epoch || epoch != group.group_epoch {
-            // Too late to install, but a failure of the assignor still
-            // bound is the group's news and its backoff: a guest that
-            // fails slower than its group changes would otherwise never
-            // show failing, and be asked again at once, for ever.
-            let failure = match (&bound_failure, &result) {
-                (Some(failure), _) | (None, Err(failure)) => Some(failure.clone()),
-                (None, Ok(_)) => None,
-            };
-            if let Some(failure) = failure
-                && call.assignor == group.config.assignor
-            {
-                let failures =
-                    record_failure(liveness, group_name, epoch, &group.config, failure, now);
-                failures.served_by_fallback = bound_failure.is_some() && result.is_ok();
-                // The backoff counts from this failure.
-                liveness.pending_since_ms = Some(now);
-            }
-            liveness.pending_since_ms.get_or_insert(now);
+            count_late_answer(group, liveness, &call, answer);
             self.maybe_call_assignor(group_name, now, &mut out);
             return out;
         }
-        let config = &group.config;
-        let assignment = match (bound_failure, result) {
-            (None, Ok(assignment)) => {
-                if let Some(failures) = &mut liveness.failures {
-                    failures.consecutive = 0;
-                    failures.served_by_fallback = false;
-                    failures.last_success_ms = Some(now);
-                }
-                assignment
-            }
-            (Some(failure), Ok(assignment)) => {
-                let failures = record_failure(liveness, group_name, epoch, config, failure, now);
-                failures.served_by_fallback = true;
-                failures.fallback_answers += 1;
-                failures.fallback_error = None;
-                assignment
-            }
-            (bound_failure, Err(error)) => {
-                // Keep the last good target, record the failure for the
-                // group's view, and try again with backoff.
-                let (failure, fallback_error) = match bound_failure {
-                    Some(failure) => (failure, Some(error)),
-                    None => (error, None),
-                };
-                let failures = record_failure(liveness, group_name, epoch, config, failure, now);
-                failures.served_by_fallback = false;
-                failures.fallback_error =
-                    fallback_error.map(|e| format!("{}: {}", e.code, e.message));
-                liveness.pending_since_ms = Some(now);
-                return out;
-            }
+        let Some(assignment) = count_answer(liveness, &group.config, answer) else {
+            return out;
         };
         let target = safe_target(group, liveness, &call.slots, &call.tasks, &assignment);
+        self.install_target(group_name, epoch, target, now, &mut out);
+        out
+    }
+
+    /// Installs a target made safe, paces the group's next call for
+    /// catch-ups by its size, and forgets the caught-up signals of tasks
+    /// that are no longer learners where they were signalled.
+    fn install_target(
+        &mut self,
+        group_name: &str,
+        epoch: u64,
+        target: BTreeMap<Slot, SlotTarget>,
+        now: Millis,
+        out: &mut Output,
+    ) {
         self.emit(
-            &mut out,
+            out,
             Record::TargetInstalled {
                 group: group_name.to_owned(),
                 epoch,
@@ -204,7 +185,83 @@ impl Coordinator {
                 .is_some_and(|t| t.learner.contains(task))
         });
         // Members learn their new target on their next heartbeat.
-        out
+    }
+}
+
+/// An assignor call's answer as the runtime delivered it.
+struct Answer<'a> {
+    group_name: &'a str,
+    epoch: u64,
+    /// The bound assignor's failure, when `result` is its fallback's.
+    bound_failure: Option<AssignorFailure>,
+    result: Result<Assignment, AssignorFailure>,
+    now: Millis,
+}
+
+/// An answer too late to install: a failure of the assignor still bound is
+/// the group's news and its backoff (a guest that fails slower than its
+/// group changes would otherwise never show failing, and be asked again at
+/// once, for ever). The group's batch stays open.
+fn count_late_answer(group: &Group, liveness: &mut Liveness, call: &CallInFlight, answer: Answer) {
+    let failure = match (&answer.bound_failure, &answer.result) {
+        (Some(failure), _) | (None, Err(failure)) => Some(failure.clone()),
+        (None, Ok(_)) => None,
+    };
+    if let Some(failure) = failure
+        && call.assignor == group.config.assignor
+    {
+        let failures = record_failure(
+            liveness,
+            answer.group_name,
+            answer.epoch,
+            &group.config,
+            failure,
+            answer.now,
+        );
+        failures.served_by_fallback = answer.bound_failure.is_some() && answer.result.is_ok();
+        // The backoff counts from this failure.
+        liveness.pending_since_ms = Some(answer.now);
+    }
+    liveness.pending_since_ms.get_or_insert(answer.now);
+}
+
+/// Counts an answer for the group's epoch in its liveness: a success, a
+/// fallback's answer for a failure, or a failure (the last good target
+/// kept, the failure recorded for the group's view, and a retry with
+/// backoff). Returns the assignment to install, if any.
+fn count_answer(
+    liveness: &mut Liveness,
+    config: &GroupConfig,
+    answer: Answer,
+) -> Option<Assignment> {
+    let (group_name, epoch, now) = (answer.group_name, answer.epoch, answer.now);
+    match (answer.bound_failure, answer.result) {
+        (None, Ok(assignment)) => {
+            if let Some(failures) = &mut liveness.failures {
+                failures.consecutive = 0;
+                failures.served_by_fallback = false;
+                failures.last_success_ms = Some(now);
+            }
+            Some(assignment)
+        }
+        (Some(failure), Ok(assignment)) => {
+            let failures = record_failure(liveness, group_name, epoch, config, failure, now);
+            failures.served_by_fallback = true;
+            failures.fallback_answers += 1;
+            failures.fallback_error = None;
+            Some(assignment)
+        }
+        (bound_failure, Err(error)) => {
+            let (failure, fallback_error) = match bound_failure {
+                Some(failure) => (failure, Some(error)),
+                None => (error, None),
+            };
+            let failures = record_failure(liveness, group_name, epoch, config, failure, now);
+            failures.served_by_fallback = false;
+            failures.fallback_error = fallback_error.map(|e| format!("{}: {}", e.code, e.message));
+            liveness.pending_since_ms = Some(now);
+            None
+        }
     }
 }
 
@@ -265,7 +322,7 @@ fn record_failure<'a>(
 pub const TARGET_ROWS_PER_PACE_MS: u64 = 20;
 
 /// How long the group's next call waits after installing its target.
-fn pace_ms(group: &crate::protocol::group::Group) -> u64 {
+fn pace_ms(group: &Group) -> u64 {
     let rows: usize = group
         .target
         .values()

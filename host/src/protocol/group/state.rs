@@ -252,68 +252,21 @@ impl Group {
         debug_assert_eq!(record.group(), self.name);
         match record {
             Record::GroupConfigured { config, .. } => self.config = config.clone(),
-            Record::MemberJoined { slot, member, .. } => {
-                if let Some(previous) = self.members.get(slot) {
-                    self.fence(previous.member_id.clone());
-                }
-                self.members.insert(slot.clone(), member.clone());
-                self.member_ids_issued += 1;
-            }
+            Record::MemberJoined { slot, member, .. } => self.apply_member_joined(slot, member),
             Record::MemberAway { slot, away, .. } => {
                 self.member_mut(slot).away = *away;
             }
-            Record::MemberRemoved { slot, .. } => {
-                let member = self.members.remove(slot);
-                let member = member.unwrap_or_else(|| panic!("{}", self.no_slot(slot)));
-                self.fence(member.member_id);
-                self.holdings.remove(slot);
-                Arc::make_mut(&mut self.target).remove(slot);
-                self.handovers.remove(slot);
-            }
-            Record::GroupEpochBumped { epoch, .. } => {
-                assert!(
-                    *epoch > self.group_epoch,
-                    "group {:?}: epoch {epoch} is not past {}",
-                    self.name,
-                    self.group_epoch
-                );
-                self.group_epoch = *epoch;
-            }
-            Record::TargetInstalled { epoch, target, .. } => {
-                assert!(
-                    self.target_epoch <= *epoch && *epoch <= self.group_epoch,
-                    "group {:?}: target epoch {epoch} is not between {} and the group epoch {}",
-                    self.name,
-                    self.target_epoch,
-                    self.group_epoch
-                );
-                self.target_epoch = *epoch;
-                self.target = Arc::clone(target);
-            }
+            Record::MemberRemoved { slot, .. } => self.apply_member_removed(slot),
+            Record::GroupEpochBumped { epoch, .. } => self.apply_epoch_bump(*epoch),
+            Record::TargetInstalled { epoch, target, .. } => self.apply_target(*epoch, target),
             Record::MemberReconciled {
                 slot, assignment, ..
-            } => {
-                assert!(self.members.contains_key(slot), "{}", self.no_slot(slot));
-                assert!(
-                    assignment.epoch <= self.target_epoch,
-                    "group {:?}: slot {slot:?} reconciled at epoch {} past the target epoch {}",
-                    self.name,
-                    assignment.epoch,
-                    self.target_epoch
-                );
-                self.holdings.set(slot, assignment.clone());
-            }
+            } => self.apply_reconciled(slot, assignment),
             Record::GroupSnapshot { state, .. } => {
                 assert_eq!(state.name, self.name, "a snapshot of another group");
                 *self = (**state).clone();
             }
-            Record::AssignorBound { binding, .. } => {
-                self.config.set_binding(binding.spec());
-                if self.bindings.len() == BINDINGS_MAX {
-                    self.bindings.pop_front();
-                }
-                self.bindings.push_back(binding.clone());
-            }
+            Record::AssignorBound { binding, .. } => self.apply_binding(binding),
             Record::MemberDraining { slot, .. } => {
                 self.member_mut(slot).draining = true;
             }
@@ -328,29 +281,102 @@ impl Group {
                     self.name
                 );
             }
-            Record::NameMapDropped { .. } => {
-                self.dynamic_only = true;
-                // Each static slot is re-keyed by member id; its target and
-                // holdings move with it.
-                for (slot, key) in self.slots_without_names() {
-                    let member = self.members.remove(&slot).expect("a member's slot");
-                    self.members.insert(key.clone(), member);
-                    let target = Arc::make_mut(&mut self.target);
-                    if let Some(tasks) = target.remove(&slot) {
-                        target.insert(key.clone(), tasks);
-                    }
-                    if let Some(held) = self.holdings.remove(&slot) {
-                        self.holdings.set(&key, held);
-                    }
-                    if self.handovers.remove(&slot) {
-                        self.handovers.insert(key.clone());
-                    }
-                }
-                for member in self.members.values_mut() {
-                    member.name = None;
-                    member.away = false;
-                }
+            Record::NameMapDropped { .. } => self.apply_name_map_dropped(),
+        }
+    }
+
+    /// [`Record::MemberJoined`]: the slot's member, an earlier incarnation
+    /// of it fenced.
+    fn apply_member_joined(&mut self, slot: &Slot, member: &Member) {
+        if let Some(previous) = self.members.get(slot) {
+            self.fence(previous.member_id.clone());
+        }
+        self.members.insert(slot.clone(), member.clone());
+        self.member_ids_issued += 1;
+    }
+
+    /// [`Record::MemberRemoved`]: the member fenced, its slot's holdings,
+    /// target and handover gone.
+    fn apply_member_removed(&mut self, slot: &Slot) {
+        let member = self.members.remove(slot);
+        let member = member.unwrap_or_else(|| panic!("{}", self.no_slot(slot)));
+        self.fence(member.member_id);
+        self.holdings.remove(slot);
+        Arc::make_mut(&mut self.target).remove(slot);
+        self.handovers.remove(slot);
+    }
+
+    /// [`Record::GroupEpochBumped`]: the group epoch, only ever forward.
+    fn apply_epoch_bump(&mut self, epoch: u64) {
+        assert!(
+            epoch > self.group_epoch,
+            "group {:?}: epoch {epoch} is not past {}",
+            self.name,
+            self.group_epoch
+        );
+        self.group_epoch = epoch;
+    }
+
+    /// [`Record::TargetInstalled`]: the target, never behind the installed
+    /// one nor ahead of the group epoch.
+    fn apply_target(&mut self, epoch: u64, target: &Arc<BTreeMap<Slot, SlotTarget>>) {
+        assert!(
+            self.target_epoch <= epoch && epoch <= self.group_epoch,
+            "group {:?}: target epoch {epoch} is not between {} and the group epoch {}",
+            self.name,
+            self.target_epoch,
+            self.group_epoch
+        );
+        self.target_epoch = epoch;
+        self.target = Arc::clone(target);
+    }
+
+    /// [`Record::MemberReconciled`]: what a member's slot holds, never at
+    /// an epoch past the target's.
+    fn apply_reconciled(&mut self, slot: &Slot, assignment: &MemberAssignment<TaskRef>) {
+        assert!(self.members.contains_key(slot), "{}", self.no_slot(slot));
+        assert!(
+            assignment.epoch <= self.target_epoch,
+            "group {:?}: slot {slot:?} reconciled at epoch {} past the target epoch {}",
+            self.name,
+            assignment.epoch,
+            self.target_epoch
+        );
+        self.holdings.set(slot, assignment.clone());
+    }
+
+    /// [`Record::AssignorBound`]: the binding in the config and at the end
+    /// of the bounded history.
+    fn apply_binding(&mut self, binding: &Binding) {
+        self.config.set_binding(binding.spec());
+        if self.bindings.len() == BINDINGS_MAX {
+            self.bindings.pop_front();
+        }
+        self.bindings.push_back(binding.clone());
+    }
+
+    /// [`Record::NameMapDropped`]: names are ignored from now on, and each
+    /// static slot is re-keyed by member id; its target, holdings and
+    /// handover move with it.
+    fn apply_name_map_dropped(&mut self) {
+        self.dynamic_only = true;
+        for (slot, key) in self.slots_without_names() {
+            let member = self.members.remove(&slot).expect("a member's slot");
+            self.members.insert(key.clone(), member);
+            let target = Arc::make_mut(&mut self.target);
+            if let Some(tasks) = target.remove(&slot) {
+                target.insert(key.clone(), tasks);
             }
+            if let Some(held) = self.holdings.remove(&slot) {
+                self.holdings.set(&key, held);
+            }
+            if self.handovers.remove(&slot) {
+                self.handovers.insert(key.clone());
+            }
+        }
+        for member in self.members.values_mut() {
+            member.name = None;
+            member.away = false;
         }
     }
 
