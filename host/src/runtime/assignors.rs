@@ -23,10 +23,10 @@ use tracing::Instrument;
 
 use crate::plugins::{BUILTIN_NAMES, GuestLogLine, GuestThreadError, Limits, PluginError};
 use crate::protocol::core::AssignorCall;
-use crate::protocol::group::AssignorFailure;
+use crate::protocol::group::{AssignorFailure, CallLimits};
 use crate::registry::Registry;
 
-use super::{Runtime, Weight};
+use super::{Runtime, RuntimeError, Weight};
 
 impl Runtime {
     /// Starts every call on its own task and returns at once.
@@ -37,49 +37,72 @@ impl Runtime {
         }
     }
 
-    /// One call, start to finish. Boxed: its output may start further
-    /// calls, which spawn this same future.
+    /// One call, start to finish: the bound module (and, if it fails, the
+    /// fallback) runs on a guest thread, and the answer goes back into the
+    /// group's shard. Boxed: its output may start further calls, which
+    /// spawn this same future.
     fn run_assignor_call(
         self: Arc<Self>,
         call: AssignorCall,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
-        // At warn level, so that under the default filter (`warn`) the
-        // lines that show (a failure, a guest's warnings) still carry the
-        // call's group, epoch and module. A root span: a call is often
-        // started while the previous call's answer is handled, inside its
-        // span, and a child there would carry every earlier call's span.
-        let span = tracing::warn_span!(
-            parent: None,
-            "assignor_call",
-            group = call.group.as_str(),
-            epoch = call.epoch,
-            module = call.assignor.as_str(),
-        );
+        let span = assignor_call_span(&call);
         let blocking_span = span.clone();
-        Box::pin(async move {
-            let AssignorCall {
-                group,
-                epoch,
-                assignor,
-                limits: binding,
-                fallback,
-                input,
-            } = call;
-            let limits = self.limits.lowered_by(
-                binding.fuel_max,
-                binding.time_limit_ms,
-                binding
-                    .memory_max_mib
-                    .map(|mib| mib.saturating_mul(1 << 20)),
-            );
-            // The fallback is the group's safety net: it runs under the
-            // host's ceilings, not the limits that distrust the bound module.
-            let fallback_limits = self.limits;
-            let registry = self.registry.clone();
-            let (bound, fallback) = (assignor.clone(), fallback.clone());
-            let engine = registry.engine().clone();
-            let answered = engine.on_guest_thread(move || {
-                let _span = blocking_span.enter();
+        Box::pin(
+            async move {
+                let AssignorCall {
+                    group,
+                    epoch,
+                    assignor,
+                    limits: binding,
+                    fallback,
+                    input,
+                } = call;
+                let limits = self.limits_of(&binding);
+                let answered = self
+                    .call_on_guest_thread(&assignor, fallback, input, limits, blocking_span)
+                    .await;
+                let Some(recorded) = self.record_answer(&group, epoch, &assignor, answered).await
+                else {
+                    return;
+                };
+                log_unrecorded_answer(&group, epoch, recorded);
+                self.calls_finished.fetch_add(1, Ordering::SeqCst);
+                self.calls_in_flight.fetch_sub(1, Ordering::SeqCst);
+            }
+            .instrument(span),
+        )
+    }
+
+    /// The host's limits lowered by the binding's.
+    fn limits_of(&self, binding: &CallLimits) -> Limits {
+        self.limits.lowered_by(
+            binding.fuel_max,
+            binding.time_limit_ms,
+            binding
+                .memory_max_mib
+                .map(|mib| mib.saturating_mul(1 << 20)),
+        )
+    }
+
+    /// Runs the bound module on a guest thread, and the fallback after it
+    /// if it failed and the binding names one.
+    async fn call_on_guest_thread(
+        &self,
+        assignor: &str,
+        fallback: Option<String>,
+        input: GroupInput,
+        limits: Limits,
+        span: tracing::Span,
+    ) -> Result<Answers, GuestThreadError> {
+        // The fallback is the group's safety net: it runs under the
+        // host's ceilings, not the limits that distrust the bound module.
+        let fallback_limits = self.limits;
+        let registry = self.registry.clone();
+        let bound = assignor.to_owned();
+        let engine = registry.engine().clone();
+        engine
+            .on_guest_thread(move || {
+                let _span = span.enter();
                 let first = call_module(&registry, &bound, &input, &limits);
                 let second = match (&first.result, &fallback) {
                     (Err(_), Some(fallback)) => {
@@ -95,63 +118,57 @@ impl Runtime {
                 };
                 (first, second)
             })
-            .await;
-            let output = match answered {
-                Ok((first, second)) => {
-                    let bound = first.report(&group, epoch, &assignor);
-                    let second = second.map(|(name, call)| call.report(&group, epoch, &name));
-                    self.execute(&group, Weight::Heavy, |core, now| {
+            .await
+    }
+
+    /// Hands the answers (or the guest thread's failure) to the group's
+    /// core. `None`: the engine is shutting down and never ran the call,
+    /// which is not the assignor's failure; nothing waits for the answer
+    /// (a call in flight is transient state).
+    async fn record_answer(
+        self: &Arc<Self>,
+        group: &str,
+        epoch: u64,
+        assignor: &str,
+        answered: Result<Answers, GuestThreadError>,
+    ) -> Option<Result<(), RuntimeError>> {
+        match answered {
+            Ok((first, second)) => {
+                let bound = first.report(group, epoch, assignor);
+                let second = second.map(|(name, call)| call.report(group, epoch, &name));
+                Some(
+                    self.execute(group, Weight::Heavy, |core, now| {
                         Ok((
                             (),
                             match (bound, second) {
                                 (Err(failure), Some(fallback)) => {
-                                    core.fallback_computed(&group, epoch, failure, fallback, now)
+                                    core.fallback_computed(group, epoch, failure, fallback, now)
                                 }
-                                (bound, _) => core.assignment_computed(&group, epoch, bound, now),
+                                (bound, _) => core.assignment_computed(group, epoch, bound, now),
                             },
                         ))
                     })
-                    .await
-                }
-                Err(GuestThreadError::Stopped) => {
-                    // The engine is shutting down and never ran the call:
-                    // not the assignor's failure. Nothing waits for the
-                    // answer (a call in flight is transient state).
-                    tracing::debug!(group, epoch, assignor, "assignor call dropped at shutdown");
-                    return;
-                }
-                Err(panicked @ GuestThreadError::Panicked(_)) => {
-                    tracing::error!(group, epoch, assignor, %panicked, "assignor call panicked");
-                    let failure = AssignorFailure::new("host_panic", panicked.to_string());
-                    self.execute(&group, Weight::Light, |core, now| {
+                    .await,
+                )
+            }
+            Err(GuestThreadError::Stopped) => {
+                tracing::debug!(group, epoch, assignor, "assignor call dropped at shutdown");
+                None
+            }
+            Err(panicked @ GuestThreadError::Panicked(_)) => {
+                tracing::error!(group, epoch, assignor, %panicked, "assignor call panicked");
+                let failure = AssignorFailure::new("host_panic", panicked.to_string());
+                Some(
+                    self.execute(group, Weight::Light, |core, now| {
                         Ok((
                             (),
-                            core.assignment_computed(&group, epoch, Err(failure), now),
+                            core.assignment_computed(group, epoch, Err(failure), now),
                         ))
                     })
-                    .await
-                }
-            };
-            match output {
-                Ok(()) => {}
-                // The shard was unloaded while the call ran (or cannot be
-                // written now, its storage silent): whoever loads it next
-                // asks again (the recovered group waits for a
-                // target).
-                Err(
-                    error @ (super::RuntimeError::ShardNotServed { .. }
-                    | super::RuntimeError::StorageUnavailable(_)),
-                ) => {
-                    tracing::info!(group, epoch, %error, "an assignor's answer dropped");
-                }
-                Err(error) => {
-                    tracing::error!(group, epoch, %error, "recording an assignor's answer failed");
-                }
+                    .await,
+                )
             }
-            self.calls_finished.fetch_add(1, Ordering::SeqCst);
-            self.calls_in_flight.fetch_sub(1, Ordering::SeqCst);
         }
-        .instrument(span))
     }
 
     /// Compiles every built-in assignor in the background, so that a
@@ -175,6 +192,42 @@ impl Runtime {
                 }
             }
         })
+    }
+}
+
+/// The bound module's run, and the fallback's (named) if it ran.
+type Answers = (ModuleCall, Option<(String, ModuleCall)>);
+
+/// A call's span. At warn level, so that under the default filter (`warn`)
+/// the lines that show (a failure, a guest's warnings) still carry the
+/// call's group, epoch and module. A root span: a call is often started
+/// while the previous call's answer is handled, inside its span, and a
+/// child there would carry every earlier call's span.
+fn assignor_call_span(call: &AssignorCall) -> tracing::Span {
+    tracing::warn_span!(
+        parent: None,
+        "assignor_call",
+        group = call.group.as_str(),
+        epoch = call.epoch,
+        module = call.assignor.as_str(),
+    )
+}
+
+/// Logs an answer the core could not take: dropped if the shard was
+/// unloaded while the call ran (or cannot be written now, its storage
+/// silent), since whoever loads it next asks again (the recovered group
+/// waits for a target); an error otherwise.
+fn log_unrecorded_answer(group: &str, epoch: u64, recorded: Result<(), RuntimeError>) {
+    match recorded {
+        Ok(()) => {}
+        Err(
+            error @ (RuntimeError::ShardNotServed { .. } | RuntimeError::StorageUnavailable(_)),
+        ) => {
+            tracing::info!(group, epoch, %error, "an assignor's answer dropped");
+        }
+        Err(error) => {
+            tracing::error!(group, epoch, %error, "recording an assignor's answer failed");
+        }
     }
 }
 
