@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use assignd_guest_sdk::Info;
@@ -20,13 +20,13 @@ use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::{Plugin, PluginPre};
 use super::builtin::{BUILTIN_NAMES, builtin_component};
-use super::call::GuestState;
 use super::compile::{CompileBounds, CompilesRunning, compile_config, compile_in_child};
 use super::error::PluginError;
 use super::limits::{
     CORE_INSTANCES_PER_CALL_MAX, EPOCH_TICK_MS, EngineConfig, Limits, MEMORIES_PER_CALL_MAX,
     TABLES_PER_CALL_MAX,
 };
+use super::sandbox::{CallSlots, GuestState, InfoCall, call_info};
 use super::{WIT_ASSIGNOR_INTERFACE, WIT_LOG_INTERFACE, WIT_TYPES_INTERFACE};
 
 /// The sha256 of a component's bytes, lowercase hex.
@@ -69,59 +69,6 @@ pub struct PluginEngine {
     /// Nice values below the host's priority of the guest threads and of
     /// the compiler processes.
     guest_nice: u8,
-}
-
-/// A counting semaphore over the pool's instance slots: a call holds a
-/// slot for as long as its `Store` lives, and waits when all are taken.
-/// Every store runs under a slot, so the epoch ticker runs only while one
-/// is held: a host with no guest running spends nothing on it.
-pub(super) struct CallSlots {
-    count: u32,
-    free: Mutex<u32>,
-    released: Condvar,
-    /// Told when a slot is taken: the ticker waits on it while all are free.
-    taken: Condvar,
-}
-
-/// A held slot; dropping it (after the `Store`) frees it.
-pub(super) struct CallSlot<'a>(&'a CallSlots);
-
-impl CallSlots {
-    fn new(count: u32) -> Self {
-        CallSlots {
-            count,
-            free: Mutex::new(count),
-            released: Condvar::new(),
-            taken: Condvar::new(),
-        }
-    }
-
-    /// Waits up to `timeout` for a slot to be held; whether one is.
-    fn wait_until_taken(&self, timeout: Duration) -> bool {
-        let free = self.free.lock().expect("call slots poisoned");
-        let (free, _) = self
-            .taken
-            .wait_timeout_while(free, timeout, |free| *free == self.count)
-            .expect("call slots poisoned");
-        *free < self.count
-    }
-
-    pub(super) fn acquire(&self) -> CallSlot<'_> {
-        let mut free = self.free.lock().expect("call slots poisoned");
-        while *free == 0 {
-            free = self.released.wait(free).expect("call slots poisoned");
-        }
-        *free -= 1;
-        self.taken.notify_all();
-        CallSlot(self)
-    }
-}
-
-impl Drop for CallSlot<'_> {
-    fn drop(&mut self) {
-        *self.0.free.lock().expect("call slots poisoned") += 1;
-        self.0.released.notify_one();
-    }
 }
 
 impl PluginEngine {
@@ -245,7 +192,7 @@ impl PluginEngine {
         let pre =
             PluginPre::new(instance_pre).map_err(|e| PluginError::WrongShape(format!("{e:#}")))?;
         // The module's own code: on a guest thread, as every guest call.
-        let info_call = super::call::InfoCall {
+        let info_call = InfoCall {
             engine: self.engine.clone(),
             slots: self.slots.clone(),
             memory_ceiling_bytes: self.memory_ceiling_bytes,
@@ -253,7 +200,7 @@ impl PluginEngine {
         };
         let info = self
             .guest_threads
-            .run_blocking(move || super::call::call_info(&info_call, &Limits::default()))
+            .run_blocking(move || call_info(&info_call, &Limits::default()))
             .unwrap_or_else(|unfinished| panic!("loading a module: {unfinished}"))?;
         if !from_disk_cache {
             self.write_artifact(&id, &component);
