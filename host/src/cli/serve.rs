@@ -222,45 +222,86 @@ fn failure(message: String) -> Failure {
 const SHUTDOWN_GRACE_MS: u64 = 2_000;
 
 pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
-    // The connection cap is checked before anything is written: the
-    // shards the data dir has, or will have, keep descriptors too.
+    let (server, cap) = plan_connections(&args)?;
+    make_data_dir(&args.data_dir)?;
+    // Held until the process exits: no second host on this data dir.
+    let _lock = lock(&args.data_dir).map_err(|e| failure(e.to_string()))?;
+    if !args.etcd.is_empty() {
+        return serve_cluster(args, server, &cap);
+    }
+    let (store, shard_count) = open_shards(&args)?;
+    let admin =
+        admin_token(args.admin_token.take(), &args.data_dir)?.guarding_metrics(args.metrics_auth);
+    let started = std::time::Instant::now();
+    let registry = open_registry(&args)?;
+    let tokio = async_runtime()?;
+    let result = tokio.block_on(async {
+        let (listener, address) = bind(&args.listen).await?;
+        let runtime = recover_shards(&args, store, shard_count, registry, started)?;
+        runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
+        runtime.preload_builtins();
+        let app = crate::api::app(runtime.clone(), admin);
+        let stop = shutdown_signal()?;
+        log_started(&cap);
+        print_address(address);
+        tracing::info!(%address, data_dir = %args.data_dir.display(), shards = shard_count, "serving");
+        log_connection_limits(&server);
+        crate::api::server::serve(listener, app, server, stop).await;
+        runtime.stop_timers();
+        // Every shard flushed and its log released.
+        runtime.unload_all().await;
+        Ok(())
+    });
+    tokio.shutdown_timeout(Duration::from_millis(SHUTDOWN_GRACE_MS));
+    result
+}
+
+/// The server's bounds, and the line that says how the connection cap was
+/// chosen. Checked before anything is written: the shards the data dir
+/// has, or will have, keep descriptors too.
+fn plan_connections(args: &ServeArgs) -> Result<(ServerConfig, String), Failure> {
     let planned_shards = recorded_shard_count(&args.data_dir)
         .map_err(|e| failure(e.to_string()))?
         .or(args.shards)
         .unwrap_or(SHARD_COUNT_DEFAULT);
     let descriptors = raise_descriptor_limit();
     let server = server_config(
-        &args,
+        args,
         descriptors,
         DESCRIPTORS_RESERVED + DESCRIPTORS_PER_SHARD * u64::from(planned_shards),
     )?;
     let cap = connection_cap_line(&server, args.connections_max, descriptors, planned_shards);
-    std::fs::create_dir_all(&args.data_dir).map_err(|e| {
+    Ok((server, cap))
+}
+
+/// Creates the data dir, readable by this user only: the log, the modules,
+/// the cache and the token are private, and 0700 on the data dir covers
+/// everything in it, whatever mode each part creates its files with.
+fn make_data_dir(data_dir: &Path) -> Result<(), Failure> {
+    std::fs::create_dir_all(data_dir).map_err(|e| {
         failure(format!(
             "cannot create data directory {}: {e}",
-            args.data_dir.display()
+            data_dir.display()
         ))
     })?;
-    // Only this user may read the log, the modules, the cache and the
-    // token: 0700 on the data dir covers everything in it, whatever mode
-    // each part creates its files with.
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&args.data_dir, std::fs::Permissions::from_mode(0o700)).map_err(
+        std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700)).map_err(
             |e| {
                 failure(format!(
                     "cannot make data directory {} private (mode 0700): {e}",
-                    args.data_dir.display()
+                    data_dir.display()
                 ))
             },
         )?;
     }
-    // Held until the process exits: no second host on this data dir.
-    let _lock = lock(&args.data_dir).map_err(|e| failure(e.to_string()))?;
-    if !args.etcd.is_empty() {
-        return serve_cluster(args, server, &cap);
-    }
+    Ok(())
+}
+
+/// The data dir's shards (created or migrated on first start), and how
+/// many there are.
+fn open_shards(args: &ServeArgs) -> Result<(ShardedDir, u32), Failure> {
     let (store, opened) =
         ShardedDir::open(&args.data_dir, args.shards, SHARD_COUNT_DEFAULT, args.fsync)
             .map_err(|e| failure(e.to_string()))?;
@@ -275,57 +316,51 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
             "migrated the data dir's single record log into shards; the old log is kept and may be removed"
         ),
     }
-    let admin =
-        admin_token(args.admin_token.take(), &args.data_dir)?.guarding_metrics(args.metrics_auth);
-    let started = std::time::Instant::now();
-    let registry = open_registry(&args)?;
-    let tokio = async_runtime()?;
-    let result = tokio.block_on(async {
-        let (listener, address) = bind(&args.listen).await?;
-        // Every shard's log is recovered (several at once) before the
-        // first request.
-        let runtime = Runtime::start(
-            runtime_config(&args, shard_count, 0),
-            Clock::monotonic(),
-            Arc::new(store),
-            Arc::new(registry),
-        )
-        .map_err(|e| failure(e.to_string()))?;
-        runtime.group_cap().set_max(args.groups_max);
-        let statuses = runtime.shard_statuses();
-        tracing::info!(
-            shards = shard_count,
-            groups = statuses.iter().map(|s| s.groups).sum::<u64>(),
-            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-            "recovered every shard's record log"
-        );
-        runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
-        runtime.preload_builtins();
-        let app = crate::api::app(runtime.clone(), admin);
-        let stop = shutdown_signal()?;
-        log_started(&cap);
-        {
-            let mut stdout = std::io::stdout().lock();
-            // The one line on stdout: scripts and tests read the address.
-            let _ = writeln!(stdout, "listening on http://{address}");
-            let _ = stdout.flush();
-        }
-        tracing::info!(%address, data_dir = %args.data_dir.display(), shards = shard_count, "serving");
-        tracing::info!(
-            connections_max = server.connections_max,
-            header_read_timeout_ms = server.header_read_timeout_ms,
-            body_read_timeout_ms = server.body_read_timeout_ms,
-            shutdown_drain_ms = server.shutdown_drain_ms,
-            "connection limits"
-        );
-        crate::api::server::serve(listener, app, server, stop).await;
-        runtime.stop_timers();
-        // Every shard flushed and its log released.
-        runtime.unload_all().await;
-        Ok(())
-    });
-    tokio.shutdown_timeout(Duration::from_millis(SHUTDOWN_GRACE_MS));
-    result
+    Ok((store, shard_count))
+}
+
+/// The runtime over `store`, every shard's log recovered (several at
+/// once) before the first request.
+fn recover_shards(
+    args: &ServeArgs,
+    store: ShardedDir,
+    shard_count: u32,
+    registry: Registry,
+    started: std::time::Instant,
+) -> Result<Arc<Runtime>, Failure> {
+    let runtime = Runtime::start(
+        runtime_config(args, shard_count, 0),
+        Clock::monotonic(),
+        Arc::new(store),
+        Arc::new(registry),
+    )
+    .map_err(|e| failure(e.to_string()))?;
+    runtime.group_cap().set_max(args.groups_max);
+    let statuses = runtime.shard_statuses();
+    tracing::info!(
+        shards = shard_count,
+        groups = statuses.iter().map(|s| s.groups).sum::<u64>(),
+        elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+        "recovered every shard's record log"
+    );
+    Ok(runtime)
+}
+
+/// The one line on stdout: scripts and tests read the address.
+fn print_address(address: std::net::SocketAddr) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "listening on http://{address}");
+    let _ = stdout.flush();
+}
+
+fn log_connection_limits(server: &ServerConfig) {
+    tracing::info!(
+        connections_max = server.connections_max,
+        header_read_timeout_ms = server.header_read_timeout_ms,
+        body_read_timeout_ms = server.body_read_timeout_ms,
+        shutdown_drain_ms = server.shutdown_drain_ms,
+        "connection limits"
+    );
 }
 
 /// The engine (compiled assignors cached in DIR/cache) and the module
@@ -397,9 +432,6 @@ fn runtime_config(args: &ServeArgs, shard_count: u32, unreached_grace_ms: u64) -
     }
 }
 
-/// Cluster mode (`--etcd`): joins the cluster, serves the shards placement
-/// gives this node, and on SIGTERM or ctrl-c leaves (deregisters, hands
-/// every shard over) before the listener drains.
 /// Copies the cluster's modules this node lacks into its registry (off
 /// the async threads: each copy compiles).
 /// `failing`: whether the last copy failed (a run of failures is logged
@@ -430,97 +462,29 @@ fn unreached_grace_ms(args: &ServeArgs) -> u64 {
         .unwrap_or_else(|| 2 * lease_ttl(args.lease_ttl_ms).as_millis() as u64)
 }
 
+/// Cluster mode (`--etcd`): joins the cluster, serves the shards placement
+/// gives this node, and on SIGTERM or ctrl-c leaves (deregisters, hands
+/// every shard over) before the listener drains.
 fn serve_cluster(mut args: ServeArgs, server: ServerConfig, cap: &str) -> Result<(), Failure> {
-    let name = args.node.clone().ok_or_else(|| {
-        failure("--etcd needs --node NAME: each node of a cluster has its own".into())
-    })?;
-    let token = args.admin_token.take().ok_or_else(|| {
-        failure(format!(
-            "--etcd needs --admin-token (or {ADMIN_TOKEN_ENV}): every node of a cluster takes the cluster's one"
-        ))
-    })?;
+    let (name, token) = cluster_identity(&mut args)?;
     let admin =
         admin_token(Some(token.clone()), &args.data_dir)?.guarding_metrics(args.metrics_auth);
     let registry = open_registry(&args)?;
     let tokio = async_runtime()?;
     let result = tokio.block_on(async {
         let (listener, address) = bind(&args.listen).await?;
-        let etcd = Etcd::connect(EtcdConfig::new(args.etcd.clone(), &args.etcd_prefix))
-            .await
-            .map_err(|e| failure(format!("cannot reach etcd: {e}")))?;
-        let config = NodeConfig {
-            name,
-            advertise: args
-                .advertise
-                .clone()
-                .unwrap_or_else(|| format!("http://{address}")),
-            lease_ttl: lease_ttl(args.lease_ttl_ms),
-            shard_count: args.shards.unwrap_or(SHARD_COUNT_DEFAULT),
-            compaction_interval: Duration::from_millis(args.etcd_compaction_interval_ms),
-            data_dir: args.data_dir.clone(),
-        };
-        let shard_count = config.shard_count;
-        let modules = EtcdModules::new(etcd.clone(), tokio::runtime::Handle::current());
-        let (node, store) = Node::join(etcd, config, &token)
-            .await
-            .map_err(|e| failure(format!("cannot join the cluster: {e:#}")))?;
-        let runtime = Runtime::start_serving(
-            runtime_config(&args, shard_count, unreached_grace_ms(&args)),
-            Clock::monotonic(),
-            store,
-            Arc::new(registry),
-            &[],
-        )
-        .map_err(|e| failure(e.to_string()))?;
-        runtime.group_cap().set_max(args.groups_max);
-        runtime.share_modules(Arc::new(modules));
-        // The cluster's modules before any shard: a group a node loads
-        // finds the module it is bound to.
-        let mut failing = false;
-        copy_modules(&runtime, &mut failing).await;
-        tokio::spawn({
-            let runtime = Arc::downgrade(&runtime);
-            async move {
-                let mut interval = tokio::time::interval(crate::cluster::modules::SYNC_INTERVAL);
-                interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    interval.tick().await;
-                    let Some(runtime) = runtime.upgrade() else {
-                        return;
-                    };
-                    copy_modules(&runtime, &mut failing).await;
-                }
-            }
-        });
+        let (node, runtime, shard_count) =
+            join_cluster(&args, name, &token, address, registry).await?;
+        keep_modules_copied(&runtime).await;
         runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
         runtime.preload_builtins();
-        let (stopping, stopped) = tokio::sync::watch::channel(false);
-        let stop = shutdown_signal()?;
-        tokio::spawn(async move {
-            stop.await;
-            let _ = stopping.send(true);
-        });
-        let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = stopped.wait_for(|&stop| stop).await;
-        };
+        let stopped = stop_on_signal()?;
         let app = crate::api::cluster_app(runtime.clone(), admin, node.directory());
         // The API keeps answering (redirecting to the successors) until
         // the node has handed its shards over.
-        let (left, has_left) = tokio::sync::oneshot::channel::<()>();
-        let placement = tokio::spawn({
-            let runtime = runtime.clone();
-            let stop = until_stopped(stopped.clone());
-            async move {
-                node.run(runtime, stop).await;
-                let _ = left.send(());
-            }
-        });
+        let (placement, has_left) = spawn_placement(node, &runtime, stopped);
         log_started(cap);
-        {
-            let mut stdout = std::io::stdout().lock();
-            let _ = writeln!(stdout, "listening on http://{address}");
-            let _ = stdout.flush();
-        }
+        print_address(address);
         tracing::info!(%address, shards = shard_count, etcd = ?args.etcd, "serving as a cluster node");
         let served = crate::api::server::serve(listener, app, server, async {
             // The node hands its shards over first; the listener drains
@@ -537,6 +501,118 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig, cap: &str) -> Result
     });
     tokio.shutdown_timeout(Duration::from_millis(SHUTDOWN_GRACE_MS));
     result
+}
+
+/// The node's name and the cluster's admin token: a cluster node needs
+/// both.
+fn cluster_identity(args: &mut ServeArgs) -> Result<(String, String), Failure> {
+    let name = args.node.clone().ok_or_else(|| {
+        failure("--etcd needs --node NAME: each node of a cluster has its own".into())
+    })?;
+    let token = args.admin_token.take().ok_or_else(|| {
+        failure(format!(
+            "--etcd needs --admin-token (or {ADMIN_TOKEN_ENV}): every node of a cluster takes the cluster's one"
+        ))
+    })?;
+    Ok((name, token))
+}
+
+/// Joins the cluster through etcd and starts the node's runtime, serving
+/// no shard yet (placement loads them); the node, the runtime and the
+/// cluster's shard count.
+async fn join_cluster(
+    args: &ServeArgs,
+    name: String,
+    token: &str,
+    address: std::net::SocketAddr,
+    registry: Registry,
+) -> Result<(Node, Arc<Runtime>, u32), Failure> {
+    let etcd = Etcd::connect(EtcdConfig::new(args.etcd.clone(), &args.etcd_prefix))
+        .await
+        .map_err(|e| failure(format!("cannot reach etcd: {e}")))?;
+    let config = NodeConfig {
+        name,
+        advertise: args
+            .advertise
+            .clone()
+            .unwrap_or_else(|| format!("http://{address}")),
+        lease_ttl: lease_ttl(args.lease_ttl_ms),
+        shard_count: args.shards.unwrap_or(SHARD_COUNT_DEFAULT),
+        compaction_interval: Duration::from_millis(args.etcd_compaction_interval_ms),
+        data_dir: args.data_dir.clone(),
+    };
+    let shard_count = config.shard_count;
+    let modules = EtcdModules::new(etcd.clone(), tokio::runtime::Handle::current());
+    let (node, store) = Node::join(etcd, config, token)
+        .await
+        .map_err(|e| failure(format!("cannot join the cluster: {e:#}")))?;
+    let runtime = Runtime::start_serving(
+        runtime_config(args, shard_count, unreached_grace_ms(args)),
+        Clock::monotonic(),
+        store,
+        Arc::new(registry),
+        &[],
+    )
+    .map_err(|e| failure(e.to_string()))?;
+    runtime.group_cap().set_max(args.groups_max);
+    runtime.share_modules(Arc::new(modules));
+    Ok((node, runtime, shard_count))
+}
+
+/// Copies the cluster's modules now, before any shard (a group a node
+/// loads finds the module it is bound to), and again every
+/// `SYNC_INTERVAL` for as long as the runtime lives.
+async fn keep_modules_copied(runtime: &Arc<Runtime>) {
+    let mut failing = false;
+    copy_modules(runtime, &mut failing).await;
+    tokio::spawn({
+        let runtime = Arc::downgrade(runtime);
+        async move {
+            let mut interval = tokio::time::interval(crate::cluster::modules::SYNC_INTERVAL);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                let Some(runtime) = runtime.upgrade() else {
+                    return;
+                };
+                copy_modules(&runtime, &mut failing).await;
+            }
+        }
+    });
+}
+
+/// A flag set on SIGTERM or ctrl-c.
+fn stop_on_signal() -> Result<tokio::sync::watch::Receiver<bool>, Failure> {
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    let stop = shutdown_signal()?;
+    tokio::spawn(async move {
+        stop.await;
+        let _ = stopping.send(true);
+    });
+    Ok(stopped)
+}
+
+/// Runs the node's placement until `stopped` is set and the node has
+/// left; the task, and a receiver told once the node has handed every
+/// shard over.
+fn spawn_placement(
+    node: Node,
+    runtime: &Arc<Runtime>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> (
+    tokio::task::JoinHandle<()>,
+    tokio::sync::oneshot::Receiver<()>,
+) {
+    let (left, has_left) = tokio::sync::oneshot::channel::<()>();
+    let runtime = runtime.clone();
+    let stop = async move {
+        let _ = stopped.wait_for(|&stop| stop).await;
+    };
+    let placement = tokio::spawn(async move {
+        node.run(runtime, stop).await;
+        let _ = left.send(());
+    });
+    (placement, has_left)
 }
 
 /// The server's bounds from the flags; the connection cap must leave
