@@ -57,8 +57,8 @@ pub enum ContractViolation {
     Undeclared { role: &'static str, rows: usize },
     /// Two runs over the same input answered differently.
     NotDeterministic {
-        first: Assignment,
-        second: Assignment,
+        first: Box<Assignment>,
+        second: Box<Assignment>,
     },
     /// Reordering the members changed who gets what
     /// (`permutation[i]` is the old index of the new `i`-th member).
@@ -129,7 +129,10 @@ pub fn check_contract<A: Assignor>(
     }
     let second = run::<A>(input).map_err(ContractViolation::Harness)?;
     if second != first {
-        return Err(ContractViolation::NotDeterministic { first, second });
+        return Err(ContractViolation::NotDeterministic {
+            first: Box::new(first),
+            second: Box::new(second),
+        });
     }
     if promises.ignores_member_order {
         let permutation = shuffled(input.members.len(), seed);
