@@ -446,27 +446,19 @@ pub fn group(args: GroupArgs) -> Result<(), Failure> {
             fuel_max,
             time_limit_ms,
             memory_max_mib,
-        } => {
-            let params: serde_json::Map<String, Value> = params
-                .into_iter()
-                .map(|(k, v)| (k, Value::String(v)))
-                .collect();
-            // Only the limits given: an absent one is the host's ceiling.
-            let limits: serde_json::Map<String, Value> = [
-                ("fuel_max", fuel_max),
-                ("time_limit_ms", time_limit_ms),
-                ("memory_max_mib", memory_max_mib),
-            ]
-            .into_iter()
-            .filter_map(|(key, value)| Some((key.to_owned(), Value::from(value?))))
-            .collect();
-            remote.put_json(
-                &format!("/v1/groups/{}/assignor", segment(&name)),
-                &serde_json::json!({
-                    "module": module, "params": params, "limits": limits, "fallback": fallback,
-                }),
-            )?
-        }
+        } => remote.put_json(
+            &format!("/v1/groups/{}/assignor", segment(&name)),
+            &bind_body(
+                module,
+                params,
+                fallback,
+                [
+                    ("fuel_max", fuel_max),
+                    ("time_limit_ms", time_limit_ms),
+                    ("memory_max_mib", memory_max_mib),
+                ],
+            ),
+        )?,
         GroupCommand::Rollback { name } => remote.post(
             &format!("/v1/groups/{}/assignor/rollback", segment(&name)),
             None,
@@ -475,23 +467,52 @@ pub fn group(args: GroupArgs) -> Result<(), Failure> {
             name,
             module,
             params,
-        } => {
-            let mut body = serde_json::json!({"module": module});
-            if !params.is_empty() {
-                let params: serde_json::Map<String, Value> = params
-                    .into_iter()
-                    .map(|(k, v)| (k, Value::String(v)))
-                    .collect();
-                body["params"] = Value::Object(params);
-            }
-            remote.post(
-                &format!("/v1/groups/{}/assignor/preview", segment(&name)),
-                Some(("application/json", body.to_string().as_bytes())),
-            )?
-        }
+        } => remote.post(
+            &format!("/v1/groups/{}/assignor/preview", segment(&name)),
+            Some((
+                "application/json",
+                preview_body(module, params).to_string().as_bytes(),
+            )),
+        )?,
     };
     print(answer);
     Ok(())
+}
+
+/// The body of `group bind`: the module, its params as strings, the
+/// fallback, and only the limits given (an absent one is the host's
+/// ceiling).
+fn bind_body(
+    module: String,
+    params: Vec<(String, String)>,
+    fallback: Option<String>,
+    limits: [(&str, Option<u64>); 3],
+) -> Value {
+    let params: serde_json::Map<String, Value> = params
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    let limits: serde_json::Map<String, Value> = limits
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_owned(), Value::from(value?))))
+        .collect();
+    serde_json::json!({
+        "module": module, "params": params, "limits": limits, "fallback": fallback,
+    })
+}
+
+/// The body of `group preview`: the module, and its params as strings if
+/// any were given (none: the group's current ones).
+fn preview_body(module: String, params: Vec<(String, String)>) -> Value {
+    let mut body = serde_json::json!({"module": module});
+    if !params.is_empty() {
+        let params: serde_json::Map<String, Value> = params
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        body["params"] = Value::Object(params);
+    }
+    body
 }
 
 /// The config to PUT: the file's object (if any) with `--topic` and

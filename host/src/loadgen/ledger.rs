@@ -240,46 +240,7 @@ impl Ledger {
         }
         ledger.integrate(now);
         let before = ledger.counts();
-        // An owner that may no longer process the task has stopped: its
-        // loop forgot the task (told it `Lost`) before the ledger heard of
-        // the release, or its lease ran out while it was stalled, fenced
-        // without knowing it. The latter is a lease lapse: the task was
-        // without an owner from the lease's end to now.
-        let stopped: Vec<(u64, Option<Instant>)> = ledger
-            .owners
-            .get(task)
-            .into_iter()
-            .flatten()
-            .filter(|&&owner| owner != member)
-            .filter_map(|&owner| {
-                let status = ledger.statuses.get(&owner)?.borrow();
-                if status.may_process(task, now) {
-                    return None;
-                }
-                Some((owner, status.lease_until.filter(|&until| until <= now)))
-            })
-            .collect();
-        for (owner, lapsed_at) in stopped {
-            let owners = ledger.owners.get_mut(task).expect("listed above");
-            let was_doubled = owners.len() == 2;
-            owners.retain(|&o| o != owner);
-            let none_left = owners.is_empty();
-            if was_doubled {
-                ledger.doubled -= 1;
-            }
-            if none_left {
-                // Released now, taken below: as a release then a grant.
-                ledger.ownerless += 1;
-            }
-            ledger.restoring.remove(&(task.clone(), owner));
-            if let Some(until) = lapsed_at {
-                let window = ledger.windows.last_mut().expect("one window at least");
-                window.lease_lapses += 1;
-                window.ownerless_task_s += now.saturating_duration_since(until).as_secs_f64();
-                self.lease_lapses.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(group, member = owner, %task, "the owner's lease ran out before it learned it lost the task");
-            }
-        }
+        self.drop_stopped_owners(&mut ledger, group, member, task, now);
         let owners = ledger.owners.entry(task.clone()).or_default();
         let had_owner = !owners.is_empty();
         owners.push(member);
@@ -305,6 +266,57 @@ impl Ledger {
             ledger.restoring.insert((task.clone(), member));
         }
         self.change(before, ledger.counts());
+    }
+
+    /// Drops the other owners of `task` that may no longer process it:
+    /// they have stopped. Their loop forgot the task (told it `Lost`)
+    /// before the ledger heard of the release, or their lease ran out while
+    /// they were stalled, fenced without knowing it. The latter is a lease
+    /// lapse: the task was without an owner from the lease's end to now.
+    fn drop_stopped_owners(
+        &self,
+        ledger: &mut GroupLedger,
+        group: usize,
+        member: u64,
+        task: &Task,
+        now: Instant,
+    ) {
+        let stopped: Vec<(u64, Option<Instant>)> = ledger
+            .owners
+            .get(task)
+            .into_iter()
+            .flatten()
+            .filter(|&&owner| owner != member)
+            .filter_map(|&owner| {
+                let status = ledger.statuses.get(&owner)?.borrow();
+                if status.may_process(task, now) {
+                    return None;
+                }
+                Some((owner, status.lease_until.filter(|&until| until <= now)))
+            })
+            .collect();
+        for (owner, lapsed_at) in stopped {
+            let owners = ledger.owners.get_mut(task).expect("listed above");
+            let was_doubled = owners.len() == 2;
+            owners.retain(|&o| o != owner);
+            let none_left = owners.is_empty();
+            if was_doubled {
+                ledger.doubled -= 1;
+            }
+            if none_left {
+                // Released now, taken by `member` next: as a release
+                // then a grant.
+                ledger.ownerless += 1;
+            }
+            ledger.restoring.remove(&(task.clone(), owner));
+            if let Some(until) = lapsed_at {
+                let window = ledger.windows.last_mut().expect("one window at least");
+                window.lease_lapses += 1;
+                window.ownerless_task_s += now.saturating_duration_since(until).as_secs_f64();
+                self.lease_lapses.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(group, member = owner, %task, "the owner's lease ran out before it learned it lost the task");
+            }
+        }
     }
 
     pub(super) fn restored(&self, group: usize, member: u64, task: &Task) {

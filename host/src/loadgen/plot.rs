@@ -144,29 +144,8 @@ pub fn draw(
     from: f64,
     to: Option<f64>,
 ) -> Result<(), String> {
-    let last = series
-        .iter()
-        .flat_map(|s| s.ownerless.iter().chain(&s.restoring))
-        .map(|p| p.0)
-        .fold(from + 1.0, f64::max);
-    let to = to.unwrap_or(last).max(from + 1.0);
-    let in_range = |points: &[(f64, f64)]| -> Vec<(f64, f64)> {
-        points
-            .iter()
-            .filter(|p| p.0 >= from && p.0 <= to)
-            .copied()
-            .collect()
-    };
-    let top = series
-        .iter()
-        .flat_map(|s| {
-            in_range(&s.ownerless)
-                .into_iter()
-                .chain(in_range(&s.restoring))
-        })
-        .map(|p| p.1)
-        .fold(1.0, f64::max)
-        * 1.4; // room for the legend above the lines
+    let (to, top) = bounds(series, from, to);
+    let in_range = |points: &[(f64, f64)]| within(points, from, to);
     let error = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", out.display());
     let root = SVGBackend::new(out, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| error(&e))?;
@@ -218,6 +197,37 @@ pub fn draw(
         .map_err(|e| error(&e))?;
     root.present().map_err(|e| error(&e))?;
     Ok(())
+}
+
+/// The points of `points` from `from` to `to` seconds.
+fn within(points: &[(f64, f64)], from: f64, to: f64) -> Vec<(f64, f64)> {
+    points
+        .iter()
+        .filter(|p| p.0 >= from && p.0 <= to)
+        .copied()
+        .collect()
+}
+
+/// The chart's right end (`to`, or the last point) and its top: the
+/// highest point drawn, with room for the legend above the lines.
+fn bounds(series: &[Series], from: f64, to: Option<f64>) -> (f64, f64) {
+    let last = series
+        .iter()
+        .flat_map(|s| s.ownerless.iter().chain(&s.restoring))
+        .map(|p| p.0)
+        .fold(from + 1.0, f64::max);
+    let to = to.unwrap_or(last).max(from + 1.0);
+    let top = series
+        .iter()
+        .flat_map(|s| {
+            within(&s.ownerless, from, to)
+                .into_iter()
+                .chain(within(&s.restoring, from, to))
+        })
+        .map(|p| p.1)
+        .fold(1.0, f64::max)
+        * 1.4; // room for the legend above the lines
+    (to, top)
 }
 
 #[cfg(test)]
