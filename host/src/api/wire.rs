@@ -5,15 +5,13 @@
 //! are `[topic, partition]` and lag rows `[topic, partition, lag]`, as in
 //! docs/design.md's offline contract.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 pub use assignd_wire::{
     ErrorBody, ErrorCode, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody, LagRow, TaskItem,
 };
 use serde::{Deserialize, Serialize};
-use utoipa::openapi::{RefOr, Schema};
-use utoipa::{PartialSchema, ToSchema};
+use utoipa::ToSchema;
 
 use crate::protocol::core::{Heartbeat, HeartbeatResponse, TASKS_PER_GROUP_MAX};
 use crate::protocol::group::{CallLimits, GroupConfig, TaskRef};
@@ -21,38 +19,6 @@ use crate::protocol::group::{CallLimits, GroupConfig, TaskRef};
 // The wire refuses a task list longer than a group may have tasks, before
 // it expands one.
 const _: () = assert!(assignd_wire::TASKS_PER_LIST_MAX == TASKS_PER_GROUP_MAX);
-
-// `TaskRef` lives in the protocol core, which knows nothing of OpenAPI; it
-// is written as the wire's task, and so has its schema.
-impl PartialSchema for TaskRef {
-    fn schema() -> RefOr<Schema> {
-        assignd_wire::Task::schema()
-    }
-}
-
-impl ToSchema for TaskRef {
-    fn name() -> Cow<'static, str> {
-        assignd_wire::Task::name()
-    }
-}
-
-impl From<assignd_wire::Task> for TaskRef {
-    fn from(task: assignd_wire::Task) -> Self {
-        TaskRef {
-            topic: task.topic,
-            partition: task.partition,
-        }
-    }
-}
-
-impl From<TaskRef> for assignd_wire::Task {
-    fn from(task: TaskRef) -> Self {
-        assignd_wire::Task {
-            topic: task.topic,
-            partition: task.partition,
-        }
-    }
-}
 
 /// A member's heartbeat body to `group` as the core's input.
 pub fn heartbeat_request(group: String, body: HeartbeatRequest) -> Heartbeat {

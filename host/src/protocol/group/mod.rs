@@ -13,8 +13,6 @@
 //! This module holds the two types all of them share: [`Millis`] and
 //! [`TaskRef`].
 
-use serde::{Deserialize, Serialize};
-
 mod config;
 mod liveness;
 mod records;
@@ -34,33 +32,8 @@ pub use state::{FENCED_MEMBER_IDS_MAX, Group, Member, Phase, SlotTarget};
 /// Milliseconds on the caller's clock; the core never reads a clock.
 pub type Millis = u64;
 
-/// A task: one partition of one topic. Keyed by name, so that adding
-/// partitions or topics renumbers nothing. In JSON it is `[topic, partition]`,
-/// as in docs/design.md's offline contract.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(from = "(String, u32)", into = "(String, u32)")]
-pub struct TaskRef {
-    pub topic: String,
-    pub partition: u32,
-}
-
-impl TaskRef {
-    pub fn new(topic: &str, partition: u32) -> Self {
-        TaskRef {
-            topic: topic.to_owned(),
-            partition,
-        }
-    }
-}
-
-impl From<(String, u32)> for TaskRef {
-    fn from((topic, partition): (String, u32)) -> Self {
-        TaskRef { topic, partition }
-    }
-}
-
-impl From<TaskRef> for (String, u32) {
-    fn from(task: TaskRef) -> Self {
-        (task.topic, task.partition)
-    }
-}
+/// A task: one partition of one topic, keyed by name, so that adding
+/// partitions or topics renumbers nothing; in JSON `[topic, partition]`, as
+/// in docs/design.md's offline contract. The wire crate's type, so the
+/// core, the API and the client share one definition.
+pub use assignd_wire::Task as TaskRef;
