@@ -241,6 +241,20 @@ pub fn check_static_return(
     owned: Option<&[TaskRef]>,
     lags: Option<&[(TaskRef, u64)]>,
 ) -> Result<(), String> {
+    check_return_kept_the_rest(before, after, slot, records, lags)?;
+    check_return_gave_its_tasks_back(before, after, slot, response, owned)
+}
+
+/// The first half of [`check_static_return`]: the return started no new
+/// target (a caught-up learner's promotion aside), left the target as it
+/// was, and changed no other member's assignment.
+fn check_return_kept_the_rest(
+    before: &Group,
+    after: &Group,
+    slot: &str,
+    records: &[Record],
+    lags: Option<&[(TaskRef, u64)]>,
+) -> Result<(), String> {
     // The join reports lags as every heartbeat does (the client's machine
     // sends them): one that shows a learner of the slot's target caught
     // up starts the new target that promotes it, as any heartbeat's
@@ -271,6 +285,18 @@ pub fn check_static_return(
             ));
         }
     }
+    Ok(())
+}
+
+/// The second half of [`check_static_return`]: the member got its slot's
+/// tasks back, and nothing more than free tasks of its target.
+fn check_return_gave_its_tasks_back(
+    before: &Group,
+    after: &Group,
+    slot: &str,
+    response: &HeartbeatResponse,
+    owned: Option<&[TaskRef]>,
+) -> Result<(), String> {
     // Its tasks back: everything the slot held, still held. The target may
     // have moved some of them before the restart (the old incarnation had
     // not heard yet): those come back as revoking, as they would have to
