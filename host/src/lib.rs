@@ -18,6 +18,8 @@
 //! - [`registry`]: uploaded assignor modules, stored by content hash.
 //! - [`api`]: the HTTP routes of `assignd serve` and their OpenAPI document.
 //! - [`telemetry`]: the Prometheus recorder behind the `metrics` facade.
+//! - [`metric_catalog`]: every metric family, gathered from the modules
+//!   that declare them, and the recorder's install with them.
 //! - `durable`: writing a whole file crash-safely (temporary file, fsync,
 //!   rename, fsync of the folder), for the log, the registry and the admin
 //!   token.
@@ -30,6 +32,7 @@ pub mod cluster;
 pub(crate) mod durable;
 pub mod loadgen;
 pub mod log;
+pub mod metric_catalog;
 pub mod plugins;
 pub mod protocol;
 pub mod registry;

@@ -222,6 +222,9 @@ fn failure(message: String) -> Failure {
 const SHUTDOWN_GRACE_MS: u64 = 2_000;
 
 pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
+    // Before anything records: every family described, its known series
+    // at zero.
+    crate::metric_catalog::install();
     let (server, cap) = plan_connections(&args)?;
     make_data_dir(&args.data_dir)?;
     // Held until the process exits: no second host on this data dir.

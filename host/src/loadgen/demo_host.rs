@@ -48,6 +48,8 @@ pub(super) async fn start_host(
     cache_dir: Option<PathBuf>,
     token: &str,
 ) -> Result<(String, tokio::sync::oneshot::Sender<()>), LoadTestError> {
+    // Before anything records, as `serve` does.
+    crate::metric_catalog::install();
     let engine = PluginEngine::new(EngineConfig {
         cache_dir,
         ..EngineConfig::default()

@@ -19,12 +19,14 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
 use assignd_guest_sdk::{Assignment, GroupInput};
+use metrics::Unit;
 use tracing::Instrument;
 
 use crate::plugins::{BUILTIN_NAMES, GuestLogLine, GuestThreadError, Limits, PluginError};
 use crate::protocol::core::AssignorCall;
 use crate::protocol::group::{AssignorFailure, CallLimits};
 use crate::registry::Registry;
+use crate::telemetry::{Family, Kind};
 
 use super::{Runtime, RuntimeError, Weight};
 
@@ -359,6 +361,50 @@ fn forward_guest_logs(group: &str, module: &str, logs: &[GuestLogLine], capped: 
             "debug" => tracing::debug!(target: "guest", group, module, "{message}"),
             _ => tracing::trace!(target: "guest", group, module, "{message}"),
         }
+    }
+}
+
+/// The families this file records: assignor calls by module, their
+/// failures, durations and fuel.
+pub const ASSIGNOR_FAMILIES: &[Family] = &[
+    Family::new(
+        "assignd_assignor_calls_total",
+        Kind::Counter,
+        Unit::Count,
+        "Assignor calls per module, answered or failed",
+    ),
+    Family::new(
+        "assignd_assignor_failures_total",
+        Kind::Counter,
+        Unit::Count,
+        "Assignor calls that failed, per module and failure code",
+    ),
+    Family::new(
+        "assignd_assignor_call_seconds",
+        Kind::Histogram,
+        Unit::Seconds,
+        "Duration of one assignor call (loading and running the module)",
+    ),
+    Family::new(
+        "assignd_assignor_fuel",
+        Kind::Histogram,
+        Unit::Count,
+        "Fuel one successful assignor call used (about one unit per wasm instruction)",
+    )
+    .with_buckets(FUEL_BUCKETS),
+];
+
+/// Histogram buckets for an assignor call's fuel (wasm instructions,
+/// roughly): a thousand to ten billion.
+const FUEL_BUCKETS: &[f64] = &[1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
+
+/// Sets the assignor families' series of every built-in assignor to zero.
+pub fn zero_assignor_series() {
+    for module in BUILTIN_NAMES {
+        metrics::counter!("assignd_assignor_calls_total", "module" => *module).absolute(0);
+        // Registered without a sample: rendered with zero counts.
+        let _ = metrics::histogram!("assignd_assignor_call_seconds", "module" => *module);
+        let _ = metrics::histogram!("assignd_assignor_fuel", "module" => *module);
     }
 }
 

@@ -4,7 +4,10 @@
 
 use std::sync::atomic::Ordering;
 
+use metrics::Unit;
+
 use crate::protocol::core::TimerKind;
+use crate::telemetry::{Family, Kind};
 
 use super::execute::lock_shard;
 use super::{Runtime, observe};
@@ -52,3 +55,42 @@ impl Runtime {
         ::metrics::gauge!("assignd_shards_served").set(served as f64);
     }
 }
+
+/// The shard families this file sets.
+pub const SHARD_FAMILIES: &[Family] = &[
+    Family::new(
+        "assignd_shards",
+        Kind::Gauge,
+        Unit::Count,
+        "shards the host's groups are spread over (fixed for its data dir)",
+    ),
+    Family::new(
+        "assignd_shards_served",
+        Kind::Gauge,
+        Unit::Count,
+        "shards this host serves now (loaded: their groups answer)",
+    ),
+];
+
+/// The shards' timer tables: deadlines by kind (set here), ticks and
+/// the groups they visit (`timers.rs`).
+pub const TIMER_FAMILIES: &[Family] = &[
+    Family::new(
+        "assignd_timers",
+        Kind::Gauge,
+        Unit::Count,
+        "deadlines in the served shards' timer tables, by kind (at the scrape)",
+    ),
+    Family::new(
+        "assignd_timer_ticks_total",
+        Kind::Counter,
+        Unit::Count,
+        "ticks of a shard: each at its earliest deadline, at most one per 50 ms",
+    ),
+    Family::new(
+        "assignd_timer_groups_visited_total",
+        Kind::Counter,
+        Unit::Count,
+        "groups the ticks visited (those due): an idle group is not visited",
+    ),
+];

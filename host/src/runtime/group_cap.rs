@@ -7,6 +7,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use metrics::Unit;
+
+use crate::telemetry::{Family, Kind};
+
 use super::RuntimeError;
 
 /// The default `groups_max`: ten thousand groups of a thousand tasks each
@@ -75,6 +79,14 @@ impl GroupCap {
             });
     }
 }
+
+/// The cap on groups, as this file sets it.
+pub const GROUP_CAP_FAMILIES: &[Family] = &[Family::new(
+    "assignd_groups_max",
+    Kind::Gauge,
+    Unit::Count,
+    "Groups this host serves at most (serve --groups-max; assignd_groups counts them)",
+)];
 
 #[cfg(test)]
 mod tests {

@@ -8,8 +8,11 @@
 
 use std::sync::Mutex;
 
+use metrics::Unit;
+
 use crate::protocol::core::HostLoad;
 use crate::protocol::group::Millis;
+use crate::telemetry::{Family, Kind};
 
 /// Lateness under this is scheduling jitter, not a late host.
 pub const LATE_MS_MIN: u64 = 20;
@@ -76,6 +79,29 @@ impl Lateness {
 fn decayed((late_ms, at): (Millis, Millis), now: Millis) -> u64 {
     let elapsed = now.saturating_sub(at);
     late_ms.saturating_sub(elapsed / LATE_DECAY_FACTOR)
+}
+
+/// The host's lateness: the gauge set at the scrape (`gauges.rs`) and the
+/// count of late runs this file records.
+pub const LATENESS_FAMILIES: &[Family] = &[
+    Family::new(
+        "assignd_host_late_seconds",
+        Kind::Gauge,
+        Unit::Seconds,
+        "how late the host runs at the scrape (a timer that fired after its deadline, a heartbeat that waited for its shard), decaying; members are told to beat less often meanwhile",
+    ),
+    Family::new(
+        "assignd_host_late_total",
+        Kind::Counter,
+        Unit::Count,
+        "times the host started running late (at least 20 ms behind; each a warn log line)",
+    ),
+];
+
+/// Sets the lateness families to zero.
+pub fn zero_lateness_series() {
+    metrics::gauge!("assignd_host_late_seconds").set(0.0);
+    metrics::counter!("assignd_host_late_total").absolute(0);
 }
 
 #[cfg(test)]

@@ -64,6 +64,17 @@ pub use preview::Preview;
 pub use shard::{MemoryStore, ShardStore};
 pub use sink::{CountingSink, PersistError, RecordQueue, RecordSink, StorageUnavailable};
 
+/// The runtime's metric families, each declared (and its known series set
+/// to zero) in the file that records it; `crate::metric_catalog` gathers
+/// them.
+pub mod metric_families {
+    pub use super::assignors::{ASSIGNOR_FAMILIES, zero_assignor_series};
+    pub use super::gauges::{SHARD_FAMILIES, TIMER_FAMILIES};
+    pub use super::group_cap::GROUP_CAP_FAMILIES;
+    pub use super::lateness::{LATENESS_FAMILIES, zero_lateness_series};
+    pub use super::observe::{GROUP_FAMILIES, zero_group_series};
+}
+
 /// How often the core's timers are advanced by default.
 pub const TICK_INTERVAL_MS: u64 = 50;
 

@@ -17,9 +17,12 @@
 
 use std::collections::HashMap;
 
+use metrics::Unit;
+
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::{Group, Millis, Phase, Record, RemovalReason};
 use crate::protocol::reconcile::MemberState;
+use crate::telemetry::{Family, Kind};
 
 /// Member states counted per group: a static member away, a draining
 /// member, or else where it is in reaching its target.
@@ -282,6 +285,77 @@ pub fn record(event: RebalanceEvent<'_>) {
             }
         }
     }
+}
+
+/// The families this file records: groups and members (set from each
+/// scan), installed targets, rebalance times and removed members.
+pub const GROUP_FAMILIES: &[Family] = &[
+    Family::new(
+        "assignd_groups",
+        Kind::Gauge,
+        Unit::Count,
+        "Groups by state (stable, assigning: a new target is wanted, reconciling: members are moving to the target)",
+    ),
+    Family::new(
+        "assignd_members",
+        Kind::Gauge,
+        Unit::Count,
+        "Members of every group by state (stable, revoking: must release tasks, unreleased: waits for tasks others release, away: a static member gone for now, draining)",
+    ),
+    Family::new(
+        "assignd_tasks_revoking",
+        Kind::Gauge,
+        Unit::Count,
+        "Tasks members of every group have been asked to release and still hold (tasks moving)",
+    ),
+    Family::new(
+        "assignd_learners_pending",
+        Kind::Gauge,
+        Unit::Count,
+        "Learner tasks in the installed targets of every group (warming up before ownership moves)",
+    ),
+    Family::new(
+        "assignd_rebalances_total",
+        Kind::Counter,
+        Unit::Count,
+        "Targets installed (one per assignment the host accepted), every group",
+    ),
+    Family::new(
+        "assignd_rebalance_seconds",
+        Kind::Histogram,
+        Unit::Seconds,
+        "From the epoch bump that started a rebalance to the group being stable again",
+    ),
+    Family::new(
+        "assignd_members_removed_total",
+        Kind::Counter,
+        Unit::Count,
+        "Members taken out of a group, by reason (left, expired, fenced, drain_timed_out)",
+    ),
+];
+
+/// Sets the group families' series whose labels are known to zero: every
+/// group state, member state and removal reason.
+pub fn zero_group_series() {
+    for state in Phase::ALL {
+        metrics::gauge!("assignd_groups", "state" => state.label()).set(0.0);
+    }
+    for state in MEMBER_STATES {
+        metrics::gauge!("assignd_members", "state" => state).set(0.0);
+    }
+    metrics::gauge!("assignd_tasks_revoking").set(0.0);
+    metrics::gauge!("assignd_learners_pending").set(0.0);
+    metrics::counter!("assignd_rebalances_total").absolute(0);
+    for reason in [
+        RemovalReason::Left,
+        RemovalReason::Expired,
+        RemovalReason::Fenced,
+        RemovalReason::DrainTimedOut,
+    ] {
+        metrics::counter!("assignd_members_removed_total", "reason" => reason.label()).absolute(0);
+    }
+    // Registered without a sample: rendered with zero counts.
+    let _ = metrics::histogram!("assignd_rebalance_seconds");
 }
 
 #[cfg(test)]
