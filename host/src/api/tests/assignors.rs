@@ -47,6 +47,28 @@ pub(super) fn sticky_bytes() -> &'static [u8] {
     crate::plugins::builtin_component("sticky").unwrap()
 }
 
+/// `component` with a custom section named `padding` of `payload_len`
+/// zero bytes appended: the same component, other bytes.
+fn with_custom_section(component: &[u8], payload_len: usize) -> Vec<u8> {
+    let mut padded = component.to_vec();
+    let name = b"padding";
+    let section_len = 1 + name.len() + payload_len;
+    padded.push(0); // custom section
+    let mut len = section_len;
+    loop {
+        let byte = (len & 0x7f) as u8;
+        len >>= 7;
+        padded.push(if len == 0 { byte } else { byte | 0x80 });
+        if len == 0 {
+            break;
+        }
+    }
+    padded.push(name.len() as u8);
+    padded.extend_from_slice(name);
+    padded.resize(padded.len() + payload_len, 0);
+    padded
+}
+
 #[tokio::test]
 async fn an_upload_is_stored_once_and_listed_with_the_builtins() {
     let f = fixture();
@@ -69,23 +91,7 @@ async fn an_upload_is_stored_once_and_listed_with_the_builtins() {
 
     // Past the 1 MiB of the other routes: the same component with a 2 MiB
     // custom section appended is another module, and is accepted.
-    let mut padded = sticky_bytes().to_vec();
-    let payload_len = 2usize << 20;
-    let name = b"padding";
-    let section_len = 1 + name.len() + payload_len;
-    padded.push(0); // custom section
-    let mut len = section_len;
-    loop {
-        let byte = (len & 0x7f) as u8;
-        len >>= 7;
-        padded.push(if len == 0 { byte } else { byte | 0x80 });
-        if len == 0 {
-            break;
-        }
-    }
-    padded.push(name.len() as u8);
-    padded.extend_from_slice(name);
-    padded.resize(padded.len() + payload_len, 0);
+    let padded = with_custom_section(sticky_bytes(), 2usize << 20);
     let (status, big) = f.upload("padded", "1", &padded).await;
     assert_eq!(status, StatusCode::CREATED, "{big}");
     assert_eq!(big["size_bytes"], padded.len());

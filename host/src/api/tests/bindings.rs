@@ -166,10 +166,11 @@ async fn rollback_returns_and_returns_again_then_refuses_a_deleted_module() {
     f.assert_replay_matches().await;
 }
 
-#[tokio::test]
-async fn a_failing_assignor_keeps_the_target_shows_in_the_view_and_backs_off_while_another_group_is_served()
- {
-    let f = fixture();
+/// [`GROUP`] bound to an uploaded `mine@1.0` (returned by id), with two
+/// members that took up its first answer, and no failure shown.
+async fn two_members_on_mine(
+    f: &Fixture,
+) -> (String, HeartbeatResponseBody, HeartbeatResponseBody) {
     let (status, module) = f.upload("mine", "1.0", sticky_bytes()).await;
     assert_eq!(status, StatusCode::CREATED, "{module}");
     let id = module["id"].as_str().unwrap().to_owned();
@@ -184,6 +185,31 @@ async fn a_failing_assignor_keeps_the_target_shows_in_the_view_and_backs_off_whi
     let b = f.beat(&b).await;
     assert_eq!((a.active.len(), b.active.len()), (3, 3));
     assert!(f.view().await.get("assignor_failures").is_none());
+    (id, a, b)
+}
+
+/// The view after the first failed call of `mine@1.0`: the target behind
+/// the group epoch, and the failure named with its code and counts.
+fn assert_first_failure_shown(view: &Value) {
+    assert!(
+        view["target_epoch"].as_u64() < view["group_epoch"].as_u64(),
+        "{view}"
+    );
+    let failures = &view["assignor_failures"];
+    assert_eq!(failures["module"], "mine@1.0", "{view}");
+    assert_eq!(failures["code"], "unknown_assignor", "{view}");
+    assert!(failures["message"].as_str().unwrap().contains("mine@1.0"));
+    assert_eq!(
+        (failures["consecutive"].as_u64(), failures["total"].as_u64()),
+        (Some(1), Some(1))
+    );
+}
+
+#[tokio::test]
+async fn a_failing_assignor_keeps_the_target_shows_in_the_view_and_backs_off_while_another_group_is_served()
+ {
+    let f = fixture();
+    let (id, a, b) = two_members_on_mine(&f).await;
 
     // A second, healthy group.
     let (status, _) = f
@@ -207,19 +233,7 @@ async fn a_failing_assignor_keeps_the_target_shows_in_the_view_and_backs_off_whi
     f.runtime.registry().unlist(&id).expect("listed");
     let _c = f.join("worker-c").await;
     f.assign().await;
-    let view = f.view().await;
-    assert!(
-        view["target_epoch"].as_u64() < view["group_epoch"].as_u64(),
-        "{view}"
-    );
-    let failures = &view["assignor_failures"];
-    assert_eq!(failures["module"], "mine@1.0", "{view}");
-    assert_eq!(failures["code"], "unknown_assignor", "{view}");
-    assert!(failures["message"].as_str().unwrap().contains("mine@1.0"));
-    assert_eq!(
-        (failures["consecutive"].as_u64(), failures["total"].as_u64()),
-        (Some(1), Some(1))
-    );
+    assert_first_failure_shown(&f.view().await);
     // The last good target stays: the members keep their tasks.
     let a2 = f.beat(&a).await;
     let b2 = f.beat(&b).await;

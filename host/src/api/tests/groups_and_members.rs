@@ -48,6 +48,50 @@ async fn put_creates_then_updates_and_get_shows_the_view() {
     f.assert_replay_matches().await;
 }
 
+/// The view of the group of two settled members: stable at epoch 3, and
+/// worker-a (`a`) shown as it joined, holding what it was answered.
+fn assert_stable_view_of_two(view: &Value, a: &HeartbeatResponseBody) {
+    assert_eq!(view["state"], "stable", "{view}");
+    assert_eq!(
+        (&view["group_epoch"], &view["target_epoch"]),
+        (&json!(3), &json!(3))
+    );
+    let members = view["members"].as_array().unwrap();
+    assert_eq!(members.len(), 2);
+    let first = &members[0];
+    assert_eq!(first["slot"], "static:worker-a");
+    assert_eq!(first["name"], "worker-a");
+    assert_eq!(first["member_id"], a.member_id.as_str());
+    assert_eq!(first["topics"], json!(["orders"]));
+    assert_eq!(first["capacity"], 1);
+    assert_eq!(first["reconcile_state"], "stable");
+    assert_eq!(first["member_epoch"], 3);
+    assert_eq!(first["active"], serde_json::to_value(&a.active).unwrap());
+    assert_eq!(first["target"]["active"], first["active"]);
+    assert_eq!(first["lags"], json!([]));
+    assert_eq!(view["learner_count"], 0);
+}
+
+/// The captured assignor input is docs/design.md's GroupInput, with the
+/// lag worker-a (`a`) reported.
+async fn assert_input_is_the_offline_contract(f: &Fixture, a: &HeartbeatResponseBody) {
+    let (status, input) = f
+        .call("GET", &format!("/v1/groups/{GROUP}/assignor-input"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(input["topics"], json!({"orders": 6}));
+    assert_eq!(input["members"][0]["id"], a.member_id.as_str());
+    assert_eq!(input["members"][0]["name"], "worker-a");
+    assert_eq!(input["members"][0]["lags"], json!([["orders", 4, 1500]]));
+    let text = input.to_string();
+    let parsed = assignd_guest_sdk::json::parse_input(
+        &text,
+        &assignd_guest_sdk::validate::InputLimits::default(),
+    )
+    .expect("the offline contract parses it");
+    assert_eq!(parsed.members.len(), 2);
+}
+
 #[tokio::test]
 async fn members_join_get_tasks_and_the_views_show_them() {
     let f = fixture();
@@ -70,26 +114,7 @@ async fn members_join_get_tasks_and_the_views_show_them() {
     // Configured (1), two joins (2, 3): one target for the batch.
     assert_eq!(a.member_epoch, 3);
 
-    let view = f.view().await;
-    assert_eq!(view["state"], "stable", "{view}");
-    assert_eq!(
-        (&view["group_epoch"], &view["target_epoch"]),
-        (&json!(3), &json!(3))
-    );
-    let members = view["members"].as_array().unwrap();
-    assert_eq!(members.len(), 2);
-    let first = &members[0];
-    assert_eq!(first["slot"], "static:worker-a");
-    assert_eq!(first["name"], "worker-a");
-    assert_eq!(first["member_id"], a.member_id.as_str());
-    assert_eq!(first["topics"], json!(["orders"]));
-    assert_eq!(first["capacity"], 1);
-    assert_eq!(first["reconcile_state"], "stable");
-    assert_eq!(first["member_epoch"], 3);
-    assert_eq!(first["active"], serde_json::to_value(&a.active).unwrap());
-    assert_eq!(first["target"]["active"], first["active"]);
-    assert_eq!(first["lags"], json!([]));
-    assert_eq!(view["learner_count"], 0);
+    assert_stable_view_of_two(&f.view().await, &a);
 
     // Lags are shown as reported.
     let (status, _) = f
@@ -102,21 +127,7 @@ async fn members_join_get_tasks_and_the_views_show_them() {
     assert_eq!(view["members"][0]["lags"], json!([["orders", 4, 1500]]));
 
     // The captured assignor input is docs/design.md's GroupInput.
-    let (status, input) = f
-        .call("GET", &format!("/v1/groups/{GROUP}/assignor-input"), None)
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(input["topics"], json!({"orders": 6}));
-    assert_eq!(input["members"][0]["id"], a.member_id.as_str());
-    assert_eq!(input["members"][0]["name"], "worker-a");
-    assert_eq!(input["members"][0]["lags"], json!([["orders", 4, 1500]]));
-    let text = input.to_string();
-    let parsed = assignd_guest_sdk::json::parse_input(
-        &text,
-        &assignd_guest_sdk::validate::InputLimits::default(),
-    )
-    .expect("the offline contract parses it");
-    assert_eq!(parsed.members.len(), 2);
+    assert_input_is_the_offline_contract(&f, &a).await;
 
     // A leave removes a dynamic member; a static one keeps its slot, away.
     let (status, left) = f

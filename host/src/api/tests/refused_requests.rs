@@ -5,6 +5,65 @@
 use super::member_tokens::join_body;
 use super::*;
 
+/// Heartbeat bodies that do not parse, each with what its message names.
+fn malformed_heartbeats(member_id: &str) -> Vec<(String, &'static str)> {
+    vec![
+        ("{\"member_id\": ".into(), "EOF"),
+        ("not json".into(), "expected"),
+        (String::new(), "EOF"),
+        ("[]".into(), "HeartbeatRequest"),
+        ("42".into(), "invalid type"),
+        // A missing field, a wrong type, an unknown field.
+        (json!({"member_id": ""}).to_string(), "member_epoch"),
+        (
+            json!({"member_id": member_id, "member_epoch": "one"}).to_string(),
+            "member_epoch",
+        ),
+        (
+            json!({"member_id": member_id, "member_epoch": 0, "membr_name": "x"}).to_string(),
+            "membr_name",
+        ),
+        (
+            json!({"member_id": member_id, "member_epoch": 0, "owned": [["orders"]]}).to_string(),
+            "owned",
+        ),
+        (
+            json!({"member_id": member_id, "member_epoch": 0, "lags": [["orders", 1, -5]]})
+                .to_string(),
+            "lags",
+        ),
+    ]
+}
+
+/// Config bodies that do not parse: no topics, negative timeouts,
+/// partitions past u32, an unknown field, an unknown learner mode.
+fn malformed_configs() -> Vec<(String, &'static str)> {
+    let orders = json!([{"name": "orders", "partitions": 4}]);
+    vec![
+        (json!({"assignor": "sticky"}).to_string(), "topics"),
+        (
+            json!({"topics": orders, "expansion_timeout_ms": -1}).to_string(),
+            "expansion_timeout_ms",
+        ),
+        (
+            json!({"topics": orders, "session_timeout_ms": -1}).to_string(),
+            "session_timeout_ms",
+        ),
+        (
+            json!({"topics": [{"name": "orders", "partitions": 5_000_000_000u64}]}).to_string(),
+            "partitions",
+        ),
+        (
+            json!({"topics": orders, "colour": "blue"}).to_string(),
+            "colour",
+        ),
+        (
+            json!({"topics": orders, "learners": "sometimes"}).to_string(),
+            "learners",
+        ),
+    ]
+}
+
 #[tokio::test]
 async fn malformed_bodies_are_invalid_json_and_change_nothing() {
     let f = fixture();
@@ -13,77 +72,15 @@ async fn malformed_bodies_are_invalid_json_and_change_nothing() {
     let before = f.snapshot().await;
     let heartbeat = format!("/v1/groups/{GROUP}/heartbeat");
     let group = format!("/v1/groups/{GROUP}");
-    let cases: Vec<(&str, &str, String, &str)> =
-        vec![
-        ("POST", &heartbeat, "{\"member_id\": ".into(), "EOF"),
-        ("POST", &heartbeat, "not json".into(), "expected"),
-        ("POST", &heartbeat, String::new(), "EOF"),
-        ("POST", &heartbeat, "[]".into(), "HeartbeatRequest"),
-        ("POST", &heartbeat, "42".into(), "invalid type"),
-        // A missing field, a wrong type, an unknown field.
-        ("POST", &heartbeat, json!({"member_id": ""}).to_string(), "member_epoch"),
-        (
-            "POST",
-            &heartbeat,
-            json!({"member_id": a.member_id, "member_epoch": "one"}).to_string(),
-            "member_epoch",
-        ),
-        (
-            "POST",
-            &heartbeat,
-            json!({"member_id": a.member_id, "member_epoch": 0, "membr_name": "x"}).to_string(),
-            "membr_name",
-        ),
-        (
-            "POST",
-            &heartbeat,
-            json!({"member_id": a.member_id, "member_epoch": 0, "owned": [["orders"]]}).to_string(),
-            "owned",
-        ),
-        (
-            "POST",
-            &heartbeat,
-            json!({"member_id": a.member_id, "member_epoch": 0, "lags": [["orders", 1, -5]]})
-                .to_string(),
-            "lags",
-        ),
-        // Config: no topics, negative timeouts, partitions past u32, an
-        // unknown field, an unknown learner mode.
-        ("PUT", &group, json!({"assignor": "sticky"}).to_string(), "topics"),
-        (
-            "PUT",
-            &group,
-            json!({"topics": [{"name": "orders", "partitions": 4}], "expansion_timeout_ms": -1})
-                .to_string(),
-            "expansion_timeout_ms",
-        ),
-        (
-            "PUT",
-            &group,
-            json!({"topics": [{"name": "orders", "partitions": 4}], "session_timeout_ms": -1})
-                .to_string(),
-            "session_timeout_ms",
-        ),
-        (
-            "PUT",
-            &group,
-            json!({"topics": [{"name": "orders", "partitions": 5_000_000_000u64}]}).to_string(),
-            "partitions",
-        ),
-        (
-            "PUT",
-            &group,
-            json!({"topics": [{"name": "orders", "partitions": 4}], "colour": "blue"}).to_string(),
-            "colour",
-        ),
-        (
-            "PUT",
-            &group,
-            json!({"topics": [{"name": "orders", "partitions": 4}], "learners": "sometimes"})
-                .to_string(),
-            "learners",
-        ),
-    ];
+    let heartbeats = malformed_heartbeats(&a.member_id);
+    let cases = (heartbeats
+        .into_iter()
+        .map(|(body, needle)| ("POST", &heartbeat, body, needle)))
+    .chain(
+        malformed_configs()
+            .into_iter()
+            .map(|(body, needle)| ("PUT", &group, body, needle)),
+    );
     for (method, path, body, needle) in cases {
         let answer = f.raw(method, path, body.clone()).await;
         assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_json");
