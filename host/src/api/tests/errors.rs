@@ -51,15 +51,16 @@ fn every_protocol_error_has_a_status() {
     ];
     for (error, status, code) in cases {
         let api = ApiError::from(error);
+        let (answered_status, answered_code) = api.status_and_code();
         assert_eq!(
-            api.status_and_code(),
+            (answered_status, answered_code.as_str()),
             (StatusCode::from_u16(status).unwrap(), code)
         );
     }
     let unknown = ApiError::Runtime(RuntimeError::UnknownAssignor { name: "x".into() });
     assert_eq!(
         unknown.status_and_code(),
-        (StatusCode::BAD_REQUEST, "unknown_assignor")
+        (StatusCode::BAD_REQUEST, ErrorCode::UnknownAssignor)
     );
 }
 

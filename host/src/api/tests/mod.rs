@@ -29,7 +29,7 @@ use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use super::wire::{GroupConfigDoc, HeartbeatResponseBody};
+use super::wire::{ErrorCode, GroupConfigDoc, HeartbeatResponseBody};
 use super::{ApiError, app, openapi};
 use crate::plugins::{EngineConfig, Limits, PluginEngine};
 use crate::protocol::core::{Coordinator, MEMBERS_PER_GROUP_MAX, ProtocolError};
