@@ -1,0 +1,122 @@
+//! The name map dropped by a nameless join into a stable static group: slots
+//! re-keyed by member id, with their drain deadlines, lags and leases.
+
+use super::harness::*;
+use crate::protocol::core::HeartbeatResponse;
+use crate::protocol::group::{GroupConfig, Record, RemovalReason};
+
+/// A nameless join into a stable static group: it drops the name map.
+fn join_dropping_the_name_map(h: &mut Harness) -> HeartbeatResponse {
+    let mark = h.log.len();
+    let joined = h.join(None);
+    assert!(
+        h.records_since(mark)
+            .iter()
+            .any(|r| matches!(r, Record::NameMapDropped { .. }))
+    );
+    joined
+}
+
+#[test]
+fn a_nameless_join_into_a_stable_static_group_drops_the_name_map() {
+    let mut h = Harness::new(6);
+    let mut members = vec![h.join(Some("worker-a")), h.join(Some("worker-b"))];
+    h.at(1_000);
+    h.settle(&mut members);
+    members.push(join_dropping_the_name_map(&mut h));
+    let group = h.core.group(GROUP).unwrap();
+    assert!(group.dynamic_only);
+    assert!(group.members.values().all(|m| m.name.is_none()));
+    // The former static members carry on with their ids and tasks.
+    h.at(3_000);
+    h.settle(&mut members);
+    assert_eq!(all_active(&members), tasks(0..6));
+    // A named join now makes a dynamic member.
+    let late = h.join(Some("worker-c"));
+    let group = h.core.group(GROUP).unwrap();
+    assert!(group.members.contains_key(late.member_id.as_str()));
+}
+
+/// Static worker-a drains (nobody is warm on its tasks, so it keeps them)
+/// from t=1000 with the scale-down timeout given; worker-b warms them up,
+/// reporting lag 5000; at t=3000 a nameless join drops the name map, and
+/// both slots are re-keyed by member id. Returns the harness and a, b, and
+/// the newcomer, each as last answered.
+fn drain_then_drop_the_name_map(scale_down_ms: u64) -> (Harness, Vec<HeartbeatResponse>) {
+    let mut h = Harness::with_config(GroupConfig {
+        scale_down_timeout_ms: scale_down_ms,
+        ..learner_config(4, 10)
+    });
+    let mut members = vec![h.join(Some("worker-a")), h.join(Some("worker-b"))];
+    h.at(1_000);
+    h.settle(&mut members);
+    let out = h.core.drain(GROUP, "worker-a", h.now).unwrap();
+    h.absorb(out);
+    h.settle(&mut members);
+    assert!(members[0].draining && !members[0].active.is_empty());
+    members[1] = h.beat_with_lags(&members[1].clone(), lags_of(&members[1], 5_000));
+    h.advance(3_000, &mut members);
+    members.push(join_dropping_the_name_map(&mut h));
+    assert!(h.core.group(GROUP).unwrap().members[members[0].member_id.as_str()].draining);
+    (h, members)
+}
+
+/// The name map dropped while a member drains: its slot is re-keyed by
+/// member id, and its drain deadline, counted from when the drain began,
+/// moves with it (it used to start over at the next tick); so do the lags
+/// its peer reported.
+#[test]
+fn a_drain_keeps_its_deadline_when_the_name_map_is_dropped() {
+    let (mut h, mut members) = drain_then_drop_the_name_map(20_000);
+    let input = h.core.assignor_input(GROUP).unwrap();
+    assert!(
+        input.lags.iter().any(|(_, _, lag)| lag == 5_000),
+        "the assignor still sees worker-b's lags"
+    );
+    h.advance(20_000, &mut members);
+    let draining = members[0].member_id.clone();
+    assert!(h.is_member(&draining));
+    let mark = h.log.len();
+    h.at(21_000);
+    assert!(
+        h.records_since(mark).iter().any(|r| matches!(
+            r,
+            Record::MemberRemoved { reason: RemovalReason::DrainTimedOut, slot, .. }
+                if *slot == draining
+        )),
+        "removed on the deadline of the drain begun at t=1000"
+    );
+}
+
+/// The name map dropped, then the timeouts shortened: the drain deadline
+/// and the session have long passed under the new config, but the draining
+/// member, silent since its last answer, is removed only once the lease
+/// that answer gave it ends. Without the lease promise moving with the slot,
+/// the new slot's timers, started afresh, removed it within a second.
+#[test]
+fn a_lease_given_before_the_name_map_is_dropped_is_kept() {
+    let (mut h, mut members) = drain_then_drop_the_name_map(20_000);
+    let silent = members.remove(0);
+    let lease_end = 3_000 + silent.lease_ms;
+    let config = h.core.group(GROUP).unwrap().config.clone();
+    h.configure(GroupConfig {
+        heartbeat_interval_ms: 100,
+        session_timeout_ms: 600,
+        scale_down_timeout_ms: 500,
+        ..config
+    });
+    let mut removed_at = None;
+    for now in (3_100..=lease_end + 1_000).step_by(100) {
+        h.advance(now, &mut members);
+        if !h.is_member(&silent.member_id) {
+            removed_at = Some(now);
+            break;
+        }
+    }
+    let removed_at = removed_at.expect("removed once its lease ends");
+    assert!(
+        removed_at >= lease_end,
+        "removed at {removed_at}, but its lease runs until {lease_end}"
+    );
+    assert!(removed_at < lease_end + 100, "and not later");
+}
