@@ -46,8 +46,6 @@ const ALLOWED_CIRCLES: &[&[&str]] = &[
     &["protocol::group", "protocol::reconcile"],
     // A group's records and its state name each other's types.
     &["protocol::group::records", "protocol::group::state"],
-    // The simulator's heartbeats and their trace lines.
-    &["sim::world::heartbeat", "sim::world::trace"],
 ];
 
 /// One reference from code in `from` to the module `to`.

@@ -17,16 +17,16 @@ use crate::sim::check::{self, tasks_str};
 use crate::sim::member::Reach;
 
 /// A heartbeat on its way: who sends it, when, and what kind it is.
-pub(super) struct Sending {
-    pub(super) pid: usize,
-    pub(super) lane: usize,
-    pub(super) shard: usize,
-    pub(super) now: Millis,
+struct Sending {
+    pid: usize,
+    lane: usize,
+    shard: usize,
+    now: Millis,
     /// The process's label, for the trace.
-    pub(super) label: String,
+    label: String,
     /// Its first join (no member id yet).
-    pub(super) joining: bool,
-    pub(super) leaving: bool,
+    joining: bool,
+    leaving: bool,
 }
 
 /// A heartbeat a core handled (or, on one host, always): its result.
@@ -67,7 +67,16 @@ impl World {
         let lost =
             (!self.quiet && !leaving && self.rng.chance(self.lanes[lane].scenario.lost_response_p))
                 || (delivered.answer_cut && !leaving);
-        self.note(|_| describe_heartbeat(&sending, &request, &delivered.result, lost));
+        self.note(|_| {
+            describe_heartbeat(
+                &sending.label,
+                sending.joining,
+                sending.leaving,
+                &request,
+                &delivered.result,
+                lost,
+            )
+        });
         match delivered.result {
             Ok((response, out)) => {
                 if let Some((slot, before)) = &static_return {

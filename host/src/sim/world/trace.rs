@@ -6,7 +6,6 @@
 
 use assignd_guest_sdk::{Assignment, GroupInput};
 
-use super::heartbeat::Sending;
 use super::{Lane, World};
 use crate::protocol::core::{Heartbeat, HeartbeatResponse, Output, ProtocolError};
 use crate::protocol::group::{Group, GroupConfig, Record, TaskRef};
@@ -81,16 +80,19 @@ pub(super) fn describe_config(name: &str, config: &GroupConfig) -> String {
     )
 }
 
-/// A heartbeat, what came back and whether its answer was `lost`.
+/// Process `label`'s heartbeat (its first join, a leave or a heartbeat),
+/// what came back and whether its answer was `lost`.
 pub(super) fn describe_heartbeat(
-    sending: &Sending,
+    label: &str,
+    joining: bool,
+    leaving: bool,
     request: &Heartbeat,
     result: &Result<(HeartbeatResponse, Output), ProtocolError>,
     lost: bool,
 ) -> String {
-    let kind = if sending.leaving {
+    let kind = if leaving {
         "leave".to_owned()
-    } else if sending.joining {
+    } else if joining {
         format!(
             "join {:?} topics={:?}",
             request.member_id,
@@ -130,7 +132,7 @@ pub(super) fn describe_heartbeat(
         ),
         Err(e) => format!("error {}: {e}", e.code()),
     };
-    format!("{} {kind} -> {outcome}", sending.label)
+    format!("{label} {kind} -> {outcome}")
 }
 
 /// A record in one line for the trace.
