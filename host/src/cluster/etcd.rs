@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use etcdv3client::ErrKind;
 use etcdv3client::EtcdClient;
-use etcdv3client::pb::{self, compare, request_op};
+use etcdv3client::pb::{self, compare, request_op, response_op};
 
 /// How cluster mode reaches etcd.
 #[derive(Clone, Debug)]
@@ -459,6 +459,42 @@ impl Etcd {
         page: i64,
     ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, i64), StoreError> {
         self.range_at(from, to, page, 0).await
+    }
+
+    /// Every key under each of `prefixes`, read in one transaction: one
+    /// revision for all (returned), unpaged (each prefix holds a few
+    /// hundred small keys at most).
+    pub async fn prefixes_at_once(
+        &self,
+        prefixes: &[Vec<u8>],
+    ) -> Result<(Vec<Vec<(Vec<u8>, Vec<u8>)>>, i64), StoreError> {
+        let ranges = prefixes.iter().map(|prefix| pb::RequestOp {
+            request: Some(request_op::Request::RequestRange(pb::RangeRequest {
+                key: prefix.clone(),
+                range_end: prefix_end(prefix),
+                ..Default::default()
+            })),
+        });
+        let request = pb::TxnRequest {
+            compare: vec![],
+            success: ranges.collect(),
+            failure: vec![],
+        };
+        let answer = self.txn("reading ranges at one revision", request).await?;
+        let revision = answer.header.map_or(0, |h| h.revision);
+        let ranges = answer
+            .responses
+            .into_iter()
+            .map(|op| match op.response {
+                Some(response_op::Response::ResponseRange(range)) => range
+                    .kvs
+                    .into_iter()
+                    .map(|pair| (pair.key, pair.value))
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        Ok((ranges, revision))
     }
 
     /// [`Etcd::range`] at `revision` (0: the latest), so that two ranges

@@ -33,6 +33,7 @@ pub mod availability;
 pub mod directory;
 pub mod etcd;
 pub mod features;
+mod joining;
 pub mod keys;
 pub mod last_lease;
 pub mod local_etcd;

@@ -64,8 +64,10 @@ pub enum Output {
     /// Take a new lease of the TTL; answer with
     /// [`NodeMachine::handle_lease_granted`].
     GrantLease,
-    /// Register the node (`nodes/NAME`) under its lease; answer with
-    /// [`NodeMachine::handle_registered`].
+    /// Register the node (`nodes/NAME`) under the lease just granted;
+    /// answer with [`NodeMachine::handle_registered`]. Registered, the node
+    /// goes on under that lease; else it keeps the one it had (a node
+    /// that stepped down renews it, finds it gone and steps down again).
     Register,
     /// Renew the lease; answer with [`NodeMachine::handle_renewed`].
     RenewLease,
@@ -121,11 +123,9 @@ pub enum Renewal {
 pub enum Registration {
     Registered,
     /// A live registration (of this node's earlier lease, not yet ended)
-    /// holds the name: the next round tries again.
+    /// holds the name.
     NameTaken,
-    /// The store answered that the lease is gone: a new one is taken.
-    LeaseGone,
-    /// No answer (or an error): the next round tries again.
+    /// No answer (or an error).
     Failed,
 }
 
@@ -148,8 +148,10 @@ enum Awaiting {
     Grant {
         then_round: bool,
     },
+    /// A registration under the lease granted at `granted_ms`.
     Register {
         then_round: bool,
+        granted_ms: Millis,
     },
     Renewal {
         sent_ms: Millis,
@@ -164,7 +166,8 @@ pub struct NodeMachine {
     shard_count: u32,
     timing: Timing,
     /// When the lease ends unless renewed, by this node's clock; `None`:
-    /// the node has no lease.
+    /// the node has not joined yet. A node that stepped down keeps its old
+    /// lease's end until it registers under a new one.
     lease_ends_ms: Option<Millis>,
     registered: bool,
     /// Whether a renewal that fails past the lease's end steps down (only
@@ -252,7 +255,7 @@ impl NodeMachine {
         self.outputs.pop_front()
     }
 
-    /// Starts joining: takes a lease if the node has none, then registers.
+    /// Starts joining: takes a lease, then registers under it.
     pub fn join(&mut self, _now: Millis) {
         self.start_join(false);
     }
@@ -275,7 +278,9 @@ impl NodeMachine {
         }
         if self.next_round_ms <= now {
             self.next_round_ms = now + self.timing.placement_interval_ms();
-            if self.registered {
+            // A node that stepped down and could not join again places
+            // on: what it would claim under its old lease is refused.
+            if self.lease_ends_ms.is_some() {
                 self.start_placement();
             } else {
                 self.start_join(true);
@@ -284,13 +289,8 @@ impl NodeMachine {
     }
 
     fn start_join(&mut self, then_round: bool) {
-        if self.lease_ends_ms.is_none() {
-            self.awaiting = Some(Awaiting::Grant { then_round });
-            self.outputs.push_back(Output::GrantLease);
-        } else {
-            self.awaiting = Some(Awaiting::Register { then_round });
-            self.outputs.push_back(Output::Register);
-        }
+        self.awaiting = Some(Awaiting::Grant { then_round });
+        self.outputs.push_back(Output::GrantLease);
     }
 
     fn start_placement(&mut self) {
@@ -308,27 +308,31 @@ impl NodeMachine {
         if !granted {
             return;
         }
-        let ends = sent_ms + self.timing.lease_ttl_ms;
-        self.lease_ends_ms = Some(ends);
-        self.outputs.push_back(Output::ServeUntil(ends));
-        self.awaiting = Some(Awaiting::Register { then_round });
+        self.awaiting = Some(Awaiting::Register {
+            then_round,
+            granted_ms: sent_ms,
+        });
         self.outputs.push_back(Output::Register);
     }
 
     /// The outcome of [`Output::Register`].
     pub fn handle_registered(&mut self, registration: Registration) {
-        let Some(Awaiting::Register { then_round }) = self.awaiting.take() else {
+        let Some(Awaiting::Register {
+            then_round,
+            granted_ms,
+        }) = self.awaiting.take()
+        else {
             panic!("a registration the machine did not ask for");
         };
-        match registration {
-            Registration::Registered => {
-                self.registered = true;
-                if then_round {
-                    self.start_placement();
-                }
-            }
-            Registration::LeaseGone => self.lease_ends_ms = None,
-            Registration::NameTaken | Registration::Failed => {}
+        if registration != Registration::Registered {
+            return;
+        }
+        let ends = granted_ms + self.timing.lease_ttl_ms;
+        self.lease_ends_ms = Some(ends);
+        self.registered = true;
+        self.outputs.push_back(Output::ServeUntil(ends));
+        if then_round {
+            self.start_placement();
         }
     }
 
@@ -351,7 +355,6 @@ impl NodeMachine {
             Renewal::Failed if now < ends || !self.step_down_at_lease_end => return,
             Renewal::Failed => StepDownReason::LeaseEndedUnrenewed,
         };
-        self.lease_ends_ms = None;
         self.registered = false;
         self.outputs.push_back(Output::StepDown(why));
         self.start_join(false);

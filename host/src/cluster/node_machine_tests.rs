@@ -40,14 +40,15 @@ fn a_joining_node_takes_a_lease_registers_and_then_places() {
     machine.handle_timeout(0);
     assert_eq!(drain(&mut machine), [Output::GrantLease]);
     machine.handle_lease_granted(0, true);
-    assert_eq!(
-        drain(&mut machine),
-        [Output::ServeUntil(TTL_MS), Output::Register]
-    );
+    assert_eq!(drain(&mut machine), [Output::Register]);
     machine.handle_registered(Registration::Registered);
     assert_eq!(
         drain(&mut machine),
-        [Output::DropFailedShards, Output::ReadView]
+        [
+            Output::ServeUntil(TTL_MS),
+            Output::DropFailedShards,
+            Output::ReadView
+        ]
     );
     let view = PlacementInput {
         nodes: vec!["a".into()],
@@ -88,7 +89,7 @@ fn a_failed_renewal_retries_within_the_lease_and_steps_down_past_it() {
 }
 
 #[test]
-fn a_gone_lease_steps_down_and_a_taken_name_waits_for_the_next_round() {
+fn a_node_that_cannot_join_again_keeps_its_old_lease_and_steps_down_again() {
     let mut machine = joined(0);
     machine.handle_timeout(300);
     drain(&mut machine);
@@ -101,14 +102,32 @@ fn a_gone_lease_steps_down_and_a_taken_name_waits_for_the_next_round() {
         ]
     );
     machine.handle_lease_granted(300, true);
+    assert_eq!(drain(&mut machine), [Output::Register]);
+    machine.handle_registered(Registration::NameTaken);
+    assert_eq!(drain(&mut machine), []);
+    // Its rounds go on; its next renewal renews the old lease, finds it
+    // gone and steps down again.
+    machine.handle_timeout(300);
     assert_eq!(
         drain(&mut machine),
-        [Output::ServeUntil(300 + TTL_MS), Output::Register]
+        [Output::DropFailedShards, Output::ReadView]
     );
-    machine.handle_registered(Registration::NameTaken);
-    // The round due (first one at 0) registers again before it places.
-    machine.handle_timeout(300);
-    assert_eq!(drain(&mut machine), [Output::Register]);
+    machine.handle_view(None);
+    machine.handle_timeout(600);
+    assert_eq!(drain(&mut machine), [Output::RenewLease]);
+    machine.handle_renewed(600, Renewal::LeaseGone);
+    assert_eq!(
+        drain(&mut machine),
+        [
+            Output::StepDown(StepDownReason::LeaseGone),
+            Output::GrantLease
+        ]
+    );
+    machine.handle_lease_granted(600, true);
+    drain(&mut machine);
+    machine.handle_registered(Registration::Registered);
+    assert_eq!(drain(&mut machine), [Output::ServeUntil(600 + TTL_MS)]);
+    assert!(machine.registered());
 }
 
 #[test]

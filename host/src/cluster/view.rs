@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::etcd::{Etcd, StoreError, prefix_end};
+use super::etcd::{Etcd, StoreError};
 use super::keys;
 use crate::protocol::shard::ShardId;
 
@@ -20,17 +20,15 @@ pub struct ClusterView {
 }
 
 impl ClusterView {
-    /// Reads the live nodes and the shards' owners, at one revision.
+    /// Reads the live nodes and the shards' owners in one transaction:
+    /// one snapshot, so every node that reads this revision plans from
+    /// the same view.
     pub async fn read(etcd: &Etcd) -> Result<ClusterView, StoreError> {
-        let nodes_prefix = etcd.key(keys::NODES);
-        let (nodes, revision) = etcd
-            .range(&nodes_prefix, &prefix_end(&nodes_prefix), 256)
-            .await?;
-        // At the revision of the nodes: one snapshot of the cluster.
-        let owners_prefix = etcd.key(keys::OWNERS);
-        let (owners, _) = etcd
-            .range_at(&owners_prefix, &prefix_end(&owners_prefix), 1024, revision)
-            .await?;
+        let prefixes = [etcd.key(keys::NODES), etcd.key(keys::OWNERS)];
+        let (ranges, revision) = etcd.prefixes_at_once(&prefixes).await?;
+        let [nodes, owners]: [_; 2] = ranges.try_into().map_err(|_| {
+            StoreError::Corrupt("a transaction of two ranges answered otherwise".into())
+        })?;
         Ok(ClusterView::from_pairs(nodes, owners, revision))
     }
 

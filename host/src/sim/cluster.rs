@@ -6,19 +6,19 @@
 //! node per shard).
 //!
 //! It owns the nodes (each with its lease, registration, directory and the
-//! cores of the shards it serves), the store, and the layout of keys
-//! (host/src/cluster/store.rs's: `owners/NNNN` put under the owner's lease
-//! is the claim every write of the shard is guarded by; `shards/NNNN/log/I`
-//! holds one persisted batch of framed records; `nodes/NAME` is a node's
-//! registration). A node acts as host/src/cluster/node.rs does: it renews
-//! its lease every TTL/3 and serves only until the lease's end counted
-//! from before the renewal was sent; it steps down (drops every shard)
-//! when a renewal says the lease is gone, or fails past that end; every
-//! placement round it drops the shards whose last write did not land,
-//! reads the live nodes and owners at one revision, computes the real
-//! [`placement::plan`], releases the shards the plan takes from it and
-//! claims and replays the free ones it gives it. Each core it loads gets
-//! the unreached grace before its restart (two node lease TTLs, as
+//! cores of the shards it serves) and the store, whose keys are the
+//! cluster's ([`crate::cluster::keys`]: `owners/NNNN` put under the
+//! owner's lease is the claim every write of the shard is guarded by;
+//! `shards/NNNN/log/I` holds one persisted batch of framed records;
+//! `nodes/NAME` is a node's registration). Each node runs the real node's decisions,
+//! [`NodeMachine`] (host/src/cluster/node_machine.rs, which node.rs runs
+//! over etcd): this layer performs its outputs over the lease store
+//! (`cluster_node.rs`) and feeds their outcomes back, so the simulator
+//! checks the node's own renewals, step-downs and placement rounds. Its
+//! faults reach the machine as inputs: a crash or a leave starts a fresh
+//! machine, a pause moves its timers, a partition or a lost answer is the
+//! outcome of a request. Each core a node loads gets the unreached grace
+//! before its restart (two node lease TTLs, as
 //! `serve` sets it): its answers carry the longer `unreached_lease_ms`,
 //! and the leases a takeover assumes include the grace. Whether a request
 //! reaches the store (partitions) and whether its answer gets back (the
@@ -31,17 +31,14 @@
 use std::collections::BTreeMap;
 
 use super::rng::Rng;
-use super::store::{Compare, KeyValue, LeaseId, LeaseStore, Op, Refused};
+use super::store::{Compare, KeyValue, LeaseId, LeaseStore, Op};
+use crate::cluster::keys;
+use crate::cluster::node_machine::{NodeMachine, Timing};
 use crate::cluster::store::decode_batch;
-use crate::cluster::{keys, placement};
 use crate::log::frame;
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::{Millis, Record};
 use crate::protocol::shard::ShardId;
-
-/// The longest time between two placement rounds, as
-/// [`crate::cluster::node::PLACEMENT_INTERVAL_MAX`] (in ms).
-const PLACEMENT_INTERVAL_MS_MAX: u64 = 500;
 
 /// The lease TTLs a schedule draws from (ms): short, so that takeovers
 /// happen within a schedule's virtual seconds.
@@ -208,37 +205,40 @@ pub struct SimNode {
     /// The end of the lease by this node's clock: counted from before the
     /// grant or the last renewal was sent.
     pub serve_until_ms: Millis,
+    /// A lease granted, until it registers under it.
+    granted: Option<LeaseId>,
     registration: Option<Claim>,
     pub served: BTreeMap<usize, Served>,
     /// Each shard's owner as its last placement round read.
     directory: BTreeMap<usize, String>,
     /// Its requests do not reach the store before then.
     partitioned_until_ms: Millis,
-    next_renew_ms: Millis,
-    next_round_ms: Millis,
+    /// Its decisions, and when it next acts by itself.
+    machine: NodeMachine,
 }
 
 impl SimNode {
-    fn new(name: String) -> Self {
+    fn new(name: String, machine: NodeMachine) -> Self {
         SimNode {
             name,
+            machine,
             state: NodeState::Up,
             lease: None,
             serve_until_ms: 0,
+            granted: None,
             registration: None,
             served: BTreeMap::new(),
             directory: BTreeMap::new(),
             partitioned_until_ms: 0,
-            next_renew_ms: 0,
-            next_round_ms: 0,
         }
     }
 
-    /// Forgets everything but its name (a crash, or the end of a leave).
-    fn forget(&mut self) {
+    /// Forgets everything but its name (a crash, or the end of a leave):
+    /// it starts again with `machine`, a fresh one.
+    fn forget(&mut self, machine: NodeMachine) {
         *self = SimNode {
             state: self.state,
-            ..SimNode::new(std::mem::take(&mut self.name))
+            ..SimNode::new(std::mem::take(&mut self.name), machine)
         };
     }
 
@@ -315,7 +315,13 @@ impl Cluster {
         let shard_count = shard_seeds.len();
         Cluster {
             store: LeaseStore::new(),
-            nodes: (0..count).map(|i| SimNode::new(format!("n{i}"))).collect(),
+            nodes: (0..count)
+                .map(|i| {
+                    let name = format!("n{i}");
+                    let machine = fresh_machine(&name, shard_count as u32, ttl_ms, options.fault);
+                    SimNode::new(name, machine)
+                })
+                .collect(),
             ttl_ms,
             unreached_grace_ms: UNREACHED_GRACE_TTLS * ttl_ms,
             shard_count: shard_count as u32,
@@ -344,12 +350,20 @@ impl Cluster {
         )
     }
 
-    fn renew_interval_ms(&self) -> u64 {
-        self.ttl_ms / 3
+    fn timing(&self) -> Timing {
+        Timing {
+            lease_ttl_ms: self.ttl_ms,
+        }
     }
 
-    fn round_interval_ms(&self) -> u64 {
-        self.renew_interval_ms().min(PLACEMENT_INTERVAL_MS_MAX)
+    /// A fresh machine for `node` (a start after a crash or a leave).
+    fn fresh_machine(&self, node: usize) -> NodeMachine {
+        fresh_machine(
+            &self.nodes[node].name,
+            self.shard_count,
+            self.ttl_ms,
+            self.fault,
+        )
     }
 
     fn note(&mut self, line: impl FnOnce() -> String) {
@@ -367,15 +381,20 @@ impl Cluster {
     /// shard is served.
     pub fn boot(&mut self, now: Millis) -> Vec<Loaded> {
         for node in 0..self.nodes.len() {
-            self.join(node, now);
+            self.nodes[node].machine.join(now);
+            self.drive(node, now);
         }
+        let renew_interval_ms = self.timing().renew_interval_ms();
         let mut loaded = Vec::new();
         for node in 0..self.nodes.len() {
-            loaded.extend(self.round(node, now));
-            let stagger = self.rng.below(self.round_interval_ms());
-            let n = &mut self.nodes[node];
-            n.next_renew_ms = now + self.ttl_ms / 3;
-            n.next_round_ms = now + stagger + 1;
+            self.nodes[node]
+                .machine
+                .set_timers(now + renew_interval_ms, now);
+            loaded.extend(self.drive(node, now));
+            let stagger = self.rng.below(self.timing().placement_interval_ms());
+            self.nodes[node]
+                .machine
+                .set_timers(now + renew_interval_ms, now + stagger + 1);
         }
         loaded
     }
@@ -397,309 +416,6 @@ impl Cluster {
             return Reply::Lost(answer);
         }
         Reply::Answered(answer)
-    }
-
-    /// Takes a lease (if it has none) and registers under it. A
-    /// registration of its earlier lease still alive (it crashed, or
-    /// could not revoke it) holds the name: it tries again next round.
-    fn join(&mut self, node: usize, now: Millis) {
-        let ttl_ms = self.ttl_ms;
-        if self.nodes[node].lease.is_none() {
-            match self.request(node, now, |s| s.grant(ttl_ms, now)) {
-                Reply::Answered(lease) => {
-                    let n = &mut self.nodes[node];
-                    n.lease = Some(lease);
-                    n.serve_until_ms = now + ttl_ms;
-                }
-                _ => {
-                    self.note(|| format!("n{node}: taking a lease failed"));
-                    return;
-                }
-            }
-        }
-        let lease = self.nodes[node].lease.expect("taken above");
-        let name = self.nodes[node].name.clone();
-        let key = keys::node(&name);
-        match self.claim(node, &key, name.as_bytes(), lease, now) {
-            Ok(Some(claim)) => {
-                self.note(|| format!("n{node}: joined under lease {lease}"));
-                self.nodes[node].registration = Some(claim);
-            }
-            Ok(None) => self.note(|| format!("n{node}: its name is still registered; joins later")),
-            Err(why) => {
-                self.note(|| format!("n{node}: registering failed: {why}"));
-                if why == "lease gone" {
-                    self.nodes[node].lease = None;
-                }
-            }
-        }
-    }
-
-    /// Claims `key` for `value` under `lease`, or claims it again if it is
-    /// held so already (a claim whose answer was lost): as
-    /// host/src/cluster's `claim` then `reclaim`.
-    fn claim(
-        &mut self,
-        node: usize,
-        key: &str,
-        value: &[u8],
-        lease: LeaseId,
-        now: Millis,
-    ) -> Result<Option<Claim>, String> {
-        let put = Op::Put {
-            key: key.to_owned(),
-            value: value.to_vec(),
-            lease,
-        };
-        let attempts = [
-            vec![Compare::Created {
-                key: key.to_owned(),
-                revision: 0,
-            }],
-            vec![
-                Compare::Value {
-                    key: key.to_owned(),
-                    value: value.to_vec(),
-                },
-                Compare::Lease {
-                    key: key.to_owned(),
-                    lease,
-                },
-            ],
-        ];
-        for compares in attempts {
-            let reply = self.request(node, now, |s| {
-                s.txn(&compares, std::slice::from_ref(&put), now)
-                    .map(|ok| ok.then(|| s.revision()))
-            });
-            match reply {
-                Reply::Answered(Ok(Some(revision))) => {
-                    return Ok(Some(Claim {
-                        key: key.to_owned(),
-                        revision,
-                    }));
-                }
-                Reply::Answered(Ok(None)) => {}
-                Reply::Answered(Err(Refused::LeaseNotFound(_))) => return Err("lease gone".into()),
-                Reply::Lost(_) => return Err("the answer was lost".into()),
-                Reply::Unreached => return Err("the store is unreachable".into()),
-            }
-        }
-        Ok(None)
-    }
-
-    /// Deletes `claim`'s key if the claim still holds.
-    fn release(&mut self, node: usize, claim: &Claim, now: Millis) {
-        let compares = [Compare::Modified {
-            key: claim.key.clone(),
-            revision: claim.revision,
-        }];
-        let ops = [Op::Delete {
-            key: claim.key.clone(),
-        }];
-        let _ = self.request(node, now, |s| s.txn(&compares, &ops, now));
-    }
-
-    /// Deletes `key` if it holds this node's name under its lease, as
-    /// host/src/cluster's `release_own`.
-    fn release_own(&mut self, node: usize, key: &str, now: Millis) {
-        let Some(lease) = self.nodes[node].lease else {
-            return;
-        };
-        let compares = [
-            Compare::Value {
-                key: key.to_owned(),
-                value: self.nodes[node].name.as_bytes().to_vec(),
-            },
-            Compare::Lease {
-                key: key.to_owned(),
-                lease,
-            },
-        ];
-        let ops = [Op::Delete {
-            key: key.to_owned(),
-        }];
-        let _ = self.request(node, now, |s| s.txn(&compares, &ops, now));
-    }
-
-    /// Renews the lease; steps down when it is gone, or when renewing
-    /// fails past its end by the node's clock.
-    fn renew(&mut self, node: usize, now: Millis) -> Vec<Loaded> {
-        self.nodes[node].next_renew_ms = now + self.renew_interval_ms();
-        let Some(lease) = self.nodes[node].lease else {
-            self.join(node, now);
-            return Vec::new();
-        };
-        match self.request(node, now, |s| s.keep_alive(lease, now)) {
-            Reply::Answered(ttl) if ttl > 0 => {
-                self.nodes[node].serve_until_ms = now + ttl;
-                Vec::new()
-            }
-            Reply::Answered(_) => self.step_down(node, now, "its lease has ended"),
-            _ if now < self.nodes[node].serve_until_ms || self.fault.is_some() => {
-                self.note(|| format!("n{node}: renewing failed; retrying"));
-                Vec::new()
-            }
-            _ => self.step_down(node, now, "its lease ended unrenewed"),
-        }
-    }
-
-    /// Drops every shard (their claims are void with the lease), revokes
-    /// the lease if the store answers, and joins again.
-    fn step_down(&mut self, node: usize, now: Millis, why: &str) -> Vec<Loaded> {
-        self.stats.step_downs += 1;
-        self.note(|| format!("n{node} steps down: {why}"));
-        let n = &mut self.nodes[node];
-        n.served.clear();
-        n.registration = None;
-        if let Some(lease) = n.lease.take() {
-            let _ = self.request(node, now, |s| s.revoke(lease, now));
-        }
-        self.join(node, now);
-        Vec::new()
-    }
-
-    /// One placement round of `node` (see the module's doc); returns the
-    /// shards it loaded.
-    fn round(&mut self, node: usize, now: Millis) -> Vec<Loaded> {
-        self.nodes[node].next_round_ms = now + self.round_interval_ms();
-        if self.nodes[node].registration.is_none() {
-            self.join(node, now);
-            if self.nodes[node].registration.is_none() {
-                return Vec::new();
-            }
-        }
-        let failed: Vec<usize> = self.nodes[node]
-            .served
-            .iter()
-            .filter(|(_, s)| s.failed)
-            .map(|(&shard, _)| shard)
-            .collect();
-        for shard in failed {
-            let served = self.nodes[node].served.remove(&shard).expect("listed");
-            self.note(|| format!("n{node}: shard {shard}'s last write did not land: drops it"));
-            self.release(node, &served.claim, now);
-        }
-        let view = self.request(node, now, |s| {
-            let (nodes, _revision) = s.range(keys::NODES, now);
-            let owners = s.peek_range(keys::OWNERS);
-            (nodes, owners)
-        });
-        let Reply::Answered((nodes, owners)) = view else {
-            self.note(|| format!("n{node}: placement cannot read the cluster"));
-            return Vec::new();
-        };
-        let names: Vec<String> = nodes
-            .iter()
-            .map(|(key, _)| keys::last_segment(key).to_owned())
-            .collect();
-        let owners: BTreeMap<u32, String> = owners
-            .iter()
-            .filter_map(|(key, kv)| {
-                let shard = keys::last_segment(key).parse().ok()?;
-                Some((shard, String::from_utf8_lossy(&kv.value).into_owned()))
-            })
-            .collect();
-        self.nodes[node].directory = owners
-            .iter()
-            .map(|(&shard, owner)| (shard as usize, owner.clone()))
-            .collect();
-        let plan = placement::plan(self.shard_count, &names, &owners);
-        let me = self.nodes[node].name.clone();
-        for (&shard, owner) in &owners {
-            if *owner != me || plan.get(&shard) == Some(&me) {
-                continue;
-            }
-            match self.nodes[node].served.remove(&(shard as usize)) {
-                Some(served) => {
-                    self.note(|| format!("n{node}: hands shard {shard} over"));
-                    self.release(node, &served.claim, now);
-                }
-                None => {
-                    // Its own claim of a shard it does not serve (the
-                    // claim's answer was lost): nobody else may take the
-                    // shard while it stands.
-                    self.note(|| format!("n{node}: releases its stale claim of shard {shard}"));
-                    self.release_own(node, &keys::owner(shard), now);
-                }
-            }
-        }
-        let mut loaded = Vec::new();
-        for (&shard, owner) in &plan {
-            let shard = shard as usize;
-            let claimable = owners.get(&(shard as u32)).is_none_or(|held| *held == me);
-            if *owner == me && claimable && !self.nodes[node].served.contains_key(&shard) {
-                match self.load(node, shard, now) {
-                    Ok(()) => {
-                        let previous = self.last_owner[shard].replace(node);
-                        if previous.is_some_and(|p| p != node) {
-                            self.stats.takeovers += 1;
-                        }
-                        loaded.push(Loaded {
-                            node,
-                            shard,
-                            previous,
-                        });
-                    }
-                    Err(why) => self.note(|| format!("n{node}: cannot take shard {shard}: {why}")),
-                }
-            }
-        }
-        loaded
-    }
-
-    /// Claims `shard`, reads its log and replays it into a fresh core.
-    fn load(&mut self, node: usize, shard: usize, now: Millis) -> Result<(), String> {
-        let lease = self.nodes[node].lease.ok_or("no lease")?;
-        let name = self.nodes[node].name.clone();
-        let claim = self
-            .claim(
-                node,
-                &keys::owner(shard as ShardId),
-                name.as_bytes(),
-                lease,
-                now,
-            )?
-            .ok_or("held by another node")?;
-        let prefix = keys::log_prefix(shard as ShardId);
-        let chunks = match self.request(node, now, |s| s.range(&prefix, now).0) {
-            Reply::Answered(chunks) => chunks,
-            _ => {
-                self.release(node, &claim, now);
-                return Err("reading its log failed".into());
-            }
-        };
-        let (records, next_index) = decode_log(shard, &chunks)?;
-        let mut core = Coordinator::new(self.shard_seeds[shard]);
-        for record in records {
-            core.check_replay(&record)
-                .map_err(|e| format!("a record of shard {shard} does not fit the log: {e}"))?;
-            core.apply_owned(record);
-        }
-        // As the runtime loads a shard: the grace first, so that the
-        // leases a restart assumes include it (members of the previous
-        // owner may count on it while nobody serves the shard).
-        core.set_unreached_grace_ms(self.unreached_grace_ms);
-        core.restarted(now);
-        let incarnation = self.next_incarnation;
-        self.next_incarnation += 1;
-        self.note(|| {
-            format!(
-                "n{node} loads shard {shard} (claim at revision {}, {next_index} batches)",
-                claim.revision
-            )
-        });
-        self.nodes[node].served.insert(
-            shard,
-            Served {
-                core,
-                claim,
-                next_index,
-                failed: false,
-                incarnation,
-            },
-        );
-        Ok(())
     }
 
     /// Writes `records` as the next batch of `shard`'s log, guarded by the
@@ -837,7 +553,7 @@ impl Cluster {
             .enumerate()
             .map(|(i, n)| {
                 let due = match n.state {
-                    NodeState::Up => n.next_renew_ms.min(n.next_round_ms),
+                    NodeState::Up => n.machine.poll_timeout(),
                     NodeState::Paused { until_ms } => until_ms,
                     NodeState::Down { restart_at_ms } => restart_at_ms,
                 };
@@ -848,36 +564,30 @@ impl Cluster {
 
     /// What `node` has due at `now`; returns the shards it loaded.
     pub fn on_event(&mut self, node: usize, now: Millis) -> Vec<Loaded> {
+        let timing = self.timing();
         match self.nodes[node].state {
             NodeState::Paused { .. } => {
                 // It resumes where it stopped: what comes first, a renewal,
                 // a round, a tick or a request, is up to the schedule.
-                let renew = self.rng.range(0, self.renew_interval_ms());
-                let round = self.rng.range(0, self.round_interval_ms());
+                let renew = self.rng.range(0, timing.renew_interval_ms());
+                let round = self.rng.range(0, timing.placement_interval_ms());
                 let n = &mut self.nodes[node];
                 n.state = NodeState::Up;
-                n.next_renew_ms = now + renew;
-                n.next_round_ms = now + round;
+                n.machine.set_timers(now + renew, now + round);
                 self.note(|| format!("n{node} resumes"));
                 Vec::new()
             }
             NodeState::Down { .. } => {
                 self.nodes[node].state = NodeState::Up;
                 self.note(|| format!("n{node} starts"));
-                self.join(node, now);
-                self.nodes[node].next_renew_ms = now + self.renew_interval_ms();
-                self.round(node, now)
+                self.nodes[node].machine.join(now);
+                self.drive(node, now);
+                self.nodes[node]
+                    .machine
+                    .set_timers(now + timing.renew_interval_ms(), now);
+                self.drive(node, now)
             }
-            NodeState::Up => {
-                let mut loaded = Vec::new();
-                if self.nodes[node].next_renew_ms <= now {
-                    loaded.extend(self.renew(node, now));
-                }
-                if self.nodes[node].next_round_ms <= now {
-                    loaded.extend(self.round(node, now));
-                }
-                loaded
-            }
+            NodeState::Up => self.drive(node, now),
         }
     }
 
@@ -922,7 +632,8 @@ impl Cluster {
     pub fn crash(&mut self, node: usize, restart_at_ms: Millis) {
         self.stats.node_crashes += 1;
         self.note(|| format!("n{node} crashes (starts again at {restart_at_ms})"));
-        self.nodes[node].forget();
+        let machine = self.fresh_machine(node);
+        self.nodes[node].forget(machine);
         self.nodes[node].state = NodeState::Down { restart_at_ms };
     }
 
@@ -958,7 +669,8 @@ impl Cluster {
         if let Some(lease) = self.nodes[node].lease.take() {
             let _ = self.request(node, now, |s| s.revoke(lease, now));
         }
-        self.nodes[node].forget();
+        let machine = self.fresh_machine(node);
+        self.nodes[node].forget(machine);
         self.nodes[node].state = NodeState::Down { restart_at_ms };
     }
 
@@ -1017,6 +729,24 @@ impl Cluster {
     }
 }
 
+/// A node's machine before it joins; a node broken to serve past its
+/// lease does not step down when its lease ends unrenewed.
+fn fresh_machine(
+    name: &str,
+    shard_count: u32,
+    ttl_ms: u64,
+    fault: Option<NodeFault>,
+) -> NodeMachine {
+    let timing = Timing {
+        lease_ttl_ms: ttl_ms,
+    };
+    let mut machine = NodeMachine::new(name.to_owned(), shard_count, timing);
+    if fault.is_some() {
+        machine.keep_serving_past_lease_end();
+    }
+    machine
+}
+
 /// The records of a shard's log chunks (in index order, each a whole
 /// batch), and the index after the last.
 fn decode_log(shard: usize, chunks: &[(String, KeyValue)]) -> Result<(Vec<Record>, u64), String> {
@@ -1038,3 +768,6 @@ fn decode_log(shard: usize, chunks: &[(String, KeyValue)]) -> Result<(Vec<Record
     }
     Ok((records, next_index))
 }
+
+#[path = "cluster_node.rs"]
+mod node;

@@ -567,7 +567,7 @@ fn a_node_that_ignores_fencing_is_caught() {
 /// A claim whose answer was lost stands in the store under its node's
 /// lease while the node does not serve the shard: once the plan gives the
 /// shard to another node, the claimant releases it and the other takes it
-/// (found by the simulator: shard 2 of seed 319 stayed unserved forever).
+/// (else the shard stays unserved for good).
 #[test]
 fn a_stale_claim_of_a_shard_not_served_is_released_to_the_plans_owner() {
     let mut cluster = two_node_cluster(None);
