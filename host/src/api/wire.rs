@@ -30,9 +30,7 @@ pub fn heartbeat_request(group: String, body: HeartbeatRequest) -> Heartbeat {
         topics: body.topics,
         rack: body.rack,
         capacity: body.capacity,
-        owned: body
-            .owned
-            .map(|tasks| tasks.into_iter().map(TaskRef::from).collect()),
+        owned: body.owned.map(|tasks| tasks.into_iter().collect()),
         lags: body.lags.map(|rows| {
             rows.into_iter()
                 .map(|LagRow(topic, partition, lag)| (TaskRef { topic, partition }, lag))
@@ -45,8 +43,7 @@ pub fn heartbeat_request(group: String, body: HeartbeatRequest) -> Heartbeat {
 /// The core's answer to a heartbeat as its body; `task_ranges`: the
 /// request asked for the task lists as ranges.
 pub fn heartbeat_response(response: HeartbeatResponse, task_ranges: bool) -> HeartbeatResponseBody {
-    let tasks =
-        |tasks: std::collections::BTreeSet<TaskRef>| tasks.into_iter().map(Into::into).collect();
+    let tasks = |tasks: std::collections::BTreeSet<TaskRef>| tasks.into_iter().collect();
     HeartbeatResponseBody {
         member_id: response.member_id,
         member_epoch: response.member_epoch,
