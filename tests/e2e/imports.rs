@@ -28,10 +28,6 @@ use crate::common::source_tree::{
 /// other). The test fails on any circle not listed here, and on an entry
 /// that is no longer a circle, so the list only shrinks and ends empty.
 const ALLOWED_CIRCLES: &[&[&str]] = &[
-    // The demo's run and its screen text share settings both ways.
-    &["loadgen::demo", "loadgen::demo_screen"],
-    // The loadgen's measurement builds the report, which reads its figures.
-    &["loadgen::measure", "loadgen::report"],
     // Reading a log and checking its chain use each other's types.
     &["log::chain", "log::read"],
     // Compiling reads the stack limit and lowers its thread's priority

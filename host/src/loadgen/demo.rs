@@ -11,12 +11,12 @@
 //! how long the group took to settle and what it cost. It ends after
 //! `--duration` seconds or at ctrl-c, with a summary.
 //!
-//! It owns the demo's settings, group config and the steps of its
-//! schedule; `demo_host` starts the host (the same runtime and router
-//! `assignd serve` runs), `demo_screen` writes what the demo shows.
+//! It owns the demo's group config, its introduction and the steps of
+//! its schedule; `demo_host` starts the host (the same runtime and router
+//! `assignd serve` runs), `demo_screen` writes what the demo shows as it
+//! runs.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
@@ -26,48 +26,31 @@ use serde_json::json;
 
 use super::churn::{self, ChurnEvent};
 use super::demo_host::{new_token, start_host};
-use super::demo_screen::{describe, intro, say, show};
+use super::demo_screen::{describe, say, show};
 use super::fleet::{self, Fleet, MemberSpec};
 use super::ledger::Window;
 use super::probe::{self, Admin, Settled};
+use super::settings::DemoSettings;
 use super::{LoadTestError, new_runtime};
 
 /// The demo group's name.
-pub(super) const GROUP: &str = "demo";
+const GROUP: &str = "demo";
 /// Workers at the start.
-pub(super) const WORKERS_START: u32 = 3;
+const WORKERS_START: u32 = 3;
 /// How long the group may take to settle at the start (the first call
 /// compiles the assignor if the cache is cold).
 const SETTLE_FIRST_S: u64 = 120;
 /// How long past the end the last event may take to settle.
 const LAST_SETTLE_GRACE: Duration = Duration::from_secs(15);
 /// The demo group's heartbeat interval.
-pub(super) const HEARTBEAT_INTERVAL_MS: u64 = 250;
+const HEARTBEAT_INTERVAL_MS: u64 = 250;
 /// How fast the simulated workers replay and process their changelogs.
-pub(super) const RATES: Rates = Rates {
+const RATES: Rates = Rates {
     replay_per_s: 1_500,
     process_per_s: 10,
 };
 /// Records in each changelog at the start.
-pub(super) const CHANGELOG_LEN: u64 = 3_000;
-
-/// What `assignd demo` runs: its command line's flags, by the same names.
-#[derive(Clone, Debug)]
-pub struct DemoSettings {
-    /// Address to listen on; if it is taken, a free port on the same host.
-    pub listen: String,
-    /// How long the schedule runs once the group first settled.
-    pub duration_s: u64,
-    /// Tasks in the demo group.
-    pub tasks: u32,
-    pub assignor: String,
-    pub learners: String,
-    /// The schedule, in [`churn::CHURN_GRAMMAR`] (default: fitted to
-    /// the duration).
-    pub churn: Option<String>,
-    /// Where compiled assignors are cached.
-    pub cache_dir: Option<PathBuf>,
-}
+const CHANGELOG_LEN: u64 = 3_000;
 
 /// The default schedule, fitted to `duration_s`.
 fn default_churn(duration_s: u64) -> String {
@@ -166,6 +149,33 @@ async fn run(settings: DemoSettings, churn: Vec<ChurnEvent>) -> Result<(), LoadT
     let _ = stop.send(());
     demo.summary(&ran, double_ownership, lease_lapses);
     Ok(())
+}
+
+/// The introduction: where the host is, its token, the group and the
+/// schedule.
+fn intro(base: &str, token: &str, settings: &DemoSettings, churn: &[ChurnEvent]) -> String {
+    let heartbeat_interval_ms = HEARTBEAT_INTERVAL_MS;
+    let changelog_len = CHANGELOG_LEN;
+    format!(
+        "assignd demo: a coordinator at {base} (in memory; it stops with the demo)\n\
+         admin token: {token}\n\
+         \x20 curl -H 'authorization: Bearer {token}' {base}/v1/groups/{GROUP}\n\
+         \x20 curl {base}/metrics\n\
+         group {GROUP:?}: {} tasks, assignor {}, learners {}, heartbeat every {heartbeat_interval_ms} ms, session timeout 3 s\n\
+         workers: simulated stateful tasks; a changelog of {changelog_len} records replayed at {} records/s \
+         (a cold worker warms a task in {:.0} s); a learner at lag <= 100 is caught up\n\
+         schedule from {WORKERS_START} workers, from when the group is first stable: {}\n",
+        settings.tasks,
+        settings.assignor,
+        settings.learners,
+        RATES.replay_per_s,
+        changelog_len as f64 / RATES.replay_per_s as f64,
+        churn
+            .iter()
+            .map(|e| e.spec.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
 }
 
 /// The demo group's config: short timers, learners warmed.

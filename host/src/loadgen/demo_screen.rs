@@ -1,5 +1,5 @@
-//! What `assignd demo` shows on stdout: the introduction, a line per
-//! churn event saying what it does, and every second the group's epoch and
+//! What `assignd demo` shows on stdout as it runs: a line per churn
+//! event saying what it does, and every second the group's epoch and
 //! state with each worker's active tasks, restores and learners. It reads
 //! the fleet and the group's view; it changes nothing.
 
@@ -9,44 +9,9 @@ use std::time::Instant;
 
 use assignd_client::Task;
 
-use super::churn::{ChurnEvent, ChurnKind};
-use super::demo::{
-    CHANGELOG_LEN, DemoSettings, GROUP, HEARTBEAT_INTERVAL_MS, RATES, WORKERS_START,
-};
+use super::churn::ChurnKind;
 use super::fleet::Fleet;
 use crate::api::wire::GroupView;
-
-/// The introduction: where the host is, its token, the group and the
-/// schedule.
-pub(super) fn intro(
-    base: &str,
-    token: &str,
-    settings: &DemoSettings,
-    churn: &[ChurnEvent],
-) -> String {
-    let heartbeat_interval_ms = HEARTBEAT_INTERVAL_MS;
-    let changelog_len = CHANGELOG_LEN;
-    format!(
-        "assignd demo: a coordinator at {base} (in memory; it stops with the demo)\n\
-         admin token: {token}\n\
-         \x20 curl -H 'authorization: Bearer {token}' {base}/v1/groups/{GROUP}\n\
-         \x20 curl {base}/metrics\n\
-         group {GROUP:?}: {} tasks, assignor {}, learners {}, heartbeat every {heartbeat_interval_ms} ms, session timeout 3 s\n\
-         workers: simulated stateful tasks; a changelog of {changelog_len} records replayed at {} records/s \
-         (a cold worker warms a task in {:.0} s); a learner at lag <= 100 is caught up\n\
-         schedule from {WORKERS_START} workers, from when the group is first stable: {}\n",
-        settings.tasks,
-        settings.assignor,
-        settings.learners,
-        RATES.replay_per_s,
-        changelog_len as f64 / RATES.replay_per_s as f64,
-        churn
-            .iter()
-            .map(|e| e.spec.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-    )
-}
 
 fn workers(n: u32) -> String {
     if n == 1 {

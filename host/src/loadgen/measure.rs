@@ -13,10 +13,9 @@
 //! was stable and settled again, tasks moved, and task-seconds without an
 //! active owner and with a restoring one; the report adds the timeline of
 //! those two counts over every group (what `assignd plot` draws). It owns
-//! the run's settings, the group config it creates and the steps of a
-//! run; `report` prints and writes the figures, the fleet does the rest.
+//! the group config it creates and the steps of a run; `report` prints
+//! and writes the figures, the fleet does the rest.
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -26,46 +25,13 @@ use serde_json::json;
 
 use super::churn::{self, ChurnEvent};
 use super::fleet::{self, Fleet, MemberSpec};
-use super::ledger::{Timeline, Window};
 use super::probe::{self, Admin, Settled};
-use super::report::Report;
+use super::report::{EventFigures, Measured, Report};
+use super::settings::LoadgenSettings;
 use super::{LoadTestError, new_runtime};
 
 /// How long every group may take to settle before measuring starts.
 const SETTLE_FIRST_S: u64 = 120;
-
-/// What `assignd loadgen` runs: its command line's flags, by the same names.
-#[derive(Clone, Debug)]
-pub struct LoadgenSettings {
-    /// The host's base URL; a cluster's nodes comma-separated.
-    pub host: String,
-    pub groups: u32,
-    /// Members per group at the start.
-    pub members: u32,
-    /// Tasks per group.
-    pub tasks: u32,
-    /// How long to measure after every group settled.
-    pub duration_s: f64,
-    /// The churn spec, in [`churn::CHURN_GRAMMAR`].
-    pub churn: Option<String>,
-    pub interval_ms: u64,
-    pub session_timeout_ms: Option<u64>,
-    pub expansion_timeout_ms: u64,
-    pub assignor: String,
-    pub params: Vec<(String, String)>,
-    pub learners: String,
-    pub acceptable_recovery_lag: u64,
-    pub max_learners: Option<u32>,
-    pub replay_rate: u64,
-    pub process_rate: u64,
-    pub changelog_len: u64,
-    /// Group name prefix.
-    pub prefix: String,
-    /// Where to write the figures as JSON.
-    pub report: Option<PathBuf>,
-    /// The host's admin token.
-    pub token: Option<String>,
-}
 
 /// Checks the settings, then runs the load test on a fresh Tokio runtime.
 pub fn loadgen(settings: LoadgenSettings) -> Result<(), LoadTestError> {
@@ -117,29 +83,6 @@ fn group_config(settings: &LoadgenSettings) -> serde_json::Value {
         "acceptable_recovery_lag": settings.acceptable_recovery_lag,
         "max_learners": settings.max_learners.unwrap_or(settings.tasks),
     })
-}
-
-/// The figures of one churn event over every group; the first is the
-/// baseline, before any event.
-pub(super) struct EventFigures {
-    pub event: Option<ChurnEvent>,
-    pub members_after: u32,
-    /// The ledger's window that starts at the event.
-    window: usize,
-    /// Probes every group from the event to the next (none for the
-    /// baseline).
-    probe: Option<tokio::task::JoinHandle<Vec<Settled>>>,
-    pub settled: Vec<Settled>,
-    pub windows: Vec<Window>,
-}
-
-/// What the measured part of a run saw.
-pub(super) struct Measured {
-    pub elapsed_s: f64,
-    pub figures: Vec<EventFigures>,
-    pub double_ownership: u64,
-    pub lease_lapses: u64,
-    pub timeline: Timeline,
 }
 
 /// The groups of a run, and the host's admin API that probes them.

@@ -16,6 +16,7 @@
 //! - [`demo`], with `demo_host` and `demo_screen`: `assignd demo`, a host
 //!   in process and a group scaled on a schedule, shown every second.
 //! - [`plot`]: `assignd plot`, loadgen reports' timelines on one SVG chart.
+//! - [`settings`]: what each command runs with, by its flags' names.
 //!
 //! The command line's flags are parsed in `cli`, which hands each command
 //! its settings; nothing here parses arguments or knows exit codes.
@@ -30,12 +31,14 @@ pub mod measure;
 pub mod plot;
 pub mod probe;
 mod report;
+pub mod settings;
 
 use std::sync::{Mutex, MutexGuard};
 
-pub use demo::{DemoSettings, demo};
-pub use measure::{LoadgenSettings, loadgen};
-pub use plot::{PlotSettings, plot};
+pub use demo::demo;
+pub use measure::loadgen;
+pub use plot::plot;
+pub use settings::{DemoSettings, LoadgenSettings, PlotSettings};
 
 /// Why a load-test command failed.
 #[derive(Debug)]

@@ -6,34 +6,13 @@
 //! It owns reading the reports and the chart; the report's fields are
 //! `report`'s.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use plotters::prelude::*;
 
 use super::LoadTestError;
 use super::ledger::Timeline;
-
-/// What `assignd plot` draws: its command line's arguments, by the same
-/// names.
-#[derive(Clone, Debug)]
-pub struct PlotSettings {
-    /// The loadgen reports to draw, one colour each.
-    pub reports: Vec<PathBuf>,
-    /// Where to write the chart.
-    pub out: PathBuf,
-    /// The churn event (1 = the first) whose time is 0 on the x axis.
-    pub event: u32,
-    /// Seconds drawn before the event.
-    pub before: f64,
-    /// Seconds drawn after the event (default: to the end of the longest
-    /// report).
-    pub after: Option<f64>,
-    /// The chart's title (default: the first report's event and shape).
-    pub title: Option<String>,
-    /// A legend label per report, in order (default: assignor and
-    /// learners from each report's config).
-    pub labels: Vec<String>,
-}
+use super::settings::PlotSettings;
 
 /// One run's step series, with times relative to its event.
 #[derive(Clone, Debug, PartialEq)]

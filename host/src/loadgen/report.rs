@@ -1,7 +1,7 @@
 //! The report of `assignd loadgen`: the summary line and one line per
 //! churn event on stdout, and the figures as JSON in `--report` (what
-//! `assignd plot` reads). It owns the report's lines and fields; the
-//! measured run gives it the figures.
+//! `assignd plot` reads). It owns the figures' shape, the report's lines
+//! and fields; the measured run fills in the figures.
 
 use std::sync::atomic::Ordering;
 
@@ -9,9 +9,33 @@ use serde_json::json;
 
 use super::churn::{ChurnEvent, ChurnKind};
 use super::fleet::Beats;
-use super::ledger::Window;
-use super::measure::{EventFigures, LoadgenSettings, Measured};
+use super::ledger::{Timeline, Window};
+use super::probe::Settled;
+use super::settings::LoadgenSettings;
 use super::{LoadTestError, out_line};
+
+/// The figures of one churn event over every group; the first is the
+/// baseline, before any event.
+pub(super) struct EventFigures {
+    pub event: Option<ChurnEvent>,
+    pub members_after: u32,
+    /// The ledger's window that starts at the event.
+    pub window: usize,
+    /// Probes every group from the event to the next (none for the
+    /// baseline).
+    pub probe: Option<tokio::task::JoinHandle<Vec<Settled>>>,
+    pub settled: Vec<Settled>,
+    pub windows: Vec<Window>,
+}
+
+/// What the measured part of a run saw.
+pub(super) struct Measured {
+    pub elapsed_s: f64,
+    pub figures: Vec<EventFigures>,
+    pub double_ownership: u64,
+    pub lease_lapses: u64,
+    pub timeline: Timeline,
+}
 
 /// A measured run with what it was asked to do.
 pub(super) struct Report<'a> {
