@@ -180,26 +180,8 @@ impl PluginEngine {
             Ok(Err(error)) => return Err(refused(error, limits.log_line_len_max)),
             Err(e) => return Err(classify(e, &store, limits, fuel)),
         };
-        let assignment = Assignment {
-            active_owner: answer.active_owner,
-            learners: TaskMembers {
-                task: answer.learners.task,
-                member: answer.learners.member,
-            },
-            standbys: TaskMembers {
-                task: answer.standbys.task,
-                member: answer.standbys.member,
-            },
-        };
-        let rows_max = rows_max_for(
-            input,
-            limits.output_rows_per_task_max,
-            limits.output_rows_max,
-        );
-        check_assignment(input, &assignment, rows_max).map_err(|e| match e {
-            InvalidAssignment::TooManyRows { .. } => PluginError::OutputTooLarge(e.to_string()),
-            other => PluginError::InvalidAssignment(other),
-        })?;
+        let assignment = from_wit(answer);
+        check_answer(input, &assignment, limits)?;
         let validated = Instant::now();
         // The host's work on the answer counts against the call's time:
         // an answer that is valid but took the host past the limit to
@@ -223,4 +205,36 @@ impl PluginEngine {
             logs_dropped: 0,
         })
     }
+}
+
+/// The guest's answer as the host's type.
+fn from_wit(answer: wit::Assignment) -> Assignment {
+    Assignment {
+        active_owner: answer.active_owner,
+        learners: TaskMembers {
+            task: answer.learners.task,
+            member: answer.learners.member,
+        },
+        standbys: TaskMembers {
+            task: answer.standbys.task,
+            member: answer.standbys.member,
+        },
+    }
+}
+
+/// Checks an answer against its input, within the limits' cap on rows.
+fn check_answer(
+    input: &GroupInput,
+    assignment: &Assignment,
+    limits: &Limits,
+) -> Result<(), PluginError> {
+    let rows_max = rows_max_for(
+        input,
+        limits.output_rows_per_task_max,
+        limits.output_rows_max,
+    );
+    check_assignment(input, assignment, rows_max).map_err(|e| match e {
+        InvalidAssignment::TooManyRows { .. } => PluginError::OutputTooLarge(e.to_string()),
+        other => PluginError::InvalidAssignment(other),
+    })
 }

@@ -100,44 +100,7 @@ impl Runtime {
             }
             Some(Resolved::Uploaded(id)) => id,
         };
-        let entry = {
-            // Every shard's lock at once (in shard order; nothing else takes
-            // two), so that no config can come to name the module between
-            // the check and the unlisting.
-            let states: Vec<MutexGuard<'_, Option<shard::Served>>> =
-                self.shards.iter().map(|shard| lock_shard(shard)).collect();
-            let mut bound = Vec::new();
-            for (shard, state) in self.shards.iter().zip(&states) {
-                let Some(served) = state.as_ref() else {
-                    return Err(RuntimeError::ShardNotServed {
-                        shard: shard.id,
-                        group: String::new(),
-                    });
-                };
-                bound.extend(
-                    served
-                        .core
-                        .groups()
-                        .filter(|g| {
-                            std::iter::once(&g.config.assignor)
-                                .chain(&g.config.fallback_assignor)
-                                .any(|name| {
-                                    registry.resolve(name) == Some(Resolved::Uploaded(id.clone()))
-                                })
-                        })
-                        .map(|g| g.name.clone()),
-                );
-            }
-            if !bound.is_empty() {
-                bound.sort();
-                return Err(RegistryError::InUse {
-                    id: id.clone(),
-                    groups: bound.join(", "),
-                }
-                .into());
-            }
-            registry.unlist(&id).expect("a resolved module is listed")
-        };
+        let entry = self.unlist_if_unbound(&registry, &id)?;
         // A config that stopped naming the module must be durable before
         // the module's files go.
         for shard in self.shards.iter() {
@@ -151,6 +114,46 @@ impl Runtime {
         }
         registry.remove_files(&id)?;
         Ok(entry)
+    }
+
+    /// Unlists the uploaded module `id` if no group of any shard names it
+    /// (as its assignor or its fallback). Every shard's lock is held at
+    /// once (in shard order; nothing else takes two), so that no config
+    /// can come to name the module between the check and the unlisting.
+    fn unlist_if_unbound(&self, registry: &Registry, id: &str) -> Result<Entry, RuntimeError> {
+        let states: Vec<MutexGuard<'_, Option<shard::Served>>> =
+            self.shards.iter().map(|shard| lock_shard(shard)).collect();
+        let mut bound = Vec::new();
+        for (shard, state) in self.shards.iter().zip(&states) {
+            let Some(served) = state.as_ref() else {
+                return Err(RuntimeError::ShardNotServed {
+                    shard: shard.id,
+                    group: String::new(),
+                });
+            };
+            bound.extend(
+                served
+                    .core
+                    .groups()
+                    .filter(|g| {
+                        std::iter::once(&g.config.assignor)
+                            .chain(&g.config.fallback_assignor)
+                            .any(|name| {
+                                registry.resolve(name) == Some(Resolved::Uploaded(id.to_owned()))
+                            })
+                    })
+                    .map(|g| g.name.clone()),
+            );
+        }
+        if !bound.is_empty() {
+            bound.sort();
+            return Err(RegistryError::InUse {
+                id: id.to_owned(),
+                groups: bound.join(", "),
+            }
+            .into());
+        }
+        Ok(registry.unlist(id).expect("a resolved module is listed"))
     }
 
     /// Cluster mode's delete: a module is the cluster's, and the groups
