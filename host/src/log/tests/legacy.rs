@@ -1,0 +1,237 @@
+//! Frames of format versions 1 to 3, framed here from the shapes those
+//! versions gave their records (`legacy.rs` spells them out field by
+//! field), still read: configs and bindings with no limits, fallback or
+//! member token; version 1 snapshots with an empty binding history;
+//! version 3 snapshots with no handover; every other record as it always
+//! was. The bytes real old writers wrote are pinned by `golden.rs`.
+
+use super::super::frame::{Decoded, FORMAT_VERSION, RecordType, decode};
+use super::super::legacy::{
+    BindingV2, BoundV2, ConfiguredV2, GroupConfigV2, GroupV1, GroupV2, GroupV3, SnapshotV1,
+    SnapshotV2, SnapshotV3,
+};
+use super::fixtures::*;
+use crate::protocol::group::{Binding, CallLimits, Group, GroupConfig, Record};
+
+/// [`config`] as versions 1 and 2 wrote it.
+fn old_config(today: &GroupConfig) -> GroupConfigV2 {
+    GroupConfigV2 {
+        topics: today.topics.clone(),
+        assignor: today.assignor.clone(),
+        params: today.params.clone(),
+        session_timeout_ms: today.session_timeout_ms,
+        registration_timeout_ms: today.registration_timeout_ms,
+        expansion_timeout_ms: today.expansion_timeout_ms,
+        heartbeat_interval_ms: today.heartbeat_interval_ms,
+        learners: today.learners,
+        acceptable_recovery_lag: today.acceptable_recovery_lag,
+        max_learners: today.max_learners,
+        probing_interval_ms: today.probing_interval_ms,
+        scale_down_timeout_ms: today.scale_down_timeout_ms,
+    }
+}
+
+/// `b` as version 2 wrote it.
+fn old_binding(b: &Binding) -> BindingV2 {
+    BindingV2 {
+        seq: b.seq,
+        assignor: b.assignor.clone(),
+        params: b.params.clone(),
+        epoch: b.epoch,
+        at_ms: b.at_ms,
+        rollback_to: b.rollback_to,
+    }
+}
+
+/// The state of [`every_record_type`]'s first snapshot: its config is
+/// [`config`], which every old version can hold.
+fn snapshot_state() -> Group {
+    let Record::GroupSnapshot { state, .. } = every_record_type().remove(9) else {
+        unreachable!()
+    };
+    assert_eq!(state.config, config());
+    *state
+}
+
+#[test]
+fn configs_of_versions_1_and_2_read_with_no_limits_fallback_or_token() {
+    let today = config();
+    for version in [1, 2] {
+        let configured = ConfiguredV2 {
+            variant: 0,
+            group: "g".into(),
+            config: old_config(&today),
+        };
+        let bytes = old_frame(
+            version,
+            RecordType::GroupConfigured,
+            &postcard::to_allocvec(&configured).unwrap(),
+        );
+        assert_eq!(
+            decoded(&bytes),
+            Record::GroupConfigured {
+                group: "g".into(),
+                config: today.clone(),
+            }
+        );
+    }
+}
+
+#[test]
+fn records_whose_payload_never_changed_read_as_today_in_versions_1_and_2() {
+    for version in [1, 2] {
+        let bumped = every_record_type().remove(4);
+        let bytes = old_frame(
+            version,
+            RecordType::GroupEpochBumped,
+            &postcard::to_allocvec(&bumped).unwrap(),
+        );
+        assert_eq!(decoded(&bytes), bumped);
+    }
+}
+
+#[test]
+fn a_version_1_snapshot_reads_with_an_empty_binding_history() {
+    let state = snapshot_state();
+    let v1 = SnapshotV1 {
+        variant: 9,
+        group: "g".into(),
+        state: GroupV1 {
+            name: state.name.clone(),
+            config: old_config(&state.config),
+            group_epoch: state.group_epoch,
+            target_epoch: state.target_epoch,
+            members: state.members.clone(),
+            target: (*state.target).clone(),
+            holdings: state.holdings.clone(),
+            fenced_member_ids: state.fenced_member_ids.clone(),
+            member_ids_issued: state.member_ids_issued,
+            dynamic_only: state.dynamic_only,
+            snapshot_epoch: state.snapshot_epoch,
+        },
+    };
+    let bytes = old_frame(
+        1,
+        RecordType::GroupSnapshot,
+        &postcard::to_allocvec(&v1).unwrap(),
+    );
+    let mut no_history = state;
+    no_history.bindings.clear();
+    assert_eq!(
+        decoded(&bytes),
+        Record::GroupSnapshot {
+            group: "g".into(),
+            state: Box::new(no_history),
+        }
+    );
+}
+
+#[test]
+fn a_version_2_snapshot_reads_with_its_config_and_bindings_widened() {
+    let state = snapshot_state();
+    let v2 = SnapshotV2 {
+        variant: 9,
+        group: "g".into(),
+        state: GroupV2 {
+            name: state.name.clone(),
+            config: old_config(&state.config),
+            group_epoch: state.group_epoch,
+            target_epoch: state.target_epoch,
+            members: state.members.clone(),
+            target: (*state.target).clone(),
+            holdings: state.holdings.clone(),
+            fenced_member_ids: state.fenced_member_ids.clone(),
+            member_ids_issued: state.member_ids_issued,
+            dynamic_only: state.dynamic_only,
+            snapshot_epoch: state.snapshot_epoch,
+            bindings: state.bindings.iter().map(old_binding).collect(),
+        },
+    };
+    let bytes = old_frame(
+        2,
+        RecordType::GroupSnapshot,
+        &postcard::to_allocvec(&v2).unwrap(),
+    );
+    assert_eq!(
+        decoded(&bytes),
+        Record::GroupSnapshot {
+            group: "g".into(),
+            state: Box::new(state),
+        }
+    );
+}
+
+#[test]
+fn a_version_3_snapshot_reads_with_no_handover() {
+    let state = snapshot_state();
+    let v3 = SnapshotV3 {
+        variant: 9,
+        group: "g".into(),
+        state: GroupV3 {
+            name: state.name.clone(),
+            config: state.config.clone(),
+            group_epoch: state.group_epoch,
+            target_epoch: state.target_epoch,
+            members: state.members.clone(),
+            target: (*state.target).clone(),
+            holdings: state.holdings.clone(),
+            fenced_member_ids: state.fenced_member_ids.clone(),
+            member_ids_issued: state.member_ids_issued,
+            dynamic_only: state.dynamic_only,
+            snapshot_epoch: state.snapshot_epoch,
+            bindings: state.bindings.clone(),
+        },
+    };
+    let bytes = old_frame(
+        3,
+        RecordType::GroupSnapshot,
+        &postcard::to_allocvec(&v3).unwrap(),
+    );
+    assert!(state.handovers.is_empty());
+    assert_eq!(
+        decoded(&bytes),
+        Record::GroupSnapshot {
+            group: "g".into(),
+            state: Box::new(state),
+        }
+    );
+}
+
+#[test]
+fn a_version_2_binding_reads_with_no_limits_or_fallback() {
+    let Record::AssignorBound { binding, .. } = every_record_type().remove(10) else {
+        unreachable!()
+    };
+    let bound = BoundV2 {
+        variant: 10,
+        group: "g".into(),
+        binding: old_binding(&binding),
+    };
+    let bytes = old_frame(
+        2,
+        RecordType::AssignorBound,
+        &postcard::to_allocvec(&bound).unwrap(),
+    );
+    assert_eq!(
+        decoded(&bytes),
+        Record::AssignorBound {
+            group: "g".into(),
+            binding: Binding {
+                limits: CallLimits::default(),
+                fallback: None,
+                ..binding
+            },
+        }
+    );
+}
+
+/// A version this build does not know is refused, not a guess.
+#[test]
+fn a_version_newer_than_this_build_is_refused() {
+    let bytes = old_frame(
+        FORMAT_VERSION + 1,
+        RecordType::GroupEpochBumped,
+        &postcard::to_allocvec(&every_record_type().remove(4)).unwrap(),
+    );
+    assert!(matches!(decode(&bytes), Decoded::Unreadable { .. }));
+}
