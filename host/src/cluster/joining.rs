@@ -4,6 +4,8 @@
 //! registering `nodes/NAME`. [`super::Node`] calls these; it owns the
 //! node's lease and registration once they are taken.
 
+use sha2::{Digest, Sha256};
+
 use super::etcd::{Claim, Etcd, StoreError};
 use super::keys;
 use super::last_lease::LastLease;
@@ -79,9 +81,34 @@ pub(super) fn record_lease(etcd: &Etcd, config: &NodeConfig, lease: i64) -> anyh
     })
 }
 
+/// Checks (or sets, for the cluster's first node) the cluster's shard
+/// count and admin token against this node's.
+pub(super) async fn check_cluster_settings(
+    etcd: &Etcd,
+    config: &NodeConfig,
+    admin_token: &str,
+) -> anyhow::Result<()> {
+    check_cluster_setting(
+        etcd,
+        keys::SHARD_COUNT,
+        config.shard_count.to_string().as_bytes(),
+        "shard count",
+    )
+    .await?;
+    let token_digest = hex(&Sha256::digest(admin_token.as_bytes()));
+    check_cluster_setting(
+        etcd,
+        keys::ADMIN_TOKEN_SHA256,
+        token_digest.as_bytes(),
+        "admin token",
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e:#}: every node of a cluster takes the same --admin-token"))
+}
+
 /// Sets the cluster setting `name` to `value` if the cluster has none yet,
 /// else checks that it is `value`.
-pub(super) async fn check_cluster_setting(
+async fn check_cluster_setting(
     etcd: &Etcd,
     name: &str,
     value: &[u8],
@@ -103,7 +130,7 @@ pub(super) async fn check_cluster_setting(
     }
 }
 
-pub(super) fn hex(bytes: &[u8]) -> String {
+fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

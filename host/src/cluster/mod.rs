@@ -17,6 +17,8 @@
 //!   runs the same machine;
 //! - `node`: a node at run time ([`Node`]: the shell that runs the machine
 //!   over etcd and the runtime, and leaves gracefully);
+//! - `joining`: what a node checks and takes before it runs (the cluster
+//!   settings, its last lease, its registration);
 //! - `view`: [`ClusterView`], the live nodes and the owners read at one
 //!   revision;
 //! - `availability`: whether etcd answers, from whichever of the node's

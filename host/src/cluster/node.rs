@@ -16,16 +16,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-
 use super::availability::{Availability, Call, Change};
 use super::directory::Directory;
 use super::etcd::{Claim, Etcd, StoreError};
 use super::features::Features;
 use super::joining::{
-    check_cluster_setting, hex, record_lease, register, take_over_last_lease, try_register,
+    check_cluster_settings, record_lease, register, take_over_last_lease, try_register,
 };
-use super::keys;
 use super::node_machine::{
     HANDOVER_POLL_INTERVAL_MS, NodeMachine, Output, PlacementInput, Registration, Renewal,
     StepDownReason, Timing,
@@ -110,24 +107,7 @@ impl Node {
         config: NodeConfig,
         admin_token: &str,
     ) -> anyhow::Result<(Self, Arc<EtcdStore>)> {
-        check_cluster_setting(
-            &etcd,
-            keys::SHARD_COUNT,
-            config.shard_count.to_string().as_bytes(),
-            "shard count",
-        )
-        .await?;
-        let token_digest = hex(&Sha256::digest(admin_token.as_bytes()));
-        check_cluster_setting(
-            &etcd,
-            keys::ADMIN_TOKEN_SHA256,
-            token_digest.as_bytes(),
-            "admin token",
-        )
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!("{e:#}: every node of a cluster takes the same --admin-token")
-        })?;
+        check_cluster_settings(&etcd, &config, admin_token).await?;
         take_over_last_lease(&etcd, &config).await?;
         // Counted from before the grant was sent: etcd starts the lease
         // later, never earlier.
