@@ -1,13 +1,13 @@
 //! The runtime: glues the sans-IO protocol core to time, persistence and
 //! the plugin engine. The host's groups are spread over a fixed number of
 //! shards (`crate::protocol::shard`); each served shard is one
-//! [`Coordinator`] behind its own `std::sync::Mutex` (core calls take
+//! [`Coordinator`](crate::protocol::core::Coordinator) behind its own `std::sync::Mutex` (core calls take
 //! microseconds; a lock is never held across an await, a persist or an
 //! assignor call, and never two at once but for a module's delete), with
 //! its own record queue and sink and its own timer task (`shard.rs`). The
 //! runtime reads the clock and passes the time into every core call, wakes
 //! each shard's timers at the core's earliest deadline, and handles every
-//! core [`Output`] the same way:
+//! core [`Output`](crate::protocol::core::Output) the same way:
 //!
 //! 1. its records are queued for the shard's [`RecordSink`] under the
 //!    shard's lock, so the sink sees them in apply order; the caller's
@@ -23,6 +23,16 @@
 //! the host's own lateness and are told to beat less often instead.
 //!
 //! It knows nothing of HTTP: the `api` module maps its results and errors.
+//!
+//! Where each part lives: this file holds the [`Runtime`] and its small
+//! accessors; `execute.rs` the request path every step takes
+//! ([`Runtime::heartbeat`], reads, and the locking helpers);
+//! `lifecycle.rs` starting the runtime and loading and unloading shards;
+//! `admin.rs` configure, bind, rollback and drain; `modules.rs` uploads,
+//! deletes and the cluster's [`SharedModules`]; `assignors.rs` the
+//! assignor calls; `timers.rs` each shard's timer task; `gauges.rs` and
+//! `observe.rs` the figures for `GET /metrics`; `error.rs` the
+//! [`RuntimeError`].
 
 mod admin;
 mod assignors;
