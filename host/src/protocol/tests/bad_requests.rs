@@ -1,7 +1,7 @@
 //! Bad requests: each kind of refused heartbeat or config changes nothing.
 
 use super::harness::*;
-use crate::protocol::core::{Heartbeat, JOIN_EPOCH};
+use crate::protocol::core::{Heartbeat, HeartbeatResponse, JOIN_EPOCH};
 use crate::protocol::group::TaskRef;
 
 #[test]
@@ -11,8 +11,41 @@ fn bad_requests_are_refused_and_change_nothing() {
     h.at(1_000);
     h.settle(&mut members);
     let before = h.core.group(GROUP).cloned();
-    let base = request_from(&members[0]);
-    let cases: Vec<(Heartbeat, &str)> = vec![
+    let cases = refused_heartbeats(&members[0]);
+    for (request, code) in cases {
+        let records_before = h.log.len();
+        let error = h.core.heartbeat(&request, 2_000).unwrap_err();
+        assert_eq!(error.code(), code, "{error}");
+        assert_eq!(h.log.len(), records_before);
+        assert_eq!(
+            h.core.group(GROUP).cloned(),
+            before,
+            "state untouched by {code}"
+        );
+    }
+}
+
+#[test]
+fn bad_configs_are_refused_and_change_nothing() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    let before = h.core.group(GROUP).cloned();
+    let mut bad = config(4);
+    bad.session_timeout_ms = 0;
+    assert!(h.core.configure(GROUP, bad, 2_000).is_err());
+    let mut bad = config(4);
+    bad.topics[0].partitions = 1_000_000_000;
+    assert!(h.core.configure(GROUP, bad, 2_000).is_err());
+    assert_eq!(h.core.group(GROUP).cloned(), before);
+}
+
+/// Heartbeats of `member` (settled in a group of 4 partitions) that are
+/// refused, each with the code it is refused with.
+fn refused_heartbeats(member: &HeartbeatResponse) -> Vec<(Heartbeat, &'static str)> {
+    let base = request_from(member);
+    vec![
         (
             Heartbeat {
                 group: "nope".into(),
@@ -29,7 +62,7 @@ fn bad_requests_are_refused_and_change_nothing() {
         ),
         (
             Heartbeat {
-                member_epoch: members[0].member_epoch as i64 + 5,
+                member_epoch: member.member_epoch as i64 + 5,
                 ..base.clone()
             },
             "stale_epoch",
@@ -80,23 +113,5 @@ fn bad_requests_are_refused_and_change_nothing() {
             },
             "invalid_request",
         ),
-    ];
-    for (request, code) in cases {
-        let records_before = h.log.len();
-        let error = h.core.heartbeat(&request, 2_000).unwrap_err();
-        assert_eq!(error.code(), code, "{error}");
-        assert_eq!(h.log.len(), records_before);
-        assert_eq!(
-            h.core.group(GROUP).cloned(),
-            before,
-            "state untouched by {code}"
-        );
-    }
-    let mut bad = config(4);
-    bad.session_timeout_ms = 0;
-    assert!(h.core.configure(GROUP, bad, 2_000).is_err());
-    let mut bad = config(4);
-    bad.topics[0].partitions = 1_000_000_000;
-    assert!(h.core.configure(GROUP, bad, 2_000).is_err());
-    assert_eq!(h.core.group(GROUP).cloned(), before);
+    ]
 }

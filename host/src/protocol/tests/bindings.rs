@@ -150,7 +150,23 @@ fn rollback_returns_to_the_previous_binding_and_twice_toggles() {
     );
     h.settle(&mut members);
     assert_eq!(all_active(&members), tasks(0..6));
-    // Bad input changes nothing.
+}
+
+/// A bind or rollback of an unknown group, and a binding with a bad
+/// name, too many params, bad limits or an empty fallback, are refused
+/// and change nothing.
+#[test]
+fn bad_bindings_are_refused_and_change_nothing() {
+    let mut h = Harness::new(6);
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let out = h
+        .core
+        .bind(GROUP, round_robin_with_limits(), h.now)
+        .unwrap();
+    h.absorb(out);
+    h.settle(&mut members);
     let log = h.log.len();
     let group = h.core.group(GROUP).unwrap().clone();
     assert!(matches!(

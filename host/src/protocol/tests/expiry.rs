@@ -3,8 +3,9 @@
 //! expire members for its own lateness.
 
 use super::harness::*;
+use super::records::{bumped, installed, removed};
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH};
-use crate::protocol::group::{Record, RemovalReason};
+use crate::protocol::group::{Record, RemovalReason, Slot};
 
 #[test]
 fn a_silent_dynamic_member_expires_and_a_slow_releaser_is_fenced() {
@@ -154,4 +155,34 @@ fn a_member_is_not_expired_for_the_time_the_host_itself_was_late() {
     let out = h.core.tick_loaded(h.now, HostLoad { late_ms: 1_000 });
     h.absorb(out);
     assert!(h.core.group(GROUP).unwrap().members.is_empty());
+}
+
+/// A dynamic member's leave removes it and bumps the group epoch, and, a
+/// departure being urgent, the next target is installed at once.
+#[test]
+fn a_leave_emits_exactly_the_removal_the_bump_and_the_next_target() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
+    let (leaving, staying) = (&members[0], &members[1]);
+    let mark = h.log.len();
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(leaving)
+    })
+    .unwrap();
+    let every_task = tasks(0..4);
+    assert_eq!(
+        h.records_since(mark),
+        [
+            removed(&Slot::dynamic(&leaving.member_id), RemovalReason::Left),
+            bumped(epoch + 1),
+            installed(
+                epoch + 1,
+                [(&Slot::dynamic(&staying.member_id), &every_task)]
+            ),
+        ]
+    );
 }

@@ -5,8 +5,10 @@
 use std::collections::BTreeSet;
 
 use super::harness::*;
+use super::records::{bumped, installed, joined, member, reconciled, snapshot};
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH, ProtocolError};
-use crate::protocol::group::{Record, TaskRef, TopicConfig};
+use crate::protocol::group::{Slot, TaskRef, TopicConfig};
+use crate::protocol::reconcile::MemberState;
 
 #[test]
 fn arrivals_are_batched_into_one_target_and_every_task_gets_one_owner() {
@@ -18,27 +20,22 @@ fn arrivals_are_batched_into_one_target_and_every_task_gets_one_owner() {
         all_active(&members).is_empty(),
         "no target before the expansion timeout"
     );
-    let calls_before = h
-        .log
-        .iter()
-        .filter(|r| matches!(r, Record::TargetInstalled { .. }))
-        .count();
+    let mark = h.log.len();
     h.at(1_000);
-    let installed: Vec<_> = h
-        .log
-        .iter()
-        .filter(|r| matches!(r, Record::TargetInstalled { .. }))
-        .collect();
-    assert_eq!(
-        installed.len() - calls_before,
-        1,
-        "three arrivals, one target"
-    );
+    let installed_at_the_timeout = h.records_since(mark).to_vec();
     h.settle(&mut members);
     assert_eq!(all_active(&members), tasks(0..12));
     for member in &members {
         assert_eq!(member.active.len(), 4);
     }
+    // Three arrivals, one target: the one their members now hold.
+    let epoch = h.core.group(GROUP).unwrap().target_epoch;
+    let slots: Vec<Slot> = members
+        .iter()
+        .map(|m| Slot::dynamic(&m.member_id))
+        .collect();
+    let target = slots.iter().zip(members.iter().map(|m| &m.active));
+    assert_eq!(installed_at_the_timeout, [installed(epoch, target)]);
 }
 
 #[test]
@@ -214,4 +211,60 @@ fn a_join_whose_chosen_id_was_removed_is_fenced_and_a_bad_id_refused() {
     }
     assert_eq!(h.records_since(mark), &[]);
     assert!(h.core.group(GROUP).unwrap().members.is_empty());
+}
+
+/// Each join records its member and bumps the group epoch; the batch's
+/// one target is installed when the expansion timeout has passed; each
+/// member's first beat records what it now holds, and the beat that leaves
+/// the group stable snapshots it too.
+#[test]
+fn joins_a_target_and_first_beats_emit_exactly_their_records() {
+    let mut h = Harness::new(4);
+    let configured = h.core.group(GROUP).unwrap().group_epoch;
+    let mark = h.log.len();
+    let a = h.join(None);
+    let a_slot = Slot::dynamic(&a.member_id);
+    assert_eq!(
+        h.records_since(mark),
+        [
+            joined(&a_slot, member(&a.member_id, None)),
+            bumped(configured + 1)
+        ]
+    );
+    let mark = h.log.len();
+    let w = h.join(Some("w"));
+    let w_slot = Slot::named("w");
+    assert_eq!(
+        h.records_since(mark),
+        [
+            joined(&w_slot, member(&w.member_id, Some("w"))),
+            bumped(configured + 2)
+        ]
+    );
+    let epoch = configured + 2;
+    let mark = h.log.len();
+    h.at(EXPANSION_MS);
+    let (a_tasks, w_tasks) = (tasks(0..2), tasks(2..4));
+    assert_eq!(
+        h.records_since(mark),
+        [installed(epoch, [(&a_slot, &a_tasks), (&w_slot, &w_tasks)])]
+    );
+    let mark = h.log.len();
+    h.beat(&a);
+    let stable = MemberState::Stable;
+    let none = BTreeSet::new();
+    assert_eq!(
+        h.records_since(mark),
+        [reconciled(
+            &a_slot,
+            stable,
+            (epoch, 0),
+            a_tasks,
+            none.clone()
+        )]
+    );
+    let mark = h.log.len();
+    h.beat(&w);
+    let w_reconciled = reconciled(&w_slot, stable, (epoch, 0), w_tasks, none);
+    assert_eq!(h.records_since(mark), [w_reconciled, snapshot(&h)]);
 }

@@ -14,5 +14,6 @@ mod joins;
 mod learners;
 mod leases;
 mod name_map;
+mod records;
 mod static_members;
 mod timer_table;

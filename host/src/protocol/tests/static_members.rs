@@ -5,8 +5,9 @@
 use std::collections::BTreeSet;
 
 use super::harness::*;
+use super::records::{away, joined, member};
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH, ProtocolError};
-use crate::protocol::group::{Record, RemovalReason, TaskRef};
+use crate::protocol::group::{Record, RemovalReason, Slot, TaskRef};
 
 #[test]
 fn a_static_member_restarting_in_time_gets_exactly_its_tasks_back() {
@@ -28,11 +29,11 @@ fn a_static_member_restarting_in_time_gets_exactly_its_tasks_back() {
         "a new incarnation"
     );
     assert_eq!(restarted.active, snapshot[0], "exactly its old tasks");
-    assert!(
-        !h.records_since(mark)
-            .iter()
-            .any(|r| matches!(r, Record::GroupEpochBumped { .. })),
-        "no rebalance"
+    // The slot's new incarnation, and no rebalance.
+    let new_incarnation = member(&restarted.member_id, Some("worker-a"));
+    assert_eq!(
+        h.records_since(mark),
+        [joined(&Slot::named("worker-a"), new_incarnation)]
     );
     // The old incarnation is told it was replaced; nobody else moved.
     let stale = h.send(request_from(&members[0]));
@@ -227,4 +228,21 @@ fn a_second_process_that_leaves_a_draining_slot_does_not_free_the_first_ones_tas
     h.at(h.now + EXPANSION_MS);
     h.settle(&mut other);
     assert!(other[0].active.is_superset(&old.active), "{:?}", other[0]);
+}
+
+/// A static member's leave only marks its slot away: nothing is removed
+/// and no new target is asked for.
+#[test]
+fn a_static_leave_emits_exactly_its_away_mark() {
+    let mut h = Harness::new(4);
+    let mut members = vec![h.join(Some("worker-a")), h.join(None)];
+    h.at(EXPANSION_MS);
+    h.settle(&mut members);
+    let mark = h.log.len();
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&members[0])
+    })
+    .unwrap();
+    assert_eq!(h.records_since(mark), [away(&Slot::named("worker-a"))]);
 }
