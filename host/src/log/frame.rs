@@ -200,6 +200,12 @@ pub fn decode_up_to(bytes: &[u8], read_max: u8) -> Decoded {
             frame_bytes,
         };
     }
+    record_of(body, frame_bytes)
+}
+
+/// The record a whole frame's `body` (version, type byte, payload; CRC
+/// and version already checked) holds, or why this build cannot read it.
+fn record_of(body: &[u8], frame_bytes: usize) -> Decoded {
     let Some(kind) = RecordType::from_byte(body[1]) else {
         return Decoded::Unreadable {
             reason: format!("unknown record type {}", body[1]),

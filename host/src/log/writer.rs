@@ -164,58 +164,12 @@ impl LogSink {
             Step::Retry(e) | Step::Fatal(e) => e,
         };
         let mut buffer = Vec::new();
-        let (file, number, segment_bytes, head) = match (head, last) {
-            (Some(head), Some((number, path, Some(_)))) => {
-                let bytes = std::fs::metadata(&path)
-                    .map_err(io_error(format!("reading {}", path.display())))?
-                    .len();
-                let (file, number, bytes) = if bytes > SEGMENT_HEADER_BYTES as u64 {
-                    // A new process, a new segment.
-                    let file = create_segment(
-                        dir,
-                        &dir_handle,
-                        number + 1,
-                        SegmentKind::Continuation,
-                        &[],
-                    )
-                    .map_err(fatal)?;
-                    (file, number + 1, SEGMENT_HEADER_BYTES as u64)
-                } else {
-                    (open_append(&path)?, number, bytes)
-                };
-                if head != number {
-                    write_head(dir, &dir_handle, number)?;
-                }
-                (file, number, bytes, number)
-            }
-            (_, last) => {
-                // A new log, or one of the format before segment headers:
-                // start it with a base segment of snapshots.
-                let number = last.map_or(0, |(n, _, _)| n + 1);
-                encode_snapshots(&shadow, &mut buffer);
-                let file = create_segment(dir, &dir_handle, number, SegmentKind::Base, &buffer)
-                    .map_err(fatal)?;
-                write_head(dir, &dir_handle, number)?;
-                let bytes = (SEGMENT_HEADER_BYTES + buffer.len()) as u64;
-                (file, number, bytes, number)
-            }
-        };
-        // Segments before the last base are superseded by its snapshots:
-        // what an interrupted compaction (or the migration) left.
-        let mut base = number;
-        for (n, path) in segments.iter().rev() {
-            if *n <= number && read_header(path)?.is_some_and(|h| h.kind == SegmentKind::Base) {
-                base = *n;
-                break;
-            }
-        }
+        let (file, number, segment_bytes) =
+            start_segment(dir, &dir_handle, head, last, &shadow, &mut buffer)?;
+        let head = number;
+        let base = last_base_up_to(&segments, number)?;
         remove_before(dir, &dir_handle, base).map_err(fatal)?;
-        let mut log_bytes = 0;
-        for (_, path) in list_segments(dir, false)? {
-            log_bytes += std::fs::metadata(&path)
-                .map_err(io_error(format!("reading {}", path.display())))?
-                .len();
-        }
+        let log_bytes = log_bytes(dir)?;
         let stats = LogStats::default();
         stats.log_bytes.store(log_bytes, Ordering::Relaxed);
         stats.compacted_bytes.store(log_bytes, Ordering::Relaxed);
@@ -452,6 +406,79 @@ fn encode_snapshots(shadow: &Coordinator, out: &mut Vec<u8>) {
         };
         encode(&snapshot, out);
     }
+}
+
+/// The segment a process appends to, as it opens the log: a new
+/// continuation after a segment with records in a log with headers (a new
+/// process, a new segment), that segment if it holds only its header, or
+/// else (a new log, or one of the format before headers) a new base
+/// segment of `shadow`'s snapshots, framed in `buffer`. `HEAD` names it.
+/// Returns the file, its number and its size.
+fn start_segment(
+    dir: &Path,
+    dir_handle: &File,
+    head: Option<u64>,
+    last: Option<(u64, PathBuf, Option<SegmentHeader>)>,
+    shadow: &Coordinator,
+    buffer: &mut Vec<u8>,
+) -> Result<(File, u64, u64), LogError> {
+    let fatal = |step: Step| match step {
+        Step::Retry(e) | Step::Fatal(e) => e,
+    };
+    match (head, last) {
+        (Some(head), Some((number, path, Some(_)))) => {
+            let bytes = std::fs::metadata(&path)
+                .map_err(io_error(format!("reading {}", path.display())))?
+                .len();
+            let (file, number, bytes) = if bytes > SEGMENT_HEADER_BYTES as u64 {
+                // A new process, a new segment.
+                let file =
+                    create_segment(dir, dir_handle, number + 1, SegmentKind::Continuation, &[])
+                        .map_err(fatal)?;
+                (file, number + 1, SEGMENT_HEADER_BYTES as u64)
+            } else {
+                (open_append(&path)?, number, bytes)
+            };
+            if head != number {
+                write_head(dir, dir_handle, number)?;
+            }
+            Ok((file, number, bytes))
+        }
+        (_, last) => {
+            // A new log, or one of the format before segment headers:
+            // start it with a base segment of snapshots.
+            let number = last.map_or(0, |(n, _, _)| n + 1);
+            encode_snapshots(shadow, buffer);
+            let file = create_segment(dir, dir_handle, number, SegmentKind::Base, buffer)
+                .map_err(fatal)?;
+            write_head(dir, dir_handle, number)?;
+            let bytes = (SEGMENT_HEADER_BYTES + buffer.len()) as u64;
+            Ok((file, number, bytes))
+        }
+    }
+}
+
+/// The last base segment numbered `number` or lower (`number` itself if
+/// none is): segments before it are superseded by its snapshots, what an
+/// interrupted compaction (or the migration) left.
+fn last_base_up_to(segments: &[(u64, PathBuf)], number: u64) -> Result<u64, LogError> {
+    for (n, path) in segments.iter().rev() {
+        if *n <= number && read_header(path)?.is_some_and(|h| h.kind == SegmentKind::Base) {
+            return Ok(*n);
+        }
+    }
+    Ok(number)
+}
+
+/// The bytes of every segment in `dir`.
+fn log_bytes(dir: &Path) -> Result<u64, LogError> {
+    let mut log_bytes = 0;
+    for (_, path) in list_segments(dir, false)? {
+        log_bytes += std::fs::metadata(&path)
+            .map_err(io_error(format!("reading {}", path.display())))?
+            .len();
+    }
+    Ok(log_bytes)
 }
 
 /// Creates segment `number` holding its header and `frames`, whole or not

@@ -378,6 +378,28 @@ fn reconciled() -> MemberAssignment<TaskRef> {
     }
 }
 
+/// The group v0.1.0's second run snapshotted: `static:a` holding all
+/// four tasks at epoch 2.
+fn v4_snapshot_state(binding: &Binding, target: &BTreeMap<Slot, SlotTarget>) -> Group {
+    let mut holdings = Holdings::default();
+    holdings.set("static:a", reconciled());
+    Group {
+        name: "g".into(),
+        config: expected_config(2),
+        group_epoch: 2,
+        target_epoch: 2,
+        members: [(Slot::named("a"), expected_member())].into(),
+        target: target.clone().into(),
+        holdings,
+        fenced_member_ids: VecDeque::new(),
+        member_ids_issued: 1,
+        dynamic_only: false,
+        snapshot_epoch: 2,
+        bindings: [binding.clone()].into(),
+        handovers: Default::default(),
+    }
+}
+
 /// The records v0.1.0 wrote (see golden/README.md), in order: the first
 /// run's in segment 0, the second run's in segment 1.
 fn expected_v4_records() -> Vec<Record> {
@@ -396,23 +418,7 @@ fn expected_v4_records() -> Vec<Record> {
         },
     )]
     .into();
-    let mut holdings = Holdings::default();
-    holdings.set("static:a", reconciled());
-    let state = Group {
-        name: g(),
-        config: expected_config(2),
-        group_epoch: 2,
-        target_epoch: 2,
-        members: [(Slot::named("a"), expected_member())].into(),
-        target: target.clone().into(),
-        holdings,
-        fenced_member_ids: VecDeque::new(),
-        member_ids_issued: 1,
-        dynamic_only: false,
-        snapshot_epoch: 2,
-        bindings: [binding.clone()].into(),
-        handovers: Default::default(),
-    };
+    let state = v4_snapshot_state(&binding, &target);
     vec![
         Record::GroupConfigured {
             group: g(),
