@@ -245,7 +245,7 @@ async fn member_errors_map_to_their_status_and_change_nothing() {
     // Reporting a task the member was never given.
     let foreign: Vec<TaskRef> = (0..4)
         .map(|p| TaskRef::new("orders", p))
-        .filter(|t| !a.active.contains(&t.clone().into()))
+        .filter(|t| !a.active.contains(t))
         .take(1)
         .collect();
     let answer = f
