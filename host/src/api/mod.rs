@@ -16,6 +16,7 @@ mod error;
 mod groups;
 mod large_bodies;
 mod members;
+pub mod metric_families;
 mod metrics;
 mod preview;
 pub mod routing;

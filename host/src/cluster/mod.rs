@@ -39,6 +39,7 @@ mod joining;
 pub mod keys;
 pub mod last_lease;
 pub mod local_etcd;
+pub mod metric_families;
 pub mod modules;
 pub mod node;
 pub mod node_machine;

@@ -12,6 +12,7 @@
 mod chain;
 pub mod frame;
 mod legacy;
+pub mod metric_families;
 pub mod read;
 mod record_type;
 pub mod segment;

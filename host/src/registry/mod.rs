@@ -7,6 +7,8 @@
 //! `name@version`) and hands out the compiled module. It knows nothing of
 //! groups or HTTP: whether a module is bound is the runtime's question.
 
+pub mod metric_families;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
