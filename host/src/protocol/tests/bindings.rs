@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::harness::*;
+use super::records::bumped;
 use crate::protocol::core::{Coordinator, HeartbeatResponse, Output, ProtocolError};
 use crate::protocol::group::{BindingSpec, CallLimits, Record, TaskRef};
 
@@ -55,14 +56,17 @@ fn a_bind_computes_the_new_target_at_once_and_members_reach_it_cooperatively() {
         (group.group_epoch, group.target_epoch),
         (epoch + 1, epoch + 1)
     );
-    assert!(matches!(
-        h.records_since(mark),
-        [
-            Record::AssignorBound { .. },
-            Record::GroupEpochBumped { .. },
-            Record::TargetInstalled { .. }
-        ]
-    ));
+    let bound = Record::AssignorBound {
+        group: GROUP.into(),
+        binding: group.bindings.back().expect("a binding").clone(),
+    };
+    let installed = Record::TargetInstalled {
+        group: GROUP.into(),
+        epoch: epoch + 1,
+        target: group.target.clone(),
+    };
+    assert_eq!(h.records_since(mark), [bound, bumped(epoch + 1), installed]);
+    assert_eq!(group.bindings.back().unwrap().assignor, "range");
     // Cooperative: each member keeps what the new target still gives it,
     // no task is ever held twice, and the new layout is reached.
     let target = group.target.clone();

@@ -5,9 +5,10 @@
 use std::collections::BTreeSet;
 
 use super::harness::*;
-use super::records::{away, joined, member};
+use super::records::{away, bumped, installed, joined, member, reconciled, removed, snapshot};
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH, ProtocolError};
 use crate::protocol::group::{Record, RemovalReason, Slot, TaskRef};
+use crate::protocol::reconcile::MemberState;
 
 #[test]
 fn a_static_member_restarting_in_time_gets_exactly_its_tasks_back() {
@@ -79,11 +80,28 @@ fn a_static_member_that_leaves_keeps_its_slot_until_its_registration_timeout() {
             .members
             .contains_key("static:worker-a")
     );
+    let (epoch, mark) = (h.core.group(GROUP).unwrap().group_epoch, h.log.len());
     h.advance(20_000 + REGISTRATION_MS, &mut members[1..]);
-    let removed = h.log.iter().any(|r| {
-        matches!(r, Record::MemberRemoved { slot, reason: RemovalReason::Expired, .. } if slot == "static:worker-a")
-    });
-    assert!(removed);
+    // Expired, and, a departure being urgent, its tasks go to the other
+    // member at once, which takes them on its next beat.
+    let other = Slot::dynamic(&members[1].member_id);
+    let every_task = tasks(0..6);
+    assert_eq!(
+        h.records_since(mark),
+        [
+            removed(&Slot::named("worker-a"), RemovalReason::Expired),
+            bumped(epoch + 1),
+            installed(epoch + 1, [(&other, &every_task)]),
+            reconciled(
+                &other,
+                MemberState::Stable,
+                (epoch + 1, epoch),
+                every_task.clone(),
+                BTreeSet::new()
+            ),
+            snapshot(&h),
+        ]
+    );
     let mut rest = vec![members[1].clone()];
     h.advance(20_000 + REGISTRATION_MS + EXPANSION_MS, &mut rest);
     h.settle(&mut rest);
