@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use super::etcd::{Claim, Etcd, StoreError};
 use super::keys;
 use super::last_lease::LastLease;
-use super::node::NodeConfig;
+use super::node_config::NodeConfig;
 
 pub(super) async fn register(
     etcd: &Etcd,

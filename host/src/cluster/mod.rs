@@ -17,6 +17,7 @@
 //!   runs the same machine;
 //! - `node`: a node at run time ([`Node`]: the shell that runs the machine
 //!   over etcd and the runtime, and leaves gracefully);
+//! - `node_config`: [`NodeConfig`], a node's settings;
 //! - `joining`: what a node checks and takes before it runs (the cluster
 //!   settings, its last lease, its registration);
 //! - `view`: [`ClusterView`], the live nodes and the owners read at one
@@ -42,6 +43,7 @@ pub mod local_etcd;
 pub mod metric_families;
 pub mod modules;
 pub mod node;
+pub mod node_config;
 pub mod node_machine;
 pub mod placement;
 pub mod store;
@@ -50,7 +52,8 @@ pub mod view;
 pub use directory::{Directory, NodeAddress};
 pub use etcd::{Claim, Etcd, EtcdConfig, StoreError, Write};
 pub use modules::EtcdModules;
-pub use node::{Node, NodeConfig};
+pub use node::Node;
+pub use node_config::NodeConfig;
 pub use view::ClusterView;
 pub use store::{EtcdStore, ReadLog};
 

@@ -12,7 +12,6 @@
 //! without it, then unloads every shard, which releases it at once for
 //! the next owner, and revokes its lease.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,53 +22,16 @@ use super::features::Features;
 use super::joining::{
     check_cluster_settings, record_lease, register, take_over_last_lease, try_register,
 };
+use super::node_config::NodeConfig;
 use super::node_machine::{
     HANDOVER_POLL_INTERVAL_MS, NodeMachine, Output, PlacementInput, Registration, Renewal,
-    StepDownReason, Timing,
+    StepDownReason,
 };
 use super::store::{EtcdStore, owner_key};
 use super::view::ClusterView;
 use crate::protocol::group::Millis;
 use crate::protocol::shard::ShardId;
 use crate::runtime::Runtime;
-
-/// A cluster node's settings.
-#[derive(Clone, Debug)]
-pub struct NodeConfig {
-    /// The node's name, unique among live nodes.
-    pub name: String,
-    /// The URL other nodes and clients reach this node at.
-    pub advertise: String,
-    /// The node's lease: a node that stops renewing it loses its shards
-    /// this long after its last renewal.
-    pub lease_ttl: Duration,
-    /// The cluster's shard count (fixed when the cluster is created).
-    pub shard_count: u32,
-    /// How often etcd's history is compacted (by the live node of the
-    /// lowest name), up to the revision read one interval before.
-    pub compaction_interval: Duration,
-    /// The node's data dir, where it records each lease it takes
-    /// ([`super::last_lease::LastLease`]): restarted after a kill -9, it revokes the lease
-    /// its dead process left rather than wait for it to end.
-    pub data_dir: PathBuf,
-}
-
-impl NodeConfig {
-    /// The default lease TTL. etcd leases have whole seconds.
-    pub const LEASE_TTL_DEFAULT: Duration = Duration::from_secs(5);
-
-    /// The default compaction interval: Kubernetes' API server compacts
-    /// its etcd as often.
-    pub const COMPACTION_INTERVAL_DEFAULT: Duration = Duration::from_secs(300);
-
-    /// The node's intervals ([`Timing`]: renewals, placement rounds, the
-    /// handover wait), from its lease TTL.
-    pub fn timing(&self) -> Timing {
-        Timing {
-            lease_ttl_ms: self.lease_ttl.as_millis() as u64,
-        }
-    }
-}
 
 /// A node of a cluster.
 pub struct Node {
@@ -473,7 +435,7 @@ impl Node {
     }
 
     /// Leaves the cluster: deregisters, hands every shard over, revokes
-    /// the lease, then waits (at most [`Timing::handover_wait_ms`]) until
+    /// the lease, then waits (at most [`super::node_machine::Timing::handover_wait_ms`]) until
     /// every shard it served has a new owner, refreshing the directory
     /// meanwhile: the API, still up, redirects members to the successors
     /// rather than leave them to find one.
