@@ -26,8 +26,9 @@
 //! [`checks`] holds the invariant checks after each step, [`chaos`] the
 //! random events, [`settle`] the quiet phase, and [`trace`] the trace.
 //!
-//! Every draw from the generator happens in a fixed order: moving a draw
-//! changes every schedule after it (and the fingerprints the tests pin).
+//! Every draw from the generator happens in a fixed order: moving one
+//! changes every schedule from there on, and a seed no longer names the
+//! run it named.
 
 mod admin;
 mod assignor_calls;
