@@ -128,11 +128,16 @@ fn a_fallback_answers_for_a_failing_assignor_and_the_failure_still_shows() {
         answer,
         h.now,
     );
-    assert!(matches!(
-        &installed.records[..],
-        [Record::TargetInstalled { epoch, .. }] if *epoch == call.epoch
-    ));
+    let records = installed.records.clone();
     h.absorb(installed);
+    // Exactly the fallback's target, installed at the call's epoch.
+    let target = h.core.group(GROUP).unwrap().target.clone();
+    let expected = Record::TargetInstalled {
+        group: GROUP.into(),
+        epoch: call.epoch,
+        target,
+    };
+    assert_eq!(records, [expected]);
     let failures = h.core.liveness(GROUP).unwrap().failures.clone().unwrap();
     assert_eq!(
         (
@@ -228,12 +233,13 @@ fn an_assignor_call_whose_answer_never_comes_back_is_asked_again() {
         assign_natively(&call.assignor, &call.input),
         due + 1,
     );
-    assert!(
-        out.records
-            .iter()
-            .any(|r| matches!(r, Record::TargetInstalled { .. }))
-    );
     let group = core.group(GROUP).unwrap();
+    let expected = Record::TargetInstalled {
+        group: GROUP.into(),
+        epoch,
+        target: group.target.clone(),
+    };
+    assert_eq!(out.records, [expected]);
     assert_eq!(group.group_epoch, group.target_epoch);
     core.check_deadlines().unwrap();
 }

@@ -1,20 +1,35 @@
 //! The name map dropped by a nameless join into a stable static group: slots
 //! re-keyed by member id, with their drain deadlines, lags and leases.
 
-use super::harness::*;
-use crate::protocol::core::HeartbeatResponse;
-use crate::protocol::group::{GroupConfig, Record, RemovalReason};
+use std::collections::BTreeSet;
 
-/// A nameless join into a stable static group: it drops the name map.
+use super::harness::*;
+use super::records::{bumped, joined, member, reconciled};
+use crate::protocol::core::HeartbeatResponse;
+use crate::protocol::group::{GroupConfig, Record, RemovalReason, Slot};
+use crate::protocol::reconcile::MemberState;
+
+/// A nameless join into a stable static group: it drops the name map,
+/// then joins as any newcomer.
 fn join_dropping_the_name_map(h: &mut Harness) -> HeartbeatResponse {
-    let mark = h.log.len();
-    let joined = h.join(None);
-    assert!(
-        h.records_since(mark)
-            .iter()
-            .any(|r| matches!(r, Record::NameMapDropped { .. }))
+    let (epoch, mark) = (h.core.group(GROUP).unwrap().group_epoch, h.log.len());
+    let newcomer = h.join(None);
+    let slot = Slot::dynamic(&newcomer.member_id);
+    let none = BTreeSet::new();
+    let dropped = Record::NameMapDropped {
+        group: GROUP.into(),
+    };
+    assert_eq!(
+        h.records_since(mark),
+        [
+            dropped,
+            joined(&slot, member(&newcomer.member_id, None)),
+            bumped(epoch + 1),
+            // At the installed target's epoch, with nothing yet.
+            reconciled(&slot, MemberState::Stable, (epoch, 0), none.clone(), none),
+        ]
     );
-    joined
+    newcomer
 }
 
 #[test]
