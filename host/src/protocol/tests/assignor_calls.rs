@@ -196,11 +196,11 @@ fn a_failing_assignor_is_retried_with_backoff_capped() {
     assert_eq!(assignor_retry_ms(0, 5), 0);
 }
 
-/// Found by the simulator's cluster schedules (seed 795): an assignor
-/// call whose answer the runtime could not deliver (the shard was not
-/// served for a moment when it came back) left the group waiting for a
-/// target for ever. The core asks again once the answer is overdue
-/// (`ANSWER_WAIT_MIN_MS`, or twice the binding's time limit).
+/// An assignor call whose answer the runtime cannot deliver (the shard
+/// is not served for a moment when it comes back) must not leave the
+/// group waiting for a target for ever: the core asks again once the
+/// answer is overdue (`ANSWER_WAIT_MIN_MS`, or twice the binding's time
+/// limit).
 #[test]
 fn an_assignor_call_whose_answer_never_comes_back_is_asked_again() {
     use crate::protocol::group::ANSWER_WAIT_MIN_MS;

@@ -47,11 +47,10 @@ fn members_in_a_handoff_are_asked_to_beat_faster_until_it_is_done() {
     );
 }
 
-/// Seed 130176 of the simulator (timeouts changed at random): a
-/// registration timeout below the heartbeat interval made every static
-/// member expire between two heartbeats and rejoin, bumping the group for
-/// ever. Such a config is refused, like a session timeout at or below the
-/// interval.
+/// A registration timeout below the heartbeat interval would make every
+/// static member expire between two heartbeats and rejoin, bumping the
+/// group for ever: such a config is refused, like a session timeout at or
+/// below the interval.
 #[test]
 fn a_heartbeat_interval_must_be_below_both_timeouts_of_a_silent_member() {
     let mut h = Harness::new(2);

@@ -78,8 +78,8 @@ fn drain_then_drop_the_name_map(scale_down_ms: u64) -> (Harness, Vec<HeartbeatRe
 
 /// The name map dropped while a member drains: its slot is re-keyed by
 /// member id, and its drain deadline, counted from when the drain began,
-/// moves with it (it used to start over at the next tick); so do the lags
-/// its peer reported.
+/// moves with it rather than starting over at the next tick; so do the
+/// lags its peer reported.
 #[test]
 fn a_drain_keeps_its_deadline_when_the_name_map_is_dropped() {
     let (mut h, mut members) = drain_then_drop_the_name_map(20_000);
@@ -106,8 +106,8 @@ fn a_drain_keeps_its_deadline_when_the_name_map_is_dropped() {
 /// The name map dropped, then the timeouts shortened: the drain deadline
 /// and the session have long passed under the new config, but the draining
 /// member, silent since its last answer, is removed only once the lease
-/// that answer gave it ends. Without the lease promise moving with the slot,
-/// the new slot's timers, started afresh, removed it within a second.
+/// that answer gave it ends: the lease promise moves with the slot, so the
+/// new slot's timers, started afresh, do not remove it within a second.
 #[test]
 fn a_lease_given_before_the_name_map_is_dropped_is_kept() {
     let (mut h, mut members) = drain_then_drop_the_name_map(20_000);

@@ -186,17 +186,13 @@ fn a_static_member_that_left_is_back_with_its_tasks_at_once() {
     assert_eq!(back.active, old.active);
 }
 
-/// Found by the simulator (a cluster schedule of a draft of its unreached
-/// lease model, seed 1066 with the injected member fault
-/// `ExtendWhenUnsure`, which played no part in it: the old process there
-/// counted on its plain lease; 20,000 single-host seeds do not reach it).
 /// Two processes with one name in a draining slot: the second one joins
 /// while the first one's lease runs (a handover: the slot's tasks are
-/// withheld from it), then leaves. That leave used to remove the slot at
-/// once, its handover with it, and the next target gave the first
-/// process's tasks to another member while that process could still
-/// process them under its lease (invariant 1). Now the slot goes, as
-/// left, once that lease ends, and only then do its tasks move.
+/// withheld from it), then leaves. Removing the slot at once, its handover
+/// with it, would let the next target give the first process's tasks to
+/// another member while that process may still process them under its
+/// lease (invariant 1): the slot goes, as left, once that lease ends, and
+/// only then do its tasks move.
 #[test]
 fn a_second_process_that_leaves_a_draining_slot_does_not_free_the_first_ones_tasks() {
     let mut h = Harness::new(4);
