@@ -89,13 +89,16 @@ impl World {
             }
             let cluster = self.cluster.as_mut().expect("cluster mode");
             let Some(served) = cluster.serving_mut(node, shard, now) else {
-                match self.redirect(pid, node, shard) {
-                    Ok(owner) => {
-                        node = owner;
-                        continue;
-                    }
-                    Err(unanswered) => return Ok(unanswered),
-                }
+                let Some(owner) = self.redirect(pid, node, shard) else {
+                    return Ok(Routed::Unanswered {
+                        why: format!(
+                            "n{node} does not serve shard {shard} and knows no other owner (503 shard_unavailable)"
+                        ),
+                        reach: Reach::Unreached,
+                    });
+                };
+                node = owner;
+                continue;
             };
             let incarnation = served.incarnation;
             let result = served.core.heartbeat_loaded(request, now, load);
@@ -132,8 +135,9 @@ impl World {
     }
 
     /// Cluster mode: `node` does not serve `shard`: the owner its directory
-    /// names (`Ok`, now process `pid`'s hint), or a 503 when it knows none.
-    fn redirect(&mut self, pid: usize, node: usize, shard: usize) -> Result<usize, Routed> {
+    /// names (now process `pid`'s hint), or `None` (a 503) when it knows
+    /// none: the process tries the next node next.
+    fn redirect(&mut self, pid: usize, node: usize, shard: usize) -> Option<usize> {
         let cluster = self.cluster.as_mut().expect("cluster mode");
         let count = cluster.nodes.len();
         let directed = cluster.nodes[node]
@@ -141,16 +145,11 @@ impl World {
             .and_then(|owner| cluster.nodes.iter().position(|n| n.name == owner));
         let Some(owner) = directed else {
             self.node_hints.insert(pid, (node + 1) % count);
-            return Err(Routed::Unanswered {
-                why: format!(
-                    "n{node} does not serve shard {shard} and knows no other owner (503 shard_unavailable)"
-                ),
-                reach: Reach::Unreached,
-            });
+            return None;
         };
         cluster.stats.redirects += 1;
         self.node_hints.insert(pid, owner);
-        Ok(owner)
+        Some(owner)
     }
 
     /// Cluster mode: the core of load `incarnation` of `shard` on `node`
