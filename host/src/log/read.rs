@@ -173,11 +173,14 @@ fn scan_with(
     }
 }
 
+/// A damaged segment header: the segment's index and what is wrong.
+type BadHeader = (usize, Problem);
+
 /// Each segment's header (`None` for a segment without one, or with a
-/// damaged one), and the first damaged one: its index and what is wrong.
+/// damaged one), and the first damaged one.
 fn read_headers(
     all: &[(u64, PathBuf)],
-) -> Result<(Vec<Option<SegmentHeader>>, Option<(usize, Problem)>), LogError> {
+) -> Result<(Vec<Option<SegmentHeader>>, Option<BadHeader>), LogError> {
     let mut headers = Vec::with_capacity(all.len());
     let mut first_bad_header = None;
     for (index, (number, path)) in all.iter().enumerate() {
@@ -255,7 +258,7 @@ fn settle_head(
 /// and within the log (from the base `start` on).
 fn earliest_gap(
     gap: Option<Gap>,
-    first_bad_header: Option<(usize, Problem)>,
+    first_bad_header: Option<BadHeader>,
     start: usize,
 ) -> Option<Gap> {
     if let Some((index, problem)) = first_bad_header
