@@ -269,6 +269,14 @@ fn requests_refused_while_etcd_is_away_are_not_logged_as_errors() {
             (503, json!({"status": "storage_unavailable"}))
         );
     }
+    // The node's own calls (its renewal, its placement read) find etcd
+    // gone too, and it says so once: wait for that, so the line is in the
+    // log the assertion below reads.
+    let deadline = Instant::now() + WITHIN;
+    while server.metric("assignd_cluster_etcd_available") != Some(0.0) {
+        assert!(Instant::now() < deadline, "the node never saw etcd gone");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     drop(server);
 
     // An outage of etcd ends by itself: the node says so at WARN, and

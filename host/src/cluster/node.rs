@@ -232,7 +232,10 @@ impl Node {
         let node = self.config.name.as_str();
         match self.availability.observe(Instant::now(), call, outcome) {
             Change::None => return,
-            Change::WentSilent { call, why } => tracing::error!(
+            // An outage of etcd ends by itself (and is etcd's operator's to
+            // see); what needs a person is a lease that ended, logged as
+            // ERROR where it happens.
+            Change::WentSilent { call, why } => tracing::warn!(
                 node,
                 failed = call.name(),
                 error = why,
