@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::read::Problem;
+use super::problem::Problem;
 use super::segment::{SegmentHeader, SegmentKind, head_path, segment_path};
 
 /// Where the segments stop proving the log whole: the log is usable up to

@@ -3,9 +3,10 @@
 //! is in docs/log-format.md). It owns the file format ([`frame`], with the
 //! type byte in `record_type.rs` and the payloads of older format versions
 //! in `legacy.rs`), the segment files, their headers and `HEAD`
-//! ([`segment`]), the proof that no segment is missing (`chain.rs`),
-//! reading a data dir back with torn-tail recovery ([`read`]), and
-//! appending with group commit and compaction ([`writer`]). It knows
+//! ([`segment`]), the proof that no segment is missing (`chain.rs`), where
+//! a log stops being readable (`problem.rs`), reading a data dir back with
+//! torn-tail recovery ([`read`]), and appending with group commit and
+//! compaction ([`writer`]). It knows
 //! nothing of what records mean: replaying them is the core's `apply`,
 //! after the core's `check_replay` says each fits.
 
@@ -13,6 +14,7 @@ mod chain;
 pub mod frame;
 mod legacy;
 pub mod metric_families;
+mod problem;
 pub mod read;
 mod record_type;
 pub mod segment;

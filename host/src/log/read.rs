@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use super::chain::{Gap, chain};
 use super::frame::{Decoded, RecordType, decode};
+pub use super::problem::Problem;
 use super::segment::{
     LogError, SEGMENT_HEADER_BYTES, SegmentHeader, SegmentKind, head_path, io_error, list_segments,
     read_head, read_header, sync_dir, write_head,
@@ -65,16 +66,6 @@ pub struct SegmentInfo {
     pub kind: Option<SegmentKind>,
     pub valid_bytes: u64,
     pub records: u64,
-}
-
-/// Where a log stops being readable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub file: PathBuf,
-    pub offset: u64,
-    pub reason: String,
-    /// Bytes from `offset` to the end of that file (0 for a missing file).
-    pub bytes_after: u64,
 }
 
 /// How a scan treats what it finds.
