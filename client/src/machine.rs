@@ -28,14 +28,14 @@ pub type Millis = u64;
 /// The heartbeat interval used until the host names one.
 pub const INTERVAL_BEFORE_JOIN_MS: u64 = 1_000;
 /// The shortest interval followed, whatever the host says.
-pub const INTERVAL_MIN_MS: u64 = 10;
+pub const INTERVAL_MS_MIN: u64 = 10;
 /// The first retry delay after a failure; it doubles up to
-/// [`RETRY_BACKOFF_MAX_MS`], and never past the heartbeat interval.
-pub const RETRY_BACKOFF_MIN_MS: u64 = 50;
+/// [`RETRY_BACKOFF_MS_MAX`], and never past the heartbeat interval.
+pub const RETRY_BACKOFF_MS_MIN: u64 = 50;
 /// The longest retry delay (Kafka's `retry.backoff.max.ms` default): when a
 /// coordinator died, the member reaches the node that takes its shard over
 /// within a second of it serving, not a whole interval later.
-pub const RETRY_BACKOFF_MAX_MS: u64 = 1_000;
+pub const RETRY_BACKOFF_MS_MAX: u64 = 1_000;
 /// How many times a leave is sent when the host does not answer.
 pub const LEAVE_ATTEMPTS_MAX: u32 = 3;
 
@@ -287,12 +287,12 @@ pub struct Machine {
 }
 
 /// The wait before the attempt after `failures` failed requests in a row
-/// (from 1): exponential from [`RETRY_BACKOFF_MIN_MS`], at most
-/// [`RETRY_BACKOFF_MAX_MS`] and never longer than the heartbeat interval.
+/// (from 1): exponential from [`RETRY_BACKOFF_MS_MIN`], at most
+/// [`RETRY_BACKOFF_MS_MAX`] and never longer than the heartbeat interval.
 pub fn retry_backoff_ms(failures: u32, interval_ms: u64) -> u64 {
     let doubling = 1u64 << failures.saturating_sub(1).min(16);
-    (RETRY_BACKOFF_MIN_MS * doubling)
-        .min(RETRY_BACKOFF_MAX_MS)
+    (RETRY_BACKOFF_MS_MIN * doubling)
+        .min(RETRY_BACKOFF_MS_MAX)
         .min(interval_ms)
 }
 
@@ -435,7 +435,7 @@ impl Machine {
         let joined = self.member_id.is_empty();
         self.member_id = response.member_id.clone();
         self.epoch = response.member_epoch;
-        self.interval_ms = response.heartbeat_interval_ms.max(INTERVAL_MIN_MS);
+        self.interval_ms = response.heartbeat_interval_ms.max(INTERVAL_MS_MIN);
         let changes = self.tracker.on_response(response);
         if joined {
             self.events.push_back(MachineEvent::Joined {
@@ -782,7 +782,7 @@ impl Machine {
         } else if !failure.is_transient() || attempts >= LEAVE_ATTEMPTS_MAX {
             self.finish_leave(Some(failure.clone()), now);
         } else {
-            self.due = now + (RETRY_BACKOFF_MIN_MS << attempts);
+            self.due = now + (RETRY_BACKOFF_MS_MIN << attempts);
         }
     }
 
@@ -862,9 +862,9 @@ mod tests {
     fn the_retry_backoff_doubles_up_to_a_second_and_never_past_the_interval() {
         let backoffs: Vec<u64> = (1..=8).map(|f| retry_backoff_ms(f, 3_000)).collect();
         assert_eq!(backoffs, [50, 100, 200, 400, 800, 1000, 1000, 1000]);
-        assert_eq!(retry_backoff_ms(u32::MAX, 3_000), RETRY_BACKOFF_MAX_MS);
+        assert_eq!(retry_backoff_ms(u32::MAX, 3_000), RETRY_BACKOFF_MS_MAX);
         // A short interval still bounds it.
         assert_eq!(retry_backoff_ms(4, 300), 300);
-        assert_eq!(retry_backoff_ms(1, 300), RETRY_BACKOFF_MIN_MS);
+        assert_eq!(retry_backoff_ms(1, 300), RETRY_BACKOFF_MS_MIN);
     }
 }

@@ -33,7 +33,7 @@ use crate::config::MemberConfig;
 use crate::wire::{ErrorBody, HeartbeatRequest, HeartbeatResponse};
 
 /// The longest error body kept in a message.
-const ERROR_BODY_LEN_MAX: usize = 512;
+const ERROR_BODY_BYTES_MAX: usize = 512;
 
 /// The longest `Retry-After` the client takes from the host, in seconds.
 const RETRY_AFTER_S_MAX: u64 = 60;
@@ -335,7 +335,7 @@ impl Transport {
             Some(body) => body.error.message.clone(),
             None => {
                 let text = String::from_utf8_lossy(&body);
-                let mut cut = ERROR_BODY_LEN_MAX.min(text.len());
+                let mut cut = ERROR_BODY_BYTES_MAX.min(text.len());
                 while !text.is_char_boundary(cut) {
                     cut -= 1;
                 }

@@ -268,7 +268,7 @@ fn every_open_route_is_named_where_the_docs_list_them() {
 /// docs/architecture.md give is the registry's.
 #[test]
 fn the_documented_upload_cap_is_the_registrys() {
-    let mib = assignd::registry::MODULE_LEN_MAX_BYTES >> 20;
+    let mib = assignd::registry::MODULE_UPLOAD_BYTES_MAX >> 20;
     let data_dir = common::scratch("docs-upload-cap");
     let server = Server::start(&data_dir, &[]);
     let doc = openapi(&server);

@@ -112,11 +112,11 @@ fn paths(template: &str) -> Vec<String> {
 /// The largest body the route takes, so that one byte more is refused.
 fn body_len_max(path: &str) -> usize {
     if path.ends_with("/heartbeat") {
-        assignd_wire::HEARTBEAT_BODY_LEN_MAX_BYTES as usize
+        assignd_wire::HEARTBEAT_BODY_BYTES_MAX as usize
     } else if path.starts_with("/v1/assignors") {
-        assignd::registry::MODULE_LEN_MAX_BYTES
+        assignd::registry::MODULE_UPLOAD_BYTES_MAX
     } else {
-        assignd::api::BODY_LEN_MAX_BYTES
+        assignd::api::BODY_BYTES_MAX
     }
 }
 

@@ -277,7 +277,7 @@ fn an_upload_over_the_limit_is_refused_with_the_limit_not_a_broken_pipe() {
     let server = Server::start(&dir.join("data"), &[]);
     let file = dir.join("huge.wasm");
     let huge = std::fs::File::create(&file).expect("create");
-    huge.set_len(assignd::registry::MODULE_LEN_MAX_BYTES as u64 + 1)
+    huge.set_len(assignd::registry::MODULE_UPLOAD_BYTES_MAX as u64 + 1)
         .expect("a sparse file");
     let path = file.to_str().expect("a UTF-8 path");
     let output = server.cli(&[

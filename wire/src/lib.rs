@@ -24,7 +24,7 @@ pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use heartbeat::{HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH};
 #[cfg(feature = "openapi")]
 pub use schema::TaskItem;
-pub use size::{HEARTBEAT_BODY_LEN_MAX_BYTES, escaped_len_bytes, heartbeat_len_max_bytes};
+pub use size::{HEARTBEAT_BODY_BYTES_MAX, escaped_len_bytes, heartbeat_bytes_max};
 pub use task::{LagRow, Task};
 
 /// The most tasks one task list of a body may hold once its ranges are

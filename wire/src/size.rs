@@ -10,16 +10,16 @@
 
 /// The largest heartbeat body the host reads. It fits a member holding
 /// every task of any group the host accepts, since a group whose
-/// [`heartbeat_len_max_bytes`] is past it is refused: at the host's task
+/// [`heartbeat_bytes_max`] is past it is refused: at the host's task
 /// limit (1,000,000) that is topic names of up to 12 bytes, at 100,000
 /// tasks names of any length (255 bytes: 55 MB). Other routes keep a far
 /// smaller limit.
-pub const HEARTBEAT_BODY_LEN_MAX_BYTES: u64 = 64 << 20;
+pub const HEARTBEAT_BODY_BYTES_MAX: u64 = 64 << 20;
 
 /// The fields of a heartbeat other than its task lists and subscription:
 /// member id, name and rack (each at most 255 bytes, 6 bytes a byte when
 /// every one is escaped as `\u00XX`), epoch, capacity, flags and keys.
-const HEARTBEAT_FIXED_LEN_MAX_BYTES: u64 = 8 << 10;
+const HEARTBEAT_FIXED_BYTES_MAX: u64 = 8 << 10;
 
 /// `[`, `,`, `]` and the `,` after an item of a task list.
 const TASK_ITEM_PUNCTUATION_BYTES: u64 = 4;
@@ -29,7 +29,7 @@ const LAG_EXTRA_BYTES: u64 = 1 + 20;
 /// The largest heartbeat a member of a group with `topics` (name,
 /// partitions) sends: subscribed to every topic, holding every task and
 /// reporting a lag on each, all without ranges.
-pub fn heartbeat_len_max_bytes<'a>(topics: impl IntoIterator<Item = (&'a str, u32)>) -> u64 {
+pub fn heartbeat_bytes_max<'a>(topics: impl IntoIterator<Item = (&'a str, u32)>) -> u64 {
     topics
         .into_iter()
         .map(|(name, partitions)| {
@@ -41,7 +41,7 @@ pub fn heartbeat_len_max_bytes<'a>(topics: impl IntoIterator<Item = (&'a str, u3
             name + 1 + tasks * per_task + 2 * digits_below(partitions)
         })
         .sum::<u64>()
-        + HEARTBEAT_FIXED_LEN_MAX_BYTES
+        + HEARTBEAT_FIXED_BYTES_MAX
 }
 
 /// The length of `text` as a JSON string, quotes included.
@@ -115,10 +115,10 @@ mod tests {
         });
         let written = serde_json::to_string(&body).unwrap().len() as u64;
         serde_json::from_value::<crate::HeartbeatRequest>(body).expect("a heartbeat");
-        let bound = heartbeat_len_max_bytes(topics);
+        let bound = heartbeat_bytes_max(topics);
         assert!(written <= bound, "{written} > {bound}");
         assert!(
-            bound - written <= HEARTBEAT_FIXED_LEN_MAX_BYTES,
+            bound - written <= HEARTBEAT_FIXED_BYTES_MAX,
             "{written} / {bound}"
         );
     }
@@ -131,8 +131,8 @@ mod tests {
         let fits = |len: usize, topics: u32, partitions: u32| {
             let names: Vec<String> = (0..topics).map(|i| format!("{i:0>len$}")).collect();
             let bound =
-                heartbeat_len_max_bytes(names.iter().map(|name| (name.as_str(), partitions)));
-            bound <= HEARTBEAT_BODY_LEN_MAX_BYTES
+                heartbeat_bytes_max(names.iter().map(|name| (name.as_str(), partitions)));
+            bound <= HEARTBEAT_BODY_BYTES_MAX
         };
         assert!(fits(12, 10, 100_000));
         assert!(!fits(13, 10, 100_000));

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use super::error::{ApiError, ApiPath};
 use super::wire::{AssignorList, AssignorView, ErrorBody};
 use crate::plugins::{BUILTIN_NAMES, LoadedModule, PluginError, builtin_component};
-use crate::registry::{Entry, MODULE_LEN_MAX_BYTES, RegistryError, Resolved, info_json};
+use crate::registry::{Entry, MODULE_UPLOAD_BYTES_MAX, RegistryError, Resolved, info_json};
 use crate::runtime::{Runtime, RuntimeError};
 
 fn uploaded_view(entry: &Entry) -> AssignorView {
@@ -158,10 +158,10 @@ pub async fn upload_assignor(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > MODULE_LEN_MAX_BYTES as u64) {
+    if declared.is_some_and(|len| len > MODULE_UPLOAD_BYTES_MAX as u64) {
         return Err(ApiError::ModuleTooLarge);
     }
-    let bytes: Bytes = axum::body::to_bytes(body, MODULE_LEN_MAX_BYTES)
+    let bytes: Bytes = axum::body::to_bytes(body, MODULE_UPLOAD_BYTES_MAX)
         .await
         .map_err(|e| super::error::upload_body_failed(&e, ApiError::ModuleTooLarge))?;
     let uploader = runtime.clone();

@@ -26,9 +26,9 @@ use crate::protocol::group::GroupConfig;
 use crate::runtime::MemberTokenChange;
 
 /// The shortest token accepted (admin or member).
-pub const TOKEN_LEN_MIN_BYTES: usize = 16;
+pub const TOKEN_BYTES_MIN: usize = 16;
 /// The longest token accepted.
-pub const TOKEN_LEN_MAX_BYTES: usize = 1024;
+pub const TOKEN_BYTES_MAX: usize = 1024;
 
 /// The OpenAPI name of the admin token's security scheme.
 pub const ADMIN_SCHEME: &str = "admin_token";
@@ -39,15 +39,15 @@ pub const MEMBER_SCHEME: &str = "member_token";
 /// spaces), so it travels unchanged in an `Authorization` header and in a
 /// shell variable.
 pub fn check_token(token: &str) -> Result<(), String> {
-    if token.len() < TOKEN_LEN_MIN_BYTES {
+    if token.len() < TOKEN_BYTES_MIN {
         return Err(format!(
-            "a token must be at least {TOKEN_LEN_MIN_BYTES} bytes long, got {}",
+            "a token must be at least {TOKEN_BYTES_MIN} bytes long, got {}",
             token.len()
         ));
     }
-    if token.len() > TOKEN_LEN_MAX_BYTES {
+    if token.len() > TOKEN_BYTES_MAX {
         return Err(format!(
-            "a token must be at most {TOKEN_LEN_MAX_BYTES} bytes long, got {}",
+            "a token must be at most {TOKEN_BYTES_MAX} bytes long, got {}",
             token.len()
         ));
     }
@@ -335,7 +335,7 @@ mod tests {
         assert!(check_token("").is_err());
         assert!(check_token("0123456789 abcdef").is_err());
         assert!(check_token("0123456789abcdef\n").is_err());
-        assert!(check_token(&"x".repeat(TOKEN_LEN_MAX_BYTES + 1)).is_err());
+        assert!(check_token(&"x".repeat(TOKEN_BYTES_MAX + 1)).is_err());
     }
 
     #[test]

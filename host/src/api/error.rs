@@ -18,7 +18,7 @@ use crate::registry::RegistryError;
 use crate::runtime::RuntimeError;
 
 /// The largest request body accepted.
-pub const BODY_LEN_MAX_BYTES: usize = 1 << 20;
+pub const BODY_BYTES_MAX: usize = 1 << 20;
 
 /// Every way a request fails.
 #[derive(Debug, thiserror::Error)]
@@ -32,13 +32,13 @@ pub enum ApiError {
     #[error("{0}")]
     InvalidPath(String),
     #[error(
-        "the request body is larger than the route's limit ({BODY_LEN_MAX_BYTES} bytes; a heartbeat's {} bytes)",
-        assignd_wire::HEARTBEAT_BODY_LEN_MAX_BYTES
+        "the request body is larger than the route's limit ({BODY_BYTES_MAX} bytes; a heartbeat's {} bytes)",
+        assignd_wire::HEARTBEAT_BODY_BYTES_MAX
     )]
     PayloadTooLarge,
     #[error(
         "the module is larger than {} bytes",
-        crate::registry::MODULE_LEN_MAX_BYTES
+        crate::registry::MODULE_UPLOAD_BYTES_MAX
     )]
     ModuleTooLarge,
     /// A missing or malformed query parameter.

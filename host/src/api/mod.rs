@@ -42,7 +42,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use auth::AdminToken;
-pub use error::{ApiError, BODY_LEN_MAX_BYTES, protocol_status};
+pub use error::{ApiError, BODY_BYTES_MAX, protocol_status};
 
 use crate::runtime::Runtime;
 use wire::{ErrorBody, Health};
@@ -180,7 +180,7 @@ fn finish(router: axum::Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> axum::Ro
     router
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(BODY_LEN_MAX_BYTES))
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
         .layer(CatchPanicLayer::custom(
             |_panic: Box<dyn std::any::Any + Send>| ApiError::Panicked.into_response(),
         ))

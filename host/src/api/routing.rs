@@ -28,7 +28,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::error::{ApiError, ApiPath, BODY_LEN_MAX_BYTES};
+use super::error::{ApiError, ApiPath, BODY_BYTES_MAX};
 use super::wire::{Coordinator, ErrorBody, GroupList};
 use crate::cluster::{Directory, NodeAddress};
 use crate::runtime::Runtime;
@@ -44,7 +44,9 @@ pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The largest answer passed back from the owner: a group's view with
 /// every task of a large group fits.
-pub const FORWARDED_ANSWER_LEN_MAX_BYTES: usize = 64 << 20;
+pub const FORWARDED_ANSWER_BYTES_MAX: usize = 64 << 20;
+// A forwarded heartbeat's answer lists at most the tasks its body may.
+const _: () = assert!(FORWARDED_ANSWER_BYTES_MAX as u64 >= assignd_wire::HEARTBEAT_BODY_BYTES_MAX);
 
 /// What the routing layer needs: the runtime (whether this node serves a
 /// shard), the directory (who does) and an HTTP client for forwarding.
@@ -182,7 +184,7 @@ async fn forward(
 ) -> Result<Response, ApiError> {
     let url = at(owner, &request);
     let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, BODY_LEN_MAX_BYTES)
+    let body = axum::body::to_bytes(body, BODY_BYTES_MAX)
         .await
         .map_err(|e| ApiError::body_failed(&e, ApiError::PayloadTooLarge))?;
     let mut headers = HeaderMap::new();
@@ -226,10 +228,10 @@ async fn send(
     copy_headers(answer.headers(), &mut response_headers);
     if answer
         .content_length()
-        .is_some_and(|len| len > FORWARDED_ANSWER_LEN_MAX_BYTES as u64)
+        .is_some_and(|len| len > FORWARDED_ANSWER_BYTES_MAX as u64)
     {
         return Err(unreachable(format!(
-            "its answer is larger than {FORWARDED_ANSWER_LEN_MAX_BYTES} bytes"
+            "its answer is larger than {FORWARDED_ANSWER_BYTES_MAX} bytes"
         )));
     }
     let bytes = answer
@@ -284,7 +286,7 @@ async fn list_every_node(
 }
 
 async fn read_list(answer: Response) -> Result<GroupList, ApiError> {
-    let bytes = axum::body::to_bytes(answer.into_body(), FORWARDED_ANSWER_LEN_MAX_BYTES)
+    let bytes = axum::body::to_bytes(answer.into_body(), FORWARDED_ANSWER_BYTES_MAX)
         .await
         .map_err(|_| {
             ApiError::Runtime(crate::runtime::RuntimeError::Internal(

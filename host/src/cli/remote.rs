@@ -22,10 +22,12 @@ pub const DEFAULT_HOST: &str = "http://127.0.0.1:7070";
 
 /// The largest answer read from the host: a group view of 100,000 tasks is
 /// a few MiB.
-const ANSWER_LEN_MAX_BYTES: u64 = 256 * 1024 * 1024;
+const ANSWER_BYTES_MAX: u64 = 256 * 1024 * 1024;
+// Whatever a node passes back from another, the CLI reads.
+const _: () = assert!(ANSWER_BYTES_MAX >= crate::api::routing::FORWARDED_ANSWER_BYTES_MAX as u64);
 
 /// How much of an answer that is not the JSON error body is quoted.
-const QUOTE_LEN_MAX_CHARS: usize = 200;
+const QUOTE_CHARS_MAX: usize = 200;
 
 /// Which host to talk to and how; every remote subcommand takes these,
 /// before or after its own arguments.
@@ -294,7 +296,7 @@ impl Remote {
         let text = response
             .body_mut()
             .with_config()
-            .limit(ANSWER_LEN_MAX_BYTES)
+            .limit(ANSWER_BYTES_MAX)
             .read_to_string()
             .map_err(|e| self.transport_failure(e))?;
         if !status.is_success() {
@@ -360,7 +362,7 @@ fn token_hint(status: u16, sent: bool) -> Option<&'static str> {
 
 fn quote(text: &str) -> String {
     let text = text.trim();
-    match text.char_indices().nth(QUOTE_LEN_MAX_CHARS) {
+    match text.char_indices().nth(QUOTE_CHARS_MAX) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_owned(),
     }
@@ -387,7 +389,7 @@ pub fn assignor(args: AssignorArgs) -> Result<(), Failure> {
             let len = std::fs::metadata(&file)
                 .map_err(|e| failure(format!("cannot read {}: {e}", file.display())))?
                 .len();
-            let len_max = crate::registry::MODULE_LEN_MAX_BYTES;
+            let len_max = crate::registry::MODULE_UPLOAD_BYTES_MAX;
             if len > len_max as u64 {
                 return Err(failure(format!(
                     "payload_too_large: {} is {len} bytes; a module may be at most {len_max} bytes ({} MiB)",

@@ -130,6 +130,13 @@ pub enum Write {
 /// chunks fit one transaction, and a page of six chunks one answer.
 pub const CHUNK_BYTES_MAX: usize = 512 << 10;
 
+/// etcd's default limit on one request (`--max-request-bytes`).
+const ETCD_REQUEST_BYTES_MAX: usize = 3 << 19;
+/// gRPC's default limit on one answer.
+const GRPC_ANSWER_BYTES_MAX: usize = 4 << 20;
+const _: () = assert!(2 * CHUNK_BYTES_MAX < ETCD_REQUEST_BYTES_MAX);
+const _: () = assert!(6 * CHUNK_BYTES_MAX < GRPC_ANSWER_BYTES_MAX);
+
 /// The pause after every member failed one attempt of a call, before the
 /// next round.
 const ROUND_PAUSE: Duration = Duration::from_millis(50);

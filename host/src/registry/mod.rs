@@ -23,7 +23,7 @@ use crate::plugins::{BUILTIN_NAMES, Limits, LoadedModule, ModuleId, PluginEngine
 
 /// The largest component accepted: 48 MiB, room for a 40 MB guest
 /// (componentize-py's are 18.5 MB, componentize-js's 12 MB).
-pub const MODULE_LEN_MAX_BYTES: usize = 48 << 20;
+pub const MODULE_UPLOAD_BYTES_MAX: usize = 48 << 20;
 
 /// Longest module name and version, in bytes.
 pub const MODULE_NAME_LEN_MAX: usize = 128;

@@ -169,7 +169,7 @@ async fn bad_uploads_name_what_failed_and_store_nothing() {
     let answer = f.upload("a%40b", "1", bytes).await;
     assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_module_name");
     // Over the module cap, 48 MiB (the other routes keep their 1 MiB).
-    let huge = vec![0u8; crate::registry::MODULE_LEN_MAX_BYTES + 1];
+    let huge = vec![0u8; crate::registry::MODULE_UPLOAD_BYTES_MAX + 1];
     let answer = f.upload("huge", "1", &huge).await;
     assert_error(&answer, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
     // A body whose length is not declared is cut at the limit as well.

@@ -158,7 +158,7 @@ async fn a_body_past_its_routes_limit_is_413_and_changes_nothing() {
     f.put_group(config_json(4)).await;
     let before = f.snapshot().await;
     // The heartbeat's limit is its own, far past the other routes'.
-    let huge = "x".repeat(assignd_wire::HEARTBEAT_BODY_LEN_MAX_BYTES as usize + 1);
+    let huge = "x".repeat(assignd_wire::HEARTBEAT_BODY_BYTES_MAX as usize + 1);
     let answer = f
         .heartbeat(
             json!({"member_id": "", "member_name": huge, "member_epoch": 0, "topics": ["orders"]}),

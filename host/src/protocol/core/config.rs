@@ -250,17 +250,17 @@ fn check_names(config: &GroupConfig) -> Result<(), ProtocolError> {
 /// form, with a lag on each, would be answered 413 on every beat and the
 /// group never settle. Refused here, it is one clear error up front.
 fn check_heartbeat_fits(config: &GroupConfig) -> Result<(), ProtocolError> {
-    use assignd_wire::{HEARTBEAT_BODY_LEN_MAX_BYTES, heartbeat_len_max_bytes};
+    use assignd_wire::{HEARTBEAT_BODY_BYTES_MAX, heartbeat_bytes_max};
     let topics = config
         .topics
         .iter()
         .map(|t| (t.name.as_str(), t.partitions));
-    let len = heartbeat_len_max_bytes(topics);
-    if len > HEARTBEAT_BODY_LEN_MAX_BYTES {
+    let len = heartbeat_bytes_max(topics);
+    if len > HEARTBEAT_BODY_BYTES_MAX {
         return invalid(format!(
             "a member holding every task of this group would send heartbeats of up to {len} bytes \
              (tasks as [topic, partition] pairs with a lag each), more than the heartbeat body \
-             limit of {HEARTBEAT_BODY_LEN_MAX_BYTES}: use fewer tasks or shorter topic names"
+             limit of {HEARTBEAT_BODY_BYTES_MAX}: use fewer tasks or shorter topic names"
         ));
     }
     Ok(())
