@@ -24,10 +24,7 @@ const ALLOWED_LONG_FILES: &[&str] = &[];
 /// Functions over the limit today that are being split, as
 /// `path under host/src: Type::name` (`path: name` outside an impl).
 /// Same rule as [`ALLOWED_LONG_FILES`].
-const ALLOWED_LONG_FNS: &[&str] = &[
-    // The compile child process's whole life: limits, compile, answer.
-    "plugins/compile.rs: compile_in_child",
-];
+const ALLOWED_LONG_FNS: &[&str] = &[];
 
 #[test]
 fn files_and_functions_stay_short() {

@@ -28,14 +28,6 @@ use crate::common::source_tree::{
 /// other). The test fails on any circle not listed here, and on an entry
 /// that is no longer a circle, so the list only shrinks and ends empty.
 const ALLOWED_CIRCLES: &[&[&str]] = &[
-    // Compiling reads the stack limit and lowers its thread's priority
-    // (guest_threads, which reads the stack limit too); the limits name
-    // the compiler's bounds.
-    &[
-        "plugins::compile",
-        "plugins::guest_threads",
-        "plugins::limits",
-    ],
     // A group's slots and the reconciler's holdings name each other.
     &["protocol::group", "protocol::reconcile"],
     // A group's records and its state name each other's types.

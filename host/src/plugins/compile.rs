@@ -19,62 +19,20 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use wasmtime::{Config, Engine};
 
 use super::error::PluginError;
+use super::limits::{CompileBounds, WASM_STACK_MAX_BYTES};
 
 /// The hidden subcommand the child runs.
 pub const COMPILE_SUBCOMMAND: &str = "compile-component";
 
 /// The child's exit code when a compile refuses the component.
 const EXIT_REFUSED: i32 = 2;
-
-/// How a component from outside is compiled.
-#[derive(Clone, Debug)]
-pub struct CompileBounds {
-    /// The `assignd` binary the child runs (the host's own).
-    pub exe: PathBuf,
-    /// Wall-clock limit of a compile: this much, plus
-    /// `time_per_mib_ms` per MiB of the component.
-    pub time_base_ms: u64,
-    pub time_per_mib_ms: u64,
-    /// The child's data memory (heap and private mappings).
-    pub memory_max_bytes: u64,
-    /// Compiles running at once; one more is refused `compile_busy`.
-    pub concurrent_max: u32,
-    /// The largest artifact the host reads back from the child.
-    pub artifact_max_bytes: u64,
-}
-
-impl CompileBounds {
-    /// The defaults, for the binary `exe`: 10 s plus 4 s per MiB (a
-    /// 12 MB JavaScript guest compiles in 16.5 s on a debug build here,
-    /// and may take 58 s; the crafted 174 KB module is stopped after
-    /// 10.7 s), 2 GiB of memory (the JavaScript and Python guests peak
-    /// near 0.4 GB), two at once (a core each on a 2-core machine), and
-    /// artifacts of up to 256 MiB (the JavaScript guest's is 43 MB, the
-    /// Python guest's 40 MB, 2.2 to 3.6 times the component).
-    pub fn new(exe: PathBuf) -> Self {
-        CompileBounds {
-            exe,
-            time_base_ms: 10_000,
-            time_per_mib_ms: 4_000,
-            memory_max_bytes: 2 << 30,
-            concurrent_max: 2,
-            artifact_max_bytes: 256 << 20,
-        }
-    }
-
-    /// The time limit of compiling `len` bytes.
-    pub fn time_limit_ms(&self, len: usize) -> u64 {
-        let per_byte = self.time_per_mib_ms as f64 / f64::from(1_u32 << 20);
-        self.time_base_ms + (len as f64 * per_byte).ceil() as u64
-    }
-}
 
 /// Compiles running now, against [`CompileBounds::concurrent_max`].
 #[derive(Debug, Default)]
@@ -110,7 +68,7 @@ pub fn compile_config() -> Config {
         .wasm_component_model(true)
         .consume_fuel(true)
         .epoch_interruption(true)
-        .max_wasm_stack(super::limits::WASM_STACK_MAX_BYTES)
+        .max_wasm_stack(WASM_STACK_MAX_BYTES)
         .cranelift_opt_level(wasmtime::OptLevel::Speed);
     config
 }
@@ -129,7 +87,43 @@ pub(super) fn compile_in_child(
             running: bounds.concurrent_max,
         })?;
     let limit_ms = bounds.time_limit_ms(bytes.len());
-    let mut child = Command::new(&bounds.exe)
+    let mut child = spawn_compiler(bounds, nice_steps)?;
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(limit_ms);
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let over_limit = &AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // A child that dies early closes its stdin: the write fails, and
+        // its exit says why.
+        scope.spawn(move || {
+            let _ = stdin.write_all(bytes);
+        });
+        let artifact_max_bytes = bounds.artifact_max_bytes;
+        let artifact =
+            scope.spawn(move || read_artifact(&mut stdout, artifact_max_bytes, over_limit));
+        let message = scope.spawn(move || {
+            let mut out = String::new();
+            let _ = stderr.read_to_string(&mut out);
+            out
+        });
+        let status = wait_for_compiler(&mut child, deadline, limit_ms, over_limit)?;
+        let artifact = artifact.join().expect("reader thread");
+        let message = message.join().expect("reader thread");
+        if over_limit.load(Ordering::SeqCst) {
+            return Err(PluginError::CompileOutputTooLarge {
+                limit_bytes: artifact_max_bytes,
+            });
+        }
+        compiler_outcome(&status, artifact, message.trim(), bounds)
+    })
+}
+
+/// Starts the compiler process: the host's own binary, its three streams
+/// piped.
+fn spawn_compiler(bounds: &CompileBounds, nice_steps: u8) -> Result<Child, PluginError> {
+    Command::new(&bounds.exe)
         .arg(COMPILE_SUBCOMMAND)
         .arg("--memory-max-bytes")
         .arg(bounds.memory_max_bytes.to_string())
@@ -144,81 +138,81 @@ pub(super) fn compile_in_child(
                 "cannot start the compiler process {}: {e}",
                 bounds.exe.display()
             ))
-        })?;
-    let started = Instant::now();
-    let deadline = started + Duration::from_millis(limit_ms);
-    let mut stdin = child.stdin.take().expect("piped");
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let over_limit = &AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        // A child that dies early closes its stdin: the write fails, and
-        // its exit says why.
-        scope.spawn(move || {
-            let _ = stdin.write_all(bytes);
-        });
-        let artifact_max_bytes = bounds.artifact_max_bytes;
-        let artifact = scope.spawn(move || {
-            // One byte past the limit tells an artifact over it; the
-            // child, its output unread from then on, blocks until killed.
-            let mut out = Vec::new();
-            let read = (&mut stdout)
-                .take(artifact_max_bytes.saturating_add(1))
-                .read_to_end(&mut out);
-            if out.len() as u64 > artifact_max_bytes {
-                over_limit.store(true, Ordering::SeqCst);
+        })
+}
+
+/// Reads the artifact from the child's stdout, at most
+/// `artifact_max_bytes` of it; sets `over_limit` for one more.
+fn read_artifact(
+    stdout: &mut ChildStdout,
+    artifact_max_bytes: u64,
+    over_limit: &AtomicBool,
+) -> std::io::Result<Vec<u8>> {
+    // One byte past the limit tells an artifact over it; the child, its
+    // output unread from then on, blocks until killed.
+    let mut out = Vec::new();
+    let read = stdout
+        .take(artifact_max_bytes.saturating_add(1))
+        .read_to_end(&mut out);
+    if out.len() as u64 > artifact_max_bytes {
+        over_limit.store(true, Ordering::SeqCst);
+    }
+    read.map(|_| out)
+}
+
+/// Waits for the compiler process to exit: kills it at `deadline` (a
+/// timeout) or once its artifact is over the limit (then its status).
+fn wait_for_compiler(
+    child: &mut Child,
+    deadline: Instant,
+    limit_ms: u64,
+    over_limit: &AtomicBool,
+) -> Result<ExitStatus, PluginError> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if over_limit.load(Ordering::SeqCst) => {
+                let _ = child.kill();
+                return child.wait().map_err(|e| {
+                    PluginError::Compile(format!("waiting for the compiler process: {e}"))
+                });
             }
-            read.map(|_| out)
-        });
-        let message = scope.spawn(move || {
-            let mut out = String::new();
-            let _ = stderr.read_to_string(&mut out);
-            out
-        });
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if over_limit.load(Ordering::SeqCst) => {
-                    let _ = child.kill();
-                    break child.wait().map_err(|e| {
-                        PluginError::Compile(format!("waiting for the compiler process: {e}"))
-                    })?;
-                }
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(PluginError::CompileTimeout { limit_ms });
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(PluginError::Compile(format!(
-                        "waiting for the compiler process: {e}"
-                    )));
-                }
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(PluginError::CompileTimeout { limit_ms });
             }
-        };
-        let artifact = artifact.join().expect("reader thread");
-        let message = message.join().expect("reader thread");
-        let message = message.trim();
-        if over_limit.load(Ordering::SeqCst) {
-            return Err(PluginError::CompileOutputTooLarge {
-                limit_bytes: artifact_max_bytes,
-            });
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(PluginError::Compile(format!(
+                    "waiting for the compiler process: {e}"
+                )));
+            }
         }
-        if status.success() {
-            return artifact
-                .map_err(|e| PluginError::Compile(format!("reading the compiler's output: {e}")));
-        }
-        let error = child_failure(&status, message, bounds.memory_max_bytes);
-        if let PluginError::CompileCrashed { detail } = &error {
-            // Not the component's limits doing their job: a bug in the
-            // compiler, or the machine short of memory.
-            tracing::error!(%detail, "the compiler process crashed");
-        }
-        Err(error)
-    })
+    }
+}
+
+/// What a compiler process that exited within its limits produced: the
+/// artifact it wrote, or why it failed (a crash logged as an error).
+fn compiler_outcome(
+    status: &ExitStatus,
+    artifact: std::io::Result<Vec<u8>>,
+    message: &str,
+    bounds: &CompileBounds,
+) -> Result<Vec<u8>, PluginError> {
+    if status.success() {
+        return artifact
+            .map_err(|e| PluginError::Compile(format!("reading the compiler's output: {e}")));
+    }
+    let error = child_failure(status, message, bounds.memory_max_bytes);
+    if let PluginError::CompileCrashed { detail } = &error {
+        // Not the component's limits doing their job: a bug in the
+        // compiler, or the machine short of memory.
+        tracing::error!(%detail, "the compiler process crashed");
+    }
+    Err(error)
 }
 
 /// Why the compiler process ended without an artifact, from its exit
@@ -228,11 +222,7 @@ pub(super) fn compile_in_child(
 /// ENOMEM); or a crash of the compiler itself (a panic, a signal, another
 /// exit), quoted by the line that explains it, not by Rust's hint about
 /// backtraces that follows it.
-fn child_failure(
-    status: &std::process::ExitStatus,
-    stderr: &str,
-    memory_max_bytes: u64,
-) -> PluginError {
+fn child_failure(status: &ExitStatus, stderr: &str, memory_max_bytes: u64) -> PluginError {
     let lines: Vec<&str> = stderr.lines().map(str::trim_end).collect();
     let out_of_memory = lines.iter().find(|line| {
         (line.starts_with("memory allocation of ") && line.ends_with(" failed"))

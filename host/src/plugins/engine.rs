@@ -20,11 +20,11 @@ use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::{Plugin, PluginPre};
 use super::builtin::{BUILTIN_NAMES, builtin_component};
-use super::compile::{CompileBounds, CompilesRunning, compile_config, compile_in_child};
+use super::compile::{CompilesRunning, compile_config, compile_in_child};
 use super::error::PluginError;
 use super::limits::{
-    CORE_INSTANCES_PER_CALL_MAX, EPOCH_TICK_MS, EngineConfig, Limits, MEMORIES_PER_CALL_MAX,
-    TABLES_PER_CALL_MAX,
+    CORE_INSTANCES_PER_CALL_MAX, CompileBounds, EPOCH_TICK_MS, EngineConfig, Limits,
+    MEMORIES_PER_CALL_MAX, TABLES_PER_CALL_MAX,
 };
 use super::sandbox::{CallSlots, GuestState, InfoCall, call_info};
 use super::{WIT_ASSIGNOR_INTERFACE, WIT_LOG_INTERFACE, WIT_TYPES_INTERFACE};

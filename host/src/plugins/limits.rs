@@ -1,6 +1,9 @@
-//! Limits on one assignor call and on the engine. Every limit carries its
-//! unit last in its name; defaults are sized for the largest inputs the
-//! contract allows on a 2-core machine.
+//! Limits on one assignor call, on the engine and on compiling a
+//! component from outside. Every limit carries its unit last in its name;
+//! defaults are sized for the largest inputs the contract allows on a
+//! 2-core machine.
+
+use std::path::PathBuf;
 
 /// Per-call limits. A group binding may lower them; host-wide ceilings cap
 /// them.
@@ -83,12 +86,55 @@ impl Limits {
     }
 }
 
+/// How a component from outside is compiled.
+#[derive(Clone, Debug)]
+pub struct CompileBounds {
+    /// The `assignd` binary the child runs (the host's own).
+    pub exe: PathBuf,
+    /// Wall-clock limit of a compile: this much, plus
+    /// `time_per_mib_ms` per MiB of the component.
+    pub time_base_ms: u64,
+    pub time_per_mib_ms: u64,
+    /// The child's data memory (heap and private mappings).
+    pub memory_max_bytes: u64,
+    /// Compiles running at once; one more is refused `compile_busy`.
+    pub concurrent_max: u32,
+    /// The largest artifact the host reads back from the child.
+    pub artifact_max_bytes: u64,
+}
+
+impl CompileBounds {
+    /// The defaults, for the binary `exe`: 10 s plus 4 s per MiB (a
+    /// 12 MB JavaScript guest compiles in 16.5 s on a debug build here,
+    /// and may take 58 s; the crafted 174 KB module is stopped after
+    /// 10.7 s), 2 GiB of memory (the JavaScript and Python guests peak
+    /// near 0.4 GB), two at once (a core each on a 2-core machine), and
+    /// artifacts of up to 256 MiB (the JavaScript guest's is 43 MB, the
+    /// Python guest's 40 MB, 2.2 to 3.6 times the component).
+    pub fn new(exe: PathBuf) -> Self {
+        CompileBounds {
+            exe,
+            time_base_ms: 10_000,
+            time_per_mib_ms: 4_000,
+            memory_max_bytes: 2 << 30,
+            concurrent_max: 2,
+            artifact_max_bytes: 256 << 20,
+        }
+    }
+
+    /// The time limit of compiling `len` bytes.
+    pub fn time_limit_ms(&self, len: usize) -> u64 {
+        let per_byte = self.time_per_mib_ms as f64 / f64::from(1_u32 << 20);
+        self.time_base_ms + (len as f64 * per_byte).ceil() as u64
+    }
+}
+
 /// Engine-wide settings.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Where compiled components are cached across processes; none keeps
     /// the cache in memory only.
-    pub cache_dir: Option<std::path::PathBuf>,
+    pub cache_dir: Option<PathBuf>,
     /// Guest instances alive at once (calls in flight, `info()` included).
     /// Instances come from a pool of this many slots; a call waits for a
     /// free slot rather than fail.
@@ -102,7 +148,7 @@ pub struct EngineConfig {
     pub memory_keep_resident_bytes: u64,
     /// How components from outside are compiled: in a bounded child
     /// process, or (`None`: tests and the built-ins-only demo) in process.
-    pub compile_bounds: Option<super::CompileBounds>,
+    pub compile_bounds: Option<CompileBounds>,
     /// How many nice values below the host's own priority guest calls run
     /// (`super::GuestThreads`), and so the self-tests and params checks,
     /// and the compiler processes of uploads: 0 runs them at it; 19 at

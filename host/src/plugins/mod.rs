@@ -17,11 +17,11 @@ mod sandbox;
 
 pub use builtin::{BUILTIN_NAMES, builtin_component};
 pub use call::{CallOutcome, CallStats};
-pub use compile::{COMPILE_SUBCOMMAND, CompileBounds, compile_child};
+pub use compile::{COMPILE_SUBCOMMAND, compile_child};
 pub use engine::{LoadedModule, ModuleId, PluginEngine, module_id};
 pub use error::PluginError;
 pub use guest_threads::{GUEST_NICE_MAX, GuestThreadError, GuestThreads};
-pub use limits::{EngineConfig, Limits};
+pub use limits::{CompileBounds, EngineConfig, Limits};
 pub use sandbox::GuestLogLine;
 
 /// The interface every assignor component exports.
