@@ -355,7 +355,10 @@ pub async fn coordinator(
     };
     let Some(owner) = owner else {
         return Err(ApiError::Runtime(
-            crate::runtime::RuntimeError::ShardNotServed { shard, group },
+            crate::runtime::RuntimeError::ShardNotServed {
+                shard,
+                group: Some(group),
+            },
         ));
     };
     Ok(Json(Coordinator {

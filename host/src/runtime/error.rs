@@ -71,10 +71,15 @@ pub enum RuntimeError {
     JoinRateLimited { group: String, retry_after_ms: u64 },
     /// The group's shard is not served by this host now (it is being
     /// loaded or unloaded, or its load failed); nothing changed.
+    /// `group`: the group a step of one group was for.
     #[error(
-        "shard {shard} (of group {group:?}) is not served by this host right now; retry shortly"
+        "shard {shard}{} is not served by this host right now; retry shortly",
+        .group.as_ref().map(|group| format!(" (of group {group:?})")).unwrap_or_default()
     )]
-    ShardNotServed { shard: ShardId, group: String },
+    ShardNotServed {
+        shard: ShardId,
+        group: Option<String>,
+    },
     /// An admin request named a shard this host does not have.
     #[error("there is no shard {shard}: this host has shards 0 to {}", shard_count - 1)]
     UnknownShard { shard: u64, shard_count: u32 },

@@ -10,6 +10,7 @@ use std::sync::{Arc, MutexGuard};
 use crate::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, Output};
 use crate::protocol::group::{Millis, Record};
 
+use super::scope::Scope;
 use super::sink::Durable;
 use super::{Runtime, RuntimeError, observe, shard};
 
@@ -36,7 +37,7 @@ impl Runtime {
     /// released; wakes the shard's timers if the step brought a deadline
     /// forward; starts its assignor calls; and returns once its records
     /// (and all before them) are durable, or, if it wrote none, once the
-    /// records of `group` it may show are (`""`: of the whole shard; see
+    /// records of its `scope` it may show are (see
     /// [`RecordQueue::submit_for`]). An error from `step` changed nothing.
     ///
     /// A step runs on the calling task's thread, but never so that it
@@ -50,22 +51,24 @@ impl Runtime {
     pub(super) async fn execute_on<T>(
         self: &Arc<Self>,
         shard: &shard::Shard,
-        group: &str,
+        scope: Scope<'_>,
         weight: Weight,
         step: impl FnOnce(&mut shard::Served, Millis) -> Result<(T, Output), RuntimeError>,
     ) -> Result<T, RuntimeError> {
         // Every step of a large group (and of its whole shard) may be
         // linear in the group, whatever the step: run it as heavy.
-        let was_large = shard.large_groups.holds(group);
+        let was_large = shard.large_groups.holds(scope);
         let weight = if was_large { Weight::Heavy } else { weight };
         let locked_step = || {
             let mut state = lock_for_step(shard)?;
-            let served = servable(shard, &mut state, group)?;
+            let served = servable(shard, &mut state, scope)?;
             let now = self.clock.now();
-            self.check_within_lease(shard, group, now)?;
+            self.check_within_lease(shard, scope, now)?;
             let (value, output) = step(served, now)?;
-            note_group_size(shard, served, group, was_large);
-            let durable = queue_records(shard, served, group, output.records, now);
+            if let Scope::Group(group) = scope {
+                note_group_size(shard, served, group, was_large);
+            }
+            let durable = queue_records(shard, served, scope, output.records, now);
             Ok::<_, RuntimeError>((value, durable, output.assignor_calls))
         };
         let (value, durable, calls) = match weight {
@@ -83,13 +86,13 @@ impl Runtime {
     fn check_within_lease(
         &self,
         shard: &shard::Shard,
-        group: &str,
+        scope: Scope<'_>,
         now: Millis,
     ) -> Result<(), RuntimeError> {
         if now >= self.serving_until_ms.load(Ordering::SeqCst) {
             return Err(RuntimeError::ShardNotServed {
                 shard: shard.id,
-                group: group.to_owned(),
+                group: scope.group().map(str::to_owned),
             });
         }
         Ok(())
@@ -103,7 +106,7 @@ impl Runtime {
         step: impl FnOnce(&mut Coordinator, Millis) -> Result<(T, Output), RuntimeError>,
     ) -> Result<T, RuntimeError> {
         let shard = self.shards[self.shard_of(group) as usize].clone();
-        self.execute_on(&shard, group, weight, |served, now| {
+        self.execute_on(&shard, Scope::Group(group), weight, |served, now| {
             step(&mut served.core, now)
         })
         .await
@@ -134,7 +137,7 @@ impl Runtime {
         let mut parts = Vec::with_capacity(self.shards.len());
         for shard in self.shards.iter() {
             match self
-                .execute_on(shard, "", Weight::Light, |served, now| {
+                .execute_on(shard, Scope::Shard, Weight::Light, |served, now| {
                     Ok((read(&served.core, now), Output::default()))
                 })
                 .await
@@ -158,19 +161,24 @@ impl Runtime {
     ) -> Result<HeartbeatResponse, RuntimeError> {
         let arrived = self.clock.now();
         let shard = self.shards[self.shard_of(&request.group) as usize].clone();
-        self.execute_on(&shard, &request.group, Weight::Light, |served, now| {
-            // A heartbeat that waited for its shard: the host runs late.
-            self.lateness.observe(now.saturating_sub(arrived), now);
-            served.admission.admit(
-                served.core.group(&request.group),
-                request,
-                member_token_sha256,
-                now,
-            )?;
-            Ok(served
-                .core
-                .heartbeat_loaded(request, now, self.lateness.load(now))?)
-        })
+        self.execute_on(
+            &shard,
+            Scope::Group(&request.group),
+            Weight::Light,
+            |served, now| {
+                // A heartbeat that waited for its shard: the host runs late.
+                self.lateness.observe(now.saturating_sub(arrived), now);
+                served.admission.admit(
+                    served.core.group(&request.group),
+                    request,
+                    member_token_sha256,
+                    now,
+                )?;
+                Ok(served
+                    .core
+                    .heartbeat_loaded(request, now, self.lateness.load(now))?)
+            },
+        )
         .await
         .map_err(|error| self.as_told(error))
     }
@@ -197,11 +205,11 @@ fn lock_for_step(
 fn servable<'a>(
     shard: &shard::Shard,
     state: &'a mut Option<shard::Served>,
-    group: &str,
+    scope: Scope<'_>,
 ) -> Result<&'a mut shard::Served, RuntimeError> {
     let served = state.as_mut().ok_or_else(|| RuntimeError::ShardNotServed {
         shard: shard.id,
-        group: group.to_owned(),
+        group: scope.group().map(str::to_owned),
     })?;
     if let Some(failure) = served.queue.failure() {
         return Err(failure.clone().into());
@@ -210,11 +218,8 @@ fn servable<'a>(
 }
 
 /// Notes `group` as large, or no longer large, if a step moved its task
-/// count across [`shard::LARGE_GROUP_TASKS`] (`""`: a shard-wide step).
+/// count across [`shard::LARGE_GROUP_TASKS`].
 fn note_group_size(shard: &shard::Shard, served: &shard::Served, group: &str, was_large: bool) {
-    if group.is_empty() {
-        return;
-    }
     let tasks = served
         .core
         .group(group)
@@ -231,7 +236,7 @@ fn note_group_size(shard: &shard::Shard, served: &shard::Served, group: &str, wa
 fn queue_records(
     shard: &shard::Shard,
     served: &mut shard::Served,
-    group: &str,
+    scope: Scope<'_>,
     records: Vec<Record>,
     now: Millis,
 ) -> Durable {
@@ -241,7 +246,7 @@ fn queue_records(
     if let Some(deadline) = served.core.poll_timeout() {
         shard.wake_before(deadline);
     }
-    served.queue.submit_for(group, records)
+    served.queue.submit_for(scope, records)
 }
 
 /// How much work a core step may be, for [`Runtime::execute_on`].

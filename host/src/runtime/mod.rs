@@ -47,6 +47,7 @@ mod member_token;
 mod modules;
 pub mod observe;
 mod preview;
+mod scope;
 mod shard;
 mod sink;
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::protocol::core::Output;
 use crate::registry::{Entry, Registry, RegistryError, Resolved};
 
 use super::execute::{Weight, lock_shard};
+use super::scope::Scope;
 use super::{Runtime, RuntimeError, shard};
 
 /// Where a cluster keeps its uploaded modules: stored once, with a copy
@@ -105,7 +106,9 @@ impl Runtime {
         // the module's files go.
         for shard in self.shards.iter() {
             match self
-                .execute_on(shard, "", Weight::Light, |_, _| Ok(((), Output::default())))
+                .execute_on(shard, Scope::Shard, Weight::Light, |_, _| {
+                    Ok(((), Output::default()))
+                })
                 .await
             {
                 Ok(()) | Err(RuntimeError::ShardNotServed { .. }) => {}
@@ -128,7 +131,7 @@ impl Runtime {
             let Some(served) = state.as_ref() else {
                 return Err(RuntimeError::ShardNotServed {
                     shard: shard.id,
-                    group: String::new(),
+                    group: None,
                 });
             };
             bound.extend(

@@ -21,6 +21,7 @@ use crate::protocol::core::Coordinator;
 use crate::protocol::shard::ShardId;
 
 use super::member_token::Admission;
+use super::scope::Scope;
 use super::sink::{PersistError, RecordQueue, RecordSink};
 use super::{AdmissionPolicy, observe};
 
@@ -155,14 +156,13 @@ pub(super) const LARGE_GROUP_TASKS: u64 = 10_000;
 pub(super) struct LargeGroups(Mutex<HashSet<String>>);
 
 impl LargeGroups {
-    /// Whether `group` is large; for `""` (a step of the whole shard: a
-    /// tick, a listing), whether any of the shard's groups is.
-    pub(super) fn holds(&self, group: &str) -> bool {
+    /// Whether the step's group is large; for a step of the whole shard
+    /// (a tick, a listing), whether any of the shard's groups is.
+    pub(super) fn holds(&self, scope: Scope<'_>) -> bool {
         let large = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if group.is_empty() {
-            !large.is_empty()
-        } else {
-            large.contains(group)
+        match scope {
+            Scope::Group(group) => large.contains(group),
+            Scope::Shard => !large.is_empty(),
         }
     }
 

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::{oneshot, watch};
 
+use super::scope::Scope;
 use crate::protocol::group::Record;
 
 /// Makes records durable. `persist` returns only once `records` are
@@ -241,17 +242,18 @@ impl RecordQueue {
         receiver
     }
 
-    /// Queues the records of a step of `group` (`""`: of the whole shard)
-    /// as [`RecordQueue::submit`] does. A step that wrote records waits for
+    /// Queues the records of a step of `scope` as [`RecordQueue::submit`]
+    /// does. A step that wrote records waits for
     /// them and everything before them (the sink persists in order). A
     /// step of a group that wrote nothing waits only for that group's
     /// batches still in flight: its answer shows that group's state, which
     /// the batches of other groups do not change, so it is durable once
     /// they are.
-    pub fn submit_for(&self, group: &str, records: Vec<Record>) -> Durable {
-        if !records.is_empty() || group.is_empty() {
-            return Durable::Batch(self.submit(records));
-        }
+    pub fn submit_for(&self, scope: Scope<'_>, records: Vec<Record>) -> Durable {
+        let group = match scope {
+            Scope::Group(group) if records.is_empty() => group,
+            _ => return Durable::Batch(self.submit(records)),
+        };
         let durable = *self.durable.borrow();
         let mut last_batch = self.last_batch.lock().unwrap_or_else(|e| e.into_inner());
         match last_batch.get(group) {
@@ -493,23 +495,26 @@ mod tests {
             .unwrap();
         let gate = Gate::new();
         let queue = RecordQueue::start(gate.clone());
-        let written = queue.submit_for("a", vec![of("a")]);
+        let written = queue.submit_for(Scope::Group("a"), vec![of("a")]);
         // Another group's answer shows nothing of the write in flight.
         assert_eq!(
-            resolves(&runtime, queue.submit_for("b", vec![])),
+            resolves(&runtime, queue.submit_for(Scope::Group("b"), vec![])),
             Some(true)
         );
         // Its own group's answer may show it: it waits, as does a step of
         // the whole shard.
-        let same_group = queue.submit_for("a", vec![]);
-        let whole_shard = queue.submit_for("", vec![]);
-        assert_eq!(resolves(&runtime, queue.submit_for("a", vec![])), None);
+        let same_group = queue.submit_for(Scope::Group("a"), vec![]);
+        let whole_shard = queue.submit_for(Scope::Shard, vec![]);
+        assert_eq!(
+            resolves(&runtime, queue.submit_for(Scope::Group("a"), vec![])),
+            None
+        );
         gate.open();
         for durable in [written, same_group, whole_shard] {
             assert_eq!(resolves(&runtime, durable), Some(true));
         }
         assert_eq!(
-            resolves(&runtime, queue.submit_for("a", vec![])),
+            resolves(&runtime, queue.submit_for(Scope::Group("a"), vec![])),
             Some(true)
         );
     }
@@ -522,24 +527,24 @@ mod tests {
             .unwrap();
         let gate = Gate::new();
         let queue = RecordQueue::start(gate.clone());
-        queue.submit_for("a", vec![of("a")]);
+        queue.submit_for(Scope::Group("a"), vec![of("a")]);
         // a's batch is persisted on its own, and lands.
         gate.wait_entered();
-        let a_durable = queue.submit_for("a", vec![]);
+        let a_durable = queue.submit_for(Scope::Group("a"), vec![]);
         // Queued after a's batch: it fails with it, whatever group.
-        let failed = queue.submit_for("fail", vec![of("fail")]);
-        let waiting = queue.submit_for("fail", vec![]);
+        let failed = queue.submit_for(Scope::Group("fail"), vec![of("fail")]);
+        let waiting = queue.submit_for(Scope::Group("fail"), vec![]);
         gate.open();
         assert_eq!(resolves(&runtime, failed), Some(false));
         assert_eq!(resolves(&runtime, waiting), Some(false));
         // a's records landed before the failure: its state is durable.
         assert_eq!(resolves(&runtime, a_durable), Some(true));
         assert_eq!(
-            resolves(&runtime, queue.submit_for("a", vec![])),
+            resolves(&runtime, queue.submit_for(Scope::Group("a"), vec![])),
             Some(true)
         );
         assert_eq!(
-            resolves(&runtime, queue.submit_for("fail", vec![])),
+            resolves(&runtime, queue.submit_for(Scope::Group("fail"), vec![])),
             Some(false)
         );
     }

@@ -164,6 +164,7 @@ fn config_of(partitions: u32) -> GroupConfig {
 /// shard loaded with one knows it at once.
 #[tokio::test]
 async fn a_shard_knows_its_large_groups_from_their_steps_and_its_load() {
+    use super::scope::Scope;
     use super::shard::LARGE_GROUP_TASKS;
     let large = u32::try_from(LARGE_GROUP_TASKS).unwrap();
     let runtime = Runtime::new(
@@ -183,15 +184,21 @@ async fn a_shard_knows_its_large_groups_from_their_steps_and_its_load() {
         }
     };
     configure("small", large - 1).await;
-    assert!(!shard.large_groups.holds("small"));
-    assert!(!shard.large_groups.holds(""), "no large group in the shard");
+    assert!(!shard.large_groups.holds(Scope::Group("small")));
+    assert!(
+        !shard.large_groups.holds(Scope::Shard),
+        "no large group in the shard"
+    );
     configure("big", large).await;
-    assert!(shard.large_groups.holds("big"));
-    assert!(shard.large_groups.holds(""), "the shard holds one");
-    assert!(!shard.large_groups.holds("small"));
+    assert!(shard.large_groups.holds(Scope::Group("big")));
+    assert!(
+        shard.large_groups.holds(Scope::Shard),
+        "the shard holds one"
+    );
+    assert!(!shard.large_groups.holds(Scope::Group("small")));
     configure("big", 8).await;
-    assert!(!shard.large_groups.holds("big"), "it shrank");
-    assert!(!shard.large_groups.holds(""));
+    assert!(!shard.large_groups.holds(Scope::Group("big")), "it shrank");
+    assert!(!shard.large_groups.holds(Scope::Shard));
 
     // A shard loaded (a restart, a takeover) with a large group in it.
     let mut previous = Coordinator::new(1);
@@ -207,7 +214,7 @@ async fn a_shard_knows_its_large_groups_from_their_steps_and_its_load() {
         Arc::new(Registry::in_memory(engine())),
     )
     .unwrap();
-    assert!(loaded.shards[0].large_groups.holds("big"));
+    assert!(loaded.shards[0].large_groups.holds(Scope::Group("big")));
 }
 
 /// Regression: `/healthz`'s question (is the storage unavailable, has a

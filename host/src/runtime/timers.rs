@@ -10,6 +10,7 @@ use crate::protocol::group::Millis;
 use crate::protocol::shard::ShardId;
 
 use super::execute::{Weight, lock_shard, lock_shard_aside};
+use super::scope::Scope;
 use super::{Runtime, RuntimeError, lateness, shard};
 
 impl Runtime {
@@ -26,7 +27,7 @@ impl Runtime {
     }
 
     async fn tick_shard(self: &Arc<Self>, shard: &shard::Shard) -> Result<(), RuntimeError> {
-        self.execute_on(shard, "", Weight::Light, |served, now| {
+        self.execute_on(shard, Scope::Shard, Weight::Light, |served, now| {
             let output = served.core.tick_loaded(now, self.lateness.load(now));
             ::metrics::counter!("assignd_timer_ticks_total").increment(1);
             ::metrics::counter!("assignd_timer_groups_visited_total")

@@ -133,24 +133,24 @@ pub struct AssignorFailures {
 
 /// The retry delay after `consecutive` failures in a row: the expansion
 /// timeout, doubled for each failure after the first, capped at
-/// [`ASSIGNOR_RETRY_MAX_MS`] (never below the expansion timeout).
+/// [`ASSIGNOR_RETRY_MS_MAX`] (never below the expansion timeout).
 pub fn assignor_retry_ms(expansion_timeout_ms: u64, consecutive: u64) -> u64 {
     let doublings = consecutive.saturating_sub(1).min(20) as u32;
     expansion_timeout_ms
         .saturating_mul(1 << doublings)
-        .min(ASSIGNOR_RETRY_MAX_MS)
+        .min(ASSIGNOR_RETRY_MS_MAX)
         .max(expansion_timeout_ms)
 }
 
 /// The longest wait between retries of a failing assignor.
-pub const ASSIGNOR_RETRY_MAX_MS: u64 = 60_000;
+pub const ASSIGNOR_RETRY_MS_MAX: u64 = 60_000;
 
 /// How long the core waits for the answer to an assignor call before it
 /// asks again, at least (twice the binding's time limit if that is
 /// longer): an answer the runtime could not deliver (the shard was not
 /// served for a moment when it came back, its node paused past its
 /// lease) must not leave the group without a target for ever.
-pub const ANSWER_WAIT_MIN_MS: u64 = 60_000;
+pub const ANSWER_WAIT_MS_MIN: u64 = 60_000;
 
 /// How long the core waits for the answer to a call under `config`.
 pub fn answer_wait_ms(config: &super::GroupConfig) -> u64 {
@@ -158,7 +158,7 @@ pub fn answer_wait_ms(config: &super::GroupConfig) -> u64 {
         .assignor_limits
         .time_limit_ms
         .map_or(0, |ms| ms.saturating_mul(2))
-        .max(ANSWER_WAIT_MIN_MS)
+        .max(ANSWER_WAIT_MS_MIN)
 }
 
 impl Liveness {

@@ -21,7 +21,7 @@ mod state;
 
 pub use config::{BindingSpec, CallLimits, GroupConfig, LearnerMode, TopicConfig, defaults};
 pub use liveness::{
-    ANSWER_WAIT_MIN_MS, ASSIGNOR_RETRY_MAX_MS, AssignorFailure, AssignorFailures, Handover,
+    ANSWER_WAIT_MS_MIN, ASSIGNOR_RETRY_MS_MAX, AssignorFailure, AssignorFailures, Handover,
     Liveness, answer_wait_ms, assignor_retry_ms,
 };
 pub use records::{BINDINGS_MAX, Binding, Record, RemovalReason};

@@ -188,25 +188,25 @@ fn a_fallback_answers_for_a_failing_assignor_and_the_failure_still_shows() {
 
 #[test]
 fn a_failing_assignor_is_retried_with_backoff_capped() {
-    use crate::protocol::group::{ASSIGNOR_RETRY_MAX_MS, assignor_retry_ms};
+    use crate::protocol::group::{ASSIGNOR_RETRY_MS_MAX, assignor_retry_ms};
     assert_eq!(assignor_retry_ms(100, 1), 100);
     assert_eq!(assignor_retry_ms(100, 2), 200);
     assert_eq!(assignor_retry_ms(100, 4), 800);
-    assert_eq!(assignor_retry_ms(100, 64), ASSIGNOR_RETRY_MAX_MS);
+    assert_eq!(assignor_retry_ms(100, 64), ASSIGNOR_RETRY_MS_MAX);
     assert_eq!(assignor_retry_ms(0, 5), 0);
 }
 
 /// An assignor call whose answer the runtime cannot deliver (the shard
 /// is not served for a moment when it comes back) must not leave the
 /// group waiting for a target for ever: the core asks again once the
-/// answer is overdue (`ANSWER_WAIT_MIN_MS`, or twice the binding's time
+/// answer is overdue (`ANSWER_WAIT_MS_MIN`, or twice the binding's time
 /// limit).
 #[test]
 fn an_assignor_call_whose_answer_never_comes_back_is_asked_again() {
-    use crate::protocol::group::ANSWER_WAIT_MIN_MS;
+    use crate::protocol::group::ANSWER_WAIT_MS_MIN;
     let mut core = Coordinator::new(7);
     let patient = GroupConfig {
-        session_timeout_ms: 10 * ANSWER_WAIT_MIN_MS,
+        session_timeout_ms: 10 * ANSWER_WAIT_MS_MIN,
         ..config(4)
     };
     core.configure(GROUP, patient, 0).unwrap();
@@ -218,7 +218,7 @@ fn an_assignor_call_whose_answer_never_comes_back_is_asked_again() {
     assert_eq!(first.assignor_calls.len(), 1);
     let epoch = first.assignor_calls[0].epoch;
     // Its answer is lost: nothing is asked until it is overdue.
-    let due = EXPANSION_MS + ANSWER_WAIT_MIN_MS;
+    let due = EXPANSION_MS + ANSWER_WAIT_MS_MIN;
     assert_eq!(core.poll_timeout(), Some(due));
     assert!(core.tick(due - 1).assignor_calls.is_empty());
     core.check_deadlines().unwrap();
