@@ -18,7 +18,6 @@
 //! stdout, one error line on stderr) and both of its ends.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -339,6 +338,8 @@ pub fn compile_child(memory_max_bytes: u64, nice_steps: u8) -> i32 {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]
