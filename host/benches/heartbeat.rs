@@ -36,7 +36,7 @@
 use std::hint::black_box;
 
 use assignd::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, HostLoad};
-use assignd::protocol::group::{BindingSpec, TaskRef};
+use assignd::protocol::group::{BindingSpec, Task};
 use assignd::protocol::group::{GroupConfig, Millis, TopicConfig};
 use assignd::sim::assign_natively;
 use assignd_guest_sdk::{Assignment, NO_MEMBER};
@@ -283,7 +283,7 @@ fn million_answer(
         member_id: response.member_id.clone(),
         member_epoch: response.member_epoch,
         heartbeat_interval_ms: response.heartbeat_interval_ms,
-        active: response.active.iter().cloned().map(Into::into).collect(),
+        active: response.active.iter().cloned().collect(),
         revoking: Vec::new(),
         learner: Vec::new(),
         standby: Vec::new(),
@@ -334,7 +334,7 @@ fn far_answer_in_flight(tasks: u32) -> (Coordinator, u64, Assignment, Millis) {
         })
         .collect();
     for (index, member) in last.iter().enumerate() {
-        let lags: Vec<(TaskRef, u64)> = last
+        let lags: Vec<(Task, u64)> = last
             .iter()
             .enumerate()
             .filter(|&(owner, _)| {

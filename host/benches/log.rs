@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use assignd::log::frame::encode;
 use assignd::log::{FsyncPolicy, LogSink, ScanMode, scan};
 use assignd::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, Output};
-use assignd::protocol::group::{GroupConfig, Record, Slot, TaskRef, TopicConfig};
+use assignd::protocol::group::{GroupConfig, Record, Slot, Task, TopicConfig};
 use assignd::protocol::reconcile::MemberAssignment;
 use assignd::runtime::{RecordQueue, RecordSink};
 use assignor_sticky::Sticky;
@@ -63,7 +63,7 @@ fn change(slot: &str, task: u32, epoch: u64) -> Record {
         assignment: MemberAssignment {
             epoch,
             previous_epoch: epoch.saturating_sub(1),
-            active: [TaskRef::new("orders", task)].into(),
+            active: [Task::new("orders", task)].into(),
             ..MemberAssignment::new()
         },
     }

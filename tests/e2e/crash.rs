@@ -1201,7 +1201,7 @@ fn settled_log(name: &str) -> (PathBuf, View) {
 
 #[test]
 fn records_that_do_not_fit_together_are_refused_with_the_file_and_offset() {
-    use assignd::protocol::group::{Record, Slot, TaskRef};
+    use assignd::protocol::group::{Record, Slot, Task};
     use assignd::protocol::reconcile::{MemberAssignment, MemberState};
 
     let (data_dir, settled) = settled_log("crash-incoherent");
@@ -1218,7 +1218,7 @@ fn records_that_do_not_fit_together_are_refused_with_the_file_and_offset() {
             state: MemberState::Stable,
             epoch: settled.target_epoch,
             previous_epoch: 0,
-            active: [TaskRef::new(&topic, partition as u32)].into(),
+            active: [Task::new(&topic, partition as u32)].into(),
             revoking: Default::default(),
         },
     };

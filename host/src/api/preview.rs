@@ -13,7 +13,7 @@ use super::wire::{
     Balance, ErrorBody, PreviewHeldBack, PreviewLearner, PreviewMemberAssignment, PreviewMove,
     PreviewRequest, PreviewView, TargetView,
 };
-use crate::protocol::group::{Slot, SlotTarget, TaskRef};
+use crate::protocol::group::{Slot, SlotTarget, Task};
 use crate::runtime::{Preview, Runtime};
 
 /// Previews a candidate assignor and params on the group's current input.
@@ -55,11 +55,11 @@ pub async fn preview_assignor(
     Ok(Json(preview_view(request.module, preview)))
 }
 
-fn tasks(set: &BTreeSet<TaskRef>) -> Vec<TaskRef> {
+fn tasks(set: &BTreeSet<Task>) -> Vec<Task> {
     set.iter().cloned().collect()
 }
 
-fn owners(target: &BTreeMap<Slot, SlotTarget>) -> BTreeMap<&TaskRef, &Slot> {
+fn owners(target: &BTreeMap<Slot, SlotTarget>) -> BTreeMap<&Task, &Slot> {
     target
         .iter()
         .flat_map(|(slot, t)| t.active.iter().map(move |task| (task, slot)))
@@ -121,11 +121,11 @@ pub fn preview_view(module: String, preview: Preview) -> PreviewView {
 /// the active owner it wanted for each task it placed.
 fn raw_assignment<'a>(
     slots: &'a [Slot],
-    all_tasks: &'a [TaskRef],
+    all_tasks: &'a [Task],
     assignment: &Assignment,
 ) -> (
     Vec<PreviewMemberAssignment>,
-    BTreeMap<&'a TaskRef, &'a Slot>,
+    BTreeMap<&'a Task, &'a Slot>,
 ) {
     let mut raw: Vec<PreviewMemberAssignment> = slots
         .iter()
@@ -134,7 +134,7 @@ fn raw_assignment<'a>(
             ..Default::default()
         })
         .collect();
-    let mut wanted: BTreeMap<&TaskRef, &Slot> = BTreeMap::new();
+    let mut wanted: BTreeMap<&Task, &Slot> = BTreeMap::new();
     for (task, &owner) in all_tasks.iter().zip(&assignment.active_owner) {
         if let Some(row) = raw.get_mut(owner as usize) {
             row.active.push(task.clone());
@@ -164,9 +164,9 @@ fn target_view(target: &SlotTarget) -> TargetView {
 
 /// Every task whose active owner differs between the two targets.
 fn moves(
-    all_tasks: &[TaskRef],
-    from: &BTreeMap<&TaskRef, &Slot>,
-    to: &BTreeMap<&TaskRef, &Slot>,
+    all_tasks: &[Task],
+    from: &BTreeMap<&Task, &Slot>,
+    to: &BTreeMap<&Task, &Slot>,
 ) -> Vec<PreviewMove> {
     all_tasks
         .iter()
@@ -204,9 +204,9 @@ fn learners_created(
 /// The tasks the assignor wanted elsewhere that stay on their current
 /// owner (the learner safety holds them back for warm-up).
 fn held_back(
-    wanted: &BTreeMap<&TaskRef, &Slot>,
-    from: &BTreeMap<&TaskRef, &Slot>,
-    to: &BTreeMap<&TaskRef, &Slot>,
+    wanted: &BTreeMap<&Task, &Slot>,
+    from: &BTreeMap<&Task, &Slot>,
+    to: &BTreeMap<&Task, &Slot>,
 ) -> Vec<PreviewHeldBack> {
     wanted
         .iter()

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::{
-    AssignorFailures, Binding, Group, GroupConfig, Member, Phase, Slot, TaskRef,
+    AssignorFailures, Binding, Group, GroupConfig, Member, Phase, Slot, Task,
 };
 use crate::protocol::reconcile::MemberState;
 
@@ -35,12 +35,12 @@ pub fn group_summary(group: &Group) -> GroupSummary {
     }
 }
 
-fn tasks<'a>(tasks: impl IntoIterator<Item = &'a TaskRef>) -> Vec<TaskRef> {
+fn tasks<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Vec<Task> {
     tasks.into_iter().cloned().collect()
 }
 
 /// A slot's last reported lags, per task.
-type SlotLags = BTreeMap<TaskRef, u64>;
+type SlotLags = BTreeMap<Task, u64>;
 
 /// The full view of group `name`, if it exists.
 pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::protocol::core::{Heartbeat, HeartbeatResponse, TASKS_PER_GROUP_MAX};
-use crate::protocol::group::{CallLimits, GroupConfig, TaskRef};
+use crate::protocol::group::{CallLimits, GroupConfig, Task};
 
 // The wire refuses a task list longer than a group may have tasks, before
 // it expands one.
@@ -33,7 +33,7 @@ pub fn heartbeat_request(group: String, body: HeartbeatRequest) -> Heartbeat {
         owned: body.owned.map(|tasks| tasks.into_iter().collect()),
         lags: body.lags.map(|rows| {
             rows.into_iter()
-                .map(|LagRow(topic, partition, lag)| (TaskRef { topic, partition }, lag))
+                .map(|LagRow(topic, partition, lag)| (Task { topic, partition }, lag))
                 .collect()
         }),
         drain: body.drain,
@@ -43,7 +43,7 @@ pub fn heartbeat_request(group: String, body: HeartbeatRequest) -> Heartbeat {
 /// The core's answer to a heartbeat as its body; `task_ranges`: the
 /// request asked for the task lists as ranges.
 pub fn heartbeat_response(response: HeartbeatResponse, task_ranges: bool) -> HeartbeatResponseBody {
-    let tasks = |tasks: std::collections::BTreeSet<TaskRef>| tasks.into_iter().collect();
+    let tasks = |tasks: std::collections::BTreeSet<Task>| tasks.into_iter().collect();
     HeartbeatResponseBody {
         member_id: response.member_id,
         member_epoch: response.member_epoch,
@@ -124,9 +124,9 @@ pub enum ReconcileState {
 /// What the installed target gives a member.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TargetView {
-    pub active: Vec<TaskRef>,
-    pub learner: Vec<TaskRef>,
-    pub standby: Vec<TaskRef>,
+    pub active: Vec<Task>,
+    pub learner: Vec<Task>,
+    pub standby: Vec<Task>,
 }
 
 /// One member slot of a group.
@@ -147,9 +147,9 @@ pub struct MemberView {
     pub member_epoch: u64,
     pub reconcile_state: ReconcileState,
     /// What the member holds and may process.
-    pub active: Vec<TaskRef>,
+    pub active: Vec<Task>,
     /// What the member holds and must release.
-    pub revoking: Vec<TaskRef>,
+    pub revoking: Vec<Task>,
     pub target: TargetView,
     /// The lags the member last reported.
     pub lags: Vec<LagRow>,
@@ -159,7 +159,7 @@ pub struct MemberView {
 /// reported on it (none if it has not reported one).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct LearnerView {
-    pub task: TaskRef,
+    pub task: Task,
     pub slot: String,
     pub member_id: String,
     pub lag: Option<u64>,
@@ -417,15 +417,15 @@ pub struct PreviewMemberAssignment {
     /// The slot key, as in the group view: the member id of a dynamic
     /// member, `static:{name}` for a static one.
     pub member: String,
-    pub active: Vec<TaskRef>,
-    pub learner: Vec<TaskRef>,
-    pub standby: Vec<TaskRef>,
+    pub active: Vec<Task>,
+    pub learner: Vec<Task>,
+    pub standby: Vec<Task>,
 }
 
 /// A task whose active owner would change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PreviewMove {
-    pub task: TaskRef,
+    pub task: Task,
     /// Its owner in the installed target (none if unassigned).
     pub from: Option<String>,
     /// Its owner in the target the host would install (none if unassigned).
@@ -435,7 +435,7 @@ pub struct PreviewMove {
 /// A learner the host would create (not in the installed target).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PreviewLearner {
-    pub task: TaskRef,
+    pub task: Task,
     pub member: String,
 }
 
@@ -443,7 +443,7 @@ pub struct PreviewLearner {
 /// owner until the new one is warm.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PreviewHeldBack {
-    pub task: TaskRef,
+    pub task: Task,
     /// Where it stays for now.
     pub owner: String,
     /// Where the candidate puts it.

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use super::record_type::RecordType;
 use crate::protocol::group::{
     Binding, CallLimits, Group, GroupConfig, LearnerMode, Member, Millis, Record, Slot, SlotTarget,
-    TaskRef, TopicConfig, holdings_by_slot,
+    Task, TopicConfig, holdings_by_slot,
 };
 use crate::protocol::reconcile::Holdings;
 
@@ -211,7 +211,7 @@ pub(super) struct GroupV1 {
     pub members: BTreeMap<Slot, Member>,
     pub target: BTreeMap<Slot, SlotTarget>,
     #[serde(with = "holdings_by_slot")]
-    pub holdings: Holdings<TaskRef>,
+    pub holdings: Holdings<Task>,
     pub fenced_member_ids: VecDeque<String>,
     pub member_ids_issued: u64,
     pub dynamic_only: bool,
@@ -229,7 +229,7 @@ pub(super) struct GroupV2 {
     pub members: BTreeMap<Slot, Member>,
     pub target: BTreeMap<Slot, SlotTarget>,
     #[serde(with = "holdings_by_slot")]
-    pub holdings: Holdings<TaskRef>,
+    pub holdings: Holdings<Task>,
     pub fenced_member_ids: VecDeque<String>,
     pub member_ids_issued: u64,
     pub dynamic_only: bool,
@@ -270,7 +270,7 @@ pub(super) struct GroupV3 {
     pub members: BTreeMap<Slot, Member>,
     pub target: BTreeMap<Slot, SlotTarget>,
     #[serde(with = "holdings_by_slot")]
-    pub holdings: Holdings<TaskRef>,
+    pub holdings: Holdings<Task>,
     pub fenced_member_ids: VecDeque<String>,
     pub member_ids_issued: u64,
     pub dynamic_only: bool,

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::core::Coordinator;
-use super::group::{Group, Record, Slot, TaskRef};
+use super::group::{Group, Record, Slot, Task};
 use super::reconcile::MemberAssignment;
 
 impl Coordinator {
@@ -178,7 +178,7 @@ fn check_target(
     name: &str,
     target: &BTreeMap<Slot, super::group::SlotTarget>,
 ) -> Result<(), String> {
-    let mut owner: BTreeMap<&TaskRef, &str> = BTreeMap::new();
+    let mut owner: BTreeMap<&Task, &str> = BTreeMap::new();
     for (slot, tasks) in target {
         for task in &tasks.active {
             if let Some(other) = owner.insert(task, slot) {
@@ -193,7 +193,7 @@ fn check_target(
 }
 
 /// A task is either active or being released, not both.
-fn check_assignment(slot: &str, assignment: &MemberAssignment<TaskRef>) -> Result<(), String> {
+fn check_assignment(slot: &str, assignment: &MemberAssignment<Task>) -> Result<(), String> {
     match assignment.active.intersection(&assignment.revoking).next() {
         Some(task) => Err(format!(
             "slot {slot:?} both holds and releases {}",
@@ -203,7 +203,7 @@ fn check_assignment(slot: &str, assignment: &MemberAssignment<TaskRef>) -> Resul
     }
 }
 
-fn describe(task: &TaskRef) -> String {
+fn describe(task: &Task) -> String {
     format!("task {}/{}", task.topic, task.partition)
 }
 
@@ -215,7 +215,7 @@ mod tests {
 
     use super::super::core::Coordinator;
     use super::super::group::{
-        Group, GroupConfig, Member, Record, RemovalReason, Slot, SlotTarget, TaskRef, TopicConfig,
+        Group, GroupConfig, Member, Record, RemovalReason, Slot, SlotTarget, Task, TopicConfig,
     };
     use super::super::reconcile::{MemberAssignment, MemberState};
 
@@ -229,11 +229,11 @@ mod tests {
         }])
     }
 
-    fn tasks() -> impl Strategy<Value = BTreeSet<TaskRef>> {
-        proptest::collection::btree_set((0u32..4).prop_map(|p| TaskRef::new("t", p)), 0..3)
+    fn tasks() -> impl Strategy<Value = BTreeSet<Task>> {
+        proptest::collection::btree_set((0u32..4).prop_map(|p| Task::new("t", p)), 0..3)
     }
 
-    fn assignment() -> impl Strategy<Value = MemberAssignment<TaskRef>> {
+    fn assignment() -> impl Strategy<Value = MemberAssignment<Task>> {
         (0u64..6, tasks(), tasks(), 0u8..3).prop_map(|(epoch, active, revoking, state)| {
             MemberAssignment {
                 state: [

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::protocol::core::HeartbeatResponse;
 use crate::protocol::group::{
-    Group, LearnerMode, Liveness, Millis, Record, Slot, SlotTarget, TaskRef,
+    Group, LearnerMode, Liveness, Millis, Record, Slot, SlotTarget, Task,
 };
 use crate::protocol::reconcile::MemberAssignment;
 
@@ -26,11 +26,11 @@ pub struct Belief<'a> {
     /// `unreached_flight_ms`). Past it, the process no longer acts on
     /// `owns`.
     pub lease_until_ms: Option<Millis>,
-    pub owns: Vec<&'a TaskRef>,
+    pub owns: Vec<&'a Task>,
 }
 
 /// A compact rendering of a task set for messages: `t0:1,2 t1:0`.
-pub fn tasks_str<'a>(tasks: impl IntoIterator<Item = &'a TaskRef>) -> String {
+pub fn tasks_str<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> String {
     let mut by_topic: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for task in tasks {
         by_topic
@@ -130,7 +130,7 @@ pub fn check_beliefs(group: &Group, beliefs: &[Belief<'_>]) -> Result<(), String
 /// the host never grants a task before its previous owner's lease is over.
 /// A process with no lease (no answer yet) or a passed one owns nothing.
 pub fn check_leased_beliefs(beliefs: &[Belief<'_>], now: Millis) -> Result<(), String> {
-    let mut owner: BTreeMap<&TaskRef, (&Belief<'_>, Millis)> = BTreeMap::new();
+    let mut owner: BTreeMap<&Task, (&Belief<'_>, Millis)> = BTreeMap::new();
     for belief in beliefs {
         let Some(until) = belief.lease_until_ms.filter(|&until| now < until) else {
             continue;
@@ -163,7 +163,7 @@ pub fn check_leased_beliefs(beliefs: &[Belief<'_>], now: Millis) -> Result<(), S
 pub fn check_reconciled(
     before: &Group,
     slot: &str,
-    next: &MemberAssignment<TaskRef>,
+    next: &MemberAssignment<Task>,
 ) -> Result<(), String> {
     let target = before.target.get(slot);
     let empty = SlotTarget::default();
@@ -238,8 +238,8 @@ pub fn check_static_return(
     slot: &str,
     response: &HeartbeatResponse,
     records: &[Record],
-    owned: Option<&[TaskRef]>,
-    lags: Option<&[(TaskRef, u64)]>,
+    owned: Option<&[Task]>,
+    lags: Option<&[(Task, u64)]>,
 ) -> Result<(), String> {
     check_return_kept_the_rest(before, after, slot, records, lags)?;
     check_return_gave_its_tasks_back(before, after, slot, response, owned)
@@ -253,7 +253,7 @@ fn check_return_kept_the_rest(
     after: &Group,
     slot: &str,
     records: &[Record],
-    lags: Option<&[(TaskRef, u64)]>,
+    lags: Option<&[(Task, u64)]>,
 ) -> Result<(), String> {
     // The join reports lags as every heartbeat does (the client's machine
     // sends them): one that shows a learner of the slot's target caught
@@ -295,7 +295,7 @@ fn check_return_gave_its_tasks_back(
     after: &Group,
     slot: &str,
     response: &HeartbeatResponse,
-    owned: Option<&[TaskRef]>,
+    owned: Option<&[Task]>,
 ) -> Result<(), String> {
     // Its tasks back: everything the slot held, still held. The target may
     // have moved some of them before the restart (the old incarnation had
@@ -308,13 +308,13 @@ fn check_return_gave_its_tasks_back(
     let previous = before.holdings.member(slot).cloned().unwrap_or_default();
     let target = before.target_of(slot);
     let kept = after.holdings.member(slot).cloned().unwrap_or_default();
-    let withheld = |t: &TaskRef| {
+    let withheld = |t: &Task| {
         kept.held().any(|k| k == t) && (response.learner.contains(t) || !target.active.contains(t))
     };
     // A task being revoked from the slot is released by a join that
     // reports it not owned (a new incarnation holds nothing): it was
     // leaving this member anyway; every task it keeps must come back.
-    let released = |t: &TaskRef| {
+    let released = |t: &Task| {
         previous.revoking.contains(t) && owned.is_some_and(|owned| !owned.contains(t))
     };
     if let Some(lost) = previous.held().find(|t| {
@@ -363,7 +363,7 @@ pub fn check_settled(group: &Group, beliefs: &[Belief<'_>]) -> Result<(), String
         ));
     }
     let mut live_slots = BTreeSet::new();
-    let mut believed: BTreeMap<&TaskRef, Vec<&str>> = BTreeMap::new();
+    let mut believed: BTreeMap<&Task, Vec<&str>> = BTreeMap::new();
     for belief in beliefs {
         if let Some(slot) = group.slot_of(belief.member_id) {
             live_slots.insert(slot);
@@ -376,7 +376,7 @@ pub fn check_settled(group: &Group, beliefs: &[Belief<'_>]) -> Result<(), String
         .iter()
         .flat_map(|slot| group.members[*slot].topics.iter().map(String::as_str))
         .collect();
-    let tasks: BTreeSet<TaskRef> = group.tasks().collect();
+    let tasks: BTreeSet<Task> = group.tasks().collect();
     for task in &tasks {
         if !subscribed.contains(task.topic.as_str()) {
             continue;

@@ -35,7 +35,7 @@ use super::rng::Rng;
 use crate::api::protocol_status;
 use crate::api::wire::{heartbeat_request, heartbeat_response};
 use crate::protocol::core::{Heartbeat, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH, ProtocolError};
-use crate::protocol::group::{Millis, TaskRef};
+use crate::protocol::group::Millis;
 
 /// How fast local state of a task nobody asks the member to keep goes stale
 /// (lag units per ms).
@@ -76,17 +76,17 @@ pub struct Store {
 /// core's task type).
 #[derive(Debug, Default)]
 struct Held {
-    active: BTreeSet<TaskRef>,
-    revoking: BTreeSet<TaskRef>,
-    learner: BTreeSet<TaskRef>,
-    standby: BTreeSet<TaskRef>,
+    active: BTreeSet<Task>,
+    revoking: BTreeSet<Task>,
+    learner: BTreeSet<Task>,
+    standby: BTreeSet<Task>,
 }
 
 /// Revoked tasks the application is stopping: it acks them at `at`.
 #[derive(Debug)]
 struct Release {
     at: Millis,
-    tasks: Vec<TaskRef>,
+    tasks: Vec<Task>,
 }
 
 /// The draws an answer's events need.
@@ -120,7 +120,7 @@ pub struct SimMember {
     held: Held,
     /// Revoked tasks being stopped, by the ack that releases them.
     releases: BTreeMap<u64, Release>,
-    pub store: BTreeMap<TaskRef, Store>,
+    pub store: BTreeMap<Task, Store>,
     pub status: Status,
     /// When the process next runs.
     pub next_beat_ms: Millis,
@@ -140,7 +140,7 @@ pub struct SimMember {
     /// Injected bug: keeps processing tasks it acked.
     pub keep_revoked: bool,
     /// Tasks kept under `keep_revoked`.
-    pub zombie: BTreeSet<TaskRef>,
+    pub zombie: BTreeSet<Task>,
     /// When the request in flight (the last one built) was sent.
     pub sent_at_ms: Millis,
     /// The request in flight is a leave.
@@ -185,8 +185,8 @@ fn machine_config(
     }
 }
 
-fn refs(tasks: impl IntoIterator<Item = Task>) -> BTreeSet<TaskRef> {
-    tasks.into_iter().map(TaskRef::from).collect()
+fn task_set(tasks: impl IntoIterator<Item = Task>) -> BTreeSet<Task> {
+    tasks.into_iter().collect()
 }
 
 impl SimMember {
@@ -254,16 +254,16 @@ impl SimMember {
     }
 
     /// The tasks it processes.
-    pub fn active(&self) -> &BTreeSet<TaskRef> {
+    pub fn active(&self) -> &BTreeSet<Task> {
         &self.held.active
     }
 
     /// Revoked tasks it has not acked yet (it still processes them).
-    pub fn revoking(&self) -> &BTreeSet<TaskRef> {
+    pub fn revoking(&self) -> &BTreeSet<Task> {
         &self.held.revoking
     }
 
-    pub fn learner(&self) -> &BTreeSet<TaskRef> {
+    pub fn learner(&self) -> &BTreeSet<Task> {
         &self.held.learner
     }
 
@@ -602,7 +602,7 @@ impl SimMember {
         for ack in due {
             let release = self.releases.remove(&ack).expect("listed");
             if self.keep_revoked {
-                let revoking = refs(self.machine.assignment().revoking);
+                let revoking = task_set(self.machine.assignment().revoking);
                 let kept = release.tasks.into_iter().filter(|t| revoking.contains(t));
                 self.zombie.extend(kept);
             }
@@ -625,10 +625,10 @@ impl SimMember {
             self.held = Held::default();
         } else {
             self.held = Held {
-                active: refs(told.active),
-                revoking: refs(told.revoking),
-                learner: refs(told.learner),
-                standby: refs(told.standby),
+                active: task_set(told.active),
+                revoking: task_set(told.revoking),
+                learner: task_set(told.learner),
+                standby: task_set(told.standby),
             };
         }
         // Tasks lost meanwhile are not released by an ack.
@@ -651,19 +651,19 @@ impl SimMember {
                 MachineEvent::Revoked { ack, tasks } => {
                     let (lo, hi) = self.release_delay_ms;
                     let delay = draws.as_mut().map_or(lo, |d| d.rng.range(lo, hi));
-                    let tasks = refs(tasks).into_iter().collect();
+                    let tasks = task_set(tasks).into_iter().collect();
                     let at = now.saturating_add(delay);
                     self.releases.insert(ack, Release { at, tasks });
                 }
                 MachineEvent::Assigned { tasks } | MachineEvent::Promoted { tasks } => {
-                    for task in refs(tasks) {
+                    for task in task_set(tasks) {
                         self.store
                             .entry(task)
                             .or_insert(Store { lag: 0, at_ms: now });
                     }
                 }
                 MachineEvent::LearnerStarted { tasks } | MachineEvent::StandbyStarted { tasks } => {
-                    for task in refs(tasks) {
+                    for task in task_set(tasks) {
                         if let Entry::Vacant(store) = self.store.entry(task) {
                             let lag = draws
                                 .as_mut()
@@ -675,7 +675,7 @@ impl SimMember {
                 MachineEvent::Lost { tasks } => notes.push(format!(
                     "{lost_why} (lease until {:?}): stops processing [{}]",
                     self.lease_end_ms(),
-                    tasks_str(&refs(tasks))
+                    tasks_str(&task_set(tasks))
                 )),
                 MachineEvent::Fenced { rejoining } => {
                     notes.push(format!("fenced (rejoining: {rejoining})"));

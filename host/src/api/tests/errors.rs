@@ -5,7 +5,7 @@ use super::*;
 
 #[test]
 fn every_protocol_error_has_a_status() {
-    let task = TaskRef::new("orders", 0);
+    let task = Task::new("orders", 0);
     let cases = [
         (
             ProtocolError::UnknownGroup("g".into()),

@@ -243,8 +243,8 @@ async fn member_errors_map_to_their_status_and_change_nothing() {
         .await;
     assert_error(&answer, StatusCode::CONFLICT, "stale_epoch");
     // Reporting a task the member was never given.
-    let foreign: Vec<TaskRef> = (0..4)
-        .map(|p| TaskRef::new("orders", p))
+    let foreign: Vec<Task> = (0..4)
+        .map(|p| Task::new("orders", p))
         .filter(|t| !a.active.contains(t))
         .take(1)
         .collect();

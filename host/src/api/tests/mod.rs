@@ -33,7 +33,7 @@ use super::wire::{ErrorCode, GroupConfigDoc, HeartbeatResponseBody};
 use super::{ApiError, app, openapi};
 use crate::plugins::{EngineConfig, Limits, PluginEngine};
 use crate::protocol::core::{Coordinator, MEMBERS_PER_GROUP_MAX, ProtocolError};
-use crate::protocol::group::{GroupConfig, Record, TaskRef, TopicConfig};
+use crate::protocol::group::{GroupConfig, Record, Task, TopicConfig};
 use crate::runtime::{Clock, RecordSink, Runtime, RuntimeConfig, RuntimeError};
 
 /// One engine per test binary: each built-in compiles once.

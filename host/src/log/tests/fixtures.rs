@@ -12,7 +12,7 @@ use super::super::writer::{FsyncPolicy, LogSink};
 use crate::protocol::core::{Coordinator, Heartbeat, Output};
 use crate::protocol::group::{
     Binding, CallLimits, Group, GroupConfig, Member, Record, RemovalReason, Slot, SlotTarget,
-    TaskRef, TopicConfig,
+    Task, TopicConfig,
 };
 use crate::protocol::reconcile::MemberAssignment;
 
@@ -80,8 +80,8 @@ fn member_and_target_records() -> Vec<Record> {
     target.insert(
         Slot::named("a"),
         SlotTarget {
-            active: [TaskRef::new("orders", 1)].into(),
-            learner: [TaskRef::new("orders", 2)].into(),
+            active: [Task::new("orders", 1)].into(),
+            learner: [Task::new("orders", 2)].into(),
             standby: BTreeSet::new(),
         },
     );
@@ -122,7 +122,7 @@ fn member_and_target_records() -> Vec<Record> {
             group: group.clone(),
             slot: "static:a".into(),
             assignment: MemberAssignment {
-                active: [TaskRef::new("orders", 1)].into(),
+                active: [Task::new("orders", 1)].into(),
                 ..MemberAssignment::new()
             },
         },

@@ -16,7 +16,7 @@ use super::super::segment::SegmentKind;
 use super::fixtures::tempdir;
 use crate::protocol::group::{
     Binding, CallLimits, Group, GroupConfig, LearnerMode, Member, Record, Slot, SlotTarget,
-    TaskRef, TopicConfig,
+    Task, TopicConfig,
 };
 use crate::protocol::reconcile::{Holdings, MemberAssignment, MemberState};
 
@@ -363,12 +363,12 @@ fn a_version_3_segment_reads_with_no_handover() {
 // ---- Version 4: written by the previous release ----
 
 /// All four tasks of `orders`.
-fn orders_0_to_3() -> BTreeSet<TaskRef> {
-    (0..4).map(|p| TaskRef::new("orders", p)).collect()
+fn orders_0_to_3() -> BTreeSet<Task> {
+    (0..4).map(|p| Task::new("orders", p)).collect()
 }
 
 /// What v0.1.0 held after `static:a` reconciled: epoch 2, all four tasks.
-fn reconciled() -> MemberAssignment<TaskRef> {
+fn reconciled() -> MemberAssignment<Task> {
     MemberAssignment {
         state: MemberState::Stable,
         epoch: 2,

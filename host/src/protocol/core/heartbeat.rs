@@ -13,7 +13,7 @@ use super::{
     ProtocolError, TASKS_PER_GROUP_MAX, TOPICS_PER_GROUP_MAX, invalid, leases::member_timeout_ms,
     membership::check_member_id, refuse_invisible,
 };
-use crate::protocol::group::{Group, Handover, Member, Millis, Record, Slot, SlotTarget, TaskRef};
+use crate::protocol::group::{Group, Handover, Member, Millis, Record, Slot, SlotTarget, Task};
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
 
 impl Coordinator {
@@ -142,7 +142,7 @@ impl Coordinator {
         }
         // A steady member reports what it holds, in order (the
         // client sends sorted runs): one walk, not a lookup a task.
-        let reports_holdings = |owned: &[TaskRef]| {
+        let reports_holdings = |owned: &[Task]| {
             held.revoking.is_empty()
                 && owned.len() == held.active.len()
                 && owned.iter().eq(held.active.iter())
@@ -180,7 +180,7 @@ impl Coordinator {
         &mut self,
         request: &Heartbeat,
         slot: &Slot,
-        lags: Option<BTreeMap<TaskRef, u64>>,
+        lags: Option<BTreeMap<Task, u64>>,
         now: Millis,
         out: &mut Output,
     ) {
@@ -278,7 +278,7 @@ impl Coordinator {
             && held.state == MemberState::Stable
             && held.epoch == group.target_epoch;
         debug_assert!(!holds_target || held.active.len() == target.active.len());
-        let ungranted: Vec<&TaskRef> = if holds_target {
+        let ungranted: Vec<&Task> = if holds_target {
             Vec::new()
         } else {
             target.active.difference(&held.active).collect()
@@ -382,7 +382,7 @@ impl Coordinator {
         &mut self,
         group_name: &str,
         slot: &Slot,
-        reported: Option<&[TaskRef]>,
+        reported: Option<&[Task]>,
         now: Millis,
         out: &mut Output,
     ) {
@@ -399,7 +399,7 @@ impl Coordinator {
             return;
         }
         let owned = reported.map(|reported| {
-            let mut owned: BTreeSet<TaskRef> = reported.iter().cloned().collect();
+            let mut owned: BTreeSet<Task> = reported.iter().cloned().collect();
             // The replaced incarnation may still hold these: this one
             // cannot release them for it.
             if let Some(handover) = self.liveness(group_name).and_then(|l| l.handover.get(slot)) {
@@ -500,9 +500,9 @@ fn check_member_input(request: &Heartbeat) -> Result<Option<BTreeSet<String>>, P
 /// while its wait lasts) are not this incarnation's yet, and the ones it
 /// would hold active it warms up meanwhile.
 fn withhold_handover<'a>(
-    reconciled: &'a MemberAssignment<TaskRef>,
+    reconciled: &'a MemberAssignment<Task>,
     handover: Option<&Handover>,
-) -> (Cow<'a, MemberAssignment<TaskRef>>, BTreeSet<TaskRef>) {
+) -> (Cow<'a, MemberAssignment<Task>>, BTreeSet<Task>) {
     let mut held = Cow::Borrowed(reconciled);
     let mut waiting = BTreeSet::new();
     if let Some(handover) = handover {
@@ -519,7 +519,7 @@ fn withhold_handover<'a>(
 fn reported_lags(
     group: &Group,
     request: &Heartbeat,
-) -> Result<Option<BTreeMap<TaskRef, u64>>, ProtocolError> {
+) -> Result<Option<BTreeMap<Task, u64>>, ProtocolError> {
     let lags = match &request.lags {
         Some(lags) if lags.is_empty() => return Ok(Some(BTreeMap::new())),
         Some(lags) => lags,

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use assignd_guest_sdk::{Assignment, GroupInput, Member as InputMember, NO_MEMBER, Topic};
 
 use super::{Coordinator, HOST_PARAMS, PreviewInput, ProtocolError, learners::safe_target};
-use crate::protocol::group::{Group, Liveness, Slot, SlotTarget, TaskRef};
+use crate::protocol::group::{Group, Liveness, Slot, SlotTarget, Task};
 
 impl Coordinator {
     /// The group's current input for its assignor, as the next call would
@@ -96,7 +96,7 @@ impl Coordinator {
 pub(super) fn assignor_input(
     group: &Group,
     liveness: &Liveness,
-) -> (GroupInput, Vec<Slot>, Vec<TaskRef>) {
+) -> (GroupInput, Vec<Slot>, Vec<Task>) {
     let topic_index: BTreeMap<&str, u32> = group
         .config
         .topics
@@ -104,7 +104,7 @@ pub(super) fn assignor_input(
         .enumerate()
         .map(|(i, t)| (t.name.as_str(), i as u32))
         .collect();
-    let tasks: Vec<TaskRef> = group.tasks().collect();
+    let tasks: Vec<Task> = group.tasks().collect();
     let task_index = TaskIndex::new(group);
     let mut input = input_without_members(group, tasks.len());
     let mut slots = Vec::with_capacity(group.members.len());
@@ -160,7 +160,7 @@ impl<'a> TaskIndex<'a> {
     }
 
     /// The task's index, if the group has the task.
-    fn of(&self, task: &TaskRef) -> Option<usize> {
+    fn of(&self, task: &Task) -> Option<usize> {
         let &(first, partitions) = self.first_index.get(task.topic.as_str())?;
         (task.partition < partitions).then_some(first + task.partition as usize)
     }

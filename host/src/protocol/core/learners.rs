@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use assignd_guest_sdk::{Assignment, NO_MEMBER};
 
 use super::{Coordinator, Output, swaps::Swaps};
-use crate::protocol::group::{Group, LearnerMode, Liveness, Millis, Slot, SlotTarget, TaskRef};
+use crate::protocol::group::{Group, LearnerMode, Liveness, Millis, Slot, SlotTarget, Task};
 
 impl Coordinator {
     /// A learner that reports it has caught up asks for a new target at
@@ -56,7 +56,7 @@ pub(super) fn safe_target(
     group: &Group,
     liveness: &Liveness,
     slots: &[Slot],
-    tasks: &[TaskRef],
+    tasks: &[Task],
     assignment: &Assignment,
 ) -> BTreeMap<Slot, SlotTarget> {
     let (mut target, learners) = answer_as_target(group, slots, tasks, assignment);
@@ -85,7 +85,7 @@ pub(super) fn safe_target(
 fn answer_as_target(
     group: &Group,
     slots: &[Slot],
-    tasks: &[TaskRef],
+    tasks: &[Task],
     assignment: &Assignment,
 ) -> (BTreeMap<Slot, SlotTarget>, u32) {
     let config = &group.config;
@@ -138,9 +138,9 @@ fn answer_as_target(
 /// One member's rows of an answer, in the answer's order.
 #[derive(Clone, Default)]
 struct Rows {
-    active: Vec<TaskRef>,
-    learner: Vec<TaskRef>,
-    standby: Vec<TaskRef>,
+    active: Vec<Task>,
+    learner: Vec<Task>,
+    standby: Vec<Task>,
 }
 
 /// A task nobody holds (its owner failed, or it is new) goes to a member
@@ -155,7 +155,7 @@ fn warm_free_tasks(
 ) -> u32 {
     let config = &group.config;
     let acceptable = config.acceptable_recovery_lag;
-    let mut free_cold: Vec<(TaskRef, Slot)> = target
+    let mut free_cold: Vec<(Task, Slot)> = target
         .iter()
         .flat_map(|(slot, t)| t.active.iter().map(move |task| (task, slot)))
         .filter(|(task, to)| {
@@ -170,7 +170,7 @@ fn warm_free_tasks(
     // Who is caught up on what, from the reported lags (a member reports
     // only the tasks whose state it keeps): the search below looks at
     // those, not at every member or every task a holder has.
-    let mut caught_up_on: BTreeMap<&TaskRef, Vec<&Slot>> = BTreeMap::new();
+    let mut caught_up_on: BTreeMap<&Task, Vec<&Slot>> = BTreeMap::new();
     for (slot, lags) in &liveness.lags {
         if group.members.get(slot).is_none_or(|m| m.draining) {
             continue;
@@ -216,11 +216,11 @@ fn keep_cold_moves_on_their_holders(
     // otherwise the task must move, and its move warms up first (the
     // others can wait on their holder), or a stream of optional cold
     // moves could take every learner slot for good.
-    let may_keep = |task: &TaskRef, slot: &Slot| {
+    let may_keep = |task: &Task, slot: &Slot| {
         let holder = &group.members[slot];
         holder.topics.contains(&task.topic) && !holder.draining
     };
-    let mut cold_moves: Vec<(TaskRef, Slot, Slot)> = target
+    let mut cold_moves: Vec<(Task, Slot, Slot)> = target
         .iter()
         .flat_map(|(to, t)| t.active.iter().map(move |task| (task, to)))
         .filter_map(|(task, to)| {
@@ -277,7 +277,7 @@ fn keep_cold_moves_on_their_holders(
 /// (the caller drops them: they must not keep a cold move from warming).
 fn warm_the_rest(
     target: &mut BTreeMap<Slot, SlotTarget>,
-    unwarmed: Vec<(TaskRef, Slot)>,
+    unwarmed: Vec<(Task, Slot)>,
     max_learners: u32,
 ) {
     let mut placed: u32 = target

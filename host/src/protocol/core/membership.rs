@@ -12,7 +12,7 @@ use super::{
     invalid,
 };
 use crate::protocol::group::{
-    FENCED_MEMBER_IDS_MAX, Group, Member, Millis, Record, RemovalReason, Slot, TaskRef,
+    FENCED_MEMBER_IDS_MAX, Group, Member, Millis, Record, RemovalReason, Slot, Task,
 };
 use crate::protocol::splitmix::splitmix;
 
@@ -220,7 +220,7 @@ impl Coordinator {
         name: String,
         now: Millis,
     ) -> bool {
-        let held: BTreeSet<TaskRef> = self
+        let held: BTreeSet<Task> = self
             .group_at(group_name)
             .holdings
             .member(slot)

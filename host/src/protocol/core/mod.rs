@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use assignd_guest_sdk::GroupInput;
 use assignd_wire::ErrorCode;
 
-use super::group::{CallLimits, Group, Liveness, Millis, Record, Slot, TaskRef};
+use super::group::{CallLimits, Group, Liveness, Millis, Record, Slot, Task};
 
 mod bindings;
 mod config;
@@ -107,7 +107,7 @@ pub enum ProtocolError {
     #[error("member epoch {sent} is stale; the member is at epoch {current}")]
     StaleEpoch { sent: i64, current: u64 },
     #[error("member reports owning {task:?}, which the group never gave it")]
-    NotOwned { task: TaskRef },
+    NotOwned { task: Task },
     #[error("invalid request: {0}")]
     Invalid(String),
     #[error("group {0:?} is full ({MEMBERS_PER_GROUP_MAX} members)")]
@@ -159,11 +159,11 @@ pub struct Heartbeat {
     pub rack: Option<String>,
     pub capacity: Option<u32>,
     /// The tasks the member holds now, if it reports them.
-    pub owned: Option<Vec<TaskRef>>,
+    pub owned: Option<Vec<Task>>,
     /// How far behind the member's local state is, per task it has state
     /// for (learners, standbys), if it reports them. Transient: never
     /// logged, rebuilt by the next report.
-    pub lags: Option<Vec<(TaskRef, u64)>>,
+    pub lags: Option<Vec<(Task, u64)>>,
     /// The member asks to drain (leave gracefully once its tasks moved).
     pub drain: bool,
 }
@@ -193,14 +193,14 @@ pub struct HeartbeatResponse {
     pub member_epoch: u64,
     pub heartbeat_interval_ms: u64,
     /// Tasks the member may process.
-    pub active: BTreeSet<TaskRef>,
+    pub active: BTreeSet<Task>,
     /// Tasks the member must release, then report without.
-    pub revoking: BTreeSet<TaskRef>,
+    pub revoking: BTreeSet<Task>,
     /// Tasks to warm up (replay state for, report lag on); they become
     /// active once caught up.
-    pub learner: BTreeSet<TaskRef>,
+    pub learner: BTreeSet<Task>,
     /// Hot copies to keep for failover.
-    pub standby: BTreeSet<TaskRef>,
+    pub standby: BTreeSet<Task>,
     /// The member is draining.
     pub draining: bool,
     /// The member was draining and holds nothing more: it may leave (epoch
@@ -229,7 +229,7 @@ pub struct HeartbeatResponse {
 pub struct PreviewInput {
     pub input: GroupInput,
     pub slots: Vec<Slot>,
-    pub tasks: Vec<TaskRef>,
+    pub tasks: Vec<Task>,
 }
 
 /// A target computation the runtime must run (off any request path) and
@@ -316,7 +316,7 @@ struct CallInFlight {
     /// (draining members are left out).
     slots: Vec<Slot>,
     /// The task of each task index of the call's input.
-    tasks: Vec<TaskRef>,
+    tasks: Vec<Task>,
     /// The assignor asked (a failure of it is the group's news only
     /// while it is still the group's).
     assignor: String,

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::protocol::group::{Group, Liveness, Slot, SlotTarget, TaskRef};
+use crate::protocol::group::{Group, Liveness, Slot, SlotTarget, Task};
 
 /// For each held task some member has caught up on, its holder and those
 /// members; for each (new owner, holder) pair, the holder's tasks active in
@@ -17,8 +17,8 @@ use crate::protocol::group::{Group, Liveness, Slot, SlotTarget, TaskRef};
 /// subscribes to. Borrowed from the group and its liveness, which do not
 /// change while a target is built.
 pub(super) struct Swaps<'a> {
-    warm: BTreeMap<&'a TaskRef, (&'a Slot, Vec<&'a Slot>)>,
-    by_pair: BTreeMap<(&'a Slot, &'a Slot), BTreeSet<&'a TaskRef>>,
+    warm: BTreeMap<&'a Task, (&'a Slot, Vec<&'a Slot>)>,
+    by_pair: BTreeMap<(&'a Slot, &'a Slot), BTreeSet<&'a Task>>,
 }
 
 impl<'a> Swaps<'a> {
@@ -60,7 +60,7 @@ impl<'a> Swaps<'a> {
 
     /// The first (in task order) of `from`'s tasks other than `task` that
     /// `to` could take instead of it.
-    pub(super) fn first(&self, to: &Slot, from: &Slot, task: &TaskRef) -> Option<&'a TaskRef> {
+    pub(super) fn first(&self, to: &Slot, from: &Slot, task: &Task) -> Option<&'a Task> {
         self.by_pair
             .get(&(to, from))?
             .iter()
@@ -69,7 +69,7 @@ impl<'a> Swaps<'a> {
     }
 
     /// `task` became active on its holder in the target.
-    pub(super) fn now_active(&mut self, task: &TaskRef) {
+    pub(super) fn now_active(&mut self, task: &Task) {
         if let Some((&task, (holder, warm))) = self.warm.get_key_value(task) {
             for &to in warm {
                 self.by_pair.entry((to, holder)).or_default().insert(task);
@@ -78,7 +78,7 @@ impl<'a> Swaps<'a> {
     }
 
     /// `task` is no longer active on its holder in the target.
-    pub(super) fn no_longer_active(&mut self, task: &TaskRef) {
+    pub(super) fn no_longer_active(&mut self, task: &Task) {
         if let Some((holder, warm)) = self.warm.get(task) {
             for &to in warm {
                 if let Some(tasks) = self.by_pair.get_mut(&(to, *holder)) {

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Millis, Slot, TaskRef};
+use super::{Millis, Slot, Task};
 
 /// Transient per-group state, rebuilt rather than replayed: when each slot
 /// was last heard from, when the current batch of changes started, which
@@ -22,10 +22,10 @@ pub struct Liveness {
     /// Since when each slot has had tasks to release.
     pub revoking_since_ms: BTreeMap<Slot, Millis>,
     /// The lags each slot last reported, per task (replaced by each report).
-    pub lags: BTreeMap<Slot, BTreeMap<TaskRef, u64>>,
+    pub lags: BTreeMap<Slot, BTreeMap<Task, u64>>,
     /// Learners already reported caught up, so that each catch-up asks for
     /// one new target, not one per heartbeat.
-    pub caught_up_signalled: BTreeSet<(Slot, TaskRef)>,
+    pub caught_up_signalled: BTreeSet<(Slot, Task)>,
     /// Since when each draining slot has been draining (restarted from
     /// recovered state after a host restart).
     pub draining_since_ms: BTreeMap<Slot, Millis>,
@@ -80,7 +80,7 @@ pub struct Liveness {
 pub struct Handover {
     /// The end of the last lease the host gave the replaced incarnation.
     pub until_ms: Millis,
-    pub tasks: BTreeSet<TaskRef>,
+    pub tasks: BTreeSet<Task>,
 }
 
 /// A failed assignor call as the runtime reports it to the core: the
@@ -204,7 +204,7 @@ impl Liveness {
     }
 
     /// Whether `slot` last reported a lag on `task` at or under `acceptable`.
-    pub fn caught_up(&self, slot: &str, task: &TaskRef, acceptable: u64) -> bool {
+    pub fn caught_up(&self, slot: &str, task: &Task, acceptable: u64) -> bool {
         self.lags
             .get(slot)
             .and_then(|lags| lags.get(task))

@@ -11,7 +11,7 @@
 //! - `liveness`: the transient state beside it, and assignor failures.
 //!
 //! This module holds the two types all of them share: [`Millis`] and
-//! [`TaskRef`].
+//! [`Task`].
 
 mod config;
 mod liveness;
@@ -36,4 +36,4 @@ pub type Millis = u64;
 /// partitions or topics renumbers nothing; in JSON `[topic, partition]`, as
 /// in docs/design.md's offline contract. The wire crate's type, so the
 /// core, the API and the client share one definition.
-pub use assignd_wire::Task as TaskRef;
+pub use assignd_wire::Task as Task;

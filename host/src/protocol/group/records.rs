@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BindingSpec, CallLimits, Group, GroupConfig, Member, Millis, Slot, SlotTarget, TaskRef,
+    BindingSpec, CallLimits, Group, GroupConfig, Member, Millis, Slot, SlotTarget, Task,
 };
 use crate::protocol::reconcile::MemberAssignment;
 
@@ -77,7 +77,7 @@ pub enum Record {
     MemberReconciled {
         group: String,
         slot: Slot,
-        assignment: MemberAssignment<TaskRef>,
+        assignment: MemberAssignment<Task>,
     },
     /// A join without a name switched the group to dynamic membership:
     /// every static slot becomes a dynamic one keyed by its member id.

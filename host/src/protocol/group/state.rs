@@ -8,18 +8,18 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BINDINGS_MAX, Binding, GroupConfig, Record, Slot, TaskRef};
+use super::{BINDINGS_MAX, Binding, GroupConfig, Record, Slot, Task};
 use crate::protocol::reconcile::{Holdings, MemberAssignment};
 
 /// What the target gives one slot.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotTarget {
     /// Tasks the slot processes (granted once their old owner released them).
-    pub active: BTreeSet<TaskRef>,
+    pub active: BTreeSet<Task>,
     /// Tasks the slot warms up (replays state for) before taking them over.
-    pub learner: BTreeSet<TaskRef>,
+    pub learner: BTreeSet<Task>,
     /// Hot copies kept for failover.
-    pub standby: BTreeSet<TaskRef>,
+    pub standby: BTreeSet<Task>,
 }
 
 /// A member slot: one worker identity. A dynamic member's slot is its
@@ -87,7 +87,7 @@ pub struct Group {
     pub target: Arc<BTreeMap<Slot, SlotTarget>>,
     /// What each slot holds now, and who holds each task.
     #[serde(with = "holdings_by_slot")]
-    pub holdings: Holdings<TaskRef>,
+    pub holdings: Holdings<Task>,
     /// Member ids of earlier incarnations (and of removed members) whose
     /// requests must be refused as fenced, oldest first.
     pub fenced_member_ids: std::collections::VecDeque<String>,
@@ -115,16 +115,16 @@ pub(crate) mod holdings_by_slot {
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use super::{Holdings, MemberAssignment, Slot, TaskRef};
+    use super::{Holdings, MemberAssignment, Slot, Task};
 
-    pub fn serialize<S: Serializer>(h: &Holdings<TaskRef>, s: S) -> Result<S::Ok, S::Error> {
-        let by_slot: BTreeMap<&Slot, &MemberAssignment<TaskRef>> = h.members().collect();
+    pub fn serialize<S: Serializer>(h: &Holdings<Task>, s: S) -> Result<S::Ok, S::Error> {
+        let by_slot: BTreeMap<&Slot, &MemberAssignment<Task>> = h.members().collect();
         by_slot.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Holdings<TaskRef>, D::Error> {
-        let by_slot = BTreeMap::<Slot, MemberAssignment<TaskRef>>::deserialize(d)?;
-        let mut holdings: Holdings<TaskRef> = Holdings::default();
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Holdings<Task>, D::Error> {
+        let by_slot = BTreeMap::<Slot, MemberAssignment<Task>>::deserialize(d)?;
+        let mut holdings: Holdings<Task> = Holdings::default();
         for (slot, assignment) in by_slot {
             // A task held twice (by two slots, or active and released by
             // one) would trip `Holdings::set`: refuse the snapshot instead.
@@ -233,11 +233,11 @@ impl Group {
     }
 
     /// Every task of the group's topics.
-    pub fn tasks(&self) -> impl Iterator<Item = TaskRef> + '_ {
+    pub fn tasks(&self) -> impl Iterator<Item = Task> + '_ {
         self.config
             .topics
             .iter()
-            .flat_map(|t| (0..t.partitions).map(|p| TaskRef::new(&t.name, p)))
+            .flat_map(|t| (0..t.partitions).map(|p| Task::new(&t.name, p)))
     }
 
     /// Applies one record: the only way a group changes. It asserts what
@@ -333,7 +333,7 @@ impl Group {
 
     /// [`Record::MemberReconciled`]: what a member's slot holds, never at
     /// an epoch past the target's.
-    fn apply_reconciled(&mut self, slot: &Slot, assignment: &MemberAssignment<TaskRef>) {
+    fn apply_reconciled(&mut self, slot: &Slot, assignment: &MemberAssignment<Task>) {
         assert!(self.members.contains_key(slot), "{}", self.no_slot(slot));
         assert!(
             assignment.epoch <= self.target_epoch,

@@ -2,7 +2,7 @@
 
 use super::harness::*;
 use crate::protocol::core::{Heartbeat, HeartbeatResponse, JOIN_EPOCH};
-use crate::protocol::group::TaskRef;
+use crate::protocol::group::Task;
 
 #[test]
 fn bad_requests_are_refused_and_change_nothing() {
@@ -76,7 +76,7 @@ fn refused_heartbeats(member: &HeartbeatResponse) -> Vec<(Heartbeat, &'static st
         ),
         (
             Heartbeat {
-                owned: Some(vec![TaskRef::new("orders", 99)]),
+                owned: Some(vec![Task::new("orders", 99)]),
                 lags: None,
                 drain: false,
                 ..base.clone()

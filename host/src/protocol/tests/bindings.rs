@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use super::harness::*;
 use super::records::bumped;
 use crate::protocol::core::{Coordinator, HeartbeatResponse, Output, ProtocolError};
-use crate::protocol::group::{BindingSpec, CallLimits, Record, TaskRef};
+use crate::protocol::group::{BindingSpec, CallLimits, Record, Task};
 
 /// The group's bindings as (seq, assignor, rollback_to).
 fn bindings(h: &Harness) -> Vec<(u64, String, Option<u64>)> {
@@ -33,7 +33,7 @@ fn a_bind_computes_the_new_target_at_once_and_members_reach_it_cooperatively() {
     let mut members = vec![h.join(None), h.join(None), h.join(None)];
     h.at(EXPANSION_MS);
     h.settle(&mut members);
-    let before: Vec<BTreeSet<TaskRef>> = members.iter().map(|m| m.active.clone()).collect();
+    let before: Vec<BTreeSet<Task>> = members.iter().map(|m| m.active.clone()).collect();
     let epoch = h.core.group(GROUP).unwrap().group_epoch;
     let targets = h.installed_targets();
     let mark = h.log.len();
@@ -74,7 +74,7 @@ fn a_bind_computes_the_new_target_at_once_and_members_reach_it_cooperatively() {
         for i in 0..members.len() {
             members[i] = h.beat(&members[i].clone());
             let slot = members[i].member_id.clone();
-            let kept: BTreeSet<TaskRef> = before[i]
+            let kept: BTreeSet<Task> = before[i]
                 .intersection(&target[slot.as_str()].active)
                 .cloned()
                 .collect();

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::harness::*;
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH};
-use crate::protocol::group::{GroupConfig, Record, RemovalReason, TaskRef};
+use crate::protocol::group::{GroupConfig, Record, RemovalReason, Task};
 
 #[test]
 fn a_draining_member_hands_over_through_learners_then_may_exit() {
@@ -23,7 +23,7 @@ fn a_draining_member_hands_over_through_learners_then_may_exit() {
     h.settle(&mut members);
     assert!(members[0].draining && !members[0].drained);
     assert_eq!(members[0].active, leaving, "kept until a new owner is warm");
-    let warming: BTreeSet<TaskRef> = members[1..]
+    let warming: BTreeSet<Task> = members[1..]
         .iter()
         .flat_map(|m| m.learner.iter().cloned())
         .collect();

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use crate::protocol::core::{
     Coordinator, Heartbeat, HeartbeatResponse, HostLoad, JOIN_EPOCH, Output, ProtocolError,
 };
-use crate::protocol::group::{GroupConfig, LearnerMode, Millis, Record, TaskRef, TopicConfig};
+use crate::protocol::group::{GroupConfig, LearnerMode, Millis, Record, Task, TopicConfig};
 use crate::sim::{ASSIGNORS, assign_natively};
 
 pub(super) const GROUP: &str = "orders-app";
@@ -155,7 +155,7 @@ impl Harness {
     pub(super) fn beat_with_lags(
         &mut self,
         last: &HeartbeatResponse,
-        lags: Vec<(TaskRef, u64)>,
+        lags: Vec<(Task, u64)>,
     ) -> HeartbeatResponse {
         self.send(Heartbeat {
             owned: Some(last.active.iter().cloned().collect()),
@@ -221,11 +221,11 @@ pub(super) fn request_from(last: &HeartbeatResponse) -> Heartbeat {
     }
 }
 
-pub(super) fn tasks(range: std::ops::Range<u32>) -> BTreeSet<TaskRef> {
-    range.map(|p| TaskRef::new("orders", p)).collect()
+pub(super) fn tasks(range: std::ops::Range<u32>) -> BTreeSet<Task> {
+    range.map(|p| Task::new("orders", p)).collect()
 }
 
-pub(super) fn all_active(members: &[HeartbeatResponse]) -> BTreeSet<TaskRef> {
+pub(super) fn all_active(members: &[HeartbeatResponse]) -> BTreeSet<Task> {
     members
         .iter()
         .flat_map(|m| m.active.iter().cloned())
@@ -242,6 +242,6 @@ pub(super) fn learner_config(partitions: u32, max_learners: u32) -> GroupConfig 
 }
 
 /// Every task a member warms up, reported at `lag`.
-pub(super) fn lags_of(member: &HeartbeatResponse, lag: u64) -> Vec<(TaskRef, u64)> {
+pub(super) fn lags_of(member: &HeartbeatResponse, lag: u64) -> Vec<(Task, u64)> {
     member.learner.iter().map(|t| (t.clone(), lag)).collect()
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::harness::*;
 use super::records::{bumped, installed, joined, member, reconciled, snapshot};
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH, ProtocolError};
-use crate::protocol::group::{Slot, TaskRef, TopicConfig};
+use crate::protocol::group::{Slot, Task, TopicConfig};
 use crate::protocol::reconcile::MemberState;
 
 #[test]
@@ -44,7 +44,7 @@ fn a_new_member_takes_tasks_cooperatively_and_nothing_else_moves() {
     let mut members = vec![h.join(None), h.join(None), h.join(None)];
     h.at(1_000);
     h.settle(&mut members);
-    let before: Vec<BTreeSet<TaskRef>> = members.iter().map(|m| m.active.clone()).collect();
+    let before: Vec<BTreeSet<Task>> = members.iter().map(|m| m.active.clone()).collect();
     members.push(h.join(None));
     h.at(2_000);
     // Each old member, on its next heartbeat, keeps what stays and is asked
@@ -78,7 +78,7 @@ fn topic_changes_trigger_a_new_target() {
     h.settle(&mut members);
     assert_eq!(all_active(&members), tasks(0..6));
     // More partitions: the new tasks are assigned, old ones stay put.
-    let before: Vec<BTreeSet<TaskRef>> = members.iter().map(|m| m.active.clone()).collect();
+    let before: Vec<BTreeSet<Task>> = members.iter().map(|m| m.active.clone()).collect();
     h.configure(config(10));
     h.advance(3_000, &mut members);
     h.settle(&mut members);
@@ -130,7 +130,7 @@ fn a_subscription_to_a_topic_the_group_does_not_have_is_kept_until_it_exists() {
     h.configure(with_new);
     h.at(2 * EXPANSION_MS);
     h.settle(&mut members);
-    let new_tasks: BTreeSet<TaskRef> = (0..3).map(|p| TaskRef::new("newtopic", p)).collect();
+    let new_tasks: BTreeSet<Task> = (0..3).map(|p| Task::new("newtopic", p)).collect();
     assert_eq!(members[1].active.intersection(&new_tasks).count(), 3);
     assert!(members[0].active.is_disjoint(&new_tasks));
 

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::harness::*;
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH};
-use crate::protocol::group::{GroupConfig, LearnerMode, TaskRef};
+use crate::protocol::group::{GroupConfig, LearnerMode, Task};
 
 #[test]
 fn host_learner_safety_keeps_a_cold_move_on_its_owner_until_the_learner_catches_up() {
@@ -16,7 +16,7 @@ fn host_learner_safety_keeps_a_cold_move_on_its_owner_until_the_learner_catches_
     let mut members = vec![h.join(None), h.join(None)];
     h.at(1_000);
     h.settle(&mut members);
-    let before: Vec<BTreeSet<TaskRef>> = members.iter().map(|m| m.active.clone()).collect();
+    let before: Vec<BTreeSet<Task>> = members.iter().map(|m| m.active.clone()).collect();
     members.push(h.join(None));
     h.at(2_000);
     h.settle(&mut members);
@@ -51,7 +51,7 @@ fn host_learner_safety_keeps_a_cold_move_on_its_owner_until_the_learner_catches_
         targets + 1,
         "the catch-up re-asks at once"
     );
-    let revoked: BTreeSet<TaskRef> = members
+    let revoked: BTreeSet<Task> = members
         .iter_mut()
         .take(2)
         .flat_map(|m| {
@@ -167,7 +167,7 @@ fn a_failed_owners_tasks_go_to_a_member_already_caught_up_on_them() {
     h.settle(&mut members);
     // Member 2 keeps warm copies of member 0's tasks (as a standby would).
     let failing = members[0].active.clone();
-    let warm: Vec<(TaskRef, u64)> = failing.iter().map(|t| (t.clone(), 0)).collect();
+    let warm: Vec<(Task, u64)> = failing.iter().map(|t| (t.clone(), 0)).collect();
     members[2] = h.beat_with_lags(&members[2].clone(), warm);
     h.send(Heartbeat {
         member_epoch: LEAVE_EPOCH,

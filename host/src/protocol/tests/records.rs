@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::harness::{GROUP, Harness};
-use crate::protocol::group::{Member, Record, RemovalReason, Slot, SlotTarget, TaskRef};
+use crate::protocol::group::{Member, Record, RemovalReason, Slot, SlotTarget, Task};
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
 
 /// A member subscribed to `orders` with the default capacity, as a join
@@ -65,7 +65,7 @@ pub(super) fn removed(slot: &Slot, reason: RemovalReason) -> Record {
 /// A target of active tasks only (no learners, no standbys).
 pub(super) fn installed<'a>(
     epoch: u64,
-    active: impl IntoIterator<Item = (&'a Slot, &'a BTreeSet<TaskRef>)>,
+    active: impl IntoIterator<Item = (&'a Slot, &'a BTreeSet<Task>)>,
 ) -> Record {
     let target: BTreeMap<Slot, SlotTarget> = active
         .into_iter()
@@ -90,8 +90,8 @@ pub(super) fn reconciled(
     slot: &Slot,
     state: MemberState,
     epochs: (u64, u64),
-    active: BTreeSet<TaskRef>,
-    revoking: BTreeSet<TaskRef>,
+    active: BTreeSet<Task>,
+    revoking: BTreeSet<Task>,
 ) -> Record {
     Record::MemberReconciled {
         group: GROUP.into(),

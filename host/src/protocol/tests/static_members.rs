@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::harness::*;
 use super::records::{away, bumped, installed, joined, member, reconciled, removed, snapshot};
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH, ProtocolError};
-use crate::protocol::group::{Record, RemovalReason, Slot, TaskRef};
+use crate::protocol::group::{Record, RemovalReason, Slot, Task};
 use crate::protocol::reconcile::MemberState;
 
 #[test]
@@ -20,7 +20,7 @@ fn a_static_member_restarting_in_time_gets_exactly_its_tasks_back() {
     ];
     h.at(1_000);
     h.settle(&mut members);
-    let snapshot: Vec<BTreeSet<TaskRef>> = members.iter().map(|m| m.active.clone()).collect();
+    let snapshot: Vec<BTreeSet<Task>> = members.iter().map(|m| m.active.clone()).collect();
     let mark = h.log.len();
     // worker-a's pod restarts before the host noticed anything.
     h.advance(5_000, &mut members[1..]);

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{task, tasks};
 use crate::protocol::core::HeartbeatResponse;
 use crate::protocol::group::{
-    Group, GroupConfig, LearnerMode, Liveness, Member, Record, Slot, SlotTarget, TaskRef,
+    Group, GroupConfig, LearnerMode, Liveness, Member, Record, Slot, SlotTarget, Task,
     TopicConfig,
 };
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
@@ -47,7 +47,7 @@ fn hold(group: &mut Group, slot: &str, epoch: u64, active: &[u32], revoking: &[u
     });
 }
 
-fn assignment(epoch: u64, active: &[u32], revoking: &[u32]) -> MemberAssignment<TaskRef> {
+fn assignment(epoch: u64, active: &[u32], revoking: &[u32]) -> MemberAssignment<Task> {
     MemberAssignment {
         state: if revoking.is_empty() {
             MemberState::Stable
@@ -145,7 +145,7 @@ fn two_processes_owning_one_task_are_caught() {
 /// p0 (member a) owns `t0` and `t1` with a lease until 2,000; p9, which
 /// the host removed (member id m-fenced) without it hearing yet, still
 /// believes it owns `t0`, with a lease until 1,500.
-fn owner_and_stalled<'a>(t0: &'a TaskRef, t1: &'a TaskRef) -> (Belief<'a>, Belief<'a>) {
+fn owner_and_stalled<'a>(t0: &'a Task, t1: &'a Task) -> (Belief<'a>, Belief<'a>) {
     let owner = Belief {
         process: "p0",
         member_id: "a",
@@ -312,7 +312,7 @@ fn an_unowned_or_doubly_owned_task_once_settled_is_caught() {
     install(&mut group, 1, &[("a", &[0, 1]), ("b", &[2, 3])]);
     hold(&mut group, "a", 1, &[0, 1], &[]);
     hold(&mut group, "b", 1, &[2, 3], &[]);
-    let all: Vec<TaskRef> = (0..4).map(task).collect();
+    let all: Vec<Task> = (0..4).map(task).collect();
     let beliefs = [
         Belief {
             process: "p0",

@@ -6,7 +6,7 @@ use assignd_guest_sdk::{Assignment, GroupInput};
 
 use crate::protocol::core::{AssignorCall, Coordinator, Heartbeat, HeartbeatResponse, Output};
 use crate::protocol::group::{
-    GroupConfig, LearnerMode, Millis, Record, SlotTarget, TaskRef, TopicConfig,
+    GroupConfig, LearnerMode, Millis, Record, SlotTarget, Task, TopicConfig,
 };
 use crate::sim::assign_natively;
 
@@ -73,7 +73,7 @@ impl Drive {
     fn beat(
         &mut self,
         last: &HeartbeatResponse,
-        lags: &[(TaskRef, u64)],
+        lags: &[(Task, u64)],
         topics: Option<&[&str]>,
     ) -> HeartbeatResponse {
         let mut request = Heartbeat::join(G, None, Vec::new());
@@ -137,8 +137,8 @@ impl Drive {
     }
 }
 
-fn task(topic: &str, p: u32) -> TaskRef {
-    TaskRef::new(topic, p)
+fn task(topic: &str, p: u32) -> Task {
+    Task::new(topic, p)
 }
 
 /// A hand-made answer: `owners` as (topic, partition, member id), and

@@ -7,17 +7,17 @@
 
 use std::collections::BTreeSet;
 
-use crate::protocol::group::TaskRef;
+use crate::protocol::group::Task;
 
 mod checks;
 mod core_fixes;
 mod member_leases;
 mod schedules;
 
-fn task(p: u32) -> TaskRef {
-    TaskRef::new("t0", p)
+fn task(p: u32) -> Task {
+    Task::new("t0", p)
 }
 
-fn tasks(ps: &[u32]) -> BTreeSet<TaskRef> {
+fn tasks(ps: &[u32]) -> BTreeSet<Task> {
     ps.iter().map(|&p| task(p)).collect()
 }

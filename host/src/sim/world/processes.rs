@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::World;
 use super::scenario::Membership;
-use crate::protocol::group::TaskRef;
+use crate::protocol::group::Task;
 use crate::sim::Fault;
 use crate::sim::Violation;
 use crate::sim::check::Belief;
@@ -69,7 +69,7 @@ impl World {
         lane: usize,
         name: Option<String>,
         topics: BTreeSet<String>,
-        store: BTreeMap<TaskRef, Store>,
+        store: BTreeMap<Task, Store>,
     ) -> usize {
         let pid = self.processes.len();
         let rack = self.lanes[lane]

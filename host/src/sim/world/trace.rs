@@ -8,7 +8,7 @@ use assignd_guest_sdk::{Assignment, GroupInput};
 
 use super::{Lane, World};
 use crate::protocol::core::{Heartbeat, HeartbeatResponse, Output, ProtocolError};
-use crate::protocol::group::{Group, GroupConfig, Record, TaskRef};
+use crate::protocol::group::{Group, GroupConfig, Record, Task};
 use crate::sim::check::tasks_str;
 
 impl World {
@@ -184,7 +184,7 @@ pub(super) fn describe_answer(input: &GroupInput, answer: &Assignment) -> String
     let offsets = input.topic_offsets();
     let task_ref = |task: u32| {
         let topic = offsets.partition_point(|&o| o <= task) - 1;
-        TaskRef::new(&input.topics[topic].name, task - offsets[topic])
+        Task::new(&input.topics[topic].name, task - offsets[topic])
     };
     let mut rows: Vec<String> = Vec::new();
     for (m, member) in input.members.iter().enumerate() {
