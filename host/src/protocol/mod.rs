@@ -24,6 +24,7 @@ pub mod names;
 pub mod reconcile;
 pub mod replay;
 pub mod shard;
+pub mod slot;
 pub mod splitmix;
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::group::Slot;
+use crate::protocol::slot::Slot;
 
 /// What a task is to the reconciliation: anything ordered (the core uses
 /// (topic, partition) so that topic changes do not renumber tasks; tests

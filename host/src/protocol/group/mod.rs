@@ -13,19 +13,21 @@
 //! This module holds the two types all of them share: [`Millis`] and
 //! [`Task`].
 
+mod apply;
+mod bindings;
 mod config;
 mod liveness;
 mod records;
-mod slot;
 mod state;
 
+pub use super::slot::Slot;
+pub use bindings::{BINDINGS_MAX, Binding};
 pub use config::{BindingSpec, CallLimits, GroupConfig, LearnerMode, TopicConfig, defaults};
 pub use liveness::{
     ANSWER_WAIT_MS_MIN, ASSIGNOR_RETRY_MS_MAX, AssignorFailure, AssignorFailures, Handover,
     Liveness, answer_wait_ms, assignor_retry_ms,
 };
-pub use records::{BINDINGS_MAX, Binding, Record, RemovalReason};
-pub use slot::Slot;
+pub use records::{Record, RemovalReason};
 pub(crate) use state::holdings_by_slot;
 pub use state::{FENCED_MEMBER_IDS_MAX, Group, Member, Phase, SlotTarget};
 
@@ -36,4 +38,4 @@ pub type Millis = u64;
 /// partitions or topics renumbers nothing; in JSON `[topic, partition]`, as
 /// in docs/design.md's offline contract. The wire crate's type, so the
 /// core, the API and the client share one definition.
-pub use assignd_wire::Task as Task;
+pub use assignd_wire::Task;

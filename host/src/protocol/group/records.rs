@@ -1,15 +1,13 @@
 //! The records: every change the core makes to a group is one [`Record`],
 //! written to the log and applied by `Group::apply`; with the reasons a
-//! member is removed and the assignor [`Binding`]s a group keeps.
+//! member is removed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    BindingSpec, CallLimits, Group, GroupConfig, Member, Millis, Slot, SlotTarget, Task,
-};
+use super::{Binding, Group, GroupConfig, Member, Slot, SlotTarget, Task};
 use crate::protocol::reconcile::MemberAssignment;
 
 /// Why a member left the group.
@@ -99,44 +97,6 @@ pub enum Record {
     /// That wait is over.
     HandoverEnded { group: String, slot: Slot },
 }
-
-/// One assignor binding of a group, as kept in its history.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Binding {
-    /// 1 for the group's first binding, one more for each later one.
-    pub seq: u64,
-    /// The assignor reference as written (built-in name, module id, or
-    /// `name@version`).
-    pub assignor: String,
-    pub params: BTreeMap<String, String>,
-    /// Limits on the binding's calls, under the host's ceilings.
-    pub limits: CallLimits,
-    /// The assignor that answers when this one fails.
-    pub fallback: Option<String>,
-    /// The group epoch the binding took effect at.
-    pub epoch: u64,
-    /// The runtime's clock when it was bound (milliseconds since that
-    /// host process started: comparable within one run only).
-    pub at_ms: Millis,
-    /// The `seq` of the binding this one rolled back to, if it is a
-    /// rollback.
-    pub rollback_to: Option<u64>,
-}
-
-impl Binding {
-    /// What this binding set.
-    pub fn spec(&self) -> BindingSpec {
-        BindingSpec {
-            assignor: self.assignor.clone(),
-            params: self.params.clone(),
-            limits: self.limits,
-            fallback: self.fallback.clone(),
-        }
-    }
-}
-
-/// Bindings kept per group; the oldest are forgotten past this.
-pub const BINDINGS_MAX: usize = 32;
 
 impl Record {
     pub fn group(&self) -> &str {
