@@ -130,8 +130,7 @@ mod tests {
     fn the_limit_fits_the_groups_its_doc_names() {
         let fits = |len: usize, topics: u32, partitions: u32| {
             let names: Vec<String> = (0..topics).map(|i| format!("{i:0>len$}")).collect();
-            let bound =
-                heartbeat_bytes_max(names.iter().map(|name| (name.as_str(), partitions)));
+            let bound = heartbeat_bytes_max(names.iter().map(|name| (name.as_str(), partitions)));
             bound <= HEARTBEAT_BODY_BYTES_MAX
         };
         assert!(fits(12, 10, 100_000));

@@ -123,10 +123,7 @@ fn raw_assignment<'a>(
     slots: &'a [Slot],
     all_tasks: &'a [Task],
     assignment: &Assignment,
-) -> (
-    Vec<PreviewMemberAssignment>,
-    BTreeMap<&'a Task, &'a Slot>,
-) {
+) -> (Vec<PreviewMemberAssignment>, BTreeMap<&'a Task, &'a Slot>) {
     let mut raw: Vec<PreviewMemberAssignment> = slots
         .iter()
         .map(|slot| PreviewMemberAssignment {

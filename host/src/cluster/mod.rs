@@ -54,8 +54,8 @@ pub use etcd::{Claim, Etcd, EtcdConfig, StoreError, Write};
 pub use modules::EtcdModules;
 pub use node::Node;
 pub use node_config::NodeConfig;
-pub use view::ClusterView;
 pub use store::{EtcdStore, ReadLog};
+pub use view::ClusterView;
 
 #[cfg(test)]
 mod tests;

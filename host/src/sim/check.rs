@@ -314,9 +314,8 @@ fn check_return_gave_its_tasks_back(
     // A task being revoked from the slot is released by a join that
     // reports it not owned (a new incarnation holds nothing): it was
     // leaving this member anyway; every task it keeps must come back.
-    let released = |t: &Task| {
-        previous.revoking.contains(t) && owned.is_some_and(|owned| !owned.contains(t))
-    };
+    let released =
+        |t: &Task| previous.revoking.contains(t) && owned.is_some_and(|owned| !owned.contains(t));
     if let Some(lost) = previous.held().find(|t| {
         !response.active.contains(*t)
             && !response.revoking.contains(*t)

@@ -11,8 +11,8 @@ use super::super::frame::{Decoded, RecordType, decode};
 use super::super::writer::{FsyncPolicy, LogSink};
 use crate::protocol::core::{Coordinator, Heartbeat, Output};
 use crate::protocol::group::{
-    Binding, CallLimits, Group, GroupConfig, Member, Record, RemovalReason, Slot, SlotTarget,
-    Task, TopicConfig,
+    Binding, CallLimits, Group, GroupConfig, Member, Record, RemovalReason, Slot, SlotTarget, Task,
+    TopicConfig,
 };
 use crate::protocol::reconcile::MemberAssignment;
 

@@ -15,8 +15,8 @@ use super::super::read::{Scan, ScanMode, scan};
 use super::super::segment::SegmentKind;
 use super::fixtures::tempdir;
 use crate::protocol::group::{
-    Binding, CallLimits, Group, GroupConfig, LearnerMode, Member, Record, Slot, SlotTarget,
-    Task, TopicConfig,
+    Binding, CallLimits, Group, GroupConfig, LearnerMode, Member, Record, Slot, SlotTarget, Task,
+    TopicConfig,
 };
 use crate::protocol::reconcile::{Holdings, MemberAssignment, MemberState};
 

@@ -5,8 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{task, tasks};
 use crate::protocol::core::HeartbeatResponse;
 use crate::protocol::group::{
-    Group, GroupConfig, LearnerMode, Liveness, Member, Record, Slot, SlotTarget, Task,
-    TopicConfig,
+    Group, GroupConfig, LearnerMode, Liveness, Member, Record, Slot, SlotTarget, Task, TopicConfig,
 };
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
 use crate::sim::check::{self, Belief};
