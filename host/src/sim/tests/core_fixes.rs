@@ -161,11 +161,11 @@ fn answer(
     out
 }
 
-/// Seed 959: a member that unsubscribed from t1 still held t1:0; the
-/// answer gave t1:0 to a cold member that was caught up on another task
-/// of the holder, and the host swapped that task in instead of warming
-/// a learner. t1:0 stayed on a member not subscribed to it, with no
-/// learner and a stable group: invariant 2 broken for good.
+/// A member that unsubscribed from t1 still holds t1:0, and the answer
+/// gives t1:0 to a cold member caught up on another task of the holder:
+/// the host warms a learner for t1:0 rather than swap that other task in,
+/// so t1:0 does not stay for good on a member not subscribed to it
+/// (invariant 2). The schedule is seed 959's.
 #[test]
 fn a_holder_that_unsubscribed_sees_its_task_warm_up_elsewhere() {
     let mut d = Drive::new(&[("t0", 2), ("t1", 1)], 1);
@@ -213,10 +213,10 @@ fn a_holder_that_unsubscribed_sees_its_task_warm_up_elsewhere() {
     assert!(b.active.contains(&task("t1", 0)), "{b:?}");
 }
 
-/// Seed 19809: the answer's own learner on a task that ends up active
-/// on the same member was dropped from the target as pointless, but it
-/// had used the group's only learner slot, so a cold move the host held
-/// back got no learner and never happened.
+/// An answer's own learner on a task that ends up active on the same
+/// member does not use up the group's only learner slot: a cold move the
+/// host holds back still gets its learner and happens. The schedule is
+/// seed 19809's.
 #[test]
 fn a_dropped_learner_of_the_answer_does_not_use_up_the_learner_slots() {
     let (mut d, a) = Drive::one_member_owning_both_tasks();
@@ -244,11 +244,11 @@ fn a_dropped_learner_of_the_answer_does_not_use_up_the_learner_slots() {
     assert!(d.target(&a).learner.is_empty());
 }
 
-/// Seed 113488 (500 steps): `sticky` kept swapping t0 tasks between two
-/// members, each move cold, and the group's one learner slot went to
-/// the first cold move in task order every time, so a t1 task whose
-/// holder had unsubscribed from t1 never got a learner and stayed there
-/// for good. Moves off a holder that may not keep the task warm first.
+/// While `sticky` keeps swapping t0 tasks between two members (each move
+/// cold), the group's one learner slot goes first to the move off a
+/// holder that may not keep its task (it unsubscribed from t1), not to
+/// the first cold move in task order, so that t1 task does move. The
+/// schedule is seed 113488's (500 steps).
 #[test]
 fn a_task_its_holder_may_not_keep_warms_up_before_optional_moves() {
     let mut d = Drive::new(&[("t0", 1), ("t1", 1)], 1);
@@ -299,13 +299,12 @@ fn a_member_whose_revocation_was_lost_is_fenced_only_after_its_lease() {
     );
 }
 
-/// Seed 727 (the lease check): a static member's lease ran to its
-/// registration timeout, but a nameless join into the stable group
-/// dropped the name map right after the answer, and the member, now
-/// dynamic, expired after the session timeout. Since the bound of the
-/// test above, random schedules rarely get there (it takes a session
-/// timeout shorter than the expansion timeout plus a heartbeat
-/// interval), so this drives it by hand.
+/// A static member's lease runs to its registration timeout; when a
+/// nameless join into the stable group drops the name map right after the
+/// answer, the member, now dynamic, must not expire before that lease
+/// ends (the schedule of seed 727, with the lease check). Random
+/// schedules rarely get there (it takes a session timeout shorter than the
+/// expansion timeout plus a heartbeat interval), so this drives it by hand.
 #[test]
 fn a_static_member_made_dynamic_expires_only_after_its_lease() {
     let mut d = Drive::with_config(GroupConfig {
