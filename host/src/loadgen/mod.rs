@@ -13,9 +13,9 @@
 //!   settled.
 //! - [`measure`] and `report`: `assignd loadgen`, a measured run and its
 //!   report.
-//! - [`demo`], with `demo_host` and `demo_screen`: `assignd demo`, a host
+//! - [`demo`](mod@demo), with `demo_host` and `demo_screen`: `assignd demo`, a host
 //!   in process and a group scaled on a schedule, shown every second.
-//! - [`plot`]: `assignd plot`, loadgen reports' timelines on one SVG chart.
+//! - [`plot`](mod@plot): `assignd plot`, loadgen reports' timelines on one SVG chart.
 //! - [`settings`]: what each command runs with, by its flags' names.
 //!
 //! The command line's flags are parsed in `cli`, which hands each command

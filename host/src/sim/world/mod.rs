@@ -18,13 +18,13 @@
 //!
 //! This file owns the [`World`] and its step loop (boot, the phases, the
 //! next scheduled thing, ticks, the report). The rest, by concern:
-//! [`scenario`] draws the groups and their configs, [`processes`] starts
-//! the member processes, [`heartbeat`] sends their heartbeats and takes
-//! the outcomes in, [`routing`] reaches the nodes in cluster mode,
-//! [`assignor_calls`] answers the cores' assignor calls, [`admin`] sends
-//! configs and drains, [`records`] keeps what lands in each shard's log,
-//! [`checks`] holds the invariant checks after each step, [`chaos`] the
-//! random events, [`settle`] the quiet phase, and [`trace`] the trace.
+//! `scenario` draws the groups and their configs, `processes` starts
+//! the member processes, `heartbeat` sends their heartbeats and takes
+//! the outcomes in, `routing` reaches the nodes in cluster mode,
+//! `assignor_calls` answers the cores' assignor calls, `admin` sends
+//! configs and drains, `records` keeps what lands in each shard's log,
+//! `checks` holds the invariant checks after each step, `chaos` the
+//! random events, `settle` the quiet phase, and `trace` the trace.
 //!
 //! Every draw from the generator happens in a fixed order: moving one
 //! changes every schedule from there on, and a seed no longer names the
