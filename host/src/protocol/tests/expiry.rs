@@ -5,7 +5,7 @@
 use super::harness::*;
 use super::records::{bumped, installed, removed};
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH};
-use crate::protocol::group::{Record, RemovalReason, Slot};
+use crate::protocol::group::{RemovalReason, Slot};
 
 #[test]
 fn a_silent_dynamic_member_expires_and_a_slow_releaser_is_fenced() {
@@ -16,16 +16,26 @@ fn a_silent_dynamic_member_expires_and_a_slow_releaser_is_fenced() {
     // Member 1 goes silent; member 0 keeps heartbeating.
     h.advance(1_000 + SESSION_MS - 1, &mut members[..1]);
     assert_eq!(h.core.group(GROUP).unwrap().members.len(), 2, "not yet");
+    // The tick past its session removes it, and, a departure being urgent,
+    // member 0 is given every task at once.
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
+    let mark = h.log.len();
+    h.at(1_999 + SESSION_MS);
+    let silent = Slot::dynamic(&members[1].member_id);
+    let every_task = tasks(0..4);
+    let staying = [(&Slot::dynamic(&members[0].member_id), &every_task)];
+    assert_eq!(
+        h.records_since(mark),
+        [
+            removed(&silent, RemovalReason::Expired),
+            bumped(epoch + 1),
+            installed(epoch + 1, staying),
+        ]
+    );
+    members[0] = h.beat(&members[0]);
     h.advance(2_000 + SESSION_MS + EXPANSION_MS, &mut members[..1]);
     h.settle(&mut members[..1]);
     assert_eq!(members[0].active, tasks(0..4));
-    assert!(h.log.iter().any(|r| matches!(
-        r,
-        Record::MemberRemoved {
-            reason: RemovalReason::Expired,
-            ..
-        }
-    )));
 
     // A newcomer makes member 0 release half; member 0 never reports the
     // release, and is fenced after the expansion timeout.
@@ -41,17 +51,23 @@ fn a_silent_dynamic_member_expires_and_a_slow_releaser_is_fenced() {
         })
         .unwrap();
     assert_eq!(asked.revoking.len(), 2);
-    h.advance(t + 3 * EXPANSION_MS, &mut newcomer);
-    let fenced = h.log.iter().any(|r| {
-        matches!(
-            r,
-            Record::MemberRemoved {
-                reason: RemovalReason::Fenced,
-                ..
-            }
-        )
-    });
-    assert!(fenced, "held tasks past the expansion timeout");
+    h.advance(t + 2 * EXPANSION_MS, &mut newcomer);
+    // Held past the expansion timeout: the next tick fences it, and the
+    // newcomer is given every task at once.
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
+    let mark = h.log.len();
+    h.at(t + 3 * EXPANSION_MS);
+    let slow = Slot::dynamic(&members[0].member_id);
+    let staying = [(&Slot::dynamic(&newcomer[0].member_id), &every_task)];
+    assert_eq!(
+        h.records_since(mark),
+        [
+            removed(&slow, RemovalReason::Fenced),
+            bumped(epoch + 1),
+            installed(epoch + 1, staying),
+        ]
+    );
+    newcomer[0] = h.beat(&newcomer[0]);
     h.advance(t + 5 * EXPANSION_MS, &mut newcomer);
     h.settle(&mut newcomer);
     assert_eq!(newcomer[0].active, tasks(0..4));
@@ -85,14 +101,32 @@ fn a_departure_starts_the_next_target_at_once() {
     // An expiry: member 1 goes silent; at the tick that removes it the
     // target is computed, and member 0's next beat gets its tasks.
     let silent_since = h.now;
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
     let mut alive = vec![members[0].clone()];
     let mut t = silent_since;
+    let mut last_tick = Vec::new();
     while h.core.group(GROUP).unwrap().members.len() == 2 {
         t += 100;
+        let mark = h.log.len();
         h.at(t);
+        last_tick = h.records_since(mark).to_vec();
         alive[0] = h.beat(&alive[0]);
         assert!(t < silent_since + 2 * SESSION_MS, "never expired");
     }
+    let every_task = tasks(0..4);
+    let staying = [(&Slot::dynamic(&alive[0].member_id), &every_task)];
+    assert_eq!(
+        last_tick,
+        [
+            removed(
+                &Slot::dynamic(&members[1].member_id),
+                RemovalReason::Expired
+            ),
+            bumped(epoch + 1),
+            installed(epoch + 1, staying),
+        ],
+        "the tick that removes it installs the next target"
+    );
     alive[0] = h.beat(&alive[0]);
     h.settle(&mut alive);
     assert_eq!(
