@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::harness::*;
 use super::records::{away, bumped, installed, joined, member, reconciled, removed, snapshot};
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH, ProtocolError};
-use crate::protocol::group::{Record, RemovalReason, Slot, Task};
+use crate::protocol::group::{RemovalReason, Slot, Task};
 use crate::protocol::reconcile::MemberState;
 
 #[test]
@@ -227,18 +227,27 @@ fn a_second_process_that_leaves_a_draining_slot_does_not_free_the_first_ones_tas
         other.active.intersection(&old.active).collect::<Vec<_>>(),
         h.now
     );
-    // Once that lease ended, the slot goes (as left) and its tasks move.
+    // The tick at which that lease ends removes the slot (as left); a
+    // departure being urgent, its tasks move in the next target at once.
     let mut other = vec![other];
-    h.advance(lease_end, &mut other);
+    h.advance(lease_end - 1_000, &mut other);
+    assert!(h.is_member(&new.member_id), "kept while the lease runs");
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
+    let mark = h.log.len();
+    h.at(lease_end);
+    let every_task = tasks(0..4);
+    let staying = [(&Slot::dynamic(&other[0].member_id), &every_task)];
+    assert_eq!(
+        h.records_since(mark),
+        [
+            removed(&Slot::named("w"), RemovalReason::Left),
+            bumped(epoch + 1),
+            installed(epoch + 1, staying),
+        ]
+    );
+    other[0] = h.beat(&other[0]);
     let group = h.core.group(GROUP).unwrap();
     assert!(group.slot_of(&new.member_id).is_none(), "the slot is gone");
-    assert!(h.log.iter().any(|r| matches!(
-        r,
-        Record::MemberRemoved {
-            reason: RemovalReason::Left,
-            ..
-        }
-    )));
     h.at(h.now + EXPANSION_MS);
     h.settle(&mut other);
     assert!(other[0].active.is_superset(&old.active), "{:?}", other[0]);
