@@ -6,8 +6,9 @@
 use assignor_sticky::Sticky;
 
 use super::harness::*;
+use super::records::{bumped, installed_now, removed};
 use crate::protocol::core::{Coordinator, Heartbeat, LEAVE_EPOCH};
-use crate::protocol::group::{AssignorFailure, GroupConfig, Record};
+use crate::protocol::group::{AssignorFailure, GroupConfig, Record, RemovalReason, Slot};
 use crate::sim::assign_natively;
 
 #[test]
@@ -299,14 +300,25 @@ fn a_catch_up_after_a_big_target_waits_for_its_pace() {
     let installed_at = h.now;
     let pace_ms = (u64::from(PARTITIONS) + 2) / TARGET_ROWS_PER_PACE_MS;
     assert!(pace_ms > 100, "a pace the steps below can see");
-    let targets = h.installed_targets();
     let learning = members[2].learner.clone();
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
+    let mark = h.log.len();
     members[2] = h.beat_with_lags(&members[2].clone(), lags_of(&members[2], 0));
-    assert_eq!(h.installed_targets(), targets, "not at once");
+    assert_eq!(
+        h.records_since(mark),
+        [bumped(epoch + 1)],
+        "asked for, not installed at once"
+    );
+    let mark = h.log.len();
     h.at(installed_at + pace_ms - 1);
-    assert_eq!(h.installed_targets(), targets, "not before the pace");
+    assert_eq!(h.records_since(mark), [], "not before the pace");
+    let mark = h.log.len();
     h.at(installed_at + pace_ms);
-    assert_eq!(h.installed_targets(), targets + 1, "at the pace");
+    assert_eq!(
+        h.records_since(mark),
+        [installed_now(&h, epoch + 1)],
+        "at the pace"
+    );
     h.settle(&mut members);
     assert!(learning.is_subset(&members[2].active));
 }
@@ -323,13 +335,28 @@ fn a_departure_is_not_held_back_by_the_pace() {
     members.push(h.join(None));
     h.at(2_000);
     h.settle(&mut members);
-    let targets = h.installed_targets();
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
+    let mark = h.log.len();
     members[2] = h.beat_with_lags(&members[2].clone(), lags_of(&members[2], 0));
-    assert_eq!(h.installed_targets(), targets, "the catch-up waits");
+    assert_eq!(
+        h.records_since(mark),
+        [bumped(epoch + 1)],
+        "the catch-up waits"
+    );
+    let mark = h.log.len();
     h.send(Heartbeat {
         member_epoch: LEAVE_EPOCH,
         ..request_from(&members[0])
     })
     .unwrap();
-    assert_eq!(h.installed_targets(), targets + 1, "the departure does not");
+    let left = Slot::dynamic(&members[0].member_id);
+    assert_eq!(
+        h.records_since(mark),
+        [
+            removed(&left, RemovalReason::Left),
+            bumped(epoch + 2),
+            installed_now(&h, epoch + 2),
+        ],
+        "the departure does not"
+    );
 }

@@ -84,6 +84,16 @@ pub(super) fn installed<'a>(
     }
 }
 
+/// The target the group holds now, as installed at `epoch`: for a target
+/// too big to write out, whose contents the test checks otherwise.
+pub(super) fn installed_now(h: &Harness, epoch: u64) -> Record {
+    Record::TargetInstalled {
+        group: GROUP.into(),
+        epoch,
+        target: h.core.group(GROUP).expect("the group").target.clone(),
+    }
+}
+
 /// A slot's holdings recorded: its reconciliation `state` at member epoch
 /// `epochs.0` (after `epochs.1`), its active tasks and those it releases.
 pub(super) fn reconciled(
