@@ -5,7 +5,7 @@
 use super::harness::*;
 use crate::protocol::core::Output;
 use crate::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, HostLoad, TimerKind};
-use crate::protocol::group::{GroupConfig, Millis, Record, RemovalReason};
+use crate::protocol::group::{GroupConfig, Millis, Record, RemovalReason, Slot};
 use crate::sim::assign_natively;
 
 fn count(core: &mut Coordinator, kind: TimerKind) -> usize {
@@ -63,6 +63,26 @@ fn settled_groups(
     (core, now, beats)
 }
 
+/// What a tick at which every member of every group expires emits: group
+/// by group, each member's removal and the epoch bump that follows it.
+fn every_member_expired(core: &Coordinator) -> Vec<Record> {
+    let mut records = Vec::new();
+    for group in core.groups() {
+        for (epoch, slot) in (group.group_epoch + 1..).zip(group.members.keys()) {
+            records.push(Record::MemberRemoved {
+                group: group.name.clone(),
+                slot: slot.clone(),
+                reason: RemovalReason::Expired,
+            });
+            records.push(Record::GroupEpochBumped {
+                group: group.name.clone(),
+                epoch,
+            });
+        }
+    }
+    records
+}
+
 #[test]
 fn idle_groups_are_not_visited_before_their_members_deadlines() {
     let (mut core, settled_at, _) = settled_groups(200, 3);
@@ -80,21 +100,11 @@ fn idle_groups_are_not_visited_before_their_members_deadlines() {
     // The members' last heartbeat was at `settled_at`: they expire at
     // their session timeout (the tick visits every group then).
     assert_eq!(first, settled_at + SESSION_MS);
+    let expired = every_member_expired(&core);
+    assert_eq!(expired.len(), 2 * 600);
     let out = core.tick(first);
     assert_eq!(core.groups_ticked_last(), 200);
-    assert_eq!(
-        out.records
-            .iter()
-            .filter(|r| matches!(
-                r,
-                Record::MemberRemoved {
-                    reason: RemovalReason::Expired,
-                    ..
-                }
-            ))
-            .count(),
-        600
-    );
+    assert_eq!(out.records, expired);
     core.check_deadlines().unwrap();
 }
 
@@ -116,8 +126,24 @@ fn a_heartbeat_moves_only_its_own_members_deadline() {
     }
     core.check_deadlines().unwrap();
     assert_eq!(core.poll_timeout(), Some(before), "the silent member's");
+    let epoch = core.group("g0").unwrap().group_epoch;
     let out = core.tick(before);
     assert_eq!(core.groups_ticked_last(), 1, "only g0 is due");
+    let silent_slot = Slot::dynamic(&silent.member_id);
+    assert_eq!(
+        out.records,
+        [
+            Record::MemberRemoved {
+                group: "g0".into(),
+                slot: silent_slot,
+                reason: RemovalReason::Expired,
+            },
+            Record::GroupEpochBumped {
+                group: "g0".into(),
+                epoch: epoch + 1,
+            },
+        ]
+    );
     assert!(
         !core
             .group("g0")
