@@ -1,9 +1,12 @@
 //! Leases: what an answer promises (the plain and the unreached lease) and
 //! that the host keeps it through config changes and restarts of a member.
 
+use std::collections::BTreeSet;
+
 use super::harness::*;
+use super::records::{bumped, installed, removed};
 use crate::protocol::core::{Heartbeat, HeartbeatResponse};
-use crate::protocol::group::GroupConfig;
+use crate::protocol::group::{GroupConfig, RemovalReason, Slot, Task};
 
 /// The lease in an answer at `t` is the time until the earliest moment the
 /// host could remove the member if it heard nothing more: no sooner.
@@ -223,7 +226,31 @@ fn a_member_told_to_revoke_is_fenced_on_time_despite_an_earlier_unreached_lease(
     // the earlier answer gave: the member may count on it until then.
     h.advance(fence - 1, &mut members[1..]);
     assert!(h.is_member(&told.member_id));
-    h.advance(fence, &mut members[1..]);
+    // Fenced at that bound; a departure being urgent, the two others get
+    // the next target at once: member 1 keeps its tasks, the newcomer takes
+    // the rest.
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
+    let mark = h.log.len();
+    h.at(fence);
+    let rest: BTreeSet<Task> = tasks(0..4)
+        .difference(&members[1].active)
+        .cloned()
+        .collect();
+    let staying = [
+        (&Slot::dynamic(&members[1].member_id), &members[1].active),
+        (&Slot::dynamic(&members[2].member_id), &rest),
+    ];
+    assert_eq!(
+        h.records_since(mark),
+        [
+            removed(&Slot::dynamic(&told.member_id), RemovalReason::Fenced),
+            bumped(epoch + 1),
+            installed(epoch + 1, staying),
+        ]
+    );
+    for member in &mut members[1..] {
+        *member = h.beat(member);
+    }
     let group = h.core.group(GROUP).unwrap();
     assert!(
         group.slot_of(&told.member_id).is_none(),
