@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use super::harness::*;
 use super::records::{bumped, installed, joined, member, reconciled, removed};
 use crate::protocol::core::HeartbeatResponse;
-use crate::protocol::group::{GroupConfig, Record, RemovalReason, Slot};
+use crate::protocol::group::{GroupConfig, Record, RemovalReason, Slot, Task};
 use crate::protocol::reconcile::MemberState;
 
 /// A nameless join into a stable static group: it drops the name map,
@@ -129,14 +129,38 @@ fn a_lease_given_before_the_name_map_is_dropped_is_kept() {
         ..config
     });
     let mut removed_at = None;
+    let mut removing_tick = Vec::new();
+    let mut epoch = 0;
     for now in (3_100..=lease_end + 1_000).step_by(100) {
-        h.advance(now, &mut members);
+        epoch = h.core.group(GROUP).unwrap().group_epoch;
+        let mark = h.log.len();
+        h.at(now);
+        removing_tick = h.records_since(mark).to_vec();
+        for member in &mut members {
+            *member = h.beat(member);
+        }
         if !h.is_member(&silent.member_id) {
             removed_at = Some(now);
             break;
         }
     }
     let removed_at = removed_at.expect("removed once its lease ends");
+    // That tick removes it; a departure being urgent, the newcomer is given
+    // its tasks at once and worker-b keeps the rest.
+    let kept: BTreeSet<Task> = tasks(0..4).difference(&silent.active).cloned().collect();
+    let staying = [
+        (&Slot::dynamic(&members[0].member_id), &kept),
+        (&Slot::dynamic(&members[1].member_id), &silent.active),
+    ];
+    let drained = Slot::dynamic(&silent.member_id);
+    assert_eq!(
+        removing_tick,
+        [
+            removed(&drained, RemovalReason::DrainTimedOut),
+            bumped(epoch + 1),
+            installed(epoch + 1, staying),
+        ]
+    );
     assert!(
         removed_at >= lease_end,
         "removed at {removed_at}, but its lease runs until {lease_end}"
