@@ -5,8 +5,9 @@
 use std::collections::BTreeSet;
 
 use super::harness::*;
+use super::records::{bumped, installed, installed_now};
 use crate::protocol::core::{Heartbeat, LEAVE_EPOCH};
-use crate::protocol::group::{GroupConfig, LearnerMode, Task};
+use crate::protocol::group::{GroupConfig, LearnerMode, Slot, Task};
 
 #[test]
 fn host_learner_safety_keeps_a_cold_move_on_its_owner_until_the_learner_catches_up() {
@@ -37,19 +38,30 @@ fn host_learner_safety_keeps_a_cold_move_on_its_owner_until_the_learner_catches_
             .all(|t| before.iter().any(|b| b.contains(t)))
     );
     // Still far behind: nothing moves, and no new target is asked for.
-    let targets = h.installed_targets();
+    let mark = h.log.len();
     members[2] = h.beat_with_lags(&members[2].clone(), lags_of(&members[2], 5_000));
     h.settle(&mut members);
-    assert_eq!(h.installed_targets(), targets);
+    assert_eq!(h.records_since(mark), [], "nothing is recorded");
     assert!(members[2].active.is_empty());
     // Caught up: a new target at once (no expansion wait, no probing
     // delay), and the owners are asked to release on their next heartbeat.
     let learning = members[2].learner.clone();
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
+    let mark = h.log.len();
     members[2] = h.beat_with_lags(&members[2].clone(), lags_of(&members[2], 0));
+    let kept: Vec<BTreeSet<Task>> = before
+        .iter()
+        .map(|held| held.difference(&learning).cloned().collect())
+        .collect();
+    let target = [
+        (&Slot::dynamic(&members[0].member_id), &kept[0]),
+        (&Slot::dynamic(&members[1].member_id), &kept[1]),
+        (&Slot::dynamic(&members[2].member_id), &learning),
+    ];
     assert_eq!(
-        h.installed_targets(),
-        targets + 1,
-        "the catch-up re-asks at once"
+        h.records_since(mark),
+        [bumped(epoch + 1), installed(epoch + 1, target)],
+        "the catch-up re-asks at once: the warm tasks move to the learner"
     );
     let revoked: BTreeSet<Task> = members
         .iter_mut()
@@ -155,8 +167,21 @@ fn the_probing_interval_re_asks_the_assignor_while_learners_exist() {
         targets,
         "no probe before the interval"
     );
+    // The probe: the tick at the interval asks the assignor again.
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
+    let mark = h.log.len();
+    h.at(12_000);
+    assert_eq!(
+        h.records_since(mark),
+        [bumped(epoch + 1), installed_now(&h, epoch + 1)],
+        "one probe"
+    );
+    for member in &mut members {
+        *member = h.beat(member);
+    }
+    let targets = h.installed_targets();
     h.advance(13_000, &mut members);
-    assert_eq!(h.installed_targets(), targets + 1, "one probe");
+    assert_eq!(h.installed_targets(), targets, "only one");
 }
 
 #[test]
