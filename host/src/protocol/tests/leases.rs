@@ -134,7 +134,10 @@ fn a_config_change_does_not_cut_a_lease_short() {
     members[0] = h.beat(&members[0]);
     h.advance(lease_end + 1_000, &mut members);
     let group = h.core.group(GROUP).unwrap();
-    assert!(group.slot_of(&silent.member_id).is_none(), "its slot is gone");
+    assert!(
+        group.slot_of(&silent.member_id).is_none(),
+        "its slot is gone"
+    );
 }
 
 /// The unreached grace of the cluster tests below (a takeover's time).
