@@ -185,6 +185,7 @@ fn machine_config(
     }
 }
 
+/// An event's tasks, in order and once each.
 fn task_set(tasks: impl IntoIterator<Item = Task>) -> BTreeSet<Task> {
     tasks.into_iter().collect()
 }
@@ -602,7 +603,7 @@ impl SimMember {
         for ack in due {
             let release = self.releases.remove(&ack).expect("listed");
             if self.keep_revoked {
-                let revoking = task_set(self.machine.assignment().revoking);
+                let revoking = self.machine.assignment().revoking;
                 let kept = release.tasks.into_iter().filter(|t| revoking.contains(t));
                 self.zombie.extend(kept);
             }
@@ -625,10 +626,10 @@ impl SimMember {
             self.held = Held::default();
         } else {
             self.held = Held {
-                active: task_set(told.active),
-                revoking: task_set(told.revoking),
-                learner: task_set(told.learner),
-                standby: task_set(told.standby),
+                active: told.active,
+                revoking: told.revoking,
+                learner: told.learner,
+                standby: told.standby,
             };
         }
         // Tasks lost meanwhile are not released by an ack.
