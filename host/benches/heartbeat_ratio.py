@@ -23,10 +23,13 @@ With `--assignd` given more than once (a previous commit's build and this
 one's, say), every binary is measured, each with 1 shard and the default,
 in the same rotation, each target named by its binary's path.
 
+With `--json FILE`, the medians and every round's figures are also
+written to FILE (host/benches/figures.py reads them).
+
 Builds nothing:
     cargo build --release -p assignd --bin assignd --example bare_heartbeat
     python3 host/benches/heartbeat_ratio.py [--rounds 3] [--assignd target/release/assignd]
-        [--bare target/release/examples/bare_heartbeat]
+        [--bare target/release/examples/bare_heartbeat] [--json FILE]
 Needs wrk on PATH (exit 2 if not). Python 3.11, standard library only.
 """
 import argparse
@@ -63,6 +66,8 @@ def parse_args():
     parser.add_argument("--session-timeout-ms", type=int, default=300_000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=5_000)
     parser.add_argument("--fsync", default="always", choices=["always", "never"])
+    parser.add_argument("--json", metavar="FILE",
+                        help="also write the medians and every round's figures here")
     parser.add_argument("--keep", action="store_true",
                         help="keep the scratch folder (data dirs, scripts, logs)")
     return parser.parse_args()
@@ -325,6 +330,106 @@ def run_wrk(server, args):
     }
 
 
+def start_targets(binaries, args, scratch):
+    """Starts every assignd (1 shard and the default per binary) on a fresh
+    data dir; returns them in order, each with its `shards` (None: the
+    binary's only configuration)."""
+    env = dict(os.environ, ASSIGND_ADMIN_TOKEN=TOKEN)
+    env.pop("ASSIGND_DATA_DIR", None)
+    servers = []
+
+    def assignd(binary, name, shards, extra):
+        data_dir = os.path.join(scratch, re.sub(r"[^a-z0-9]+", "-", name.lower()))
+        argv = [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
+                "--fsync", args.fsync] + extra
+        server = Server(name, argv, scratch, env)
+        server.binary, server.shards = binary, shards
+        servers.append(server)
+
+    try:
+        for binary in binaries:
+            prefix = f"{binary}, " if len(binaries) > 1 else "assignd, "
+            help_text = subprocess.run([binary, "serve", "--help"], capture_output=True,
+                                       text=True).stdout
+            if "--shards" not in help_text:
+                print(f"note: {binary} has no `serve --shards`; one target", file=sys.stderr)
+                assignd(binary, prefix + "one core", None, [])
+                continue
+            assignd(binary, prefix + "1 shard", 1, ["--shards", "1"])
+            # The default's label: the `[default: N]` of `--shards`' help.
+            option = re.split(r"\n\s+-", help_text[help_text.index("--shards"):], maxsplit=1)[0]
+            default = re.search(r"\[default: (\d+)\]", option)
+            shards = int(default.group(1)) if default else None
+            assignd(binary, prefix + (f"{shards} shards" if shards else "default shards"),
+                    shards, [])
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
+def measure(targets, args):
+    """ROUNDS rounds of wrk, one per target each, the order rotated every
+    round; every round's figures by target name."""
+    results = {t.name: [] for t in targets}
+    for r in range(args.rounds):
+        order = targets[r % len(targets):] + targets[:r % len(targets)]
+        for target in order:
+            result = run_wrk(target, args)
+            results[target.name].append(result)
+            print(f"round {r + 1} {target.name}: {result['rps']:.0f}/s "
+                  f"p50 {result['p50_ms']:.2f} ms p99 {result['p99_ms']:.2f} ms "
+                  f"CPU {result['cpu_percent']:.0f} % non-2xx {result['non_2xx']} "
+                  f"script: {result['script']} {result['socket_errors']}",
+                  file=sys.stderr)
+    return results
+
+
+def summarize(targets, results, rss):
+    """Per target: the medians of its rounds, its ratio to the bare handler
+    (the first target), its errors and RSS."""
+    def median(name, key):
+        return statistics.median(x[key] for x in results[name])
+
+    bare_rps, bare_p99 = median(targets[0].name, "rps"), median(targets[0].name, "p99_ms")
+    rows = []
+    for t in targets:
+        rps, p99 = median(t.name, "rps"), median(t.name, "p99_ms")
+        rows.append({
+            "name": t.name,
+            "binary": getattr(t, "binary", None),
+            "shards": getattr(t, "shards", None),
+            "rps": rps,
+            "p50_ms": median(t.name, "p50_ms"),
+            "p99_ms": p99,
+            "ratio_to_bare": rps / bare_rps,
+            "p99_to_bare": p99 / bare_p99,
+            "non_2xx": sum(x["non_2xx"] for x in results[t.name]),
+            "socket_errors": "; ".join(sorted({x["socket_errors"] for x in results[t.name]
+                                               if x["socket_errors"]})) or "none",
+            "cpu_percent": median(t.name, "cpu_percent"),
+            "rss_mib": rss[t.name],
+            "rounds": [{k: v for k, v in x.items() if k != "argv"} for x in results[t.name]],
+        })
+    return rows
+
+
+def print_table(rows, args, wrk_argv, load_before, load_after):
+    print(f"\n{args.groups * args.members} settled members in {args.groups} groups "
+          f"({args.partitions} tasks, {args.members} members each); "
+          f"`{' '.join(wrk_argv[:5])}`, {args.rounds} round(s) per "
+          f"target, medians; fsync {args.fsync}; nproc {os.cpu_count()}; "
+          f"load average before `{load_before}`, after `{load_after}`\n")
+    print("| target | requests/s | p50 ms | p99 ms | ratio to bare | non-2xx | "
+          "socket errors | server CPU % | RSS MiB after |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
+    for row in rows:
+        print(f"| {row['name']} | {row['rps']:,.0f} | {row['p50_ms']:.2f} | "
+              f"{row['p99_ms']:.2f} | {row['ratio_to_bare']:.2f} | {row['non_2xx']} | "
+              f"{row['socket_errors']} | {row['cpu_percent']:.0f} | {row['rss_mib']:.0f} |")
+
+
 def main():
     args = parse_args()
     binaries = args.assignd or ["target/release/assignd"]
@@ -338,76 +443,36 @@ def main():
                   file=sys.stderr)
             return 2
     scratch = tempfile.mkdtemp(prefix="heartbeat-ratio-")
-    env = dict(os.environ, ASSIGND_ADMIN_TOKEN=TOKEN)
-    env.pop("ASSIGND_DATA_DIR", None)
-
-    def assignd(binary, name, extra):
-        data_dir = os.path.join(scratch, re.sub(r"[^a-z0-9]+", "-", name.lower()))
-        argv = [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
-                "--fsync", args.fsync] + extra
-        return Server(name, argv, scratch, env)
-
-    servers = []
+    targets = []
     try:
-        for binary in binaries:
-            prefix = f"{binary}, " if len(binaries) > 1 else "assignd, "
-            help_text = subprocess.run([binary, "serve", "--help"], capture_output=True,
-                                       text=True).stdout
-            if "--shards" not in help_text:
-                print(f"note: {binary} has no `serve --shards`; one target", file=sys.stderr)
-                servers.append(assignd(binary, prefix + "one core", []))
-                continue
-            servers.append(assignd(binary, prefix + "1 shard", ["--shards", "1"]))
-            # The default's label: the `[default: N]` of `--shards`' help.
-            option = re.split(r"\n\s+-", help_text[help_text.index("--shards"):], maxsplit=1)[0]
-            default = re.search(r"\[default: (\d+)\]", option)
-            servers.append(assignd(binary, prefix + (f"{default.group(1)} shards" if default
-                                                     else "default shards"), []))
+        servers = start_targets(binaries, args, scratch)
+        targets.extend(servers)
         bare = Server("bare handler", [args.bare, "--listen", "127.0.0.1:0"], scratch)
+        targets.insert(0, bare)
         for server in servers:
             server.script = os.path.join(scratch, re.sub(r"[^a-z0-9]+", "-", server.name) + ".lua")
             write_script(server.script, settle(server, args))
         bare.script = servers[0].script
-        targets = [bare] + servers
-        results = {t.name: [] for t in targets}
         load_before = open("/proc/loadavg").read().strip()
-        for r in range(args.rounds):
-            order = targets[r % len(targets):] + targets[:r % len(targets)]
-            for target in order:
-                result = run_wrk(target, args)
-                results[target.name].append(result)
-                print(f"round {r + 1} {target.name}: {result['rps']:.0f}/s "
-                      f"p50 {result['p50_ms']:.2f} ms p99 {result['p99_ms']:.2f} ms "
-                      f"CPU {result['cpu_percent']:.0f} % non-2xx {result['non_2xx']} "
-                      f"script: {result['script']} {result['socket_errors']}",
-                      file=sys.stderr)
+        results = measure(targets, args)
         load_after = open("/proc/loadavg").read().strip()
         rss = {t.name: rss_mib(t.process.pid) for t in targets}
-
-        def median(name, key):
-            return statistics.median(x[key] for x in results[name])
-
-        bare_rps = median(bare.name, "rps")
-        print(f"\n{args.groups * args.members} settled members in {args.groups} groups "
-              f"({args.partitions} tasks, {args.members} members each); "
-              f"`{' '.join(results[bare.name][0]['argv'][:5])}`, {args.rounds} round(s) per "
-              f"target, medians; fsync {args.fsync}; nproc {os.cpu_count()}; "
-              f"load average before `{load_before}`, after `{load_after}`\n")
-        print("| target | requests/s | p50 ms | p99 ms | ratio to bare | non-2xx | "
-              "socket errors | server CPU % | RSS MiB after |")
-        print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
-        for t in targets:
-            rps = median(t.name, "rps")
-            non_2xx = sum(x["non_2xx"] for x in results[t.name])
-            errors = "; ".join(sorted({x["socket_errors"] for x in results[t.name]
-                                       if x["socket_errors"]})) or "none"
-            print(f"| {t.name} | {rps:,.0f} | {median(t.name, 'p50_ms'):.2f} | "
-                  f"{median(t.name, 'p99_ms'):.2f} | {rps / bare_rps:.2f} | {non_2xx} | "
-                  f"{errors} | {median(t.name, 'cpu_percent'):.0f} | {rss[t.name]:.0f} |")
+        rows = summarize(targets, results, rss)
+        wrk_argv = results[bare.name][0]["argv"]
+        print_table(rows, args, wrk_argv, load_before, load_after)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({
+                    "members": args.groups * args.members, "groups": args.groups,
+                    "partitions": args.partitions, "rounds": args.rounds,
+                    "wrk": " ".join(wrk_argv[:5]), "fsync": args.fsync,
+                    "nproc": os.cpu_count(), "load_before": load_before,
+                    "load_after": load_after, "targets": rows,
+                }, f, indent=2)
         return 0
     finally:
-        for server in servers + ([bare] if "bare" in locals() else []):
-            server.stop()
+        for target in targets:
+            target.stop()
         if args.keep:
             print(f"kept {scratch}", file=sys.stderr)
         else:
