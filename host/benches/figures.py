@@ -617,11 +617,12 @@ def machine():
 
 def markdown(header, rows, notes):
     lines = [
-        f"Figures of `{header['commit']}`, {header['date']}, "
-        f"`host/benches/figures.py {header['options']}`; "
-        f"{header['nproc']} cores ({header['cpu']}), {header['ram_gib']:.1f} GiB RAM; "
-        f"{header['rustc']}; load average before `{header['load_before']}`, "
-        f"after `{header['load_after']}`; {header['minutes']:.0f} min of measuring.",
+        f"Figures of `{header['commit']}`, {header['date']}: `{header['command']}`",
+        "",
+        f"- machine: {header['nproc']} cores ({header['cpu']}), {header['ram_gib']:.1f} GiB RAM; "
+        f"{header['rustc']}",
+        f"- load average before `{header['load_before']}`, after `{header['load_after']}`; "
+        f"{header['minutes']:.1f} min of measuring",
         "",
         "| figure | assignd | anchor | ratio | target | met |",
         "|---|---:|---:|---:|---|---|",
@@ -675,7 +676,7 @@ def main():
             procs.stop_all()
         header.update(load_after=open("/proc/loadavg").read().strip(),
                       minutes=(time.monotonic() - started) / 60,
-                      options=" ".join(sys.argv[1:]) or "(all parts)")
+                      command=" ".join(["host/benches/figures.py"] + sys.argv[1:]))
         table = markdown(header, rows, notes)
         print(table, end="")
         with open(os.path.join(OUT_DIR, "figures.md"), "w") as f:
