@@ -497,8 +497,8 @@ def load_part(ctx):
     note = (f"load: `assignd {figures['command']}` against a fresh `serve`; its CPU is "
             f"utime+stime of /proc/PID/stat over the {span:.0f} s from "
             f"{settings['window_start_s']} s after measuring started to "
-            f"{settings['window_end_s']} s before loadgen exited (the load generator beside it: "
-            f"{gen_cpu:.0f} % of one core), peak RSS its VmHWM; the members' p99 "
+            f"{settings['window_end_s']} s before loadgen exited (loadgen beside it: "
+            f"{gen_cpu:.0f} % of one core), peak RSS its VmHWM; the members' p99 as loadgen measured it "
             f"{figures['latency_ms']['p99']:.1f} ms, double ownership "
             f"{figures['double_ownership']}")
     return rows, raw, note
@@ -585,7 +585,7 @@ def cluster_part(ctx):
     errors = sum(f["errors"] for rounds in runs.values() for f in rounds)
     rows = [row("heartbeats/s, 1,000 members back to back: 3-node cluster vs one node",
                 f"{three:,.0f}/s", f"one node {one:,.0f}/s", three / one)]
-    note = (f"cluster: `assignd loadgen {runs['one node'][0]['command']}` "
+    note = (f"cluster: `assignd {runs['one node'][0]['command']}` "
             f"against one `serve`, then against 3 nodes (`serve --etcd ... --node nI`, "
             f"`--host` the 3 URLs) on a 3-member etcd, all on this machine's cores, "
             f"{ctx.args.rounds} round(s) alternating, medians; {errors} errors")
