@@ -498,8 +498,8 @@ def load_part(ctx):
             f"utime+stime of /proc/PID/stat over the {span:.0f} s from "
             f"{settings['window_start_s']} s after measuring started to "
             f"{settings['window_end_s']} s before loadgen exited (loadgen beside it: "
-            f"{gen_cpu:.0f} % of one core), peak RSS its VmHWM; the members' p99 as loadgen measured it "
-            f"{figures['latency_ms']['p99']:.1f} ms, double ownership "
+            f"{gen_cpu:.0f} % of one core), peak RSS its VmHWM; the members' p99 as "
+            f"loadgen measured it {figures['latency_ms']['p99']:.1f} ms, double ownership "
             f"{figures['double_ownership']}")
     return rows, raw, note
 
