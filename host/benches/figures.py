@@ -38,7 +38,7 @@ rustc and the load average before and after; the same in
 target/figures/figures.md, every raw number in target/figures/figures.json,
 every process's log in target/figures/logs/. Progress goes to stderr. Exit
 0 when everything was measured (a missed target is a row that says so);
-otherwise 1 and one line saying what could not be run. About 10 minutes
+otherwise 1 and one line saying what could not be run. 7–10 minutes
 after the build on 2 cores. Python 3.11, standard library only.
 """
 import argparse
@@ -49,6 +49,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -648,6 +649,8 @@ class Context:
 
 def main():
     args = parse_args()
+    # A SIGTERM unwinds like ctrl-c, so that every started process is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.chdir(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     log_dir = os.path.join(OUT_DIR, "logs")
     shutil.rmtree(log_dir, ignore_errors=True)
