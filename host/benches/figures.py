@@ -144,6 +144,8 @@ def apt_install(package):
 
 
 def ensure_tools(parts):
+    if shutil.which("rustup") is None:
+        raise CannotRun("rustup is not on PATH: install it (https://rustup.rs) first")
     installed = subprocess.run(["rustup", "target", "list", "--installed"],
                                capture_output=True, text=True).stdout.split()
     if WASM_TARGET not in installed:
@@ -659,10 +661,11 @@ def main():
     scratch = tempfile.mkdtemp(prefix="assignd-figures-")
     procs = Processes(log_dir)
     ctx = Context(args, scratch, procs, log_dir)
-    step = "setup"
+    step = "install"
     try:
-        header = machine()
         ensure_tools(args.parts)
+        step = "setup"
+        header = machine()
         step = "build"
         ctx.bin = build(args.parts, args.skip_build, scratch)
         header.update(load_before=open("/proc/loadavg").read().strip(),
