@@ -403,6 +403,9 @@ pub fn rows_max_for(input: &GroupInput, rows_per_task_max: usize, rows_max: usiz
 ///
 /// Its cost is linear in the tasks and rows, with no allocation per row:
 /// the host runs it on every answer, and its time counts against the call's.
+/// An answer without learner or standby rows costs one pass over the active
+/// owners; rows grouped by task (as assignors emit them) need no table
+/// sized by the task count.
 ///
 /// `input` must have passed [`check_input`].
 pub fn check_assignment(
@@ -418,64 +421,8 @@ pub fn check_assignment(
             got: out.active_owner.len(),
         });
     }
-    let member_count = input.members.len() as u32;
-    // subscribed[set * topics + t]: one flag per (subscription set, topic),
-    // so that each task's check is O(1) however many topics a member reads.
-    let topic_count = input.topics.len();
-    let mut subscribed = vec![false; input.subscriptions.len() * topic_count];
-    for (set, topics) in input.subscriptions.iter().enumerate() {
-        for &t in topics {
-            subscribed[set * topic_count + t as usize] = true;
-        }
-    }
-    let mut set_used = vec![false; input.subscriptions.len()];
-    for member in &input.members {
-        set_used[member.subscription as usize] = true;
-    }
-    let mut subscribed_topic = vec![false; topic_count];
-    for (topics, _) in input
-        .subscriptions
-        .iter()
-        .zip(&set_used)
-        .filter(|(_, used)| **used)
-    {
-        for &t in topics {
-            subscribed_topic[t as usize] = true;
-        }
-    }
-    let subscribes = |member: u32, topic: u32| {
-        let set = input.members[member as usize].subscription as usize;
-        subscribed[set * topic_count + topic as usize]
-    };
-    let topic_of = |task: u32| offsets.partition_point(|&o| o <= task) as u32 - 1;
-    for (t, topic) in input.topics.iter().enumerate() {
-        let range = offsets[t] as usize..offsets[t + 1] as usize;
-        for (partition, &owner) in out.active_owner[range].iter().enumerate() {
-            if owner == NO_MEMBER {
-                if subscribed_topic[t] {
-                    return Err(InvalidAssignment::Unassigned {
-                        topic: topic.name.clone(),
-                        partition: partition as u32,
-                    });
-                }
-                continue;
-            }
-            if owner >= member_count {
-                return Err(InvalidAssignment::UnknownMember {
-                    role: Role::Active,
-                    member: owner,
-                });
-            }
-            if !subscribes(owner, t as u32) {
-                return Err(InvalidAssignment::NotSubscribed {
-                    role: Role::Active,
-                    member: input.members[owner as usize].id.clone(),
-                    topic: topic.name.clone(),
-                    partition: partition as u32,
-                });
-            }
-        }
-    }
+    let readers = Readers::new(input);
+    check_active_owners(input, &offsets, &readers, &out.active_owner)?;
     let roles = [
         (Role::Learner, &out.learners),
         (Role::Standby, &out.standbys),
@@ -492,79 +439,298 @@ pub fn check_assignment(
             });
         }
     }
-    // Each row on its own; the rows of a task are counted for the
-    // duplicate check below.
-    let mut task_starts = vec![0usize; task_count + 1];
+    if out.learners.is_empty() && out.standbys.is_empty() {
+        return Ok(());
+    }
     for (role, rows) in roles {
-        for (task, member) in rows.iter() {
-            if task as usize >= task_count {
-                return Err(InvalidAssignment::UnknownTask { role, task });
+        check_placements(input, &offsets, &readers, &out.active_owner, role, rows)?;
+    }
+    let duplicate = if out.learners.task.is_sorted() && out.standbys.task.is_sorted() {
+        first_duplicate_grouped(&out.learners, &out.standbys)
+    } else {
+        first_duplicate_counted(&out.learners, &out.standbys, task_count)
+    };
+    match duplicate {
+        Some(Placement { role, task, member }) => {
+            let (topic, partition) = locate(input, &offsets, task);
+            Err(InvalidAssignment::Duplicate {
+                role,
+                member: input.members[member as usize].id.clone(),
+                topic,
+                partition,
+            })
+        }
+        None => Ok(()),
+    }
+}
+
+/// Who subscribes to what, in the shapes the checks read once per task or
+/// row.
+struct Readers {
+    topic_count: usize,
+    /// `by_set[set * topic_count + topic]`: one flag per (subscription set,
+    /// topic), so that a check is O(1) however many topics a member reads.
+    by_set: Vec<bool>,
+    /// Every member's subscription set, so that a row's check does not go
+    /// through the member records.
+    member_set: Vec<u32>,
+    /// Per topic: some member subscribes to it.
+    by_some: Vec<bool>,
+    /// Per topic: every member subscribes to it.
+    by_all: Vec<bool>,
+}
+
+impl Readers {
+    fn new(input: &GroupInput) -> Self {
+        let topic_count = input.topics.len();
+        let mut by_set = vec![false; input.subscriptions.len() * topic_count];
+        for (set, topics) in input.subscriptions.iter().enumerate() {
+            for &t in topics {
+                by_set[set * topic_count + t as usize] = true;
             }
-            if member >= member_count {
-                return Err(InvalidAssignment::UnknownMember { role, member });
+        }
+        let member_set: Vec<u32> = input.members.iter().map(|m| m.subscription).collect();
+        let mut set_used = vec![false; input.subscriptions.len()];
+        for &set in &member_set {
+            set_used[set as usize] = true;
+        }
+        let sets_used = set_used.iter().filter(|used| **used).count();
+        let mut set_count = vec![0usize; topic_count];
+        for (topics, _) in input
+            .subscriptions
+            .iter()
+            .zip(&set_used)
+            .filter(|(_, used)| **used)
+        {
+            for &t in topics {
+                set_count[t as usize] += 1;
             }
-            let topic = topic_of(task);
-            let misplaced = if !subscribes(member, topic) {
-                Some(false)
-            } else if out.active_owner[task as usize] == member {
-                Some(true)
-            } else {
-                None
-            };
-            if let Some(on_owner) = misplaced {
-                let member = input.members[member as usize].id.clone();
-                let partition = task - offsets[topic as usize];
-                let topic = input.topics[topic as usize].name.clone();
-                return Err(if on_owner {
-                    InvalidAssignment::OnActiveOwner {
-                        role,
-                        member,
-                        topic,
-                        partition,
-                    }
-                } else {
-                    InvalidAssignment::NotSubscribed {
-                        role,
-                        member,
-                        topic,
-                        partition,
-                    }
-                });
-            }
-            task_starts[task as usize + 1] += 1;
+        }
+        Readers {
+            topic_count,
+            by_set,
+            member_set,
+            by_some: set_count.iter().map(|&n| n > 0).collect(),
+            by_all: set_count.iter().map(|&n| n == sets_used).collect(),
         }
     }
-    // Duplicates: the rows grouped by task (a counting sort, so no hash
-    // set of every row), each task's few members sorted. An entry is
-    // `member << 1 | role`, learners first, so that the second of two
-    // equal placements names the role it came again as.
-    for task in 0..task_count {
-        task_starts[task + 1] += task_starts[task];
+
+    /// Whether `member` (an index in range) subscribes to `topic`.
+    fn subscribes(&self, member: u32, topic: u32) -> bool {
+        let set = self.member_set[member as usize] as usize;
+        self.by_set[set * self.topic_count + topic as usize]
     }
-    let mut next = task_starts.clone();
-    let mut by_task = vec![0u64; task_starts[task_count]];
-    for (role_bit, (_, rows)) in roles.iter().enumerate() {
-        for (task, member) in rows.iter() {
-            let at = &mut next[task as usize];
-            by_task[*at] = u64::from(member) << 1 | role_bit as u64;
-            *at += 1;
-        }
+
+    /// Whether every member subscribes to every topic.
+    fn all_read_everything(&self) -> bool {
+        self.by_all.iter().all(|&all| all)
     }
-    for task in 0..task_count {
-        let placements = &mut by_task[task_starts[task]..task_starts[task + 1]];
-        if placements.len() < 2 {
+}
+
+/// The topic index of `task`, which must be in range.
+fn topic_of(offsets: &[u32], task: u32) -> u32 {
+    offsets.partition_point(|&o| o <= task) as u32 - 1
+}
+
+/// The topic name and partition of `task`, for an error message.
+fn locate(input: &GroupInput, offsets: &[u32], task: u32) -> (String, u32) {
+    let topic = topic_of(offsets, task) as usize;
+    (input.topics[topic].name.clone(), task - offsets[topic])
+}
+
+/// Every task of a subscribed topic has an active owner, and every owner is
+/// a member that subscribes to the task's topic; the first task that breaks
+/// this, in task order, is the error.
+fn check_active_owners(
+    input: &GroupInput,
+    offsets: &[u32],
+    readers: &Readers,
+    active_owner: &[u32],
+) -> Result<(), InvalidAssignment> {
+    let member_count = input.members.len() as u32;
+    for (t, topic) in input.topics.iter().enumerate() {
+        let owners = &active_owner[offsets[t] as usize..offsets[t + 1] as usize];
+        // When every member reads the topic, an owner is valid exactly when
+        // it is a member index (NO_MEMBER is not one): one pass that the
+        // compiler vectorizes. Otherwise, or when it fails, the task-by-task
+        // loop below finds the first bad task and its error.
+        if readers.by_all[t] && owners.iter().fold(0, |max, &o| max.max(o)) < member_count {
             continue;
         }
-        placements.sort_unstable();
-        if let Some(pair) = placements.windows(2).find(|p| p[0] >> 1 == p[1] >> 1) {
-            let topic = topic_of(task as u32);
-            return Err(InvalidAssignment::Duplicate {
-                role: roles[(pair[1] & 1) as usize].0,
-                member: input.members[(pair[1] >> 1) as usize].id.clone(),
-                topic: input.topics[topic as usize].name.clone(),
-                partition: task as u32 - offsets[topic as usize],
-            });
+        for (partition, &owner) in owners.iter().enumerate() {
+            if owner == NO_MEMBER {
+                if readers.by_some[t] {
+                    return Err(InvalidAssignment::Unassigned {
+                        topic: topic.name.clone(),
+                        partition: partition as u32,
+                    });
+                }
+                continue;
+            }
+            if owner >= member_count {
+                return Err(InvalidAssignment::UnknownMember {
+                    role: Role::Active,
+                    member: owner,
+                });
+            }
+            if !readers.subscribes(owner, t as u32) {
+                return Err(InvalidAssignment::NotSubscribed {
+                    role: Role::Active,
+                    member: input.members[owner as usize].id.clone(),
+                    topic: topic.name.clone(),
+                    partition: partition as u32,
+                });
+            }
         }
     }
     Ok(())
 }
+
+/// Each row of one role on its own: a known task and member, a member that
+/// subscribes to the task's topic and is not its active owner. The first
+/// row that breaks this, in row order, is the error.
+fn check_placements(
+    input: &GroupInput,
+    offsets: &[u32],
+    readers: &Readers,
+    active_owner: &[u32],
+    role: Role,
+    rows: &TaskMembers,
+) -> Result<(), InvalidAssignment> {
+    let member_count = input.members.len() as u32;
+    let task_count = active_owner.len();
+    // With every member reading every topic, no row needs its topic.
+    let all_read_everything = readers.all_read_everything();
+    for (task, member) in rows.iter() {
+        if task as usize >= task_count {
+            return Err(InvalidAssignment::UnknownTask { role, task });
+        }
+        if member >= member_count {
+            return Err(InvalidAssignment::UnknownMember { role, member });
+        }
+        let subscribed = all_read_everything || readers.subscribes(member, topic_of(offsets, task));
+        if subscribed && active_owner[task as usize] != member {
+            continue;
+        }
+        let (topic, partition) = locate(input, offsets, task);
+        let member = input.members[member as usize].id.clone();
+        return Err(if subscribed {
+            InvalidAssignment::OnActiveOwner {
+                role,
+                member,
+                topic,
+                partition,
+            }
+        } else {
+            InvalidAssignment::NotSubscribed {
+                role,
+                member,
+                topic,
+                partition,
+            }
+        });
+    }
+    Ok(())
+}
+
+/// A learner or standby row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Placement {
+    role: Role,
+    task: u32,
+    member: u32,
+}
+
+/// Which placement is the duplicate: the lowest task with one, in it the
+/// lowest member placed twice, and the role of that member's second
+/// placement (learners before standbys). The rows of one task are entries
+/// `member << 1 | role`, learner 0 and standby 1, which this sorts.
+fn duplicate_in(task: u32, placements: &mut [u64]) -> Option<Placement> {
+    if placements.len() < 2 {
+        return None;
+    }
+    placements.sort_unstable();
+    let pair = placements.windows(2).find(|p| p[0] >> 1 == p[1] >> 1)?;
+    Some(Placement {
+        role: if pair[1] & 1 == 0 {
+            Role::Learner
+        } else {
+            Role::Standby
+        },
+        task,
+        member: (pair[1] >> 1) as u32,
+    })
+}
+
+/// The duplicate ([`duplicate_in`]) when the learners and the standbys are
+/// each in ascending task order: both are walked together, a task at a
+/// time, with no table sized by the task count.
+fn first_duplicate_grouped(learners: &TaskMembers, standbys: &TaskMembers) -> Option<Placement> {
+    let run_end = |tasks: &[u32], from: usize, task: u32| {
+        from + tasks[from..].iter().take_while(|&&t| t == task).count()
+    };
+    let mut placements = Vec::new();
+    let (mut l, mut s) = (0, 0);
+    while l < learners.len() || s < standbys.len() {
+        let task = match (learners.task.get(l), standbys.task.get(s)) {
+            (Some(&a), Some(&b)) => a.min(b),
+            (Some(&a), None) => a,
+            (None, Some(&b)) => b,
+            (None, None) => unreachable!("the loop stops when both are done"),
+        };
+        let (l_end, s_end) = (
+            run_end(&learners.task, l, task),
+            run_end(&standbys.task, s, task),
+        );
+        if l_end - l + s_end - s >= 2 {
+            placements.clear();
+            let learners = learners.member[l..l_end].iter().map(|&m| u64::from(m) << 1);
+            let standbys = standbys.member[s..s_end]
+                .iter()
+                .map(|&m| u64::from(m) << 1 | 1);
+            placements.extend(learners.chain(standbys));
+            if let Some(duplicate) = duplicate_in(task, &mut placements) {
+                return Some(duplicate);
+            }
+        }
+        (l, s) = (l_end, s_end);
+    }
+    None
+}
+
+/// The duplicate ([`duplicate_in`]) for rows in any order: a counting sort
+/// by task, so no hash set of every row. Every row's task must be below
+/// `task_count`.
+fn first_duplicate_counted(
+    learners: &TaskMembers,
+    standbys: &TaskMembers,
+    task_count: usize,
+) -> Option<Placement> {
+    let roles = [learners, standbys];
+    // ends[task]: one past the task's last slot in `by_task`. Filling each
+    // task's slots from the back leaves ends[task] at its first slot.
+    let mut ends = vec![0usize; task_count + 1];
+    for rows in roles {
+        for &task in &rows.task {
+            ends[task as usize] += 1;
+        }
+    }
+    let mut total = 0;
+    for end in &mut ends {
+        total += *end;
+        *end = total;
+    }
+    let mut by_task = vec![0u64; total];
+    for (role_bit, rows) in roles.into_iter().enumerate() {
+        for (task, member) in rows.iter() {
+            let end = &mut ends[task as usize];
+            *end -= 1;
+            by_task[*end] = u64::from(member) << 1 | role_bit as u64;
+        }
+    }
+    (0..task_count)
+        .find_map(|task| duplicate_in(task as u32, &mut by_task[ends[task]..ends[task + 1]]))
+}
+
+#[cfg(test)]
+mod tests;
