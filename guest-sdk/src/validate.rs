@@ -181,10 +181,18 @@ pub fn check_input(input: &GroupInput, limits: &InputLimits) -> Result<(), Inval
         ));
     }
     let member_count = input.members.len();
-    if let Some(task) = input
+    // An owner is NO_MEMBER or a member index; adding 1 (wrapping) maps
+    // both onto 0..=member_count, so one vectorized maximum clears them all
+    // and only a bad input pays for finding its first bad task.
+    let owner_bound = input
         .active_owner
         .iter()
-        .position(|&m| m != NO_MEMBER && m as usize >= member_count)
+        .fold(0, |max, &m| max.max(m.wrapping_add(1)));
+    if owner_bound as usize > member_count
+        && let Some(task) = input
+            .active_owner
+            .iter()
+            .position(|&m| m != NO_MEMBER && m as usize >= member_count)
     {
         return invalid(format!(
             "active_owner of task {task} is member index {}, but there are {member_count} members",
@@ -192,7 +200,14 @@ pub fn check_input(input: &GroupInput, limits: &InputLimits) -> Result<(), Inval
         ));
     }
     for (role, rows) in [("learners", &input.learners), ("standbys", &input.standbys)] {
-        check_rows(role, rows, task_count, member_count, limits)?;
+        check_rows(
+            role,
+            &rows.task,
+            &rows.member,
+            task_count,
+            member_count,
+            limits,
+        )?;
     }
     let lags = &input.lags;
     if lags.task.len() != lags.member.len() || lags.task.len() != lags.lag.len() {
@@ -200,10 +215,8 @@ pub fn check_input(input: &GroupInput, limits: &InputLimits) -> Result<(), Inval
     }
     check_rows(
         "lags",
-        &TaskMembers {
-            task: lags.task.clone(),
-            member: lags.member.clone(),
-        },
+        &lags.task,
+        &lags.member,
         task_count,
         member_count,
         limits,
@@ -226,24 +239,26 @@ pub fn check_input(input: &GroupInput, limits: &InputLimits) -> Result<(), Inval
     Ok(())
 }
 
+/// One role's (task, member) rows, given as their two columns.
 fn check_rows(
     role: &str,
-    rows: &TaskMembers,
+    tasks: &[u32],
+    members: &[u32],
     task_count: usize,
     member_count: usize,
     limits: &InputLimits,
 ) -> Result<(), InvalidInput> {
-    if rows.task.len() != rows.member.len() {
+    if tasks.len() != members.len() {
         return invalid(format!("{role} columns have different lengths"));
     }
-    if rows.len() > limits.rows_max {
+    if tasks.len() > limits.rows_max {
         return invalid(format!(
             "{} {role} rows, more than the limit of {}",
-            rows.len(),
+            tasks.len(),
             limits.rows_max
         ));
     }
-    for (task, member) in rows.iter() {
+    for (&task, &member) in tasks.iter().zip(members) {
         if task as usize >= task_count {
             return invalid(format!("{role}: task {task} does not exist"));
         }

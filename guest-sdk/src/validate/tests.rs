@@ -1,6 +1,6 @@
-//! The answer checks' shortcuts give the errors the full checks give: an
-//! answer without rows, a topic every member reads, rows grouped by task or
-//! in any order.
+//! The checks' shortcuts give the errors the full checks give: an input
+//! whose owners are all in range, an answer without rows, a topic every
+//! member reads, rows grouped by task or in any order.
 
 use super::*;
 use crate::model::{Member, Topic};
@@ -203,5 +203,20 @@ fn a_misplaced_row_is_named_before_an_earlier_duplicate() {
             role: Role::Standby,
             member: 9
         })
+    );
+}
+
+#[test]
+fn an_input_names_its_first_owner_out_of_range() {
+    let mut input = group(&[3, 2], &[&[0, 1], &[0, 1], &[0, 1]]);
+    input.active_owner = vec![NO_MEMBER, 2, 0, NO_MEMBER, 1];
+    assert_eq!(check_input(&input, &InputLimits::default()), Ok(()));
+    input.active_owner[3] = 7;
+    input.active_owner[1] = 3;
+    assert_eq!(
+        check_input(&input, &InputLimits::default()),
+        Err(InvalidInput(
+            "active_owner of task 1 is member index 3, but there are 3 members".into()
+        ))
     );
 }
