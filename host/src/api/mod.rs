@@ -193,7 +193,10 @@ fn finish(router: axum::Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> axum::Ro
                 .make_span_with(request_span)
                 .on_failure(()),
         )
-        .layer(axum::middleware::from_fn(metrics::observe_request))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(metrics::RequestTimers::default()),
+            metrics::observe_request,
+        ))
         .with_state(runtime)
 }
 

@@ -187,10 +187,13 @@ async fn connection(
 
 /// A request body whose frames must all arrive before a deadline set when
 /// its head arrived; past it, reading fails with [`BodyTimeout`] (which
-/// the API answers 408).
+/// the API answers 408). The timer is armed only once the body keeps the
+/// reader waiting: a small body usually arrives with its head, and a
+/// timer per request was a measurable part of a heartbeat's cost.
 struct DeadlineBody {
     inner: Incoming,
-    deadline: Pin<Box<tokio::time::Sleep>>,
+    head_arrived: tokio::time::Instant,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     timeout_ms: u64,
 }
 
@@ -198,7 +201,8 @@ impl DeadlineBody {
     fn new(inner: Incoming, timeout_ms: u64) -> Self {
         DeadlineBody {
             inner,
-            deadline: Box::pin(tokio::time::sleep(Duration::from_millis(timeout_ms))),
+            head_arrived: tokio::time::Instant::now(),
+            deadline: None,
             timeout_ms,
         }
     }
@@ -213,12 +217,23 @@ impl http_body::Body for DeadlineBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
-        if this.deadline.as_mut().poll(cx).is_ready() {
+        if let Some(deadline) = this.deadline.as_mut()
+            && deadline.as_mut().poll(cx).is_ready()
+        {
             return Poll::Ready(Some(Err(Box::new(BodyTimeout(this.timeout_ms)))));
         }
-        Pin::new(&mut this.inner)
+        let frame = Pin::new(&mut this.inner)
             .poll_frame(cx)
-            .map_err(|e| Box::new(e) as Self::Error)
+            .map_err(|e| Box::new(e) as Self::Error);
+        if frame.is_pending() && this.deadline.is_none() {
+            let at = this.head_arrived + Duration::from_millis(this.timeout_ms);
+            let mut deadline = Box::pin(tokio::time::sleep_until(at));
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Some(Err(Box::new(BodyTimeout(this.timeout_ms)))));
+            }
+            this.deadline = Some(deadline);
+        }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {

@@ -61,6 +61,7 @@ impl Runtime {
         let weight = if was_large { Weight::Heavy } else { weight };
         let locked_step = || {
             let mut state = lock_for_step(shard)?;
+            let _heavy = HeavyStep::mark(shard, weight);
             let served = servable(shard, &mut state, scope)?;
             let now = self.clock.now();
             self.check_within_lease(shard, scope, now)?;
@@ -184,19 +185,60 @@ impl Runtime {
     }
 }
 
-/// The shard's state for a step: at once if the lock is free, else
-/// waited for [`off_the_workers`] (the shard is busy, perhaps with a large
-/// group's step).
+/// How many times a step tries a busy shard's lock before it waits for it
+/// [`off_the_workers`]. A light step holds the lock for microseconds, so
+/// the holder is usually done within a few tries; handing the worker over
+/// instead (`block_in_place`) costs a thread switch, tens of microseconds,
+/// which on a host of few shards was most of a contended heartbeat's cost.
+const LOCK_TRIES_MAX: u32 = 12;
+
+/// The tries of [`LOCK_TRIES_MAX`] that spin before those that yield the
+/// thread (the holder may be waiting for this core).
+const LOCK_SPIN_TRIES: u32 = 6;
+
+/// The shard's state for a step: at once if the lock is free, after a
+/// short spin if a light step holds it, else waited for
+/// [`off_the_workers`] (a heavy step holds it: a large group's work).
 fn lock_for_step(
     shard: &shard::Shard,
 ) -> Result<MutexGuard<'_, Option<shard::Served>>, RuntimeError> {
     let poisoned = |_| RuntimeError::Internal("a shard's core panicked earlier");
-    match shard.state.try_lock() {
-        Ok(state) => Ok(state),
-        Err(std::sync::TryLockError::WouldBlock) => {
-            off_the_workers(|| shard.state.lock()).map_err(poisoned)
+    for attempt in 0..LOCK_TRIES_MAX {
+        match shard.state.try_lock() {
+            Ok(state) => return Ok(state),
+            Err(std::sync::TryLockError::Poisoned(e)) => return Err(poisoned(e)),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                if shard.heavy_step.load(Ordering::Relaxed) {
+                    break;
+                }
+                if attempt < LOCK_SPIN_TRIES {
+                    for _ in 0..(4u32 << attempt) {
+                        std::hint::spin_loop();
+                    }
+                } else {
+                    std::thread::yield_now();
+                }
+            }
         }
-        Err(std::sync::TryLockError::Poisoned(e)) => Err(poisoned(e)),
+    }
+    off_the_workers(|| shard.state.lock()).map_err(poisoned)
+}
+
+/// Marks a shard's lock as held by a heavy step while it lives.
+struct HeavyStep<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl<'a> HeavyStep<'a> {
+    fn mark(shard: &'a shard::Shard, weight: Weight) -> Option<Self> {
+        (weight == Weight::Heavy).then(|| {
+            shard.heavy_step.store(true, Ordering::Relaxed);
+            HeavyStep(&shard.heavy_step)
+        })
+    }
+}
+
+impl Drop for HeavyStep<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
     }
 }
 

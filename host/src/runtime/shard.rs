@@ -139,6 +139,9 @@ pub(super) struct Shard {
     /// without it (every request in cluster mode asks where its group is
     /// served, and must not wait for a large group's step to learn it).
     pub(super) served: AtomicBool,
+    /// Whether a heavy step holds `state`: a light step that finds the
+    /// lock busy spins for it only while this is false.
+    pub(super) heavy_step: AtomicBool,
 }
 
 /// A group of at least this many tasks is large: any step of it may be
@@ -203,6 +206,7 @@ impl Shard {
             persist_failure: Mutex::new(None),
             large_groups: LargeGroups::default(),
             served: AtomicBool::new(false),
+            heavy_step: AtomicBool::new(false),
         }
     }
 
