@@ -191,8 +191,9 @@ fn cases() -> Vec<Case> {
 }
 
 /// Criterion's own filter would skip a case anyway; this skips building its
-/// input too. Only plain-text filters are understood here; anything else is
-/// left to criterion.
+/// input (and its pre-bench calls) too. Plain text, `(a|b)` groups and the
+/// anchors `^` and `$` are understood here; a filter with anything else is
+/// left to criterion alone.
 fn filter_skips(id: &str) -> bool {
     let mut args = std::env::args().skip(1);
     let mut filter = None;
@@ -226,9 +227,70 @@ fn filter_skips(id: &str) -> bool {
         }
         filter = Some(arg);
     }
-    match filter {
-        Some(f) if f.chars().all(|c| c.is_alphanumeric() || "/-_".contains(c)) => !id.contains(&f),
-        _ => false,
+    let Some(filter) = filter else { return false };
+    let start = filter.starts_with('^');
+    let end = filter.ends_with('$') && filter.len() > usize::from(start);
+    let body = &filter[usize::from(start)..filter.len() - usize::from(end)];
+    let mut chars = body.chars().peekable();
+    let Some((branches, texts)) = expand_alternatives(&mut chars) else {
+        return false;
+    };
+    // `^a|b$` anchors each branch on its own side: left to criterion.
+    if chars.next().is_some() || (branches > 1 && (start || end)) {
+        return false;
+    }
+    !texts.iter().any(|text| match (start, end) {
+        (true, true) => id == text,
+        (true, false) => id.starts_with(text.as_str()),
+        (false, true) => id.ends_with(text.as_str()),
+        (false, false) => id.contains(text.as_str()),
+    })
+}
+
+/// Most plain strings a filter's groups may expand to before the filter
+/// is left to criterion.
+const FILTER_EXPANSIONS_MAX: usize = 1024;
+
+/// The plain strings `a|b|...` stands for (each branch plain text and
+/// `(...)` groups), with its count of top-level branches; `None` for
+/// anything else. Stops before a `)` it does not own.
+fn expand_alternatives(
+    chars: &mut std::iter::Peekable<std::str::Chars>,
+) -> Option<(usize, Vec<String>)> {
+    let mut texts = Vec::new();
+    let mut branches = 0;
+    loop {
+        let mut branch = vec![String::new()];
+        while let Some(&c) = chars.peek() {
+            match c {
+                '|' | ')' => break,
+                '(' => {
+                    chars.next();
+                    let (_, inner) = expand_alternatives(chars)?;
+                    if chars.next() != Some(')') {
+                        return None;
+                    }
+                    branch = branch
+                        .iter()
+                        .flat_map(|head| inner.iter().map(move |tail| format!("{head}{tail}")))
+                        .collect();
+                }
+                c if c.is_alphanumeric() || "/-_".contains(c) => {
+                    chars.next();
+                    branch.iter_mut().for_each(|text| text.push(c));
+                }
+                _ => return None,
+            }
+            if branch.len() > FILTER_EXPANSIONS_MAX {
+                return None;
+            }
+        }
+        texts.extend(branch);
+        branches += 1;
+        if chars.peek() != Some(&'|') {
+            return Some((branches, texts));
+        }
+        chars.next();
     }
 }
 
