@@ -54,48 +54,67 @@ fn emit_logs(module: &str, logs: &[GuestLogLine], dropped: u64) {
     }
 }
 
-fn to_wit(input: &GroupInput) -> wit::GroupInput {
-    let rows = |rows: &TaskMembers| wit::TaskMembers {
-        task: rows.task.clone(),
-        member: rows.member.clone(),
-    };
-    wit::GroupInput {
-        topics: input
-            .topics
-            .iter()
-            .map(|t| wit::Topic {
-                name: t.name.clone(),
-                partitions: t.partitions,
-            })
-            .collect(),
-        members: input
-            .members
-            .iter()
-            .map(|m| wit::Member {
-                id: m.id.clone(),
-                name: m.name.clone(),
-                rack: m.rack.clone(),
-                capacity: m.capacity,
-                subscription: m.subscription,
-            })
-            .collect(),
-        subscriptions: input.subscriptions.clone(),
-        active_owner: input.active_owner.clone(),
-        learners: rows(&input.learners),
-        standbys: rows(&input.standbys),
-        lags: wit::TaskLags {
-            task: input.lags.task.clone(),
-            member: input.lags.member.clone(),
-            lag: input.lags.lag.clone(),
-        },
-        params: input
-            .params
-            .iter()
-            .map(|(key, value)| wit::Param {
-                key: key.clone(),
-                value: value.clone(),
-            })
-            .collect(),
+/// The records of an input the guest's `group-input` refers to, borrowed
+/// from the host's `GroupInput`: a member costs a few words here, and its
+/// strings are copied once, by wasmtime, straight into the guest's memory.
+struct WitRecords<'a> {
+    topics: Vec<wit::Topic<'a>>,
+    subscriptions: Vec<&'a [u32]>,
+    members: Vec<wit::Member<'a>>,
+    params: Vec<wit::Param<'a>>,
+}
+
+impl<'a> WitRecords<'a> {
+    fn new(input: &'a GroupInput) -> Self {
+        WitRecords {
+            topics: input
+                .topics
+                .iter()
+                .map(|t| wit::Topic {
+                    name: &t.name,
+                    partitions: t.partitions,
+                })
+                .collect(),
+            subscriptions: input.subscriptions.iter().map(Vec::as_slice).collect(),
+            members: input
+                .members
+                .iter()
+                .map(|m| wit::Member {
+                    id: &m.id,
+                    name: m.name.as_deref(),
+                    rack: m.rack.as_deref(),
+                    capacity: m.capacity,
+                    subscription: m.subscription,
+                })
+                .collect(),
+            params: input
+                .params
+                .iter()
+                .map(|(key, value)| wit::Param { key, value })
+                .collect(),
+        }
+    }
+
+    /// The guest's input: these records and `input`'s columns.
+    fn input<'b>(&'b self, input: &'b GroupInput) -> wit::GroupInput<'b> {
+        let rows = |rows: &'b TaskMembers| wit::TaskMembersParam {
+            task: &rows.task,
+            member: &rows.member,
+        };
+        wit::GroupInput {
+            topics: &self.topics,
+            subscriptions: &self.subscriptions,
+            members: &self.members,
+            active_owner: &input.active_owner,
+            learners: rows(&input.learners),
+            standbys: rows(&input.standbys),
+            lags: wit::TaskLags {
+                task: &input.lags.task,
+                member: &input.lags.member,
+                lag: &input.lags.lag,
+            },
+            params: &self.params,
+        }
     }
 }
 
@@ -167,10 +186,10 @@ impl PluginEngine {
             }
         };
         let instantiated = Instant::now();
-        let wit_input = to_wit(input);
+        let records = WitRecords::new(input);
         let answer = plugin
             .assignd_assignor_assignor()
-            .call_assign(&mut store, &wit_input);
+            .call_assign(&mut store, records.input(input));
         let called = Instant::now();
         let fuel_used = fuel - store.get_fuel().unwrap_or(0);
         *logs_dropped_out = store.data().logs_dropped;
