@@ -1,6 +1,7 @@
 //! Guest-side glue between the wit-bindgen records and [`crate::model`].
 //! Only built for wasm32; the conversions move the column vectors, they do
-//! not copy them.
+//! not copy them. It relies on the host's running every call in a fresh
+//! instance (`host/src/plugins/sandbox.rs`): the input is never freed.
 
 use crate::Assignor;
 use crate::bindings::assignd::assignor::types as wit;
@@ -87,7 +88,12 @@ pub fn assign<A: Assignor>(input: wit::GroupInput) -> Result<wit::Assignment, wi
         },
         params: input.params.into_iter().map(|p| (p.key, p.value)).collect(),
     };
-    match A::assign(&input) {
+    let answer = A::assign(&input);
+    // The host drops the instance, its memory with it, after the call:
+    // freeing the input (a string per member) one block at a time would
+    // be work for nothing.
+    std::mem::forget(input);
+    match answer {
         Ok(Assignment {
             active_owner,
             learners,

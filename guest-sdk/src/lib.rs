@@ -42,6 +42,7 @@
 //! It must not depend on anything that does not build for
 //! `wasm32-unknown-unknown`.
 
+pub mod arena;
 pub mod harness;
 pub mod index;
 #[cfg(feature = "json")]

@@ -32,3 +32,9 @@ impl Assignor for Sticky {
 }
 
 assignd_guest_sdk::export_assignor!(Sticky);
+
+// A call's heap lives only as long as its instance: a bump allocator
+// makes each allocation a pointer increment and each free nearly nothing.
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: assignd_guest_sdk::arena::CallArena = assignd_guest_sdk::arena::CallArena;
