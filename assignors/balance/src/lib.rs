@@ -503,31 +503,25 @@ impl<'a> Balancer<'a> {
         }
         let owner = &mut self.owner[..];
         let count = &mut self.count[..];
-        let mut surplus = Vec::with_capacity(task_count as usize);
+        let mut surplus = vec![0u32; task_count as usize];
+        let mut surplus_len = 0;
         for &t in topics {
             let first = self.offsets[t as usize];
             let range = first as usize..self.offsets[t as usize + 1] as usize;
-            let current = input.active_owner[range.clone()].iter();
-            for ((task, &o), slot) in (first..).zip(current).zip(&mut owner[range]) {
-                if in_comp(o) && count[o as usize] < quota_of[o as usize] {
-                    *slot = o;
-                    count[o as usize] += 1;
-                } else {
-                    surplus.push(task);
-                }
-            }
+            surplus_len += keep_within_quota(
+                Walk {
+                    first_task: first,
+                    current: &input.active_owner[range.clone()],
+                    member_comp,
+                    comp,
+                },
+                &mut owner[range],
+                count,
+                quota_of,
+                &mut surplus[surplus_len..],
+            );
         }
-        // Members under quota take the surplus in member order.
-        let mut surplus = surplus.into_iter();
-        for &m in members {
-            let missing = quota_of[m as usize] - count[m as usize];
-            for task in surplus.by_ref().take(missing as usize) {
-                owner[task as usize] = m;
-            }
-            count[m as usize] = quota_of[m as usize];
-            quota_of[m as usize] = 0;
-        }
-        debug_assert!(surplus.next().is_none(), "quotas sum to the task count");
+        hand_out(&surplus[..surplus_len], members, owner, count, quota_of);
     }
 
     /// Keep valid owners, place unowned tasks greedily, then apply improving
@@ -879,6 +873,70 @@ impl<'a> Balancer<'a> {
             self.scratch[self.owner[task as usize] as usize] = 0;
         }
     }
+}
+
+/// The tasks of one topic in a uniform component's walk, with what says
+/// whether their current owners belong to the component.
+struct Walk<'a> {
+    first_task: u32,
+    current: &'a [u32],
+    member_comp: &'a [u32],
+    comp: u32,
+}
+
+/// Keeps each task of `walk` on its current owner while that owner is a
+/// member of the component under its quota; writes the other tasks to the
+/// front of `surplus`, in task order, and returns how many. Its own small
+/// function: inlined into the whole balancer, the loop's few values did not
+/// stay in registers in wasm (Cranelift spilled them on every task).
+#[inline(never)]
+fn keep_within_quota(
+    walk: Walk,
+    owner: &mut [u32],
+    count: &mut [u32],
+    quota_of: &[u32],
+    surplus: &mut [u32],
+) -> usize {
+    let member_count = count.len();
+    let (quota_of, member_comp) = (&quota_of[..member_count], &walk.member_comp[..member_count]);
+    let owner = &mut owner[..walk.current.len()];
+    let mut kept_out = 0;
+    for (i, &o) in walk.current.iter().enumerate() {
+        let m = o as usize;
+        if m < member_count && member_comp[m] == walk.comp && count[m] < quota_of[m] {
+            owner[i] = o;
+            count[m] += 1;
+        } else {
+            surplus[kept_out] = walk.first_task + i as u32;
+            kept_out += 1;
+        }
+    }
+    kept_out
+}
+
+/// Members under quota take the `surplus` tasks in member order, each up to
+/// its quota; every member's count ends at its quota and its `quota_of`
+/// entry is cleared.
+#[inline(never)]
+fn hand_out(
+    surplus: &[u32],
+    members: &[u32],
+    owner: &mut [u32],
+    count: &mut [u32],
+    quota_of: &mut [u32],
+) {
+    let mut next = 0;
+    for &m in members {
+        let m_index = m as usize;
+        let missing = (quota_of[m_index] - count[m_index]) as usize;
+        for &task in &surplus[next..next + missing] {
+            owner[task as usize] = m;
+        }
+        next += missing;
+        count[m_index] = quota_of[m_index];
+        quota_of[m_index] = 0;
+    }
+    debug_assert_eq!(next, surplus.len(), "quotas sum to the task count");
 }
 
 fn find(parent: &mut [u32], mut x: u32) -> u32 {
