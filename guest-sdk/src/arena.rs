@@ -128,12 +128,13 @@ impl Bump {
         grow: impl FnMut(usize) -> Option<usize>,
     ) -> Option<usize> {
         let newest = ptr + layout.size() == self.next;
-        if newest && let Some(block_end) = ptr.checked_add(new_size) {
-            if block_end <= self.end {
-                self.note_dirty();
-                self.next = block_end;
-                return Some(ptr);
-            }
+        if newest
+            && let Some(block_end) = ptr.checked_add(new_size)
+            && block_end <= self.end
+        {
+            self.note_dirty();
+            self.next = block_end;
+            return Some(ptr);
         }
         if new_size <= layout.size() {
             return Some(ptr);
