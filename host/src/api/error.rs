@@ -482,6 +482,13 @@ impl<T: RefusesDuplicateKeys, S: Send + Sync> FromRequest<S> for StructJson<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = json_bytes(request, state).await?;
+        // Parsed plainly first: axum's parse tracks the path to every
+        // field for its error message, which costs a good part of the
+        // parse. A body that fails is parsed again by axum, for the same
+        // error as before.
+        if let Ok(value) = serde_json::from_slice::<T>(&bytes) {
+            return Ok(StructJson(value));
+        }
         let Json(value) = Json::<T>::from_bytes(&bytes)?;
         Ok(StructJson(value))
     }

@@ -98,12 +98,15 @@ pub async fn observe_request(
 /// methods, the statuses the API answers), and so is this.
 #[derive(Default)]
 pub struct RequestTimers {
-    by_route: std::sync::RwLock<HashMap<String, Vec<(&'static str, u16, Histogram)>>>,
+    by_route: std::sync::RwLock<HashMap<String, Vec<MethodStatusTimer>>>,
 }
+
+/// One route's histogram for one method and status.
+type MethodStatusTimer = (&'static str, u16, Histogram);
 
 impl RequestTimers {
     fn histogram(&self, method: &'static str, route: &str, status: u16) -> Histogram {
-        let known = |timers: &[(&'static str, u16, Histogram)]| {
+        let known = |timers: &[MethodStatusTimer]| {
             timers
                 .iter()
                 .find(|(m, s, _)| *m == method && *s == status)

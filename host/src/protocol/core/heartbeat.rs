@@ -240,10 +240,15 @@ impl Coordinator {
         // Replaced, not kept at its latest: this heartbeat reached the
         // coordinator, so the member no longer counts on an earlier
         // answer's unreached lease (only on its plain lease, kept above).
-        liveness.unreached_end_ms.insert(
-            slot.clone(),
-            now.saturating_add(response.unreached_lease_ms),
-        );
+        let unreached_end = now.saturating_add(response.unreached_lease_ms);
+        match liveness.unreached_end_ms.get_mut(slot) {
+            Some(end) => *end = unreached_end,
+            None => {
+                liveness
+                    .unreached_end_ms
+                    .insert(slot.clone(), unreached_end);
+            }
+        }
     }
 
     /// What a member is told: its reconciled assignment and its target's
