@@ -177,12 +177,14 @@ pub fn cluster_app(
 }
 
 fn finish(router: axum::Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> axum::Router {
-    router
-        .method_not_allowed_fallback(method_not_allowed)
-        .fallback(not_found)
-        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
-        .layer(CatchPanicLayer::custom(
-            |_panic: Box<dyn std::any::Any + Send>| ApiError::Panicked.into_response(),
+    // The layers every route shares, outermost first, composed into one
+    // layer: each `Router::layer` call wraps every route in a boxed
+    // service that a request clones and boxes its future through, so
+    // four calls cost a heartbeat four of each.
+    let shared = tower::ServiceBuilder::new()
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(metrics::RequestTimers::default()),
+            metrics::observe_request,
         ))
         // No line per failed response here: every error answer is logged
         // where it is made, at its code's level (`error::log_level`), so a
@@ -193,10 +195,14 @@ fn finish(router: axum::Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> axum::Ro
                 .make_span_with(request_span)
                 .on_failure(()),
         )
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::new(metrics::RequestTimers::default()),
-            metrics::observe_request,
+        .layer(CatchPanicLayer::custom(
+            |_panic: Box<dyn std::any::Any + Send>| ApiError::Panicked.into_response(),
         ))
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX));
+    router
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(not_found)
+        .layer(shared)
         .with_state(runtime)
 }
 
