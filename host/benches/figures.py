@@ -13,6 +13,9 @@ Parts (`--only`, comma-separated; default all, in this order):
              default shard count against the bare axum handler
              (host/benches/heartbeat_ratio.py: wrk, --rounds rounds of 10 s,
              medians): requests/s, p50, p99 and their ratios to bare;
+  stack      the same heartbeats in process, without sockets or wrk
+             (host/benches/http_stack.rs): assignd's whole request path,
+             and the runtime alone, against the bare handler;
   assignors  the built-in assignors in wasm against the same code natively
              (criterion medians of host/benches/assignors.rs' cases);
   validate   the host's check of an answer at 100,000 tasks
@@ -60,7 +63,7 @@ import time
 import urllib.error
 import urllib.request
 
-PARTS = ["heartbeat", "assignors", "validate", "load", "cluster"]
+PARTS = ["heartbeat", "stack", "assignors", "validate", "load", "cluster"]
 TOKEN = "figures-admin-token-0123456789abcdef"
 OUT_DIR = "target/figures"
 STARTUP_TIMEOUT_S = 60
@@ -69,6 +72,13 @@ LOADGEN_TIMEOUT_S = 900
 WASM_TARGET = "wasm32-unknown-unknown"
 VALIDATE_ID = "validate/answer/homogeneous/10000x10"
 VALIDATE_TARGET_MS = 0.2
+STACK_BARE_ID = "http-stack/bare/steady"
+# (label, criterion id of host/benches/http_stack.rs)
+STACK_CASES = [
+    ("a steady heartbeat in process, 64 shards", "http-stack/assignd/steady/64-shards"),
+    ("a steady heartbeat in process, 1 shard", "http-stack/assignd/steady/1-shard"),
+    ("the same straight to the runtime (no HTTP, no JSON)", "http-stack/assignd/core-only"),
+]
 # (label, criterion id with {mode} for native|wasm, target on wasm ÷ native,
 # target on the wasm median in ms).
 ASSIGNOR_CASES = [
@@ -169,7 +179,8 @@ def bench_exists(name):
 def build(parts, skip, bin_dir):
     """Builds (unless `skip`) and copies into `bin_dir` what the parts run;
     returns the paths of the copies by name."""
-    benches = [b for b in ("assignors", "validate") if b in parts and bench_exists(b)]
+    wanted = {"assignors": "assignors", "validate": "validate", "stack": "http_stack"}
+    benches = [b for part, b in wanted.items() if part in parts and bench_exists(b)]
     executables = {}
     if not skip:
         say("building: cargo build --release -p assignd --bin assignd --example bare_heartbeat")
@@ -439,6 +450,28 @@ def validate_part(ctx):
                 met=value <= VALIDATE_TARGET_MS)], raw, note
 
 
+def stack_part(ctx):
+    """The heartbeat's whole request path in process, without sockets or
+    wrk: what assignd's layers, JSON, runtime and core cost over a bare
+    axum handler, steadier than the wrk ratio on a shared machine."""
+    if "http_stack" not in ctx.bin:
+        return [row("a steady heartbeat in process", "not measured: bench missing")], \
+            {"missing": True}, None
+    raw = criterion_run(ctx, "http_stack", [STACK_BARE_ID] + [i for _, i in STACK_CASES])
+    bare_us = raw[STACK_BARE_ID]["median_ns"] / 1e3
+    rows = []
+    for label, case in STACK_CASES:
+        us = raw[case]["median_ns"] / 1e3
+        # The runtime alone answers no HTTP: it has no bare counterpart.
+        anchored = case.endswith("/steady/64-shards") or case.endswith("/steady/1-shard")
+        rows.append(row(label, f"{us:.2f} µs", f"bare {bare_us:.2f} µs" if anchored else None,
+                        bare_us / us if anchored else None))
+    note = ("in process: criterion medians of `host/benches/http_stack.rs` (`cargo bench -p "
+            "assignd --bench http_stack`), one request at a time through the app with "
+            "`tower::ServiceExt::oneshot`; ratio = bare's time ÷ assignd's (as the wrk ratio)")
+    return rows, raw, note
+
+
 def sample_while(process, watched):
     """The CPU seconds and RSS of `watched` (name → pid), sampled every
     second until `process` exits, each with its time."""
@@ -672,7 +705,7 @@ def main():
                       date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"))
         started = time.monotonic()
         rows, raw, notes = [], {}, []
-        parts = {"heartbeat": heartbeat_part, "assignors": assignors_part,
+        parts = {"heartbeat": heartbeat_part, "stack": stack_part, "assignors": assignors_part,
                  "validate": validate_part, "load": load_part, "cluster": cluster_part}
         for part in args.parts:
             step = part
