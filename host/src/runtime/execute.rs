@@ -188,8 +188,7 @@ impl Runtime {
 /// How many times a step tries a busy shard's lock before it waits for it
 /// [`off_the_workers`]. A light step holds the lock for microseconds, so
 /// the holder is usually done within a few tries; handing the worker over
-/// instead (`block_in_place`) costs a thread switch, tens of microseconds,
-/// which on a host of few shards was most of a contended heartbeat's cost.
+/// instead (`block_in_place`) costs a thread switch, tens of microseconds.
 const LOCK_TRIES_MAX: u32 = 12;
 
 /// The tries of [`LOCK_TRIES_MAX`] that spin before those that yield the
