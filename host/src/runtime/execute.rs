@@ -185,8 +185,8 @@ impl Runtime {
     }
 }
 
-/// How many times a step tries a busy shard's lock before it waits for it
-/// [`off_the_workers`]. A light step holds the lock for microseconds, so
+/// How many times a step or a timer pass tries a busy shard's lock before
+/// it waits for it [`off_the_workers`]. A light step holds the lock for microseconds, so
 /// the holder is usually done within a few tries; handing the worker over
 /// instead (`block_in_place`) costs a thread switch, tens of microseconds.
 const LOCK_TRIES_MAX: u32 = 12;
@@ -202,13 +202,24 @@ fn lock_for_step(
     shard: &shard::Shard,
 ) -> Result<MutexGuard<'_, Option<shard::Served>>, RuntimeError> {
     let poisoned = |_| RuntimeError::Internal("a shard's core panicked earlier");
+    match lock_briefly(shard) {
+        Some(locked) => locked.map_err(poisoned),
+        None => off_the_workers(|| shard.state.lock()).map_err(poisoned),
+    }
+}
+
+/// The shard's lock if it comes free within [`LOCK_TRIES_MAX`] tries while
+/// no heavy step holds it; `None` if the caller has to wait longer.
+fn lock_briefly(
+    shard: &shard::Shard,
+) -> Option<std::sync::LockResult<MutexGuard<'_, Option<shard::Served>>>> {
     for attempt in 0..LOCK_TRIES_MAX {
         match shard.state.try_lock() {
-            Ok(state) => return Ok(state),
-            Err(std::sync::TryLockError::Poisoned(e)) => return Err(poisoned(e)),
+            Ok(state) => return Some(Ok(state)),
+            Err(std::sync::TryLockError::Poisoned(e)) => return Some(Err(e)),
             Err(std::sync::TryLockError::WouldBlock) => {
                 if shard.heavy_step.load(Ordering::Relaxed) {
-                    break;
+                    return None;
                 }
                 if attempt < LOCK_SPIN_TRIES {
                     for _ in 0..(4u32 << attempt) {
@@ -220,7 +231,7 @@ fn lock_for_step(
             }
         }
     }
-    off_the_workers(|| shard.state.lock()).map_err(poisoned)
+    None
 }
 
 /// Marks a shard's lock as held by a heavy step while it lives.
@@ -315,13 +326,13 @@ pub(crate) fn off_the_workers<R>(work: impl FnOnce() -> R) -> R {
 }
 
 /// [`lock_shard`] without holding up a runtime worker: at once if the lock
-/// is free, else waited for [`off_the_workers`] (a large group's step may
-/// hold it for hundreds of ms, and the worker's other tasks would wait).
+/// is free or comes free within a few tries ([`lock_briefly`]), else waited
+/// for [`off_the_workers`] (a large group's step may hold it for hundreds
+/// of ms, and the worker's other tasks would wait).
 pub(super) fn lock_shard_aside(shard: &shard::Shard) -> MutexGuard<'_, Option<shard::Served>> {
-    match shard.state.try_lock() {
-        Ok(state) => state,
-        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => off_the_workers(|| lock_shard(shard)),
+    match lock_briefly(shard) {
+        Some(locked) => locked.unwrap_or_else(|e| e.into_inner()),
+        None => off_the_workers(|| lock_shard(shard)),
     }
 }
 
