@@ -83,6 +83,8 @@ struct Worker {
     label: String,
     child: Child,
     lines: Arc<Mutex<Vec<Value>>>,
+    /// The thread that reads its stdout: it has every line once it ends.
+    reader: std::thread::JoinHandle<()>,
     stderr: PathBuf,
     /// When it was killed with -9 (wall-clock ms): it held nothing after.
     killed_at_ms: Option<u64>,
@@ -117,7 +119,7 @@ impl Worker {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&lines);
         let who = label.to_owned();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
@@ -130,6 +132,7 @@ impl Worker {
             label: label.to_owned(),
             child,
             lines,
+            reader,
             stderr,
             killed_at_ms: None,
         }
@@ -200,10 +203,13 @@ impl Worker {
         assert_eq!(sent, 0, "kill: {}", std::io::Error::last_os_error());
     }
 
+    /// Waits for it to exit and for its last line to be read: the
+    /// process can be gone before the reader has seen its final lines.
     fn exit(&mut self) -> ExitStatus {
         let started = Instant::now();
         loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
+            let exited = self.child.try_wait().expect("wait");
+            if let Some(status) = exited.filter(|_| self.reader.is_finished()) {
                 return status;
             }
             assert!(
@@ -578,7 +584,12 @@ fn cluster_takeover(lang: &str) {
     let mut w1 = w1;
     w1.signal(libc::SIGTERM);
     assert!(w1.exit().success(), "{}", w1.diagnose());
-    assert_eq!(w1.last_stop_reason().as_deref(), Some("drained"));
+    assert_eq!(
+        w1.last_stop_reason().as_deref(),
+        Some("drained"),
+        "{}",
+        w1.diagnose()
+    );
     w2.wait_for("took w1's share", holds(PARTITIONS as usize / 2));
 }
 
