@@ -8,22 +8,38 @@ use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 
-use assignd_guest_sdk::NO_MEMBER;
-
 use super::{Balancer, NIL};
 use crate::loads::{Receiver, load_less};
 
-/// Bounds on the loads of one set's members while moves settle: the
-/// lowest load after taking one more task, `(count + 1) / cap`, and the
-/// highest load, `count / cap`, each as `(num, cap)`. A topic whose
-/// subscribers' lowest bound is not below their highest has no improving
-/// move, whichever of them own its tasks.
-#[derive(Clone, Copy, Debug, Default)]
+/// Improving moves of one topic found by scanning its subscribers' sets
+/// and its owners; past this many, heaps take over. A scan costs about
+/// as much as building the heaps, and a settled topic rarely needs more
+/// than one or two moves.
+const SCANNED_MOVES_MAX: u32 = 4;
+
+/// What moves need to know about one set's members while they settle: the
+/// least loaded after taking one more task (exactly, as a receiver), and
+/// a bound on the others, the highest load `count / cap` as `(num, cap)`.
+/// A topic whose lightest subscriber is not below its subscribers' highest
+/// load has no improving move, whichever of them own its tasks.
+#[derive(Clone, Copy, Debug)]
 pub(super) struct SetLoads {
-    lightest: (u32, u32),
+    lightest: Receiver,
     heaviest: (u32, u32),
-    /// Whether the bounds still hold: cleared when a member's count changes.
+    /// Whether the fields still hold: cleared when a member's count changes.
     fresh: bool,
+}
+
+impl SetLoads {
+    pub(super) const STALE: SetLoads = SetLoads {
+        lightest: Receiver {
+            num: 0,
+            cap: 1,
+            member: NIL,
+        },
+        heaviest: (0, 1),
+        fresh: false,
+    };
 }
 
 impl Balancer<'_> {
@@ -33,7 +49,7 @@ impl Balancer<'_> {
         if self.next.is_empty() {
             self.head = vec![NIL; self.input.members.len()];
             self.next = vec![NIL; self.owner.len()];
-            self.set_loads = vec![SetLoads::default(); self.input.subscriptions.len()];
+            self.set_loads = vec![SetLoads::STALE; self.input.subscriptions.len()];
         }
         self.keep_valid_owners(topics);
 
@@ -84,24 +100,22 @@ impl Balancer<'_> {
         }
     }
 
-    /// The load bounds of `set`'s members, recomputed if a count changed.
+    /// The loads of `set`'s members, recomputed if a count changed.
     fn set_loads(&mut self, set: u32) -> SetLoads {
         let loads = self.set_loads[set as usize];
         if loads.fresh {
             return loads;
         }
-        let (count, capacity) = (&self.count, &self.capacity);
         let members = self.members_of_set(set);
-        let first = members[0] as usize;
-        let mut lightest = (count[first] + 1, capacity[first]);
-        let mut heaviest = (count[first], capacity[first]);
+        let mut lightest = self.receiver(members[0]);
+        let mut heaviest = (self.count[members[0] as usize], lightest.cap);
         for &m in &members[1..] {
-            let (num, cap) = (count[m as usize], capacity[m as usize]);
-            if load_less(num + 1, cap, lightest.0, lightest.1) {
-                lightest = (num + 1, cap);
+            let receiver = self.receiver(m);
+            if receiver < lightest {
+                lightest = receiver;
             }
-            if load_less(heaviest.0, heaviest.1, num, cap) {
-                heaviest = (num, cap);
+            if load_less(heaviest.0, heaviest.1, receiver.num - 1, receiver.cap) {
+                heaviest = (receiver.num - 1, receiver.cap);
             }
         }
         let loads = SetLoads {
@@ -113,34 +127,73 @@ impl Balancer<'_> {
         loads
     }
 
-    /// Whether topic `t` has an improving move: some owner of its tasks is
-    /// more loaded than its least-loaded subscriber after taking one more.
-    fn has_improving_move(&mut self, t: u32) -> bool {
-        let (mut lightest, mut heaviest) = ((u32::MAX, 1), (0, 1));
+    /// The improving move of topic `t` that the balance criterion takes
+    /// first, as `(from, to)`: from its most loaded owner (lowest index
+    /// first) to its least loaded subscriber after taking one more.
+    fn improving_move(&mut self, t: u32) -> Option<(u32, u32)> {
+        let mut lightest: Option<Receiver> = None;
+        let mut heaviest = (0, 1);
         for i in self.topic_set_start[t as usize]..self.topic_set_start[t as usize + 1] {
             let loads = self.set_loads(self.topic_sets[i as usize]);
-            if load_less(loads.lightest.0, loads.lightest.1, lightest.0, lightest.1) {
-                lightest = loads.lightest;
+            if lightest.is_none_or(|l| loads.lightest < l) {
+                lightest = Some(loads.lightest);
             }
             if load_less(heaviest.0, heaviest.1, loads.heaviest.0, loads.heaviest.1) {
                 heaviest = loads.heaviest;
             }
         }
-        if !load_less(lightest.0, lightest.1, heaviest.0, heaviest.1) {
-            return false;
+        let to = lightest.expect("a component topic has subscribers");
+        if !load_less(to.num, to.cap, heaviest.0, heaviest.1) {
+            return None;
         }
         let range = self.topic_tasks(t);
         let owners = &self.owner[range.start as usize..range.end as usize];
-        any_heavier(owners, &self.count, &self.capacity, lightest)
+        let from = heaviest_owner(owners, &self.count, &self.capacity)?;
+        let (count, cap) = (self.count[from as usize], self.capacity[from as usize]);
+        load_less(to.num, to.cap, count, cap).then_some((from, to.member))
     }
 
     /// Applies improving moves of topic `t`'s tasks until none is left, and
     /// queues the other topics of every member whose load changed (only
     /// their loads decide whether those topics have a move now).
     fn settle_topic(&mut self, t: u32, queue: &mut VecDeque<u32>, queued: &mut [bool]) {
-        if !self.has_improving_move(t) {
-            return;
+        for _ in 0..SCANNED_MOVES_MAX {
+            let Some((from, to)) = self.improving_move(t) else {
+                return;
+            };
+            self.move_task(t, from, to, queue, queued);
         }
+        if self.improving_move(t).is_some() {
+            self.settle_topic_with_heaps(t, queue, queued);
+        }
+    }
+
+    /// Moves one of `from`'s tasks of topic `t` to `to` and queues the
+    /// other topics of both.
+    fn move_task(
+        &mut self,
+        t: u32,
+        from: u32,
+        to: u32,
+        queue: &mut VecDeque<u32>,
+        queued: &mut [bool],
+    ) {
+        let task = self.take(from, self.topic_tasks(t));
+        self.give(task, to);
+        for m in [from, to] {
+            self.set_loads[self.member_set[m as usize] as usize].fresh = false;
+            for &other in self.input.topics_of(&self.input.members[m as usize]) {
+                if other != t && !queued[other as usize] {
+                    queued[other as usize] = true;
+                    queue.push_back(other);
+                }
+            }
+        }
+    }
+
+    /// [`Self::settle_topic`] for a topic with many moves: the same moves,
+    /// each found from a heap of its subscribers and one of its owners.
+    fn settle_topic_with_heaps(&mut self, t: u32, queue: &mut VecDeque<u32>, queued: &mut [bool]) {
         let range = self.topic_tasks(t);
 
         // `scratch[m]` counts m's tasks of this topic while we move them.
@@ -195,21 +248,11 @@ impl Balancer<'_> {
             {
                 break;
             }
-            let task = self.take(from, range.clone());
-            self.give(task, to);
+            self.move_task(t, from, to, queue, queued);
             self.scratch[from as usize] -= 1;
             self.scratch[to as usize] += 1;
             receivers.push(Reverse(self.receiver(from)));
             donors.push(self.donor(to));
-            for m in [from, to] {
-                self.set_loads[self.member_set[m as usize] as usize].fresh = false;
-                for &other in self.input.topics_of(&self.input.members[m as usize]) {
-                    if other != t && !queued[other as usize] {
-                        queued[other as usize] = true;
-                        queue.push_back(other);
-                    }
-                }
-            }
         }
         for task in range {
             self.scratch[self.owner[task as usize] as usize] = 0;
@@ -217,14 +260,27 @@ impl Balancer<'_> {
     }
 }
 
-/// Whether a member in `owners` is more loaded than `(num, cap)`. Its own
-/// small function with slices in locals, so that the scan's bounds stay
-/// in registers in wasm.
+/// The most loaded member of `owners` (lowest index first among equals),
+/// `None` if there are none. Its own small function with slices in
+/// locals, so that the scan's bounds stay in registers in wasm.
 #[inline(never)]
-fn any_heavier(owners: &[u32], count: &[u32], capacity: &[u32], (num, cap): (u32, u32)) -> bool {
+fn heaviest_owner(owners: &[u32], count: &[u32], capacity: &[u32]) -> Option<u32> {
     let capacity = &capacity[..count.len()];
-    owners.iter().any(|&o| {
-        debug_assert!(o != NO_MEMBER, "every task of a mixed component is placed");
-        load_less(num, cap, count[o as usize], capacity[o as usize])
-    })
+    let (&first, rest) = owners.split_first()?;
+    let (mut best, mut best_count, mut best_cap) = (
+        first,
+        u64::from(count[first as usize]),
+        u64::from(capacity[first as usize]),
+    );
+    for &o in rest {
+        let (o_count, o_cap) = (
+            u64::from(count[o as usize]),
+            u64::from(capacity[o as usize]),
+        );
+        let (o_load, best_load) = (o_count * best_cap, best_count * o_cap);
+        if o_load > best_load || (o_load == best_load && o < best) {
+            (best, best_count, best_cap) = (o, o_count, o_cap);
+        }
+    }
+    Some(best)
 }
