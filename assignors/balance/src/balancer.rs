@@ -197,10 +197,13 @@ impl<'a> Balancer<'a> {
 
     /// Assigns `task` to `m` and links it into `m`'s task list.
     fn give(&mut self, task: u32, m: u32) {
-        self.owner[task as usize] = m;
-        self.count[m as usize] += 1;
-        self.next[task as usize] = self.head[m as usize];
-        self.head[m as usize] = task;
+        TaskLists {
+            owner: &mut self.owner,
+            count: &mut self.count,
+            head: &mut self.head,
+            next: &mut self.next,
+        }
+        .give(task, m);
     }
 
     /// Unlinks and returns one of `m`'s tasks in `range`, preferring one
@@ -233,6 +236,26 @@ impl<'a> Balancer<'a> {
         self.owner[task as usize] = NO_MEMBER;
         self.count[m as usize] -= 1;
         task
+    }
+}
+
+/// The answer and each member's task list, borrowed apart from the rest of
+/// the balancer for a hot loop.
+struct TaskLists<'a> {
+    owner: &'a mut [u32],
+    count: &'a mut [u32],
+    head: &'a mut [u32],
+    next: &'a mut [u32],
+}
+
+impl TaskLists<'_> {
+    /// Assigns `task` to `m` and links it into `m`'s task list.
+    #[inline]
+    fn give(&mut self, task: u32, m: u32) {
+        self.owner[task as usize] = m;
+        self.count[m as usize] += 1;
+        self.next[task as usize] = self.head[m as usize];
+        self.head[m as usize] = task;
     }
 }
 

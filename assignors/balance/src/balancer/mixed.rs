@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 
-use super::{Balancer, NIL};
+use super::{Balancer, NIL, TaskLists};
 use crate::loads::{Receiver, load_less};
 
 /// Improving moves of one topic found by scanning its subscribers' sets
@@ -51,11 +51,11 @@ impl Balancer<'_> {
             self.next = vec![NIL; self.owner.len()];
             self.set_loads = vec![SetLoads::STALE; self.input.subscriptions.len()];
         }
-        self.keep_valid_owners(topics);
+        let unowned = self.keep_valid_owners(topics);
 
         let mut order = topics.to_vec();
         order.sort_by_key(|&t| (self.subscriber_count(t), t));
-        if !self.place_interleaved(&order) {
+        if !self.place_interleaved(&order, unowned) {
             self.place_topic_by_topic(&order);
         }
 
@@ -78,26 +78,37 @@ impl Balancer<'_> {
     }
 
     /// Every task of `topics` whose current owner subscribes to its topic
-    /// stays with that owner. A subscriber's set is one of the topic's
-    /// sets, so a flag per set (not per member) answers the question.
-    fn keep_valid_owners(&mut self, topics: &[u32]) {
+    /// stays with that owner; how many tasks are left unowned. A
+    /// subscriber's set is one of the topic's sets, so a flag per set (not
+    /// per member) answers the question.
+    fn keep_valid_owners(&mut self, topics: &[u32]) -> u64 {
         let input = self.input;
-        let member_count = input.members.len() as u32;
         let mut set_flag = vec![false; input.subscriptions.len()];
+        let mut unowned = 0;
         for &t in topics {
+            let range = self.topic_tasks(t);
             for &s in self.sets_of_topic(t) {
                 set_flag[s as usize] = true;
             }
-            for task in self.topic_tasks(t) {
-                let o = input.active_owner[task as usize];
-                if o < member_count && set_flag[self.member_set[o as usize] as usize] {
-                    self.give(task, o);
+            let mut tasks = TaskLists {
+                owner: &mut self.owner,
+                count: &mut self.count,
+                head: &mut self.head,
+                next: &mut self.next,
+            };
+            let current = &input.active_owner[range.start as usize..range.end as usize];
+            for (task, &o) in (range.start..).zip(current) {
+                // `get` also rejects NO_MEMBER and stale indices.
+                match self.member_set.get(o as usize) {
+                    Some(&s) if set_flag[s as usize] => tasks.give(task, o),
+                    _ => unowned += 1,
                 }
             }
             for &s in self.sets_of_topic(t) {
                 set_flag[s as usize] = false;
             }
         }
+        unowned
     }
 
     /// The loads of `set`'s members, recomputed if a count changed.

@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 
 use assignd_guest_sdk::NO_MEMBER;
 
-use super::Balancer;
+use super::{Balancer, TaskLists};
 use crate::loads::Receiver;
 
 /// The members of one subscription class, least loaded (after taking one
@@ -62,21 +62,26 @@ impl ClassQueue {
         }
     }
 
-    /// Counts the front member as holding one more task.
-    fn advance(&mut self) {
-        if !self.ring.is_empty() {
+    /// Counts the front member as holding one more task; the new front.
+    fn advance(&mut self) -> Receiver {
+        if let Some(&r) = self.ring.get(self.next + 1) {
             self.next += 1;
-            if self.next == self.ring.len() {
-                self.next = 0;
-                self.laps += 1;
-            }
-            return;
+            return Receiver {
+                num: r.num + self.laps,
+                ..r
+            };
+        }
+        if !self.ring.is_empty() {
+            self.next = 0;
+            self.laps += 1;
+            return self.front();
         }
         let mut top = self.heap.peek_mut().expect("classes are not empty");
         top.0.num += 1;
         self.max_num = self.max_num.max(top.0.num);
         drop(top);
         self.maybe_rotate();
+        self.front()
     }
 
     fn maybe_rotate(&mut self) {
@@ -101,26 +106,6 @@ struct Pending {
     classes: std::ops::Range<u32>,
 }
 
-/// The answer and each member's task list, borrowed apart from the rest of
-/// the balancer for the placement loop.
-struct TaskLists<'a> {
-    owner: &'a mut [u32],
-    count: &'a mut [u32],
-    head: &'a mut [u32],
-    next: &'a mut [u32],
-}
-
-impl TaskLists<'_> {
-    /// Assigns `task` to `m` and links it into `m`'s task list.
-    #[inline]
-    fn give(&mut self, task: u32, m: u32) {
-        self.owner[task as usize] = m;
-        self.count[m as usize] += 1;
-        self.next[task as usize] = self.head[m as usize];
-        self.head[m as usize] = task;
-    }
-}
-
 impl Balancer<'_> {
     /// Places unowned tasks in rounds, one task of every topic per round,
     /// each to the subscriber that is least loaded after taking it.
@@ -134,20 +119,12 @@ impl Balancer<'_> {
     /// stale and a task looks at one queue front per class subscribing to
     /// its topic. Returns false, placing nothing, when that would cost more
     /// than placing topic by topic (many distinct subscription sets).
-    pub(super) fn place_interleaved(&mut self, order: &[u32]) -> bool {
-        let unowned: u64 = order
-            .iter()
-            .map(|&t| {
-                let range = self.topic_tasks(t);
-                self.owner[range.start as usize..range.end as usize]
-                    .iter()
-                    .filter(|&&o| o == NO_MEMBER)
-                    .count() as u64
-            })
-            .sum();
+    pub(super) fn place_interleaved(&mut self, order: &[u32], unowned: u64) -> bool {
         if unowned == 0 {
             return true;
         }
+        // A task looks at one queue per class of its topic; topic by topic
+        // it costs a heap of the topic's subscribers plus ~16 per task.
         let lookups: u64 = order
             .iter()
             .map(|&t| {
@@ -163,8 +140,30 @@ impl Balancer<'_> {
             return false;
         }
 
-        // The component's classes are the sets of its topics; `class_of`
-        // numbers them in order of first appearance.
+        let (mut classes, class_list, mut pending) = self.classes_by_topic(order);
+        let mut fronts: Vec<Receiver> = classes.iter().map(ClassQueue::front).collect();
+        let mut tasks = TaskLists {
+            owner: &mut self.owner,
+            count: &mut self.count,
+            head: &mut self.head,
+            next: &mut self.next,
+        };
+        while !pending.is_empty() {
+            place_round(
+                &mut pending,
+                &class_list,
+                &mut classes,
+                &mut fronts,
+                &mut tasks,
+            );
+        }
+        true
+    }
+
+    /// The queues of the component's classes (the sets of `order`'s
+    /// topics, numbered in order of first appearance), every topic's class
+    /// numbers in one list, and every topic as pending from its first task.
+    fn classes_by_topic(&self, order: &[u32]) -> (Vec<ClassQueue>, Vec<u32>, Vec<Pending>) {
         let mut class_of = vec![u32::MAX; self.input.subscriptions.len()];
         let mut classes: Vec<ClassQueue> = Vec::new();
         let mut class_list = Vec::new();
@@ -188,23 +187,7 @@ impl Balancer<'_> {
                 classes: first_class..class_list.len() as u32,
             });
         }
-        let mut fronts: Vec<Receiver> = classes.iter().map(ClassQueue::front).collect();
-        let mut tasks = TaskLists {
-            owner: &mut self.owner,
-            count: &mut self.count,
-            head: &mut self.head,
-            next: &mut self.next,
-        };
-        while !pending.is_empty() {
-            place_round(
-                &mut pending,
-                &class_list,
-                &mut classes,
-                &mut fronts,
-                &mut tasks,
-            );
-        }
-        true
+        (classes, class_list, pending)
     }
 
     /// Places unowned tasks one topic at a time, each to the subscriber
@@ -246,29 +229,41 @@ fn place_round(
     fronts: &mut [Receiver],
     tasks: &mut TaskLists,
 ) {
+    let classes = &mut classes[..fronts.len()];
+    let owner = &mut *tasks.owner;
+    let next = &mut tasks.next[..owner.len()];
+    let count = &mut *tasks.count;
+    let head = &mut tasks.head[..count.len()];
     let mut still = 0;
     for i in 0..pending.len() {
-        let mut p = pending[i].clone();
-        while p.cursor < p.end && tasks.owner[p.cursor as usize] != NO_MEMBER {
-            p.cursor += 1;
+        let p = pending[i].clone();
+        let (mut cursor, end) = (p.cursor, p.end);
+        while cursor < end && owner[cursor as usize] != NO_MEMBER {
+            cursor += 1;
         }
-        if p.cursor == p.end {
+        if cursor == end {
             continue;
         }
         // Fronts are distinct members, so the least is unique.
         let candidates = &class_list[p.classes.start as usize..p.classes.end as usize];
         let mut best = candidates[0] as usize;
+        let mut front = fronts[best];
         for &c in &candidates[1..] {
-            if fronts[c as usize] < fronts[best] {
+            if fronts[c as usize] < front {
                 best = c as usize;
+                front = fronts[best];
             }
         }
-        let m = fronts[best].member;
-        classes[best].advance();
-        fronts[best] = classes[best].front();
-        tasks.give(p.cursor, m);
-        p.cursor += 1;
-        pending[still] = p;
+        fronts[best] = classes[best].advance();
+        let (task, m) = (cursor as usize, front.member);
+        owner[task] = m;
+        next[task] = head[m as usize];
+        head[m as usize] = cursor;
+        count[m as usize] += 1;
+        pending[still] = Pending {
+            cursor: cursor + 1,
+            ..p
+        };
         still += 1;
     }
     pending.truncate(still);
