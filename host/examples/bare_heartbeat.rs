@@ -5,7 +5,9 @@
 //! heartbeat body and answers a body of the shape and size assignd answers
 //! a settled member, both with assignd's own wire types, so what it costs
 //! is what HTTP and JSON alone cost on this machine. It owns no state and
-//! checks nothing of the protocol.
+//! checks nothing of the protocol. It allocates with jemalloc, as the
+//! `assignd` binary does, so that the ratio compares request paths, not
+//! allocators.
 //!
 //!     cargo build --release -p assignd --example bare_heartbeat
 //!     target/release/examples/bare_heartbeat --listen 127.0.0.1:0
@@ -15,6 +17,9 @@
 
 #[path = "bare_heartbeat/handler.rs"]
 mod handler;
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn listen_address() -> Result<String, String> {
     let mut args = std::env::args().skip(1);
