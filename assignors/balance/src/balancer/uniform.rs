@@ -11,6 +11,45 @@ impl Balancer<'_> {
     /// quota and the surplus goes to members under quota.
     pub(super) fn balance_uniform(&mut self, comp: u32, topics: &[u32], members: &[u32]) {
         let input = self.input;
+        let (quota, task_count) = self.quotas(comp, topics, members);
+        let member_comp = &self.member_comp[..];
+
+        // Quota per member index for the task walk. The walk is the hot
+        // loop (every task of the component): it works on local slices so
+        // that the compiler keeps their bounds in registers, which matters
+        // most inside wasm.
+        let quota_of = &mut self.scratch[..];
+        for (i, &m) in members.iter().enumerate() {
+            quota_of[m as usize] = quota[i];
+        }
+        let owner = &mut self.owner[..];
+        let count = &mut self.count[..];
+        let mut surplus = vec![0u32; task_count as usize];
+        let mut surplus_len = 0;
+        for &t in topics {
+            let first = self.offsets[t as usize];
+            let range = first as usize..self.offsets[t as usize + 1] as usize;
+            surplus_len += keep_within_quota(
+                Walk {
+                    first_task: first,
+                    current: &input.active_owner[range.clone()],
+                    member_comp,
+                    comp,
+                },
+                &mut owner[range],
+                count,
+                quota_of,
+                &mut surplus[surplus_len..],
+            );
+        }
+        hand_out(&surplus[..surplus_len], members, owner, count, quota_of);
+    }
+
+    /// Each member's quota (in `members` order) and the component's task
+    /// count: `floor(T·c/C)`, plus one remainder slot for some members with
+    /// a fractional share.
+    fn quotas(&mut self, comp: u32, topics: &[u32], members: &[u32]) -> (Vec<u32>, u64) {
+        let input = self.input;
         let member_comp = &self.member_comp[..];
         // Whether current owner `o` is a member of this component; `get`
         // also rejects NO_MEMBER and stale indices with one check.
@@ -82,36 +121,7 @@ impl Balancer<'_> {
         for &m in members {
             held[m as usize] = 0;
         }
-
-        // Quota per member index for the task walk. The walk is the hot
-        // loop (every task of the component): it works on local slices so
-        // that the compiler keeps their bounds in registers, which matters
-        // most inside wasm.
-        let quota_of = &mut self.scratch[..];
-        for (i, &m) in members.iter().enumerate() {
-            quota_of[m as usize] = quota[i];
-        }
-        let owner = &mut self.owner[..];
-        let count = &mut self.count[..];
-        let mut surplus = vec![0u32; task_count as usize];
-        let mut surplus_len = 0;
-        for &t in topics {
-            let first = self.offsets[t as usize];
-            let range = first as usize..self.offsets[t as usize + 1] as usize;
-            surplus_len += keep_within_quota(
-                Walk {
-                    first_task: first,
-                    current: &input.active_owner[range.clone()],
-                    member_comp,
-                    comp,
-                },
-                &mut owner[range],
-                count,
-                quota_of,
-                &mut surplus[surplus_len..],
-            );
-        }
-        hand_out(&surplus[..surplus_len], members, owner, count, quota_of);
+        (quota, task_count)
     }
 }
 
