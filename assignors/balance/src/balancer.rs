@@ -4,6 +4,7 @@
 //! component split and the task lists; [`uniform`], [`mixed`] and
 //! [`placement`] solve the components.
 
+mod class_queue;
 mod mixed;
 mod placement;
 mod uniform;
@@ -142,7 +143,7 @@ impl<'a> Balancer<'a> {
             if self.comp_uniform[comp] {
                 self.balance_uniform(comp as u32, &topics, &members);
             } else {
-                self.balance_mixed(&topics);
+                self.balance_mixed(&topics, &members);
             }
         }
         self.owner

@@ -45,7 +45,7 @@ impl SetLoads {
 impl Balancer<'_> {
     /// Keep valid owners, place unowned tasks greedily, then apply improving
     /// moves until none is left.
-    pub(super) fn balance_mixed(&mut self, topics: &[u32]) {
+    pub(super) fn balance_mixed(&mut self, topics: &[u32], members: &[u32]) {
         if self.next.is_empty() {
             self.head = vec![NIL; self.input.members.len()];
             self.next = vec![NIL; self.owner.len()];
@@ -55,7 +55,11 @@ impl Balancer<'_> {
 
         let mut order = topics.to_vec();
         order.sort_by_key(|&t| (self.subscriber_count(t), t));
-        if !self.place_interleaved(&order, unowned) {
+        let capacity = &self.capacity;
+        let same_capacity = members
+            .iter()
+            .all(|&m| capacity[m as usize] == capacity[members[0] as usize]);
+        if !self.place_interleaved(&order, unowned, same_capacity) {
             self.place_topic_by_topic(&order);
         }
 

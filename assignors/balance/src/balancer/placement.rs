@@ -10,96 +10,12 @@ use std::collections::BinaryHeap;
 
 use assignd_guest_sdk::NO_MEMBER;
 
+use super::class_queue::{ClassQueue, EqualCapacityKey, QueueKey};
 use super::{Balancer, TaskLists};
 use crate::loads::Receiver;
 
-/// The members of one subscription class, least loaded (after taking one
-/// more task) first.
-///
-/// A binary heap costs ~70 ns per pick in a class of thousands. When all
-/// members have the same capacity and counts within one of each other, a
-/// queue in (count, index) order stays in that order by rotation: the front
-/// takes a task and goes to the back, behind the members already one ahead.
-/// Placing many tasks reaches that state quickly, so the heap turns into a
-/// ring as soon as it does.
-struct ClassQueue {
-    /// Until the class rotates: its members by load.
-    heap: BinaryHeap<Reverse<Receiver>>,
-    /// Once it rotates: its members in (count, index) order as they were
-    /// then. `ring[next]` is the front; since then every member has taken
-    /// `laps` tasks, and those before `next` one more.
-    ring: Vec<Receiver>,
-    next: usize,
-    laps: u32,
-    same_capacity: bool,
-    max_num: u32,
-}
-
-impl ClassQueue {
-    fn new(members: Vec<Receiver>) -> Self {
-        debug_assert!(!members.is_empty());
-        let same_capacity = members.iter().all(|r| r.cap == members[0].cap);
-        let max_num = members.iter().map(|r| r.num).max().unwrap_or(0);
-        let mut class = ClassQueue {
-            heap: members.into_iter().map(Reverse).collect(),
-            ring: Vec::new(),
-            next: 0,
-            laps: 0,
-            same_capacity,
-            max_num,
-        };
-        class.maybe_rotate();
-        class
-    }
-
-    fn front(&self) -> Receiver {
-        match self.ring.get(self.next) {
-            Some(&r) => Receiver {
-                num: r.num + self.laps,
-                ..r
-            },
-            None => self.heap.peek().expect("classes are not empty").0,
-        }
-    }
-
-    /// Counts the front member as holding one more task; the new front.
-    fn advance(&mut self) -> Receiver {
-        if let Some(&r) = self.ring.get(self.next + 1) {
-            self.next += 1;
-            return Receiver {
-                num: r.num + self.laps,
-                ..r
-            };
-        }
-        if !self.ring.is_empty() {
-            self.next = 0;
-            self.laps += 1;
-            return self.front();
-        }
-        let mut top = self.heap.peek_mut().expect("classes are not empty");
-        top.0.num += 1;
-        self.max_num = self.max_num.max(top.0.num);
-        drop(top);
-        self.maybe_rotate();
-        self.front()
-    }
-
-    fn maybe_rotate(&mut self) {
-        let min_num = self.heap.peek().expect("classes are not empty").0.num;
-        if self.same_capacity && self.max_num <= min_num + 1 {
-            let mut sorted: Vec<Receiver> = std::mem::take(&mut self.heap)
-                .into_iter()
-                .map(|r| r.0)
-                .collect();
-            sorted.sort_unstable();
-            self.ring = sorted;
-        }
-    }
-}
-
 /// A topic still placing: its next task to look at, its end, and its
 /// classes, `class_list[classes]`.
-#[derive(Clone)]
 struct Pending {
     cursor: u32,
     end: u32,
@@ -119,7 +35,12 @@ impl Balancer<'_> {
     /// stale and a task looks at one queue front per class subscribing to
     /// its topic. Returns false, placing nothing, when that would cost more
     /// than placing topic by topic (many distinct subscription sets).
-    pub(super) fn place_interleaved(&mut self, order: &[u32], unowned: u64) -> bool {
+    pub(super) fn place_interleaved(
+        &mut self,
+        order: &[u32],
+        unowned: u64,
+        same_capacity: bool,
+    ) -> bool {
         if unowned == 0 {
             return true;
         }
@@ -140,8 +61,20 @@ impl Balancer<'_> {
             return false;
         }
 
-        let (mut classes, class_list, mut pending) = self.classes_by_topic(order);
-        let mut fronts: Vec<Receiver> = classes.iter().map(ClassQueue::front).collect();
+        // With one capacity in the whole component, loads compare as counts
+        // and a queue key packs into one integer.
+        if same_capacity {
+            self.place_rounds::<EqualCapacityKey>(order);
+        } else {
+            self.place_rounds::<Receiver>(order);
+        }
+        true
+    }
+
+    /// The interleaved placement's rounds, with class queues keyed by `K`.
+    fn place_rounds<K: QueueKey>(&mut self, order: &[u32]) {
+        let (mut classes, class_list, mut pending) = self.classes_by_topic::<K>(order);
+        let mut fronts: Vec<K> = classes.iter().map(ClassQueue::front).collect();
         let mut tasks = TaskLists {
             owner: &mut self.owner,
             count: &mut self.count,
@@ -157,15 +90,17 @@ impl Balancer<'_> {
                 &mut tasks,
             );
         }
-        true
     }
 
     /// The queues of the component's classes (the sets of `order`'s
     /// topics, numbered in order of first appearance), every topic's class
     /// numbers in one list, and every topic as pending from its first task.
-    fn classes_by_topic(&self, order: &[u32]) -> (Vec<ClassQueue>, Vec<u32>, Vec<Pending>) {
+    fn classes_by_topic<K: QueueKey>(
+        &self,
+        order: &[u32],
+    ) -> (Vec<ClassQueue<K>>, Vec<u32>, Vec<Pending>) {
         let mut class_of = vec![u32::MAX; self.input.subscriptions.len()];
-        let mut classes: Vec<ClassQueue> = Vec::new();
+        let mut classes: Vec<ClassQueue<K>> = Vec::new();
         let mut class_list = Vec::new();
         let mut pending = Vec::with_capacity(order.len());
         for &t in order {
@@ -222,11 +157,11 @@ impl Balancer<'_> {
 /// place leave `pending`. Its own function with the state in locals, so
 /// that the loop's values stay in registers in wasm.
 #[inline(never)]
-fn place_round(
+fn place_round<K: QueueKey>(
     pending: &mut Vec<Pending>,
     class_list: &[u32],
-    classes: &mut [ClassQueue],
-    fronts: &mut [Receiver],
+    classes: &mut [ClassQueue<K>],
+    fronts: &mut [K],
     tasks: &mut TaskLists,
 ) {
     let classes = &mut classes[..fronts.len()];
@@ -234,14 +169,15 @@ fn place_round(
     let next = &mut tasks.next[..owner.len()];
     let count = &mut *tasks.count;
     let head = &mut tasks.head[..count.len()];
-    let mut still = 0;
-    for i in 0..pending.len() {
-        let p = pending[i].clone();
+    let mut finished = false;
+    for p in pending.iter_mut() {
         let (mut cursor, end) = (p.cursor, p.end);
         while cursor < end && owner[cursor as usize] != NO_MEMBER {
             cursor += 1;
         }
         if cursor == end {
+            p.cursor = end;
+            finished = true;
             continue;
         }
         // Fronts are distinct members, so the least is unique.
@@ -255,16 +191,14 @@ fn place_round(
             }
         }
         fronts[best] = classes[best].advance();
-        let (task, m) = (cursor as usize, front.member);
+        let (task, m) = (cursor as usize, front.member());
         owner[task] = m;
         next[task] = head[m as usize];
         head[m as usize] = cursor;
         count[m as usize] += 1;
-        pending[still] = Pending {
-            cursor: cursor + 1,
-            ..p
-        };
-        still += 1;
+        p.cursor = cursor + 1;
     }
-    pending.truncate(still);
+    if finished {
+        pending.retain(|p| p.cursor < p.end);
+    }
 }
