@@ -88,7 +88,7 @@ impl Balancer<'_> {
     fn keep_valid_owners(&mut self, topics: &[u32]) -> u64 {
         let input = self.input;
         let mut set_flag = vec![false; input.subscriptions.len()];
-        let mut unowned = 0;
+        let (mut tasks_seen, mut kept) = (0, 0);
         for &t in topics {
             let range = self.topic_tasks(t);
             for &s in self.sets_of_topic(t) {
@@ -103,16 +103,19 @@ impl Balancer<'_> {
             let current = &input.active_owner[range.start as usize..range.end as usize];
             for (task, &o) in (range.start..).zip(current) {
                 // `get` also rejects NO_MEMBER and stale indices.
-                match self.member_set.get(o as usize) {
-                    Some(&s) if set_flag[s as usize] => tasks.give(task, o),
-                    _ => unowned += 1,
+                if let Some(&s) = self.member_set.get(o as usize)
+                    && set_flag[s as usize]
+                {
+                    tasks.give(task, o);
+                    kept += 1;
                 }
             }
+            tasks_seen += current.len() as u64;
             for &s in self.sets_of_topic(t) {
                 set_flag[s as usize] = false;
             }
         }
-        unowned
+        tasks_seen - kept
     }
 
     /// The loads of `set`'s members, recomputed if a count changed.
