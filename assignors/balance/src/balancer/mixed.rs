@@ -13,8 +13,9 @@ use crate::loads::{Receiver, load_less};
 
 /// Improving moves of one topic found by scanning its subscribers' sets
 /// and its owners; past this many, heaps take over. A scan costs about
-/// as much as building the heaps, and a settled topic rarely needs more
-/// than one or two moves.
+/// as much as building the heaps, and a topic near balance (after the
+/// interleaved placement, or in a settled group) rarely needs more than
+/// one or two moves.
 const SCANNED_MOVES_MAX: u32 = 4;
 
 /// What moves need to know about one set's members while they settle: the
@@ -179,6 +180,18 @@ impl Balancer<'_> {
             let Some((from, to)) = self.improving_move(t) else {
                 return;
             };
+            // If the same two members would still have a move after this
+            // one, the topic is far from balance: many moves, heaps pay.
+            let (count, capacity) = (&self.count, &self.capacity);
+            if load_less(
+                count[to as usize] + 2,
+                capacity[to as usize],
+                count[from as usize] - 1,
+                capacity[from as usize],
+            ) {
+                self.settle_topic_with_heaps(t, queue, queued);
+                return;
+            }
             self.move_task(t, from, to, queue, queued);
         }
         if self.improving_move(t).is_some() {
