@@ -1,8 +1,9 @@
 //! The balancer's state for one call: the input split into components,
 //! the members of mixed components grouped by subscription set, the answer
 //! being built with each member's count and task list. It owns the
-//! component split and the task lists; [`uniform`], [`mixed`] and
-//! [`placement`] solve the components.
+//! component split and the task lists; [`uniform`] and [`mixed`] solve
+//! the components, [`mixed`] with [`placement`] and its
+//! [`class_queue`]s.
 
 mod class_queue;
 mod mixed;
@@ -23,7 +24,8 @@ pub(crate) struct Balancer<'a> {
     /// Each member's subscription set (an index into `input.subscriptions`).
     member_set: Vec<u32>,
     /// The sets members of mixed components use, each a *class* of members
-    /// with equal subscriptions: the members of set `s` are
+    /// with equal subscriptions (the SDK's input check makes sets distinct,
+    /// so equal subscriptions are one set): the members of set `s` are
     /// `set_members[set_member_start[s]..set_member_start[s + 1]]` and the
     /// sets subscribing to topic `t` are
     /// `topic_sets[topic_set_start[t]..topic_set_start[t + 1]]`, ascending.

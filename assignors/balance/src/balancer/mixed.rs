@@ -64,10 +64,16 @@ impl Balancer<'_> {
             self.place_topic_by_topic(&order);
         }
 
+        self.settle(order);
+    }
+
+    /// Applies improving moves topic by topic, `order` first, until no
+    /// topic has one.
+    fn settle(&mut self, order: Vec<u32>) {
+        // Counts changed since any set's loads were computed.
         for &t in &order {
-            for &s in &self.topic_sets[self.topic_set_start[t as usize] as usize
-                ..self.topic_set_start[t as usize + 1] as usize]
-            {
+            let sets = self.topic_set_start[t as usize]..self.topic_set_start[t as usize + 1];
+            for &s in &self.topic_sets[sets.start as usize..sets.end as usize] {
                 self.set_loads[s as usize].fresh = false;
             }
         }
