@@ -63,10 +63,6 @@ use std::time::{Duration, Instant};
 #[path = "../examples/bare_heartbeat/handler.rs"]
 mod bare_handler;
 
-/// The allocator of the `assignd` binary and of the bare handler's.
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 use assignd::api::wire::{
     GroupList, GroupState, HeartbeatRequest, HeartbeatResponseBody, LagRow, heartbeat_request,
 };
@@ -82,6 +78,10 @@ use axum::http::{Method, Request, StatusCode, Uri, header};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use tower::ServiceExt;
+
+/// The allocator of the `assignd` binary and of the bare handler's.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const GROUPS: usize = 100;
 const MEMBERS_PER_GROUP: usize = 10;
