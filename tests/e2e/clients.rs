@@ -535,11 +535,16 @@ fn cluster_takeover(lang: &str) {
     // A plain lease (an expansion timeout and an interval) longer than a
     // takeover (about two node lease TTLs): a heartbeat in flight when the
     // node dies may have reached it, and then only the plain lease holds,
-    // by design; which heartbeat is in flight at the kill is timing. The
-    // unreached lease that covers the takeover otherwise is proven per
-    // client by the vectors, and against the real host by etcd_cluster.rs.
+    // by design; which heartbeat is in flight at the kill is timing. No
+    // lease outlasts the member's timeout (its session timeout, for a
+    // named member the shorter of that and its registration timeout), so
+    // that is raised past the lease too: at 3 s it capped every lease at
+    // 3 s, which a takeover on a loaded machine outlasted. The unreached
+    // lease that covers the takeover otherwise is proven per client by the
+    // vectors, and against the real host by etcd_cluster.rs.
     let mut config = group_config();
     config["expansion_timeout_ms"] = json!(5_000);
+    config["session_timeout_ms"] = json!(10_000);
     let (status, body) = first.call("PUT", "/v1/groups/g", Some(&config));
     assert_eq!(status, 201, "{body}");
     cluster.coordinator();
