@@ -23,7 +23,7 @@
 //! function of the input.
 //!
 //! This file holds the public entry points and the balance criterion;
-//! [`balancer`] solves the components, [`loads`] orders members by load.
+//! `balancer` solves the components, `loads` orders members by load.
 
 mod balancer;
 mod loads;
