@@ -6,9 +6,9 @@
 mod common;
 
 use assignd_guest_sdk::validate::check_assignment;
-use assignd_guest_sdk::{Assignment, GroupInput, Member, NO_MEMBER, Topic};
+use assignd_guest_sdk::{Assignment, GroupInput, Member, NO_MEMBER};
 use assignor_balance::balance;
-use common::naive_improving_move;
+use common::{Rng, naive_improving_move, random_topics};
 use proptest::prelude::*;
 
 /// Members fall into `classes` classes by index, each class subscribing to
@@ -23,19 +23,6 @@ struct ClassShape {
     max_capacity: u32,
     owned_percent: u64,
     seed: u64,
-}
-
-/// SplitMix64, so that a failing case is reproduced by its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n.max(1)
-    }
 }
 
 fn class_shapes() -> impl Strategy<Value = ClassShape> {
@@ -65,16 +52,7 @@ fn class_shapes() -> impl Strategy<Value = ClassShape> {
 
 fn build(shape: &ClassShape) -> GroupInput {
     let mut rng = Rng(shape.seed);
-    let topics = (0..shape.topics)
-        .map(|t| Topic {
-            name: format!("topic-{t}"),
-            partitions: rng.below(u64::from(shape.max_partitions) + 1) as u32,
-        })
-        .collect();
-    let mut input = GroupInput {
-        topics,
-        ..GroupInput::default()
-    };
+    let mut input = random_topics(&mut rng, shape.topics, shape.max_partitions);
     let class_topics: Vec<Vec<u32>> = (0..shape.classes)
         .map(|_| {
             let first = rng.below(u64::from(shape.topics)) as u32;

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 /// Deterministic generator state from a proptest seed (SplitMix64): cheap,
 /// and a failing case is reproduced by its seed.
-pub struct Rng(u64);
+pub struct Rng(pub u64);
 
 impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
@@ -47,18 +47,24 @@ pub fn shapes(max_capacity: u32, extras: bool) -> impl Strategy<Value = Shape> {
     )
 }
 
-pub fn build(shape: &Shape) -> GroupInput {
-    let mut rng = Rng(shape.seed);
-    let topics: Vec<Topic> = (0..shape.topics)
+/// A group of `topics` topics `topic-0…` of 0 to `max_partitions`
+/// partitions each, and nothing else yet.
+pub fn random_topics(rng: &mut Rng, topics: u32, max_partitions: u32) -> GroupInput {
+    let topics = (0..topics)
         .map(|t| Topic {
             name: format!("topic-{t}"),
-            partitions: rng.below(u64::from(shape.max_partitions) + 1) as u32,
+            partitions: rng.below(u64::from(max_partitions) + 1) as u32,
         })
         .collect();
-    let mut input = GroupInput {
+    GroupInput {
         topics,
         ..GroupInput::default()
-    };
+    }
+}
+
+pub fn build(shape: &Shape) -> GroupInput {
+    let mut rng = Rng(shape.seed);
+    let mut input = random_topics(&mut rng, shape.topics, shape.max_partitions);
     for m in 0..shape.members {
         let rack = (shape.extras && rng.below(4) != 0).then(|| format!("rack-{}", rng.below(3)));
         let capacity = 1 + rng.below(u64::from(shape.max_capacity)) as u32;
