@@ -402,6 +402,8 @@ impl Machine {
             lags: Some(self.lags.clone()),
             drain: self.drain,
             task_ranges: true,
+            endpoint: None,
+            metadata: None,
         }
     }
 
@@ -417,6 +419,8 @@ impl Machine {
             lags: Some(Vec::new()),
             drain: self.drain,
             task_ranges: true,
+            endpoint: None,
+            metadata: None,
         }
     }
 

@@ -86,6 +86,8 @@ mod tests {
             lags: Some(Vec::new()),
             drain: false,
             task_ranges: true,
+            endpoint: None,
+            metadata: None,
         }
     }
 

@@ -149,6 +149,8 @@ fn heartbeat_body(member: &Member) -> HeartbeatRequest {
         ),
         drain: false,
         task_ranges: true,
+        endpoint: None,
+        metadata: None,
     }
 }
 

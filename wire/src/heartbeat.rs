@@ -1,6 +1,8 @@
 //! The heartbeat's request and answer bodies. Their names are the member
 //! protocol; do not rename them.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ranges::{self, TaskList};
@@ -68,6 +70,19 @@ pub struct HeartbeatRequest {
     /// member of a million).
     #[serde(default)]
     pub task_ranges: bool,
+    /// Where the member serves (a URL or `host:port`, 1 to
+    /// [`ENDPOINT_BYTES_MAX`](crate::ENDPOINT_BYTES_MAX) bytes of visible
+    /// ASCII), for the group's routing table: sent on join and when it
+    /// changes; absent leaves it as it is, `""` removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(max_length = 256))]
+    pub endpoint: Option<String>,
+    /// Small string pairs shown with the member in the routing table (at
+    /// most [`METADATA_PAIRS_MAX`](crate::METADATA_PAIRS_MAX)): sent on join
+    /// and when they change, replacing the previous ones; absent leaves
+    /// them as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, String>>,
 }
 
 /// The answer to a heartbeat. Its task lists are `[topic, partition]`

@@ -1,6 +1,8 @@
 //! The member protocol as it crosses HTTP: the JSON bodies of `POST
-//! /v1/groups/{group}/heartbeat` (request and answer) and the compact
-//! task-list form both sides write and read. The host (its API layer) and
+//! /v1/groups/{group}/heartbeat` (request and answer), of the routing
+//! table (`GET /v1/groups/{group}/routes`, and Kafka's key-to-partition
+//! mapping every router shares), and the compact task-list form both
+//! sides write and read. The host (its API layer) and
 //! the member client both speak these types, so the two cannot drift.
 //!
 //! It owns the encoding only: what a field means to the group is decided
@@ -15,6 +17,7 @@
 mod error;
 mod heartbeat;
 pub mod ranges;
+mod routes;
 #[cfg(feature = "openapi")]
 mod schema;
 mod size;
@@ -24,6 +27,11 @@ pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use heartbeat::{HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH};
 #[cfg(feature = "openapi")]
 pub use schema::TaskItem;
+pub use routes::{
+    ENDPOINT_BYTES_MAX, LookupBody, METADATA_KEY_BYTES_MAX, METADATA_PAIRS_MAX,
+    METADATA_VALUE_BYTES_MAX, RouteMember, RouteMove, RouteOwner, RoutesBody, TaskRanges, murmur2,
+    partition_for_key,
+};
 pub use size::{HEARTBEAT_BODY_BYTES_MAX, escaped_len_bytes, heartbeat_bytes_max};
 pub use task::{LagRow, Task};
 

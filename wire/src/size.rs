@@ -18,8 +18,16 @@ pub const HEARTBEAT_BODY_BYTES_MAX: u64 = 64 << 20;
 
 /// The fields of a heartbeat other than its task lists and subscription:
 /// member id, name and rack (each at most 255 bytes, 6 bytes a byte when
-/// every one is escaped as `\u00XX`), epoch, capacity, flags and keys.
-const HEARTBEAT_FIXED_BYTES_MAX: u64 = 8 << 10;
+/// every one is escaped as `\u00XX`), epoch, capacity, flags and keys; and
+/// the endpoint and metadata, escaped the same way.
+const HEARTBEAT_FIXED_BYTES_MAX: u64 = (8 << 10) + ENDPOINT_AND_METADATA_BYTES_MAX;
+
+/// The endpoint and metadata pairs at their limits, every byte escaped,
+/// with quotes and punctuation.
+const ENDPOINT_AND_METADATA_BYTES_MAX: u64 = 6 * crate::ENDPOINT_BYTES_MAX as u64
+    + 8
+    + crate::METADATA_PAIRS_MAX as u64
+        * (6 * (crate::METADATA_KEY_BYTES_MAX + crate::METADATA_VALUE_BYTES_MAX) as u64 + 6);
 
 /// `[`, `,`, `]` and the `,` after an item of a task list.
 const TASK_ITEM_PUNCTUATION_BYTES: u64 = 4;

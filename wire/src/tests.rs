@@ -80,6 +80,8 @@ fn a_request_round_trips_with_owned_as_ranges() {
         lags: Some(vec![LagRow("orders".into(), 3, 1_500)]),
         drain: false,
         task_ranges: true,
+        endpoint: None,
+        metadata: None,
     };
     let json = serde_json::to_value(&request).unwrap();
     assert_eq!(
