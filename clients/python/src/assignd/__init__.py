@@ -7,6 +7,10 @@ owner only after this member acknowledged it stopped. Every decision is
 the member machine's (:mod:`assignd.machine`, a port of the Rust client's,
 checked by the shared conformance vectors); :class:`Member` drives it on a
 background thread, :class:`AsyncMember` on an asyncio task.
+
+Outside the group, a :class:`Router` keeps the group's routing table and
+answers which member owns a key (:func:`partition_for_key`, Kafka's
+default partitioner) and where it serves.
 """
 
 from .aio import AsyncMember
@@ -31,9 +35,12 @@ from .events import (
     StandbyStopped,
 )
 from .failure import Failure
+from .keys import murmur2, partition_for_key
 from .listener import AsyncListener, Listener
 from .machine import Machine, MachineConfig, StopReason
 from .member import Member
+from .router import ChangeObserver, Router, RouterConfig, RouterError, RouterNotReady, RoutesRefused
+from .routes import PartitionOutOfRange, Route, RouteError, RouteMember, RouteTable, UnknownTopic
 from .task import LagRow, Task
 
 __version__ = "0.1.0"
@@ -42,6 +49,7 @@ __all__ = [
     "REQUEST_TIMEOUT_DEFAULT",
     "Assigned",
     "Assignment",
+    "ChangeObserver",
     "AsyncListener",
     "AsyncMember",
     "ConfigError",
@@ -62,11 +70,24 @@ __all__ = [
     "MachineConfig",
     "Member",
     "MemberConfig",
+    "PartitionOutOfRange",
     "Promoted",
     "Replaced",
     "Revoked",
+    "Route",
+    "RouteError",
+    "RouteMember",
+    "RouteTable",
+    "Router",
+    "RouterConfig",
+    "RouterError",
+    "RouterNotReady",
+    "RoutesRefused",
     "StandbyStarted",
     "StandbyStopped",
     "StopReason",
     "Task",
+    "UnknownTopic",
+    "murmur2",
+    "partition_for_key",
 ]

@@ -48,13 +48,14 @@ def _partition(value: Any, where: str) -> int:
     return value
 
 
-def read_optional(value: Any) -> Optional[List[Task]]:
-    """Reads a list in either form, ranges expanded; ``None`` stays ``None``."""
+def read_runs(value: Any) -> List[Tuple[str, int, int]]:
+    """Reads a list in either form as ``(topic, first, last)`` runs, without
+    expanding them; an absent (``None``) list is empty."""
     if value is None:
-        return None
+        return []
     if not isinstance(value, list):
         raise TaskListError(f"a task list must be an array, not {type(value).__name__}")
-    tasks: List[Task] = []
+    runs: List[Tuple[str, int, int]] = []
     for item in value:
         if not isinstance(item, list) or len(item) not in (2, 3):
             raise TaskListError(f"{item!r} is neither [topic, partition] nor [topic, first, last]")
@@ -65,6 +66,16 @@ def read_optional(value: Any) -> Optional[List[Task]]:
         last = _partition(item[2], repr(item)) if len(item) == 3 else first
         if first > last:
             raise TaskListError(f"the range {item!r} ends before it starts")
+        runs.append((topic, first, last))
+    return runs
+
+
+def read_optional(value: Any) -> Optional[List[Task]]:
+    """Reads a list in either form, ranges expanded; ``None`` stays ``None``."""
+    if value is None:
+        return None
+    tasks: List[Task] = []
+    for topic, first, last in read_runs(value):
         # Checked before expanding: a range is cheap to send, not to expand.
         if len(tasks) + (last - first) + 1 > TASKS_PER_LIST_MAX:
             raise TaskListError(f"more than {TASKS_PER_LIST_MAX} tasks in one list")
