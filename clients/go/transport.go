@@ -116,6 +116,12 @@ func (t *transport) close() { t.client.CloseIdleConnections() }
 // heartbeatURL is the heartbeat URL of group at the host whose base URL
 // is base.
 func heartbeatURL(base, group string) (*url.URL, error) {
+	return groupURL(base, group, "heartbeat")
+}
+
+// groupURL is {base}/v1/groups/{group}/{tail} at the host whose base URL
+// is base.
+func groupURL(base, group, tail string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSpace(base))
 	if err != nil {
 		return nil, fmt.Errorf("url %q: %w", base, err)
@@ -124,7 +130,7 @@ func heartbeatURL(base, group string) (*url.URL, error) {
 		return nil, fmt.Errorf("url %q is not an http:// base URL", base)
 	}
 	path := strings.TrimSuffix(u.EscapedPath(), "/")
-	joined := path + "/v1/groups/" + url.PathEscape(group) + "/heartbeat"
+	joined := path + "/v1/groups/" + url.PathEscape(group) + "/" + tail
 	decoded, err := url.PathUnescape(joined)
 	if err != nil {
 		return nil, fmt.Errorf("url %q: %w", base, err)
