@@ -1,7 +1,12 @@
 //! What a member needs to know before it joins.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+use assignd_wire::{
+    ENDPOINT_BYTES_MAX, METADATA_KEY_BYTES_MAX, METADATA_PAIRS_MAX, METADATA_VALUE_BYTES_MAX,
+};
 
 use crate::ClientError;
 
@@ -34,6 +39,13 @@ pub struct MemberConfig {
     pub rack: Option<String>,
     /// This member's relative capacity (1 or more).
     pub capacity: u32,
+    /// Where this member serves (a URL or `host:port`), published in the
+    /// group's routing table for routers to send its keys to; `None`
+    /// publishes none. Change it at run time with
+    /// [`MemberHandle::set_endpoint`](crate::MemberHandle::set_endpoint).
+    pub endpoint: Option<String>,
+    /// Small string pairs published with the endpoint (zone, version, …).
+    pub metadata: BTreeMap<String, String>,
     /// How long one request may take before it counts as lost.
     pub request_timeout: Duration,
     /// How many events may wait for the application.
@@ -127,6 +139,8 @@ impl std::fmt::Debug for MemberConfig {
             .field("topics", &self.topics)
             .field("rack", &self.rack)
             .field("capacity", &self.capacity)
+            .field("endpoint", &self.endpoint)
+            .field("metadata", &self.metadata)
             .field("request_timeout", &self.request_timeout)
             .field("event_buffer", &self.event_buffer)
             // Never printed.
@@ -151,6 +165,8 @@ impl MemberConfig {
             topics: topics.into_iter().map(Into::into).collect(),
             rack: None,
             capacity: 1,
+            endpoint: None,
+            metadata: BTreeMap::new(),
             request_timeout: REQUEST_TIMEOUT_DEFAULT,
             event_buffer: EVENT_BUFFER_DEFAULT,
             member_token: None,
@@ -171,6 +187,20 @@ impl MemberConfig {
 
     pub fn with_capacity(mut self, capacity: u32) -> Self {
         self.capacity = capacity;
+        self
+    }
+
+    /// Publishes `endpoint` (a URL or `host:port`, visible ASCII) as where
+    /// this member serves.
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// Publishes the pair `key` = `value` with the endpoint (at most
+    /// [`METADATA_PAIRS_MAX`] pairs).
+    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key.into(), value.into());
         self
     }
 
@@ -225,6 +255,91 @@ impl MemberConfig {
         {
             return fail("a member token must be visible ASCII characters, at least one");
         }
-        Ok(())
+        check_endpoint(self.endpoint.as_deref(), &self.metadata)
+    }
+}
+
+/// Checks an endpoint and its metadata against the host's limits
+/// (docs/routing.md, "Members' endpoints"), so that a mistake fails where
+/// it is made rather than as the host's refusal of a heartbeat.
+pub(crate) fn check_endpoint(
+    endpoint: Option<&str>,
+    metadata: &BTreeMap<String, String>,
+) -> Result<(), ClientError> {
+    let fail = |m: String| Err(ClientError::Config(m));
+    if let Some(endpoint) = endpoint
+        && (endpoint.is_empty()
+            || endpoint.len() > ENDPOINT_BYTES_MAX
+            || !endpoint.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        return fail(format!(
+            "an endpoint must be 1 to {ENDPOINT_BYTES_MAX} bytes of visible ASCII: {endpoint:?}"
+        ));
+    }
+    if metadata.len() > METADATA_PAIRS_MAX {
+        return fail(format!(
+            "at most {METADATA_PAIRS_MAX} metadata pairs, not {}",
+            metadata.len()
+        ));
+    }
+    for (key, value) in metadata {
+        if key.is_empty() || key.len() > METADATA_KEY_BYTES_MAX {
+            return fail(format!(
+                "a metadata key must be 1 to {METADATA_KEY_BYTES_MAX} bytes: {key:?}"
+            ));
+        }
+        if value.len() > METADATA_VALUE_BYTES_MAX {
+            return fail(format!(
+                "a metadata value must be at most {METADATA_VALUE_BYTES_MAX} bytes: {key:?}"
+            ));
+        }
+        if key.chars().chain(value.chars()).any(char::is_control) {
+            return fail(format!("metadata must be visible characters: {key:?}"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> MemberConfig {
+        MemberConfig::new("http://127.0.0.1:7070", "g", ["orders"])
+    }
+
+    #[test]
+    fn an_endpoint_and_metadata_within_the_hosts_limits_pass() {
+        let ok = config()
+            .with_endpoint("http://10.0.0.5:8080")
+            .with_metadata("zone", "a")
+            .with_metadata("version", "");
+        assert!(ok.check().is_ok());
+        assert!(config().check().is_ok(), "none at all");
+    }
+
+    #[test]
+    fn an_endpoint_or_metadata_past_the_hosts_limits_is_refused() {
+        let long = "x".repeat(ENDPOINT_BYTES_MAX + 1);
+        let mut too_many = config();
+        for n in 0..=METADATA_PAIRS_MAX {
+            too_many = too_many.with_metadata(format!("k{n}"), "v");
+        }
+        let refused = [
+            config().with_endpoint(""),
+            config().with_endpoint("http://a b"),
+            config().with_endpoint(long),
+            config().with_metadata("", "v"),
+            config().with_metadata("k".repeat(METADATA_KEY_BYTES_MAX + 1), "v"),
+            config().with_metadata("k", "v".repeat(METADATA_VALUE_BYTES_MAX + 1)),
+            config().with_metadata("k", "line\nbreak"),
+            too_many,
+        ];
+        for config in refused {
+            assert!(
+                matches!(config.check(), Err(ClientError::Config(_))),
+                "{config:?}"
+            );
+        }
     }
 }

@@ -12,7 +12,7 @@
 //! The rules are listed in `clients/conformance/README.md`; the vectors
 //! there are generated from this machine and replayed by every client.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +47,14 @@ pub struct MachineConfig {
     pub topics: Vec<String>,
     pub rack: Option<String>,
     pub capacity: u32,
+    /// Where the member serves (a URL or `host:port`), for the group's
+    /// routing table; `None` publishes none. Sent on every join.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Small string pairs shown with the member in the routing table. Sent
+    /// on every join unless empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
     /// The member ids the machine chooses are `{id_prefix}-{n}` for n = 1,
     /// 2, …: a fresh one for each new join, the same for every retry of a
     /// join (a retried join the host did handle is then the same member).
@@ -222,6 +230,9 @@ impl std::fmt::Display for StopReason {
 struct InFlight {
     sent: Millis,
     leave: bool,
+    /// It carries an endpoint changed by [`Machine::set_endpoint`]: should
+    /// it fail, the next request carries it again.
+    carries_endpoint_change: bool,
 }
 
 /// A leave under way, and what comes after it.
@@ -271,6 +282,9 @@ pub struct Machine {
     /// The application asked to leave.
     leave_asked: bool,
     lags: Vec<LagRow>,
+    /// The endpoint and metadata changed since the last request that
+    /// carried them was sent: the next one carries them.
+    endpoint_changed: bool,
     /// When the next request is due.
     due: Millis,
     /// Something the host must hear of at once happened (an ack, a drain
@@ -311,6 +325,7 @@ impl Machine {
             drain: false,
             leave_asked: false,
             lags: Vec::new(),
+            endpoint_changed: false,
             due: now,
             send_now: false,
             in_flight: None,
@@ -373,7 +388,12 @@ impl Machine {
             return None;
         }
         let leave = self.leaving.is_some();
-        self.in_flight = Some(InFlight { sent: now, leave });
+        let carries_endpoint_change = !leave && self.endpoint_changed;
+        self.in_flight = Some(InFlight {
+            sent: now,
+            leave,
+            carries_endpoint_change,
+        });
         self.send_now = false;
         if let Some(leaving) = &mut self.leaving {
             leaving.attempts += 1;
@@ -382,11 +402,14 @@ impl Machine {
             self.lose_everything_but_id();
             return Some(self.leave_request());
         }
-        Some(self.heartbeat_request())
+        let request = self.heartbeat_request();
+        self.endpoint_changed = false;
+        Some(request)
     }
 
     fn heartbeat_request(&self) -> HeartbeatRequest {
         let joining = self.member_id.is_empty();
+        let (endpoint, metadata) = self.endpoint_fields(joining);
         HeartbeatRequest {
             member_id: if joining {
                 self.join_id.clone()
@@ -402,9 +425,36 @@ impl Machine {
             lags: Some(self.lags.clone()),
             drain: self.drain,
             task_ranges: true,
-            endpoint: None,
-            metadata: None,
+            endpoint,
+            metadata,
         }
+    }
+
+    /// The `endpoint` and `metadata` a heartbeat carries: both, explicit
+    /// (`""` for none, `{}` for empty), after a change until an answer to a
+    /// request that carried them; else on a join, those set; else neither
+    /// (the host keeps what it has).
+    fn endpoint_fields(&self, joining: bool) -> (Option<String>, Option<BTreeMap<String, String>>) {
+        let config = &self.config;
+        if self.endpoint_changed {
+            let endpoint = config.endpoint.clone().unwrap_or_default();
+            (Some(endpoint), Some(config.metadata.clone()))
+        } else if joining {
+            let metadata = (!config.metadata.is_empty()).then(|| config.metadata.clone());
+            (config.endpoint.clone(), metadata)
+        } else {
+            (None, None)
+        }
+    }
+
+    /// The application serves elsewhere now (`None`: nowhere), with these
+    /// metadata: both replace the config's, and the next request (join or
+    /// heartbeat) carries them, as does every later one until an answer to
+    /// one that did.
+    pub fn set_endpoint(&mut self, endpoint: Option<String>, metadata: BTreeMap<String, String>) {
+        self.config.endpoint = endpoint;
+        self.config.metadata = metadata;
+        self.endpoint_changed = true;
     }
 
     fn leave_request(&self) -> HeartbeatRequest {
@@ -477,6 +527,8 @@ impl Machine {
             debug_assert!(false, "a failure with no request in flight");
             return;
         };
+        // The host may not have it: the next request carries it again.
+        self.endpoint_changed |= flight.carries_endpoint_change;
         if flight.leave {
             self.leave_failed(failure, now);
         } else {

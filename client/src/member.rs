@@ -7,6 +7,7 @@
 //! published [`Status`]. Every decision (ids, epochs, the lease, the policy
 //! for each error code) is the machine's; HTTP is the transport's.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
-use crate::config::MemberConfig;
+use crate::config::{MemberConfig, check_endpoint};
 use crate::machine::{Failure, Machine, MachineConfig, MachineEvent, Millis, StopReason};
 use crate::tracker::Assignment;
 use crate::transport::Transport;
@@ -148,6 +149,7 @@ pub enum Event {
 enum Command {
     Ack(u64),
     Drain,
+    SetEndpoint(Option<String>, BTreeMap<String, String>),
     Leave(oneshot::Sender<Result<(), ClientError>>),
 }
 
@@ -263,6 +265,20 @@ impl MemberHandle {
         let _ = self.commands.send(Command::Drain);
     }
 
+    /// Publishes `endpoint` (`None`: none) and `metadata` in place of the
+    /// config's: the next heartbeat carries them (and every later one
+    /// until the host has answered one that did). Fails with
+    /// [`ClientError::Config`] past the host's limits, changing nothing.
+    pub fn set_endpoint(
+        &self,
+        endpoint: Option<String>,
+        metadata: BTreeMap<String, String>,
+    ) -> Result<(), ClientError> {
+        check_endpoint(endpoint.as_deref(), &metadata)?;
+        let _ = self.commands.send(Command::SetEndpoint(endpoint, metadata));
+        Ok(())
+    }
+
     /// Leaves the group (member epoch -1) and ends the loop. A static
     /// member's leave is temporary: its slot and tasks wait for its
     /// registration timeout. Stop processing first: a dynamic member's
@@ -354,6 +370,8 @@ impl Member {
                 topics: config.topics.clone(),
                 rack: config.rack.clone(),
                 capacity: config.capacity,
+                endpoint: config.endpoint.clone(),
+                metadata: config.metadata.clone(),
                 id_prefix: choose_id_prefix(),
             },
             0,
@@ -482,6 +500,9 @@ impl Runner {
         match command {
             Command::Ack(ack) => self.machine.ack(ack, now),
             Command::Drain => self.machine.drain(now),
+            Command::SetEndpoint(endpoint, metadata) => {
+                self.machine.set_endpoint(endpoint, metadata);
+            }
             Command::Leave(reply) => {
                 self.leave_replies.push(reply);
                 self.machine.leave(now);

@@ -85,6 +85,7 @@ fn every_vector_has_every_output_of_every_step() {
         "leave",
         "tick",
         "check",
+        "set_endpoint",
     ];
     let mut seen = BTreeSet::new();
     for script in scripts::all() {

@@ -2,6 +2,8 @@
 //! the vector it makes: every input with every output the machine gave
 //! after it (the format is `clients/conformance/README.md`'s).
 
+use std::collections::BTreeMap;
+
 use assignd_client::Task;
 use assignd_client::machine::{Failure, Machine, MachineConfig, Millis};
 use assignd_client::wire::{HeartbeatResponse, LagRow};
@@ -18,6 +20,7 @@ pub enum Input {
     Leave,
     Tick,
     Check(Vec<Task>),
+    SetEndpoint(Option<String>, BTreeMap<String, String>),
 }
 
 pub struct Script {
@@ -43,6 +46,8 @@ pub fn dynamic() -> MachineConfig {
         topics: vec!["orders".into()],
         rack: None,
         capacity: 1,
+        endpoint: None,
+        metadata: BTreeMap::new(),
         id_prefix: "c-test".into(),
     }
 }
@@ -164,6 +169,10 @@ fn step(machine: &mut Machine, at: Millis, input: &Input, name: &str) -> Value {
         Input::Tick => {
             machine.tick(at);
             json!({"type": "tick"})
+        }
+        Input::SetEndpoint(endpoint, metadata) => {
+            machine.set_endpoint(endpoint.clone(), metadata.clone());
+            json!({"type": "set_endpoint", "endpoint": endpoint, "metadata": metadata})
         }
         Input::Check(tasks) => {
             let answers: Vec<bool> = tasks.iter().map(|t| machine.may_process(t, at)).collect();

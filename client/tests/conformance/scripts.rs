@@ -2,7 +2,9 @@
 //! machine (`clients/conformance/README.md`, "The rules"), with the edge
 //! cases the simulator and the end-to-end tests found.
 
-use assignd_client::machine::Failure;
+use std::collections::BTreeMap;
+
+use assignd_client::machine::{Failure, MachineConfig};
 use assignd_client::wire::LagRow;
 
 use super::script::{Answer, Input, Script, dynamic, named, orders, refused, task};
@@ -14,6 +16,7 @@ pub fn all() -> Vec<Script> {
     scripts.extend(failures());
     scripts.extend(refusals());
     scripts.extend(leaving());
+    scripts.extend(endpoints());
     scripts
 }
 
@@ -585,5 +588,58 @@ fn leaving() -> Vec<Script> {
         .answer(1_010, Answer::new(1, orders(&[0, 1])))
         .poll(1_010)
         .answer(1_020, Answer::left()),
+    ]
+}
+
+fn metadata(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
+fn endpoints() -> Vec<Script> {
+    let publishing = MachineConfig {
+        endpoint: Some("http://10.0.0.5:8080".into()),
+        metadata: metadata(&[("zone", "a")]),
+        ..dynamic()
+    };
+    vec![
+        Script::new(
+            "a_member_publishes_its_endpoint_and_changes_it",
+            "A join carries the endpoint and metadata set (each left out when unset); a \
+             heartbeat carries neither until set_endpoint changes them. Then the next request \
+             carries both (endpoint \"\" for none, metadata {} for empty), and so does every \
+             later one until an answer arrives to one that carried them: a failed one's \
+             successor carries them again, and an answer to a request sent before the change \
+             does not count. A leave never carries them.",
+            publishing,
+        )
+        .poll(0)
+        .answer(10, Answer::new(1, orders(&[0])))
+        .poll(1_000)
+        .answer(1_010, Answer::new(1, orders(&[0])))
+        .at(
+            1_500,
+            Input::SetEndpoint(Some("http://10.0.0.5:9090".into()), BTreeMap::new()),
+        )
+        .poll(2_000)
+        .fail(2_010, Failure::NoAnswer)
+        .poll(2_050)
+        .answer(2_060, Answer::new(1, orders(&[0])))
+        .poll(3_050)
+        .at(3_055, Input::SetEndpoint(None, metadata(&[("zone", "b")])))
+        .answer(3_060, Answer::new(1, orders(&[0])))
+        .poll(4_050)
+        .fail(4_060, refused(409, "fenced"))
+        .poll(4_060)
+        .answer(4_070, Answer::new(3, orders(&[0])).id("c-test-2"))
+        .poll(5_070)
+        .fail(5_080, refused(409, "fenced"))
+        .poll(5_080)
+        .answer(5_090, Answer::new(5, orders(&[0])).id("c-test-3"))
+        .at(5_100, Input::Leave)
+        .poll(5_100)
+        .answer(5_110, Answer::left()),
     ]
 }

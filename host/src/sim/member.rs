@@ -180,6 +180,8 @@ fn machine_config(
         topics: topics.iter().cloned().collect(),
         rack,
         capacity,
+        endpoint: None,
+        metadata: BTreeMap::new(),
         // Deterministic for a seed (pids are), and unique in a schedule.
         id_prefix: format!("c-p{pid}"),
     }
