@@ -25,13 +25,13 @@ mod task;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use heartbeat::{HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH};
-#[cfg(feature = "openapi")]
-pub use schema::TaskItem;
 pub use routes::{
     ENDPOINT_BYTES_MAX, LookupBody, METADATA_KEY_BYTES_MAX, METADATA_PAIRS_MAX,
-    METADATA_VALUE_BYTES_MAX, RouteMember, RouteMove, RouteOwner, RoutesBody, TaskRanges, murmur2,
-    partition_for_key,
+    METADATA_VALUE_BYTES_MAX, RouteMember, RouteMove, RouteOwner, RoutesBody, TaskRange,
+    TaskRanges, murmur2, partition_for_key,
 };
+#[cfg(feature = "openapi")]
+pub use schema::TaskItem;
 pub use size::{HEARTBEAT_BODY_BYTES_MAX, escaped_len_bytes, heartbeat_bytes_max};
 pub use task::{LagRow, Task};
 

@@ -127,7 +127,7 @@ impl<'de> Visitor<'de> for Items {
 
 /// One item: `[topic, partition]` as `(topic, partition, partition)`, or
 /// `[topic, first, last]`.
-struct Item(String, u32, u32);
+pub(crate) struct Item(pub String, pub u32, pub u32);
 
 impl<'de> Deserialize<'de> for Item {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

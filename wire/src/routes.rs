@@ -19,22 +19,87 @@ pub const METADATA_KEY_BYTES_MAX: usize = 64;
 /// The longest metadata value, in bytes.
 pub const METADATA_VALUE_BYTES_MAX: usize = 256;
 
-/// A task list that is always written compact (`[topic, first, last]` for
-/// each run of consecutive partitions) and read in either form.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::TaskItem>))]
-pub struct TaskRanges(pub Vec<Task>);
+/// A run of consecutive partitions of one topic, `first` to `last` (both
+/// included): `[topic, first, last]` in JSON, or `[topic, partition]` for
+/// one partition.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskRange {
+    pub topic: String,
+    pub first: u32,
+    pub last: u32,
+}
 
-impl Serialize for TaskRanges {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        ranges::write(&self.0, true, serializer)
+impl TaskRange {
+    pub fn contains(&self, topic: &str, partition: u32) -> bool {
+        self.topic == topic && (self.first..=self.last).contains(&partition)
+    }
+
+    /// The range's tasks, first to last.
+    pub fn tasks(&self) -> impl Iterator<Item = Task> + '_ {
+        (self.first..=self.last).map(|partition| Task::new(self.topic.clone(), partition))
     }
 }
 
-impl<'de> Deserialize<'de> for TaskRanges {
+impl Serialize for TaskRange {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.first == self.last {
+            (&self.topic, self.first).serialize(serializer)
+        } else {
+            (&self.topic, self.first, self.last).serialize(serializer)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskRange {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        ranges::read(deserializer).map(TaskRanges)
+        let ranges::Item(topic, first, last) = ranges::Item::deserialize(deserializer)?;
+        if first > last {
+            return Err(serde::de::Error::custom(format!(
+                "the range [{topic:?}, {first}, {last}] ends before it starts"
+            )));
+        }
+        Ok(TaskRange { topic, first, last })
+    }
+}
+
+/// A task list as runs of partitions, never expanded: a table of a million
+/// tasks is a few thousand of these.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::TaskItem>))]
+#[serde(transparent)]
+pub struct TaskRanges(pub Vec<TaskRange>);
+
+impl TaskRanges {
+    /// The runs of `tasks`, in the order given (sorted tasks give the
+    /// fewest runs).
+    pub fn from_tasks<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Self {
+        let mut runs: Vec<TaskRange> = Vec::new();
+        for task in tasks {
+            match runs.last_mut() {
+                Some(run)
+                    if run.topic == task.topic
+                        && run.last.checked_add(1) == Some(task.partition) =>
+                {
+                    run.last = task.partition;
+                }
+                _ => runs.push(TaskRange {
+                    topic: task.topic.clone(),
+                    first: task.partition,
+                    last: task.partition,
+                }),
+            }
+        }
+        TaskRanges(runs)
+    }
+
+    /// Every task, run by run.
+    pub fn tasks(&self) -> impl Iterator<Item = Task> + '_ {
+        self.0.iter().flat_map(TaskRange::tasks)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -195,12 +260,27 @@ mod tests {
             epoch: 3,
             ..RoutesBody::default()
         };
-        let tasks = (0..6).map(|p| Task::new("t", p)).chain([Task::new("t", 9)]);
-        body.active.insert("m-1".into(), TaskRanges(tasks.collect()));
+        let tasks: Vec<Task> = (0..6)
+            .map(|p| Task::new("t", p))
+            .chain([Task::new("t", 9)])
+            .collect();
+        body.active
+            .insert("m-1".into(), TaskRanges::from_tasks(&tasks));
         let json = serde_json::to_string(&body).unwrap();
-        assert!(json.contains(r#""active":{"m-1":[["t",0,5],["t",9]]}"#), "{json}");
+        assert!(
+            json.contains(r#""active":{"m-1":[["t",0,5],["t",9]]}"#),
+            "{json}"
+        );
         let back: RoutesBody = serde_json::from_str(&json).unwrap();
         assert_eq!(back, body);
+        assert_eq!(back.active["m-1"].tasks().collect::<Vec<_>>(), tasks);
+        let backwards = serde_json::from_str::<TaskRanges>(r#"[["t", 5, 2]]"#);
+        assert!(
+            backwards
+                .unwrap_err()
+                .to_string()
+                .contains("ends before it starts")
+        );
     }
 
     fn hex(text: &str) -> Vec<u8> {
