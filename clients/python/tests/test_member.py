@@ -9,7 +9,7 @@ import time
 import pytest
 from fake_host import FakeHost, answer, error
 
-from assignd import AsyncListener, AsyncMember, Listener, Member, MemberConfig, Revoked, Task
+from assignd import AsyncListener, AsyncMember, ConfigError, Listener, Member, MemberConfig, Revoked, Task
 
 O0, O1 = Task("orders", 0), Task("orders", 1)
 
@@ -227,3 +227,31 @@ def test_a_failing_observer_does_not_stop_the_member():
         assert member.leave(timeout=5) == "left"
     finally:
         host.close()
+
+
+def test_the_member_publishes_its_endpoint_on_join_and_after_a_change(host):
+    member = Member(config(host.url, endpoint="http://10.0.0.5:8080", metadata={"zone": "a"})).start()
+    try:
+        wait_for(lambda: len(host.requests) >= 2)
+        join, heartbeat = host.requests[0][2], host.requests[1][2]
+        assert (join["endpoint"], join["metadata"]) == ("http://10.0.0.5:8080", {"zone": "a"})
+        assert "endpoint" not in heartbeat and "metadata" not in heartbeat
+        member.set_endpoint(None)
+        wait_for(lambda: any(r[2].get("endpoint") == "" for r in host.requests))
+        changed = next(r[2] for r in host.requests if r[2].get("endpoint") == "")
+        assert changed["metadata"] == {}
+    finally:
+        member.leave(timeout=5)
+    assert all("endpoint" not in r[2] for r in host.requests if r[2]["member_epoch"] == -1)
+
+
+@pytest.mark.parametrize(
+    "endpoint, metadata",
+    [("", {}), ("has space", {}), ("x" * 257, {}), (None, {"": "v"}), (None, {str(i): "" for i in range(17)})],
+)
+def test_an_endpoint_past_the_hosts_limits_is_refused_before_it_is_sent(endpoint, metadata):
+    with pytest.raises(ConfigError):
+        config("http://127.0.0.1:1", endpoint=endpoint, metadata=metadata).check()
+    member = Member(config("http://127.0.0.1:1"))
+    with pytest.raises(ConfigError):
+        member.set_endpoint(endpoint, metadata)

@@ -48,6 +48,8 @@ def apply(machine: Machine, at: int, step_input: Dict[str, Any]) -> Dict[str, An
         machine.leave(at)
     elif kind == "tick":
         machine.tick(at)
+    elif kind == "set_endpoint":
+        machine.set_endpoint(step_input["endpoint"], step_input["metadata"])
     elif kind == "check":
         return {"may_process": [machine.may_process(Task(*t), at) for t in step_input["may_process"]]}
     else:
@@ -96,6 +98,8 @@ def test_vector(path: Path):
             member_name=config.get("member_name"),
             rack=config.get("rack"),
             capacity=config.get("capacity", 1),
+            endpoint=config.get("endpoint"),
+            metadata=config.get("metadata", {}),
         ),
         vector.get("start", 0),
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Optional, Tuple, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Mapping, Optional, Tuple, Union
 
 from .config import MemberConfig
 from .core import Core, HeartbeatObserver, lag_rows
@@ -136,6 +136,14 @@ class AsyncMember:
         """Asks the host to drain this member; then ``drained``, and it leaves."""
         self._core.drain()
         self._notify()
+
+    def set_endpoint(self, endpoint: Optional[str], metadata: Optional[Mapping[str, str]] = None) -> None:
+        """Publishes ``endpoint`` (``None``: none) and ``metadata`` in place
+        of the config's: the next heartbeat carries them, and every later
+        one until the host has answered one that did. Raises
+        :class:`~assignd.ConfigError` past the host's limits, changing
+        nothing."""
+        self._core.set_endpoint(endpoint, metadata)
 
     async def leave(self) -> Optional[StopReason]:
         """Leaves the group and waits for the loop to end; returns why the

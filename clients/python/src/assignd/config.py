@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Union
+from typing import List, Mapping, Optional, Sequence, Union
 
 #: How long one heartbeat may take before it counts as lost, in seconds.
 REQUEST_TIMEOUT_DEFAULT = 5.0
+#: The host's limits on what a member publishes (docs/routing.md).
+ENDPOINT_BYTES_MAX = 256
+METADATA_PAIRS_MAX = 16
+METADATA_KEY_BYTES_MAX = 64
+METADATA_VALUE_BYTES_MAX = 256
 
 
 class ConfigError(ValueError):
@@ -36,6 +41,12 @@ class MemberConfig:
     member_token: Optional[str] = field(default=None, repr=False)
     #: How long one heartbeat may take, redirects and retries included (s).
     request_timeout: float = REQUEST_TIMEOUT_DEFAULT
+    #: Where this member serves (a URL or ``host:port``), published in the
+    #: group's routing table for routers; ``None`` publishes none. Change
+    #: it at run time with ``set_endpoint``.
+    endpoint: Optional[str] = None
+    #: Small string pairs published with the endpoint (zone, version, ...).
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
     def bootstrap_urls(self) -> List[str]:
         """The bootstrap URLs, in order."""
@@ -59,3 +70,29 @@ class MemberConfig:
         token = self.member_token
         if token is not None and (not token or not all("!" <= c <= "~" for c in token)):
             raise ConfigError("a member token must be visible ASCII characters, at least one")
+        check_endpoint(self.endpoint, self.metadata)
+
+
+def _visible(text: str) -> bool:
+    return all(c.isprintable() or c == " " for c in text)
+
+
+def check_endpoint(endpoint: Optional[str], metadata: Mapping[str, str]) -> None:
+    """Checks an endpoint and its metadata against the host's limits, so
+    that a mistake fails where it is made rather than as the host's
+    refusal of a heartbeat."""
+    if endpoint is not None and not (
+        0 < len(endpoint.encode()) <= ENDPOINT_BYTES_MAX and all("!" <= c <= "~" for c in endpoint)
+    ):
+        raise ConfigError(f"an endpoint must be 1 to {ENDPOINT_BYTES_MAX} bytes of visible ASCII: {endpoint!r}")
+    if len(metadata) > METADATA_PAIRS_MAX:
+        raise ConfigError(f"at most {METADATA_PAIRS_MAX} metadata pairs, not {len(metadata)}")
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ConfigError(f"metadata keys and values must be strings: {key!r}")
+        if not 0 < len(key.encode()) <= METADATA_KEY_BYTES_MAX:
+            raise ConfigError(f"a metadata key must be 1 to {METADATA_KEY_BYTES_MAX} bytes: {key!r}")
+        if len(value.encode()) > METADATA_VALUE_BYTES_MAX:
+            raise ConfigError(f"a metadata value must be at most {METADATA_VALUE_BYTES_MAX} bytes: {key!r}")
+        if not _visible(key) or not _visible(value):
+            raise ConfigError(f"metadata must be visible characters: {key!r}")

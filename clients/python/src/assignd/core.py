@@ -11,9 +11,9 @@ import logging
 import secrets
 import threading
 import time
-from typing import Callable, Iterable, List, Optional, Tuple, Union
+from typing import Callable, Iterable, List, Mapping, Optional, Tuple, Union
 
-from .config import MemberConfig
+from .config import MemberConfig, check_endpoint
 from .events import Assignment, Event
 from .failure import Failure
 from .machine import Machine, MachineConfig, StopReason
@@ -70,6 +70,8 @@ class Core:
             member_name=config.member_name,
             rack=config.rack,
             capacity=config.capacity,
+            endpoint=config.endpoint,
+            metadata=dict(config.metadata),
         )
         self._machine = Machine(machine_config, now_ms())
 
@@ -114,6 +116,11 @@ class Core:
     def drain(self) -> None:
         with self._lock:
             self._machine.drain(now_ms())
+
+    def set_endpoint(self, endpoint: Optional[str], metadata: Optional[Mapping[str, str]]) -> None:
+        check_endpoint(endpoint, metadata or {})
+        with self._lock:
+            self._machine.set_endpoint(endpoint, dict(metadata or {}))
 
     def leave(self) -> None:
         with self._lock:

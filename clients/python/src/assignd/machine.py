@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from dataclasses import dataclass
-from typing import Deque, List, Literal, Optional, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Deque, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
 from .events import Assignment, Error, Event, Fenced, Joined, Lost, Replaced
 from .failure import Failure
@@ -64,12 +64,21 @@ class MachineConfig:
     member_name: Optional[str] = None
     rack: Optional[str] = None
     capacity: int = 1
+    #: Where the member serves (a URL or ``host:port``), for the group's
+    #: routing table; ``None`` publishes none. Sent on every join.
+    endpoint: Optional[str] = None
+    #: Small string pairs shown with the member in the routing table; sent
+    #: on every join unless empty.
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class _InFlight:
     sent: int
     leave: bool
+    #: It carries an endpoint changed by :meth:`Machine.set_endpoint`:
+    #: should it fail, the next request carries it again.
+    carries_endpoint_change: bool = False
 
 
 @dataclass
@@ -98,6 +107,9 @@ class Machine:
         self._drain = False
         self._leave_asked = False
         self._lags: List[LagRow] = []
+        # The endpoint and metadata changed since the last request that
+        # carried them was sent: the next one carries them.
+        self._endpoint_changed = False
         # When the next request is due.
         self._due = now
         # Something the host must hear of at once happened (an ack, a drain
@@ -182,7 +194,8 @@ class Machine:
         until :meth:`on_answer` or :meth:`on_failure`."""
         if not self.request_due(now):
             return None
-        self._in_flight = _InFlight(sent=now, leave=self._leaving is not None)
+        leave = self._leaving is not None
+        self._in_flight = _InFlight(now, leave, carries_endpoint_change=not leave and self._endpoint_changed)
         self._send_now = False
         if self._leaving is not None:
             self._leaving.attempts += 1
@@ -190,7 +203,9 @@ class Machine:
             # others at once: nothing is processed from its sending on.
             self._lose_everything_but_id()
             return self._leave_request()
-        return self._heartbeat_request()
+        request = self._heartbeat_request()
+        self._endpoint_changed = False
+        return request
 
     def on_answer(self, response: HeartbeatResponse, now: int) -> None:
         """The 200 answer to the request in flight."""
@@ -216,6 +231,8 @@ class Machine:
     def on_failure(self, failure: Failure, now: int) -> None:
         """The request in flight failed, as ``failure`` says."""
         flight = self._take_flight()
+        # The host may not have it: the next request carries it again.
+        self._endpoint_changed |= flight.carries_endpoint_change
         if flight.leave:
             self._leave_failed(failure, now)
         else:
@@ -251,6 +268,14 @@ class Machine:
         if not self._drain and self._stopped is None:
             self._drain = True
             self._hurry(now)
+
+    def set_endpoint(self, endpoint: Optional[str], metadata: Mapping[str, str]) -> None:
+        """The application serves elsewhere now (``None``: nowhere), with
+        these metadata: both replace the config's, and the next request
+        (join or heartbeat) carries them, as does every later one until an
+        answer to one that did. No request is made due by it."""
+        self.config = replace(self.config, endpoint=endpoint, metadata=dict(metadata))
+        self._endpoint_changed = True
 
     def leave(self, now: int) -> None:
         """Leave the group: a leave is sent next (once the request in flight
@@ -291,6 +316,7 @@ class Machine:
 
     def _heartbeat_request(self) -> HeartbeatRequest:
         joining = not self._member_id
+        endpoint, metadata = self._endpoint_fields(joining)
         return HeartbeatRequest(
             member_id=self._join_id if joining else self._member_id,
             member_name=self.config.member_name,
@@ -301,7 +327,21 @@ class Machine:
             owned=self._tracker.owned(),
             lags=list(self._lags),
             drain=self._drain,
+            endpoint=endpoint,
+            metadata=metadata,
         )
+
+    def _endpoint_fields(self, joining: bool) -> Tuple[Optional[str], Optional[Dict[str, str]]]:
+        """The ``endpoint`` and ``metadata`` a heartbeat carries: both,
+        explicit (``""`` for none, ``{}`` for empty), after a change until
+        an answer to a request that carried them; else on a join, those
+        set; else neither (the host keeps what it has)."""
+        config = self.config
+        if self._endpoint_changed:
+            return config.endpoint or "", dict(config.metadata)
+        if joining:
+            return config.endpoint, dict(config.metadata) or None
+        return None, None
 
     def _leave_request(self) -> HeartbeatRequest:
         return HeartbeatRequest(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Callable, Optional, Union
+from typing import Callable, Mapping, Optional, Union
 
 from .config import MemberConfig
 from .core import Core, HeartbeatObserver, LagSource, lag_rows
@@ -124,6 +124,14 @@ class Member:
         they warm up; then ``on_drained``, the member leaves and stops."""
         self._core.drain()
         self._notify()
+
+    def set_endpoint(self, endpoint: Optional[str], metadata: Optional[Mapping[str, str]] = None) -> None:
+        """Publishes ``endpoint`` (``None``: none) and ``metadata`` in place
+        of the config's: the next heartbeat carries them, and every later
+        one until the host has answered one that did. Raises
+        :class:`~assignd.ConfigError` past the host's limits, changing
+        nothing."""
+        self._core.set_endpoint(endpoint, metadata)
 
     def leave(self, timeout: Optional[float] = None) -> Optional[StopReason]:
         """Leaves the group and waits (up to ``timeout`` seconds) for the

@@ -5,7 +5,7 @@ member protocol; what they mean to a member is the machine's business."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, List, Optional, Sequence
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from . import ranges
 from .task import LagRow, Task
@@ -39,6 +39,12 @@ class HeartbeatRequest:
     lags: Optional[Sequence[LagRow]] = None
     drain: bool = False
     task_ranges: bool = True
+    #: Where the member serves: on a join and after a change (``""``
+    #: removes it); ``None`` leaves it as the host has it.
+    endpoint: Optional[str] = None
+    #: The pairs shown with the endpoint, replacing the host's; ``None``
+    #: leaves them as they are.
+    metadata: Optional[Mapping[str, str]] = None
 
     def to_json(self) -> Dict[str, Any]:
         """The body as a JSON value; ``owned`` written as ranges."""
@@ -54,6 +60,10 @@ class HeartbeatRequest:
         body["lags"] = None if self.lags is None else [list(row) for row in self.lags]
         body["drain"] = self.drain
         body["task_ranges"] = self.task_ranges
+        if self.endpoint is not None:
+            body["endpoint"] = self.endpoint
+        if self.metadata is not None:
+            body["metadata"] = dict(self.metadata)
         return body
 
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
-from .config import MemberConfig
+from .config import ConfigError, MemberConfig
 from .failure import Failure
 from .listener import Listener
 from .machine import StopReason
@@ -59,7 +59,19 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         default=os.environ.get("ASSIGND_MEMBER_TOKEN"),
         help="the group's member token (default $ASSIGND_MEMBER_TOKEN)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument("--endpoint", help="where this worker serves, published in the routing table")
+    parser.add_argument(
+        "--metadata",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a pair published with the endpoint (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    for pair in args.metadata:
+        if "=" not in pair:
+            parser.error(f"--metadata {pair!r}: KEY=VALUE expected")
+    return args
 
 
 class Output:
@@ -169,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
         topics=[t.strip() for t in args.topics.split(",") if t.strip()],
         member_name=args.name,
         member_token=args.token,
+        endpoint=args.endpoint,
+        metadata=dict(pair.split("=", 1) for pair in args.metadata),
     )
 
     def lags(assignment: Any) -> Any:
@@ -208,7 +222,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         level=os.environ.get("ASSIGND_LOG", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    sys.exit(run(parse_args(argv)))
+    try:
+        code = run(parse_args(argv))
+    except ConfigError as error:
+        sys.exit(f"worker: {error}")
+    sys.exit(code)
 
 
 if __name__ == "__main__":
