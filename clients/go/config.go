@@ -2,8 +2,19 @@ package assignd
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
+	"unicode"
+)
+
+// The host's limits on a member's endpoint and metadata (docs/routing.md,
+// "Members' endpoints"); past them a heartbeat is refused.
+const (
+	EndpointBytesMax      = 256
+	MetadataPairsMax      = 16
+	MetadataKeyBytesMax   = 64
+	MetadataValueBytesMax = 256
 )
 
 // DefaultRequestTimeout is how long one heartbeat may take before it
@@ -40,6 +51,13 @@ type Config struct {
 	Rack string
 	// Capacity is this member's relative weight; 0 means 1.
 	Capacity uint32
+	// Endpoint is where this member serves (a URL or host:port), published
+	// in the group's routing table for routers to send its keys to; ""
+	// publishes none. Member.SetEndpoint changes it at run time.
+	Endpoint string
+	// Metadata is published with the endpoint: small string pairs (zone,
+	// version, …), at most MetadataPairsMax.
+	Metadata map[string]string
 	// MemberToken is the group's member token, sent as a bearer token on
 	// every heartbeat; needed when the group's config has one.
 	MemberToken string
@@ -95,7 +113,30 @@ func (c Config) withDefaults() (Config, error) {
 	case c.MemberToken != "" && !visibleASCII(c.MemberToken):
 		return c, errors.New("assignd: a member token must be visible ASCII characters")
 	}
-	return c, nil
+	return c, checkEndpoint(c.Endpoint, c.Metadata)
+}
+
+// checkEndpoint checks an endpoint and its metadata against the host's
+// limits, so that a mistake fails where it is made rather than as the
+// host's refusal of a heartbeat.
+func checkEndpoint(endpoint string, metadata map[string]string) error {
+	if len(endpoint) > EndpointBytesMax || !visibleASCII(endpoint) {
+		return fmt.Errorf("assignd: an endpoint must be 1 to %d bytes of visible ASCII: %q", EndpointBytesMax, endpoint)
+	}
+	if len(metadata) > MetadataPairsMax {
+		return fmt.Errorf("assignd: at most %d metadata pairs, not %d", MetadataPairsMax, len(metadata))
+	}
+	for key, value := range metadata {
+		switch {
+		case key == "" || len(key) > MetadataKeyBytesMax:
+			return fmt.Errorf("assignd: a metadata key must be 1 to %d bytes: %q", MetadataKeyBytesMax, key)
+		case len(value) > MetadataValueBytesMax:
+			return fmt.Errorf("assignd: a metadata value must be at most %d bytes: %q", MetadataValueBytesMax, key)
+		case strings.IndexFunc(key+value, unicode.IsControl) >= 0:
+			return fmt.Errorf("assignd: metadata must be visible characters: %q", key)
+		}
+	}
+	return nil
 }
 
 func visibleASCII(s string) bool {

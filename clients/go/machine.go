@@ -28,6 +28,12 @@ type MachineConfig struct {
 	// Rack is "" for none.
 	Rack     string
 	Capacity uint32
+	// Endpoint is where the member serves, for the group's routing table
+	// ("" publishes none); sent on every join.
+	Endpoint string
+	// Metadata is published with the endpoint; sent on every join unless
+	// empty.
+	Metadata map[string]string
 	// IDPrefix: the member ids the machine chooses are IDPrefix-n for n =
 	// 1, 2, …, a fresh one for each new join and the same for every retry
 	// of a join (so a retried join the host did handle is the same member).
@@ -54,6 +60,9 @@ const (
 type inFlight struct {
 	sent  int64
 	leave bool
+	// carriesEndpointChange: it carries an endpoint SetEndpoint changed;
+	// should it fail, the next request carries it again.
+	carriesEndpointChange bool
 }
 
 // leaving is a leave under way; then is the reason to stop after it, or
@@ -87,12 +96,15 @@ type Machine struct {
 	// asked, tasks lost to the lease) happened after the request in
 	// flight, if any, was built; the next request goes as soon as nothing
 	// is in flight.
-	sendNow  bool
-	lags     []LagRow
-	due      int64
-	inFlight *inFlight
-	lease    lease
-	leaving  *leaving
+	sendNow bool
+	lags    []LagRow
+	// endpointChanged: the endpoint and metadata changed since the last
+	// request that carried them was sent; the next one carries them.
+	endpointChanged bool
+	due             int64
+	inFlight        *inFlight
+	lease           lease
+	leaving         *leaving
 	// leaveFailure ended the last leave, if one did.
 	leaveFailure *Failure
 	stopped      StopReason
@@ -150,16 +162,59 @@ func (m *Machine) PollRequest(now int64) *HeartbeatRequest {
 	if !m.RequestDue(now) {
 		return nil
 	}
-	m.inFlight = &inFlight{sent: now, leave: m.leaving != nil}
+	leave := m.leaving != nil
+	m.inFlight = &inFlight{sent: now, leave: leave, carriesEndpointChange: !leave && m.endpointChanged}
 	m.sendNow = false
-	if m.leaving != nil {
+	if leave {
 		m.leaving.attempts++
 		// Once the host has the leave, a dynamic member's tasks go to
 		// others at once: nothing is processed from its sending on.
 		m.loseEverythingButID()
 		return m.leaveRequest()
 	}
-	return m.heartbeatRequest()
+	r := m.heartbeatRequest()
+	m.endpointChanged = false
+	return r
+}
+
+// SetEndpoint: the member serves at endpoint now ("" for nowhere), with
+// metadata; both replace the config's, and the next request (join or
+// heartbeat) carries them, as does every later one until an answer to one
+// that did. It makes no request due: the change goes with the next one.
+func (m *Machine) SetEndpoint(endpoint string, metadata map[string]string) {
+	m.config.Endpoint = endpoint
+	m.config.Metadata = copyMetadata(metadata)
+	m.endpointChanged = true
+}
+
+// endpointFields sets the endpoint and metadata a heartbeat carries: both,
+// explicit ("" for none, {} for empty), after a change until an answer to
+// a request that carried them; else on a join, those set; else neither
+// (the host keeps what it has).
+func (m *Machine) endpointFields(r *HeartbeatRequest, joining bool) {
+	switch {
+	case m.endpointChanged:
+		endpoint, metadata := m.config.Endpoint, copyMetadata(m.config.Metadata)
+		r.Endpoint, r.Metadata = &endpoint, &metadata
+	case joining:
+		if m.config.Endpoint != "" {
+			endpoint := m.config.Endpoint
+			r.Endpoint = &endpoint
+		}
+		if len(m.config.Metadata) > 0 {
+			metadata := copyMetadata(m.config.Metadata)
+			r.Metadata = &metadata
+		}
+	}
+}
+
+// copyMetadata copies pairs, never nil.
+func copyMetadata(pairs map[string]string) map[string]string {
+	out := make(map[string]string, len(pairs))
+	for k, v := range pairs {
+		out[k] = v
+	}
+	return out
 }
 
 func (m *Machine) heartbeatRequest() *HeartbeatRequest {
@@ -171,6 +226,7 @@ func (m *Machine) heartbeatRequest() *HeartbeatRequest {
 	r.MemberEpoch = m.epoch
 	r.Owned = m.tracker.owned()
 	r.Lags = append([]LagRow{}, m.lags...)
+	m.endpointFields(r, m.memberID == "")
 	return r
 }
 
@@ -241,6 +297,8 @@ func (m *Machine) OnFailure(f *Failure, now int64) {
 		return
 	}
 	m.inFlight = nil
+	// The host may not have it: the next request carries it again.
+	m.endpointChanged = m.endpointChanged || flight.carriesEndpointChange
 	if flight.leave {
 		m.leaveFailed(f, now)
 	} else {

@@ -83,6 +83,7 @@ func Start(ctx context.Context, config Config, listener Listener) (*Member, erro
 	m.machine = NewMachine(MachineConfig{
 		MemberName: config.MemberName, Topics: append([]string{}, config.Topics...),
 		Rack: config.Rack, Capacity: config.Capacity, IDPrefix: prefix,
+		Endpoint: config.Endpoint, Metadata: copyMetadata(config.Metadata),
 	}, 0, config.Logger)
 	go m.run()
 	go m.dispatch()
@@ -157,6 +158,20 @@ func (m *Member) LeaseUntil() (time.Time, bool) {
 	defer m.mu.Unlock()
 	ms, ok := m.machine.LeaseUntil()
 	return m.at(ms), ok
+}
+
+// SetEndpoint publishes where this member serves now ("" for nowhere) and
+// its metadata, replacing both; the next heartbeat carries them, and every
+// later one until the host has them. It fails, changing nothing, when they
+// are past the host's limits.
+func (m *Member) SetEndpoint(endpoint string, metadata map[string]string) error {
+	if err := checkEndpoint(endpoint, metadata); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.machine.SetEndpoint(endpoint, metadata)
+	return nil
 }
 
 // Drain asks the host to drain this member: its tasks move to other

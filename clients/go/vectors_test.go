@@ -18,11 +18,13 @@ type vector struct {
 	Name   string `json:"name"`
 	About  string `json:"about"`
 	Config struct {
-		MemberName *string  `json:"member_name"`
-		Topics     []string `json:"topics"`
-		Rack       *string  `json:"rack"`
-		Capacity   uint32   `json:"capacity"`
-		IDPrefix   string   `json:"id_prefix"`
+		MemberName *string           `json:"member_name"`
+		Topics     []string          `json:"topics"`
+		Rack       *string           `json:"rack"`
+		Capacity   uint32            `json:"capacity"`
+		Endpoint   *string           `json:"endpoint"`
+		Metadata   map[string]string `json:"metadata"`
+		IDPrefix   string            `json:"id_prefix"`
 	} `json:"config"`
 	Steps []vectorStep `json:"steps"`
 }
@@ -89,6 +91,10 @@ func replayVector(t *testing.T, file string) {
 	if v.Config.Rack != nil {
 		config.Rack = *v.Config.Rack
 	}
+	if v.Config.Endpoint != nil {
+		config.Endpoint = *v.Config.Endpoint
+	}
+	config.Metadata = v.Config.Metadata
 	// A vector's machine is made at time 0.
 	m := NewMachine(config, 0, nil)
 	for i, step := range v.Steps {
@@ -152,6 +158,15 @@ func applyStep(t *testing.T, m *Machine, step vectorStep) map[string]interface{}
 		m.Leave(now)
 	case "tick":
 		m.Tick(now)
+	case "set_endpoint":
+		var endpoint *string
+		var metadata map[string]string
+		field("endpoint", &endpoint)
+		field("metadata", &metadata)
+		if endpoint == nil {
+			endpoint = new(string)
+		}
+		m.SetEndpoint(*endpoint, metadata)
 	case "check":
 		var tasks []Task
 		field("may_process", &tasks)

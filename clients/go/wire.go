@@ -30,6 +30,13 @@ type HeartbeatRequest struct {
 	Drain bool       `json:"drain"`
 	// TaskRanges asks for the answer's task lists as ranges too.
 	TaskRanges bool `json:"task_ranges"`
+	// Endpoint is where the member serves ("" for none), sent on a join
+	// when set and after Machine.SetEndpoint; nil leaves it out (the host
+	// keeps what it has).
+	Endpoint *string `json:"endpoint,omitempty"`
+	// Metadata goes with Endpoint; a pointer, since an empty map ({}:
+	// none now) differs from none sent.
+	Metadata *map[string]string `json:"metadata,omitempty"`
 }
 
 // LagRow is how many records a member's state of a task is behind its

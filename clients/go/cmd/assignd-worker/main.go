@@ -25,13 +25,28 @@ import (
 const tick = 100 * time.Millisecond
 
 type options struct {
-	url, group, name, topics, stateDir, token string
-	replayRate, changelogLen, processRate     uint64
-	drainAfter                                float64
+	url, group, name, topics, stateDir, token, endpoint string
+	metadata                                            metadataFlag
+	replayRate, changelogLen, processRate               uint64
+	drainAfter                                          float64
+}
+
+// metadataFlag is a repeatable --metadata KEY=VALUE.
+type metadataFlag map[string]string
+
+func (m metadataFlag) String() string { return fmt.Sprint(map[string]string(m)) }
+
+func (m metadataFlag) Set(pair string) error {
+	key, value, ok := strings.Cut(pair, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", pair)
+	}
+	m[key] = value
+	return nil
 }
 
 func parseFlags() options {
-	var o options
+	o := options{metadata: metadataFlag{}}
 	flag.StringVar(&o.url, "url", "http://127.0.0.1:7070", "the host, or a cluster's bootstrap URLs (comma-separated)")
 	flag.StringVar(&o.group, "group", "", "the group (required)")
 	flag.StringVar(&o.name, "name", "", "a static member name (default: dynamic)")
@@ -42,6 +57,8 @@ func parseFlags() options {
 	flag.StringVar(&o.stateDir, "state-dir", "worker-state", "changelogs and checkpoints")
 	flag.Float64Var(&o.drainAfter, "drain-after", -1, "drain after S seconds")
 	flag.StringVar(&o.token, "token", "", "the group's member token (default $ASSIGND_MEMBER_TOKEN)")
+	flag.StringVar(&o.endpoint, "endpoint", "", "where this worker serves, published in the routing table")
+	flag.Var(o.metadata, "metadata", "KEY=VALUE published with the endpoint (repeatable)")
 	flag.Parse()
 	if o.token == "" {
 		o.token = os.Getenv("ASSIGND_MEMBER_TOKEN")
@@ -70,6 +87,8 @@ func main() {
 		MemberName:  o.name,
 		Topics:      splitComma(o.topics),
 		MemberToken: o.token,
+		Endpoint:    o.endpoint,
+		Metadata:    o.metadata,
 		Lags:        sim.lags,
 	}, listener(out, sim, o.name != ""))
 	if err != nil {

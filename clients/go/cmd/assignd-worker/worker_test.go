@@ -91,3 +91,20 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(data)
 }
+
+func TestMetadataFlagsAreKeyValuePairs(t *testing.T) {
+	m := metadataFlag{}
+	for _, pair := range []string{"zone=a", "version=1.4=rc", "empty="} {
+		if err := m.Set(pair); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m["zone"] != "a" || m["version"] != "1.4=rc" || m["empty"] != "" || len(m) != 3 {
+		t.Fatalf("%v", m)
+	}
+	for _, bad := range []string{"zone", "=a"} {
+		if m.Set(bad) == nil {
+			t.Fatalf("%q was taken", bad)
+		}
+	}
+}
