@@ -20,15 +20,21 @@
  *   the Rust client's, proven by the conformance vectors.
  * - `http`, `transport`: one heartbeat over HTTP/1.1 and its classification.
  * - `member`: the shell that runs the machine on node's event loop.
+ * - `keys`, `routes`, `routes-http`, `router`: for everyone outside the
+ *   group, Kafka's partitioner and a router that keeps the group's routing
+ *   table and answers who owns a key.
  */
 
 export { checkConfig, LagSource, MemberConfig, REQUEST_TIMEOUT_DEFAULT_MS } from "./config";
 export { MemberEvent, MemberListener } from "./events";
 export { Codes, Failure, HeartbeatError } from "./failure";
+export { Key, keyBytes, murmur2, partitionForKey } from "./keys";
 export { jsonLogger, LogFields, Logger, LogLevel, silentLogger } from "./logger";
 export { MachineConfig, MachineEvent, MemberMachine, retryBackoffMs, StopReason } from "./machine";
 export { Member, MemberStopReason } from "./member";
-export { readTasks, TASKS_PER_LIST_MAX, TaskItem, WireError, writeTasks } from "./ranges";
+export { readRuns, readTasks, TaskRun, TASKS_PER_LIST_MAX, TaskItem, WireError, writeTasks } from "./ranges";
+export { checkRouterConfig, Router, RouterConfig, RouterNotReadyError, RoutesRefusedError, WAIT_MS_DEFAULT } from "./router";
+export { Route, RouteError, RouteMember, RouteTable } from "./routes";
 export { compareTasks, formatTask, Task, task, taskKey, TaskSet } from "./task";
 export { Assignment } from "./tracker";
 export { HeartbeatResult, heartbeatUrl, parseRetryAfter, Transport, TransportOptions } from "./transport";

@@ -50,21 +50,30 @@ function partition(value: unknown, where: string): number {
   return value;
 }
 
-/** Reads a task list in either form; `null` and absence read as empty. */
-export function readTasks(value: unknown, field = "tasks"): Task[] {
+/** A run of consecutive partitions of one topic, both ends included. */
+export type TaskRun = readonly [topic: string, first: number, last: number];
+
+/** Reads a task list in either form as runs, without expanding them; `null` and absence read as empty. */
+export function readRuns(value: unknown, field = "tasks"): TaskRun[] {
   if (value === null || value === undefined) return [];
   if (!Array.isArray(value)) throw new WireError(`${field}: not a list`);
-  const tasks: Task[] = [];
-  for (const item of value) {
+  return value.map((item: unknown): TaskRun => {
     if (!Array.isArray(item) || item.length < 2 || item.length > 3 || typeof item[0] !== "string") {
       throw new WireError(`${field}: ${JSON.stringify(item)} is not [topic, partition] or [topic, first, last]`);
     }
-    const topic = item[0];
     const first = partition(item[1], field);
     const last = item.length === 3 ? partition(item[2], field) : first;
     if (first > last) {
       throw new WireError(`${field}: the range ${JSON.stringify(item)} ends before it starts`);
     }
+    return [item[0], first, last];
+  });
+}
+
+/** Reads a task list in either form; `null` and absence read as empty. */
+export function readTasks(value: unknown, field = "tasks"): Task[] {
+  const tasks: Task[] = [];
+  for (const [topic, first, last] of readRuns(value, field)) {
     if (tasks.length + (last - first) + 1 > TASKS_PER_LIST_MAX) {
       throw new WireError(`${field}: more than ${TASKS_PER_LIST_MAX} tasks in one list`);
     }
