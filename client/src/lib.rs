@@ -59,6 +59,11 @@
 //! - `member`: the shell that runs the machine over HTTP, its handle and
 //!   events; [`listen`] hands the events to a [`Listener`] (assigned,
 //!   revoked, lost: the shape of every client's listener).
+//! - [`router`]: for everyone outside the group, who owns a key right now
+//!   and at what address: a [`Router`] watches the group's routing table
+//!   and answers [`Router::owner_of`] from it without a round trip; keys
+//!   map to partitions as Kafka's default partitioner maps them
+//!   ([`partition_for_key`]).
 //! - `simulated` (cargo feature `simulated`): members with simulated
 //!   stateful tasks (changelogs, replay, lag reports), for examples, load
 //!   generators and demos.
@@ -68,6 +73,7 @@ mod error;
 mod listener;
 pub mod machine;
 mod member;
+pub mod router;
 #[cfg(feature = "simulated")]
 pub mod simulated;
 mod tracker;
@@ -84,5 +90,7 @@ pub use machine::StopReason;
 pub use member::{
     Event, HeartbeatObserver, LagSource, Member, MemberHandle, NoLags, RevokeAck, Status,
 };
+pub use router::{Route, RouteError, RouteTable, Router, RouterConfig, RouterError};
 pub use tracker::Assignment;
 pub use wire::Task;
+pub use wire::{RouteOwner, RoutesBody, murmur2, partition_for_key};

@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 
 pub use assignd_wire::{
     ErrorBody, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH,
-    LagRow, Task,
+    LagRow, RouteMember, RouteMove, RouteOwner, RoutesBody, Task, TaskRanges, murmur2,
+    partition_for_key,
 };
 use serde::Deserialize;
 
