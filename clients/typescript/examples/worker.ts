@@ -11,7 +11,7 @@
 import { writeSync } from "node:fs";
 import { parseArgs } from "node:util";
 
-import { Member, MemberStopReason, Task } from "../src/index";
+import { checkEndpoint, Member, MemberStopReason, Task } from "../src/index";
 import { TaskStates } from "./state";
 
 /** How often the simulation advances. */
@@ -35,6 +35,8 @@ interface Args {
   stateDir: string;
   drainAfterS: number | null;
   token: string | null;
+  endpoint: string | null;
+  metadata: Record<string, string>;
 }
 
 function count(flag: string, value: string | undefined, fallback: number): number {
@@ -47,7 +49,8 @@ function count(flag: string, value: string | undefined, fallback: number): numbe
 function usage(message: string): never {
   process.stderr.write(
     `worker: ${message}\nusage: worker --group NAME --topics A,B [--url URL[,URL...]] [--name NAME] ` +
-      `[--replay-rate N] [--changelog-len N] [--process-rate N] [--state-dir DIR] [--drain-after S] [--token TOKEN]\n`,
+      `[--replay-rate N] [--changelog-len N] [--process-rate N] [--state-dir DIR] [--drain-after S] [--token TOKEN]\n` +
+      `              [--endpoint URL] [--metadata KEY=VALUE]...\n`,
   );
   process.exit(2);
 }
@@ -68,6 +71,8 @@ function parse(argv: string[]): Args {
         "state-dir": { type: "string" },
         "drain-after": { type: "string" },
         token: { type: "string" },
+        endpoint: { type: "string" },
+        metadata: { type: "string", multiple: true },
       },
       strict: true,
       allowPositionals: false,
@@ -78,6 +83,17 @@ function parse(argv: string[]): Args {
   if (!values.group) usage("--group is required");
   const topics = (values.topics ?? "").split(",").map((t) => t.trim()).filter((t) => t !== "");
   if (topics.length === 0) usage("--topics is required");
+  const metadata: Record<string, string> = {};
+  for (const pair of values.metadata ?? []) {
+    const at = pair.indexOf("=");
+    if (at < 0) usage(`--metadata ${JSON.stringify(pair)}: KEY=VALUE expected`);
+    metadata[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  try {
+    checkEndpoint(values.endpoint ?? null, metadata);
+  } catch (error) {
+    usage(error instanceof Error ? error.message : String(error));
+  }
   return {
     urls: values.url ?? "http://127.0.0.1:7070",
     group: values.group,
@@ -89,6 +105,8 @@ function parse(argv: string[]): Args {
     stateDir: values["state-dir"] ?? "worker-state",
     drainAfterS: values["drain-after"] === undefined ? null : count("drain-after", values["drain-after"], 0),
     token: values.token ?? process.env.ASSIGND_MEMBER_TOKEN ?? null,
+    endpoint: values.endpoint ?? null,
+    metadata,
   };
 }
 
@@ -107,6 +125,8 @@ function main(): void {
       topics: args.topics,
       memberName: args.name,
       memberToken: args.token,
+      endpoint: args.endpoint,
+      metadata: args.metadata,
       lags: (assignment) => states.lags([...assignment.learner, ...assignment.standby]),
     },
     {

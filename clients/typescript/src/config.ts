@@ -6,6 +6,11 @@ import { LagRow } from "./wire";
 
 /** How long one heartbeat may take before it counts as lost, by default. */
 export const REQUEST_TIMEOUT_DEFAULT_MS = 5_000;
+/** The host's limits on what a member publishes (docs/routing.md). */
+export const ENDPOINT_BYTES_MAX = 256;
+export const METADATA_PAIRS_MAX = 16;
+export const METADATA_KEY_BYTES_MAX = 64;
+export const METADATA_VALUE_BYTES_MAX = 256;
 
 /**
  * Where the application's lag figures come from: the state it keeps for
@@ -31,6 +36,10 @@ export interface MemberConfig {
   readonly memberToken?: string | null;
   /** How long one heartbeat may take (default 5 s). */
   readonly requestTimeoutMs?: number;
+  /** Where this member serves (a URL or `host:port`), published in the group's routing table; change it with `member.setEndpoint`. */
+  readonly endpoint?: string | null;
+  /** Small string pairs published with the endpoint (zone, version, …). */
+  readonly metadata?: Readonly<Record<string, string>>;
   /** Lag figures for every heartbeat (default: none). */
   readonly lags?: LagSource;
   /** Where the member logs (default: JSON lines on stderr, warnings and errors). */
@@ -61,5 +70,33 @@ export function checkConfig(config: MemberConfig): void {
   const token = config.memberToken;
   if (token !== undefined && token !== null && !/^[\x21-\x7e]+$/.test(token)) {
     fail("a member token must be visible ASCII characters, at least one");
+  }
+  checkEndpoint(config.endpoint ?? null, config.metadata ?? {});
+}
+
+/**
+ * Throws a `TypeError` for an endpoint or metadata past the host's limits,
+ * so that a mistake fails where it is made rather than as the host's
+ * refusal of a heartbeat.
+ */
+export function checkEndpoint(endpoint: string | null, metadata: Readonly<Record<string, string>>): void {
+  const fail = (message: string): never => {
+    throw new TypeError(`invalid member endpoint: ${message}`);
+  };
+  const bytes = (text: string): number => Buffer.byteLength(text, "utf8");
+  if (endpoint !== null && (!/^[\x21-\x7e]+$/.test(endpoint) || endpoint.length > ENDPOINT_BYTES_MAX)) {
+    fail(`an endpoint must be 1 to ${ENDPOINT_BYTES_MAX} bytes of visible ASCII: ${JSON.stringify(endpoint)}`);
+  }
+  const pairs = Object.entries(metadata);
+  if (pairs.length > METADATA_PAIRS_MAX) fail(`at most ${METADATA_PAIRS_MAX} metadata pairs, not ${pairs.length}`);
+  for (const [key, value] of pairs) {
+    if (typeof value !== "string") fail(`metadata values must be strings: ${JSON.stringify(key)}`);
+    if (key === "" || bytes(key) > METADATA_KEY_BYTES_MAX) {
+      fail(`a metadata key must be 1 to ${METADATA_KEY_BYTES_MAX} bytes: ${JSON.stringify(key)}`);
+    }
+    if (bytes(value) > METADATA_VALUE_BYTES_MAX) {
+      fail(`a metadata value must be at most ${METADATA_VALUE_BYTES_MAX} bytes: ${JSON.stringify(key)}`);
+    }
+    if (/\p{Cc}/u.test(key + value)) fail(`metadata must be visible characters: ${JSON.stringify(key)}`);
   }
 }

@@ -25,7 +25,17 @@
  *   table and answers who owns a key.
  */
 
-export { checkConfig, LagSource, MemberConfig, REQUEST_TIMEOUT_DEFAULT_MS } from "./config";
+export {
+  checkConfig,
+  checkEndpoint,
+  ENDPOINT_BYTES_MAX,
+  LagSource,
+  MemberConfig,
+  METADATA_KEY_BYTES_MAX,
+  METADATA_PAIRS_MAX,
+  METADATA_VALUE_BYTES_MAX,
+  REQUEST_TIMEOUT_DEFAULT_MS,
+} from "./config";
 export { MemberEvent, MemberListener } from "./events";
 export { Codes, Failure, HeartbeatError } from "./failure";
 export { Key, keyBytes, murmur2, partitionForKey } from "./keys";

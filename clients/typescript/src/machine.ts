@@ -39,6 +39,10 @@ export interface MachineConfig {
   readonly capacity: number;
   /** Chosen ids are `{idPrefix}-{n}`, n = 1, 2, …: a fresh one per join, the same for its retries. */
   readonly idPrefix: string;
+  /** Where the member serves (a URL or `host:port`), for the group's routing table; sent on every join. */
+  readonly endpoint?: string | null;
+  /** Small string pairs shown with the member in the routing table; sent on every join unless empty. */
+  readonly metadata?: Readonly<Record<string, string>>;
 }
 
 /** What the application must learn, in order. */
@@ -61,6 +65,8 @@ export function retryBackoffMs(failures: number, intervalMs: number): number {
 interface InFlight {
   readonly sent: number;
   readonly leave: boolean;
+  /** It carries an endpoint changed by {@link MemberMachine.setEndpoint}: should it fail, the next request carries it again. */
+  readonly carriesEndpointChange: boolean;
 }
 
 /** A leave under way; `then` null: rejoin as a new member afterwards. */
@@ -83,6 +89,8 @@ export class MemberMachine {
   private drainAsked = false;
   private leaveAsked = false;
   private lags: LagRow[] = [];
+  /** The endpoint and metadata changed since the last request that carried them was sent: the next one carries them. */
+  private endpointChanged = false;
   private due: number;
   /**
    * Something the host must hear of at once happened (an ack, a drain
@@ -97,7 +105,7 @@ export class MemberMachine {
 
   /** A member that wants to join at `now`. */
   constructor(
-    private readonly config: MachineConfig,
+    private config: MachineConfig,
     now: number,
     private readonly log: Logger = silentLogger,
   ) {
@@ -145,7 +153,8 @@ export class MemberMachine {
   /** The request to send now, if one is due; it is in flight until an answer or failure. */
   pollRequest(now: number): HeartbeatRequest | null {
     if (!this.requestDue(now)) return null;
-    this.inFlight = { sent: now, leave: this.leaving !== null };
+    const leave = this.leaving !== null;
+    this.inFlight = { sent: now, leave, carriesEndpointChange: !leave && this.endpointChanged };
     this.sendNow = false;
     if (this.leaving !== null) {
       this.leaving.attempts += 1;
@@ -154,12 +163,40 @@ export class MemberMachine {
       this.loseEverythingButId();
       return this.leaveRequest();
     }
-    return this.heartbeatRequest();
+    const request = this.heartbeatRequest();
+    this.endpointChanged = false;
+    return request;
+  }
+
+  /**
+   * The application serves elsewhere now (null: nowhere), with these
+   * metadata: both replace the config's, and the next request (join or
+   * heartbeat) carries them, as does every later one until an answer to
+   * one that did. No request is made due by it.
+   */
+  setEndpoint(endpoint: string | null, metadata: Readonly<Record<string, string>>): void {
+    this.config = { ...this.config, endpoint, metadata: { ...metadata } };
+    this.endpointChanged = true;
+  }
+
+  /**
+   * The `endpoint` and `metadata` a heartbeat carries: both, explicit (`""`
+   * for none, `{}` for empty), after a change until an answer to a request
+   * that carried them; else on a join, those set; else neither (the host
+   * keeps what it has).
+   */
+  private endpointFields(joining: boolean): Pick<HeartbeatRequest, "endpoint" | "metadata"> {
+    const endpoint = this.config.endpoint ?? null;
+    const metadata = this.config.metadata ?? {};
+    if (this.endpointChanged) return { endpoint: endpoint ?? "", metadata: { ...metadata } };
+    if (joining) return { endpoint, metadata: Object.keys(metadata).length > 0 ? { ...metadata } : null };
+    return { endpoint: null, metadata: null };
   }
 
   private heartbeatRequest(): HeartbeatRequest {
     const joining = this.memberIdValue === "";
     return {
+      ...this.endpointFields(joining),
       memberId: joining ? this.joinId : this.memberIdValue,
       memberName: this.config.memberName,
       memberEpoch: this.epoch,
@@ -215,6 +252,8 @@ export class MemberMachine {
   onFailure(failure: Failure, now: number): void {
     const flight = this.takeInFlight("a failure");
     if (flight === null) return;
+    // The host may not have it: the next request carries it again.
+    if (flight.carriesEndpointChange) this.endpointChanged = true;
     if (flight.leave) {
       this.leaveFailed(failure, now);
     } else {

@@ -11,7 +11,7 @@
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 
-import { checkConfig, LagSource, MemberConfig, REQUEST_TIMEOUT_DEFAULT_MS, urlsOf } from "./config";
+import { checkConfig, checkEndpoint, LagSource, MemberConfig, REQUEST_TIMEOUT_DEFAULT_MS, urlsOf } from "./config";
 import { dispatch, MemberEvent, MemberListener } from "./events";
 import { HeartbeatError } from "./failure";
 import { jsonLogger, Logger } from "./logger";
@@ -76,6 +76,8 @@ export class Member extends EventEmitter {
         rack: config.rack ?? null,
         capacity: config.capacity ?? 1,
         idPrefix: chooseIdPrefix(),
+        endpoint: config.endpoint ?? null,
+        metadata: { ...(config.metadata ?? {}) },
       },
       this.now(),
       this.log,
@@ -145,6 +147,17 @@ export class Member extends EventEmitter {
   drain(): void {
     this.machine.drain(this.now());
     this.step();
+  }
+
+  /**
+   * Publishes `endpoint` (null: none) and `metadata` in place of the
+   * config's: the next heartbeat carries them, and every later one until
+   * the host has answered one that did. Throws a `TypeError` past the
+   * host's limits, changing nothing.
+   */
+  setEndpoint(endpoint: string | null, metadata: Readonly<Record<string, string>> = {}): void {
+    checkEndpoint(endpoint, metadata);
+    this.machine.setEndpoint(endpoint, metadata);
   }
 
   /**

@@ -32,6 +32,10 @@ export interface HeartbeatRequest {
   readonly owned: readonly Task[];
   readonly lags: readonly LagRow[];
   readonly drain: boolean;
+  /** Where the member serves: on a join and after a change (`""` removes it); null or absent leaves it as the host has it. */
+  readonly endpoint?: string | null;
+  /** The pairs shown with the endpoint, replacing the host's; null or absent leaves them as they are. */
+  readonly metadata?: Readonly<Record<string, string>> | null;
 }
 
 /** The request as its JSON body: absent fields are left out. */
@@ -47,6 +51,8 @@ export function encodeRequest(request: HeartbeatRequest): Record<string, unknown
   body.drain = request.drain;
   // Ask for the answer's task lists as ranges too.
   body.task_ranges = true;
+  if (request.endpoint !== undefined && request.endpoint !== null) body.endpoint = request.endpoint;
+  if (request.metadata !== undefined && request.metadata !== null) body.metadata = { ...request.metadata };
   return body;
 }
 

@@ -129,5 +129,22 @@ describe("the member", () => {
     assert.throws(() => Member.start({ url: "http://h", group: "g", topics: ["t"], capacity: 0 }), /capacity/);
     assert.throws(() => Member.start({ url: "http://h", group: "g", topics: ["t"], memberToken: "a b" }), /token/);
     assert.throws(() => Member.start({ url: "ftp://h", group: "g", topics: ["t"] }), /http/);
+    assert.throws(() => Member.start({ url: "http://h", group: "g", topics: ["t"], endpoint: "a b" }), /endpoint/);
+    assert.throws(() => Member.start({ url: "http://h", group: "g", topics: ["t"], metadata: { "": "v" } }), /metadata key/);
+  });
+
+  it("publishes its endpoint on join and again after a change, never on a leave", async () => {
+    const h = await host((seen, res) => json(res, 200, answer("m", isLeave(seen) ? 0 : 1, [], { heartbeat_interval_ms: 20 })));
+    const { member, events } = start(h.base, { endpoint: "http://10.0.0.5:8080", metadata: { zone: "a" } });
+    await until("a heartbeat after the join", () => h.seen.length >= 2);
+    assert.deepEqual([h.seen[0].body.endpoint, h.seen[0].body.metadata], ["http://10.0.0.5:8080", { zone: "a" }]);
+    assert.ok(!("endpoint" in h.seen[1].body) && !("metadata" in h.seen[1].body));
+    assert.ok(events.some((e) => e.type === "joined"));
+    assert.throws(() => member.setEndpoint("a b"), /endpoint/);
+    member.setEndpoint(null);
+    await until("the change is sent", () => h.seen.some((s) => s.body.endpoint === ""));
+    assert.deepEqual(h.seen.find((s) => s.body.endpoint === "")!.body.metadata, {});
+    await member.leave();
+    assert.ok(!("endpoint" in h.seen[h.seen.length - 1].body));
   });
 });

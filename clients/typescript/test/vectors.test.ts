@@ -31,7 +31,15 @@ interface Step {
 interface Vector {
   name: string;
   about?: string;
-  config: { member_name: string | null; topics: string[]; rack: string | null; capacity: number; id_prefix: string };
+  config: {
+    member_name: string | null;
+    topics: string[];
+    rack: string | null;
+    capacity: number;
+    id_prefix: string;
+    endpoint?: string | null;
+    metadata?: Record<string, string>;
+  };
   steps: Step[];
 }
 
@@ -138,6 +146,9 @@ function apply(machine: MemberMachine, step: Step): { [key: string]: Json } {
     case "tick":
       machine.tick(at);
       return {};
+    case "set_endpoint":
+      machine.setEndpoint(input.endpoint as string | null, input.metadata as Record<string, string>);
+      return {};
     case "check":
       return { may_process: readTasks(input.may_process).map((t) => machine.mayProcess(t, at)) };
     default:
@@ -163,7 +174,15 @@ function outputs(machine: MemberMachine, own: { [key: string]: Json }): { [key: 
 function replay(vector: Vector): void {
   const c = vector.config;
   const machine = new MemberMachine(
-    { memberName: c.member_name, topics: c.topics, rack: c.rack, capacity: c.capacity, idPrefix: c.id_prefix },
+    {
+      memberName: c.member_name,
+      topics: c.topics,
+      rack: c.rack,
+      capacity: c.capacity,
+      idPrefix: c.id_prefix,
+      endpoint: c.endpoint ?? null,
+      metadata: c.metadata ?? {},
+    },
     0,
   );
   vector.steps.forEach((step, i) => {
