@@ -6,7 +6,10 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
-/** Where a group's heartbeats go: {@code {base}/v1/groups/{group}/heartbeat} for each bootstrap URL. */
+/**
+ * Where a group's requests go: {@code {base}/v1/groups/{group}/heartbeat} (or
+ * another route of the group) for each bootstrap URL.
+ */
 final class HeartbeatUrls {
 
     private HeartbeatUrls() {
@@ -19,10 +22,15 @@ final class HeartbeatUrls {
      * @throws IllegalArgumentException if there is none, or one is not an http(s) base URL
      */
     static List<URI> all(String urls, String group) {
+        return all(urls, group, "heartbeat");
+    }
+
+    /** The URL of the group's route {@code tail} (e.g. {@code routes}) at each of {@code urls}. */
+    static List<URI> all(String urls, String group, String tail) {
         List<URI> heartbeats = new ArrayList<>();
         for (String base : urls.split(",")) {
             if (!base.isBlank()) {
-                heartbeats.add(one(base.trim(), group));
+                heartbeats.add(one(base.trim(), group, tail));
             }
         }
         if (heartbeats.isEmpty()) {
@@ -32,6 +40,10 @@ final class HeartbeatUrls {
     }
 
     static URI one(String base, String group) {
+        return one(base, group, "heartbeat");
+    }
+
+    static URI one(String base, String group, String tail) {
         URI uri;
         try {
             uri = new URI(base);
@@ -48,7 +60,7 @@ final class HeartbeatUrls {
             path = path.substring(0, path.length() - 1);
         }
         return URI.create(scheme.toLowerCase(java.util.Locale.ROOT) + "://" + uri.getRawAuthority() + path
-                + "/v1/groups/" + encodeSegment(group) + "/heartbeat");
+                + "/v1/groups/" + encodeSegment(group) + "/" + tail);
     }
 
     /** Percent-encodes a path segment: everything but RFC 3986's unreserved characters. */

@@ -83,6 +83,38 @@ public final class TaskRanges {
         return tasks;
     }
 
+    /** One item of a task list: {@code [topic, first, last]}, both included. */
+    @FunctionalInterface
+    interface RangeVisitor {
+        void visit(String topic, int first, int last);
+    }
+
+    /**
+     * Calls {@code visitor} for each item of a task list without expanding it;
+     * {@code null} or a missing list has none.
+     *
+     * @throws WireException if an item is malformed or a range ends before it starts
+     */
+    static void eachRange(JsonNode list, RangeVisitor visitor) throws WireException {
+        if (list == null || list.isNull()) {
+            return;
+        }
+        if (!list.isArray()) {
+            throw new WireException("a task list is an array, not " + list.getNodeType());
+        }
+        for (JsonNode item : list) {
+            if (!item.isArray() || item.size() < 2 || item.size() > 3 || !item.get(0).isTextual()) {
+                throw new WireException("a task is [topic, partition] or [topic, first, last], not " + item);
+            }
+            int first = partition(item.get(1));
+            int last = item.size() == 3 ? partition(item.get(2)) : first;
+            if (first > last) {
+                throw new WireException("the range " + item + " ends before it starts");
+            }
+            visitor.visit(item.get(0).textValue(), first, last);
+        }
+    }
+
     private static int partition(JsonNode node) throws WireException {
         if (!node.isIntegralNumber() || !node.canConvertToInt() || node.intValue() < 0) {
             throw new WireException("a partition is a whole number from 0 to " + Integer.MAX_VALUE + ", not " + node);
