@@ -1,0 +1,3 @@
+//! The router: its loop against a fake host (`fake`).
+
+mod fake;
