@@ -5,7 +5,6 @@
  */
 
 import assert from "node:assert/strict";
-import { ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -14,37 +13,9 @@ import { describe, it } from "node:test";
 import { silentLogger } from "../src/logger";
 import { Member } from "../src/member";
 import { formatTask, Task } from "../src/task";
+import { ADMIN_TOKEN, BIN, serve, until } from "./real-host";
 
-const BIN = process.env.ASSIGND_BIN;
-/** The host refuses admin tokens shorter than 16 bytes. */
-const ADMIN_TOKEN = "t0k-t0k-t0k-t0k-t0k";
 const ALL: Task[] = [0, 1, 2, 3].map((partition) => ({ topic: "orders", partition }));
-
-async function serve(dataDir: string): Promise<{ child: ChildProcess; base: string }> {
-  const child = spawn(BIN!, ["serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir], {
-    env: { ...process.env, ASSIGND_ADMIN_TOKEN: ADMIN_TOKEN },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const base = await new Promise<string>((resolve, reject) => {
-    let text = "";
-    child.stdout!.on("data", (chunk: Buffer) => {
-      text += chunk.toString("utf8");
-      const match = /listening on (http:\/\/\S+)/.exec(text.split("\n")[0] ?? "");
-      if (match) resolve(match[1]);
-    });
-    child.once("exit", (code) => reject(new Error(`assignd exited (${code}) before listening`)));
-  });
-  child.stdout!.resume();
-  return { child, base };
-}
-
-async function until(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 /** Who holds which task active, as the listeners were told; fails on a second holder. */
 class Ledger {
