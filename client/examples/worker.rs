@@ -64,6 +64,20 @@ struct Args {
         hide_env_values = true
     )]
     token: Option<String>,
+    /// Where this worker serves, published in the group's routing table.
+    #[arg(long, value_name = "URL")]
+    endpoint: Option<String>,
+    /// A pair published with the endpoint; repeatable.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+    metadata: Vec<(String, String)>,
+}
+
+/// `KEY=VALUE`, split at the first `=`.
+fn key_value(pair: &str) -> Result<(String, String), String> {
+    let (key, value) = pair
+        .split_once('=')
+        .ok_or_else(|| format!("{pair:?} is not KEY=VALUE"))?;
+    Ok((key.to_owned(), value.to_owned()))
 }
 
 /// How often the simulation advances.
@@ -207,6 +221,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = MemberConfig::new(&args.url, &args.group, args.topics.clone());
     if let Some(name) = &args.name {
         config = config.with_name(name);
+    }
+    if let Some(endpoint) = &args.endpoint {
+        config = config.with_endpoint(endpoint);
+    }
+    for (key, value) in &args.metadata {
+        config = config.with_metadata(key, value);
     }
     if let Some(token) = &args.token {
         config = config.with_member_token(token);
