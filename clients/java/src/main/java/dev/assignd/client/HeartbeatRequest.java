@@ -1,6 +1,7 @@
 package dev.assignd.client;
 
 import java.util.List;
+import java.util.Map;
 
 /**
  * The body of {@code POST /v1/groups/{group}/heartbeat}: a join (epoch 0,
@@ -18,6 +19,10 @@ import java.util.List;
  * @param lags        the last lag report
  * @param drain       ask the host to drain this member
  * @param taskRanges  ask for the answer's task lists as ranges
+ * @param endpoint    where the member serves ({@code ""} for none), or {@code null} to leave
+ *                    it out (the host keeps what it has)
+ * @param metadata    the pairs published with it ({@code {}} for none), or {@code null} to
+ *                    leave them out
  */
 public record HeartbeatRequest(
         String memberId,
@@ -29,14 +34,23 @@ public record HeartbeatRequest(
         List<Task> owned,
         List<Lag> lags,
         boolean drain,
-        boolean taskRanges) {
+        boolean taskRanges,
+        String endpoint,
+        Map<String, String> metadata) {
 
     /** The member epoch a join sends. */
     public static final long JOIN_EPOCH = 0;
     /** The member epoch a leave sends. */
     public static final long LEAVE_EPOCH = -1;
 
+    /** A request that leaves the endpoint and metadata out. */
+    public HeartbeatRequest(String memberId, String memberName, long memberEpoch, List<String> topics, String rack,
+            Integer capacity, List<Task> owned, List<Lag> lags, boolean drain, boolean taskRanges) {
+        this(memberId, memberName, memberEpoch, topics, rack, capacity, owned, lags, drain, taskRanges, null, null);
+    }
+
     public HeartbeatRequest {
+        metadata = metadata == null ? null : Map.copyOf(metadata);
         topics = topics == null ? null : List.copyOf(topics);
         owned = owned == null ? null : List.copyOf(owned);
         lags = lags == null ? null : List.copyOf(lags);

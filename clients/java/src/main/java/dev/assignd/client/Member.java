@@ -3,6 +3,7 @@ package dev.assignd.client;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.HexFormat;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -52,7 +53,7 @@ public final class Member implements AutoCloseable {
         Transport transport = new Transport(config.url(), config.group(), config.memberToken(),
                 config.requestTimeout());
         MachineConfig machineConfig = new MachineConfig(config.memberName(), config.topics(), config.rack(),
-                config.capacity(), chooseIdPrefix());
+                config.capacity(), chooseIdPrefix(), config.endpoint(), config.metadata());
         String name = config.group() + (config.memberName() == null ? "" : "-" + config.memberName());
         MemberLoop loop = new MemberLoop(new MemberMachine(machineConfig, 0), transport, lagSource, listener, name);
         Member member = new Member(loop, name);
@@ -113,6 +114,18 @@ public final class Member implements AutoCloseable {
     public Optional<Duration> leaseRemaining() {
         Long until = loop.status().leaseUntilMs();
         return until == null ? Optional.empty() : Optional.of(Duration.ofMillis(Math.max(0, until - loop.nowMs())));
+    }
+
+    /**
+     * Publishes where this member serves now ({@code null}: nowhere) and its
+     * metadata, replacing both: the next heartbeat carries them, and every later
+     * one until the host has them.
+     *
+     * @throws IllegalArgumentException if they are past the host's limits (nothing changes)
+     */
+    public void setEndpoint(String endpoint, Map<String, String> metadata) {
+        MemberConfig.checkEndpoint(endpoint, metadata);
+        loop.setEndpoint(endpoint, Map.copyOf(metadata));
     }
 
     /**

@@ -2,7 +2,9 @@ package dev.assignd.client;
 
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
+import java.util.TreeMap;
 
 /**
  * A member's identity and subscription, and where its host is. Immutable;
@@ -21,6 +23,11 @@ import java.util.Objects;
  * @param memberToken    the group's member token, sent as {@code Authorization: Bearer};
  *                       {@code null} if the group has none
  * @param requestTimeout how long one heartbeat may take, redirects and retries included
+ * @param endpoint       where this member serves (a URL or {@code host:port}), published in
+ *                       the group's routing table for routers to send its keys to;
+ *                       {@code null} publishes none. {@link Member#setEndpoint} changes it.
+ * @param metadata       small string pairs published with it (zone, version, ...), at most
+ *                       {@link #METADATA_PAIRS_MAX}
  */
 public record MemberConfig(
         String url,
@@ -30,43 +37,65 @@ public record MemberConfig(
         String rack,
         int capacity,
         String memberToken,
-        Duration requestTimeout) {
+        Duration requestTimeout,
+        String endpoint,
+        Map<String, String> metadata) {
 
     /** How long one heartbeat may take by default. */
     public static final Duration REQUEST_TIMEOUT_DEFAULT = Duration.ofSeconds(5);
+    /** The host's limits on a member's endpoint and metadata ({@code docs/routing.md}); past them a heartbeat is refused. */
+    public static final int ENDPOINT_BYTES_MAX = 256;
+    public static final int METADATA_PAIRS_MAX = 16;
+    public static final int METADATA_KEY_BYTES_MAX = 64;
+    public static final int METADATA_VALUE_BYTES_MAX = 256;
 
     public MemberConfig {
         Objects.requireNonNull(url, "url");
         Objects.requireNonNull(group, "group");
         topics = List.copyOf(topics);
         Objects.requireNonNull(requestTimeout, "requestTimeout");
+        metadata = Map.copyOf(metadata);
     }
 
     /** A dynamic member of {@code group} at {@code url} subscribing to {@code topics}, capacity 1, no rack. */
     public static MemberConfig of(String url, String group, List<String> topics) {
-        return new MemberConfig(url, group, null, topics, null, 1, null, REQUEST_TIMEOUT_DEFAULT);
+        return new MemberConfig(url, group, null, topics, null, 1, null, REQUEST_TIMEOUT_DEFAULT, null, Map.of());
     }
 
     /** Makes this a static member named {@code name}. */
     public MemberConfig withName(String name) {
-        return new MemberConfig(url, group, name, topics, rack, capacity, memberToken, requestTimeout);
+        return new MemberConfig(url, group, name, topics, rack, capacity, memberToken, requestTimeout, endpoint, metadata);
     }
 
     public MemberConfig withRack(String rack) {
-        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout);
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint, metadata);
     }
 
     public MemberConfig withCapacity(int capacity) {
-        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout);
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint, metadata);
     }
 
     /** Sends {@code token} as the group's member token. */
     public MemberConfig withMemberToken(String token) {
-        return new MemberConfig(url, group, memberName, topics, rack, capacity, token, requestTimeout);
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, token, requestTimeout, endpoint, metadata);
+    }
+
+    /** Publishes {@code endpoint} (a URL or {@code host:port}, visible ASCII) as where this member serves. */
+    public MemberConfig withEndpoint(String endpoint) {
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint,
+                metadata);
+    }
+
+    /** Publishes the pair {@code key} = {@code value} with the endpoint. */
+    public MemberConfig withMetadata(String key, String value) {
+        Map<String, String> more = new TreeMap<>(metadata);
+        more.put(key, value);
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint,
+                more);
     }
 
     public MemberConfig withRequestTimeout(Duration timeout) {
-        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, timeout);
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, timeout, endpoint, metadata);
     }
 
     /**
@@ -94,6 +123,43 @@ public record MemberConfig(
             throw new IllegalArgumentException("a member token must be visible ASCII characters, at least one");
         }
         HeartbeatUrls.all(url, group);
+        checkEndpoint(endpoint, metadata);
+    }
+
+    /**
+     * Checks an endpoint and its metadata against the host's limits, so that a
+     * mistake fails where it is made rather than as the host's refusal of a
+     * heartbeat.
+     *
+     * @throws IllegalArgumentException naming what is past a limit
+     */
+    static void checkEndpoint(String endpoint, Map<String, String> metadata) {
+        if (endpoint != null && (endpoint.isEmpty() || endpoint.length() > ENDPOINT_BYTES_MAX
+                || !endpoint.chars().allMatch(c -> c > 0x20 && c < 0x7f))) {
+            throw new IllegalArgumentException("an endpoint must be 1 to " + ENDPOINT_BYTES_MAX
+                    + " bytes of visible ASCII: " + endpoint);
+        }
+        if (metadata.size() > METADATA_PAIRS_MAX) {
+            throw new IllegalArgumentException("at most " + METADATA_PAIRS_MAX + " metadata pairs, not "
+                    + metadata.size());
+        }
+        metadata.forEach((key, value) -> {
+            if (key.isEmpty() || utf8(key) > METADATA_KEY_BYTES_MAX) {
+                throw new IllegalArgumentException("a metadata key must be 1 to " + METADATA_KEY_BYTES_MAX
+                        + " bytes: " + key);
+            }
+            if (utf8(value) > METADATA_VALUE_BYTES_MAX) {
+                throw new IllegalArgumentException("a metadata value must be at most " + METADATA_VALUE_BYTES_MAX
+                        + " bytes: " + key);
+            }
+            if ((key + value).chars().anyMatch(Character::isISOControl)) {
+                throw new IllegalArgumentException("metadata must be visible characters: " + key);
+            }
+        });
+    }
+
+    private static int utf8(String text) {
+        return text.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
     }
 
     /** Never prints the member token. */
@@ -101,6 +167,6 @@ public record MemberConfig(
     public String toString() {
         return "MemberConfig[url=" + url + ", group=" + group + ", memberName=" + memberName + ", topics=" + topics
                 + ", rack=" + rack + ", capacity=" + capacity + ", memberToken=" + (memberToken == null ? null : "..")
-                + ", requestTimeout=" + requestTimeout + "]";
+                + ", requestTimeout=" + requestTimeout + ", endpoint=" + endpoint + ", metadata=" + metadata + "]";
     }
 }

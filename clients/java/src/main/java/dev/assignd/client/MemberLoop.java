@@ -2,6 +2,7 @@ package dev.assignd.client;
 
 import java.lang.System.Logger.Level;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.BlockingQueue;
@@ -31,6 +32,9 @@ final class MemberLoop implements Runnable {
         }
 
         record Drain() implements Input {
+        }
+
+        record SetEndpoint(String endpoint, Map<String, String> metadata) implements Input {
         }
 
         record Leave() implements Input {
@@ -96,6 +100,10 @@ final class MemberLoop implements Runnable {
 
     void drain() {
         inbox.add(new Input.Drain());
+    }
+
+    void setEndpoint(String endpoint, Map<String, String> metadata) {
+        inbox.add(new Input.SetEndpoint(endpoint, metadata));
     }
 
     void leave() {
@@ -212,6 +220,8 @@ final class MemberLoop implements Runnable {
             machine.ack(ack.id(), now);
         } else if (input instanceof Input.Drain) {
             machine.drain(now);
+        } else if (input instanceof Input.SetEndpoint change) {
+            machine.setEndpoint(change.endpoint(), change.metadata());
         } else if (input instanceof Input.Leave) {
             machine.leave(now);
         } else if (input instanceof Input.Abort) {

@@ -4,6 +4,7 @@ import java.lang.System.Logger.Level;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 
@@ -39,7 +40,8 @@ public final class MemberMachine {
     /** How many times a leave is sent when the host does not answer. */
     public static final int LEAVE_ATTEMPTS_MAX = 3;
 
-    private final MachineConfig config;
+    /** Replaced by {@link #setEndpoint}. */
+    private MachineConfig config;
     private final Tracker tracker = new Tracker();
     private final Lease lease = new Lease();
     private final Deque<MemberEvent> events = new ArrayDeque<>();
@@ -64,6 +66,10 @@ public final class MemberMachine {
     /** The send time of the request in flight, or {@code null}. */
     private Long inFlightSent;
     private boolean inFlightLeave;
+    /** The request in flight carries an endpoint {@link #setEndpoint} changed: should it fail, the next one carries it again. */
+    private boolean inFlightCarriesEndpointChange;
+    /** The endpoint and metadata changed since the last request that carried them was sent. */
+    private boolean endpointChanged;
     /** A leave under way, or {@code null}. */
     private Leaving leaving;
     private Failure leaveFailure;
@@ -207,6 +213,7 @@ public final class MemberMachine {
         }
         inFlightSent = now;
         inFlightLeave = leaving != null;
+        inFlightCarriesEndpointChange = !inFlightLeave && endpointChanged;
         sendNow = false;
         if (leaving != null) {
             leaving.attempts++;
@@ -215,7 +222,20 @@ public final class MemberMachine {
             loseEverythingButId();
             return Optional.of(leaveRequest());
         }
-        return Optional.of(heartbeatRequest());
+        HeartbeatRequest request = heartbeatRequest();
+        endpointChanged = false;
+        return Optional.of(request);
+    }
+
+    /**
+     * The application serves at {@code endpoint} now ({@code null}: nowhere), with
+     * {@code metadata}: both replace the config's, and the next request (join or
+     * heartbeat) carries them, as does every later one until an answer to one
+     * that did. No request becomes due: the change goes with the next one.
+     */
+    public void setEndpoint(String endpoint, Map<String, String> metadata) {
+        config = config.withEndpoint(endpoint, metadata);
+        endpointChanged = true;
     }
 
     /** The 200 answer to the request in flight, at {@code now}. */
@@ -255,6 +275,8 @@ public final class MemberMachine {
         }
         long sent = inFlightSent;
         inFlightSent = null;
+        // The host may not have it: the next request carries it again.
+        endpointChanged |= inFlightCarriesEndpointChange;
         if (inFlightLeave) {
             leaveFailed(failure, now);
         } else {
@@ -422,8 +444,23 @@ public final class MemberMachine {
 
     // ---- private ----
 
+    /**
+     * A heartbeat carries the endpoint and metadata explicitly ({@code ""} for
+     * none, {@code {}} for empty) after a change until an answer to a request
+     * that carried them; else a join carries those set; else neither (the host
+     * keeps what it has).
+     */
     private HeartbeatRequest heartbeatRequest() {
         boolean joining = memberId.isEmpty();
+        String endpoint = null;
+        Map<String, String> metadata = null;
+        if (endpointChanged) {
+            endpoint = config.endpoint() == null ? "" : config.endpoint();
+            metadata = config.metadata();
+        } else if (joining) {
+            endpoint = config.endpoint();
+            metadata = config.metadata().isEmpty() ? null : config.metadata();
+        }
         return new HeartbeatRequest(
                 joining ? joinId : memberId,
                 config.memberName(),
@@ -434,7 +471,9 @@ public final class MemberMachine {
                 tracker.owned(),
                 lags,
                 drain,
-                true);
+                true,
+                endpoint,
+                metadata);
     }
 
     private HeartbeatRequest leaveRequest() {

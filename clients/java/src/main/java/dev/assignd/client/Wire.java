@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
+import java.util.TreeMap;
 import java.util.TreeSet;
 
 /**
@@ -52,6 +53,13 @@ public final class Wire {
         }
         body.put("drain", request.drain());
         body.put("task_ranges", request.taskRanges());
+        if (request.endpoint() != null) {
+            body.put("endpoint", request.endpoint());
+        }
+        if (request.metadata() != null) {
+            ObjectNode metadata = body.putObject("metadata");
+            new TreeMap<>(request.metadata()).forEach(metadata::put);
+        }
         return body;
     }
 

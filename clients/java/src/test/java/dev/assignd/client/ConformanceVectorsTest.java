@@ -76,7 +76,8 @@ class ConformanceVectorsTest {
         List<String> topics = new ArrayList<>();
         config.get("topics").forEach(topic -> topics.add(topic.textValue()));
         return new MachineConfig(text(config.get("member_name")), topics, text(config.get("rack")),
-                config.get("capacity").intValue(), config.get("id_prefix").textValue());
+                config.get("capacity").intValue(), config.get("id_prefix").textValue(), text(config.get("endpoint")),
+                pairs(config.get("metadata")));
     }
 
     /** Feeds one input to the machine; returns every output it is checked on. */
@@ -109,6 +110,9 @@ class ConformanceVectorsTest {
                 break;
             case "tick":
                 machine.tick(at);
+                break;
+            case "set_endpoint":
+                machine.setEndpoint(text(input.get("endpoint")), pairs(input.get("metadata")));
                 break;
             case "check": {
                 ArrayNode answers = outputs.putArray("may_process");
@@ -149,6 +153,15 @@ class ConformanceVectorsTest {
 
     private static JsonNode millis(OptionalLong value) {
         return value.isPresent() ? JSON.numberNode(value.getAsLong()) : JSON.nullNode();
+    }
+
+    /** An object of strings; absent reads as empty. */
+    private static Map<String, String> pairs(JsonNode node) {
+        Map<String, String> out = new java.util.TreeMap<>();
+        if (node != null && node.isObject()) {
+            node.fields().forEachRemaining(e -> out.put(e.getKey(), e.getValue().textValue()));
+        }
+        return out;
     }
 
     private static String text(JsonNode node) {

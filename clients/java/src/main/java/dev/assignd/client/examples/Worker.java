@@ -9,6 +9,7 @@ import dev.assignd.client.Task;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.Collection;
+import java.util.Map;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -52,6 +53,12 @@ public final class Worker implements RebalanceListener {
         }
         if (args.token() != null) {
             config = config.withMemberToken(args.token());
+        }
+        if (args.endpoint() != null) {
+            config = config.withEndpoint(args.endpoint());
+        }
+        for (Map.Entry<String, String> pair : args.metadata().entrySet()) {
+            config = config.withMetadata(pair.getKey(), pair.getValue());
         }
         Member member;
         try {

@@ -4,6 +4,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 
 /** The worker's flags, as {@code client/examples/worker.rs} takes them. */
 record WorkerArgs(
@@ -16,7 +17,9 @@ record WorkerArgs(
         long processRate,
         Path stateDir,
         Long drainAfterS,
-        String token) {
+        String token,
+        String endpoint,
+        Map<String, String> metadata) {
 
     static final String USAGE = String.join("\n",
             "usage: worker --group NAME --topics A,B [options]",
@@ -27,7 +30,9 @@ record WorkerArgs(
             "  --process-rate N     records/s an active task appends (default 5)",
             "  --state-dir DIR      changelogs and checkpoints (default worker-state)",
             "  --drain-after S      drain after S seconds",
-            "  --token TOKEN        the group's member token (default $ASSIGND_MEMBER_TOKEN)");
+            "  --token TOKEN        the group's member token (default $ASSIGND_MEMBER_TOKEN)",
+            "  --endpoint URL       where this worker serves, published in the routing table",
+            "  --metadata KEY=VALUE published with the endpoint (repeatable)");
 
     /**
      * Reads {@code --flag value} and {@code --flag=value} arguments.
@@ -45,6 +50,8 @@ record WorkerArgs(
         Path stateDir = Path.of("worker-state");
         Long drainAfter = null;
         String token = env.get("ASSIGND_MEMBER_TOKEN");
+        String endpoint = null;
+        Map<String, String> metadata = new TreeMap<>();
         for (int i = 0; i < args.length; i++) {
             String flag = args[i];
             String value;
@@ -74,6 +81,14 @@ record WorkerArgs(
                 case "--state-dir" -> stateDir = Path.of(value);
                 case "--drain-after" -> drainAfter = number(flag, value);
                 case "--token" -> token = value;
+                case "--endpoint" -> endpoint = value;
+                case "--metadata" -> {
+                    int split = value.indexOf('=');
+                    if (split < 1) {
+                        throw new IllegalArgumentException("--metadata takes KEY=VALUE, not " + value);
+                    }
+                    metadata.put(value.substring(0, split), value.substring(split + 1));
+                }
                 default -> throw new IllegalArgumentException("unknown flag " + flag);
             }
         }
@@ -84,7 +99,7 @@ record WorkerArgs(
             throw new IllegalArgumentException("--topics is required");
         }
         return new WorkerArgs(url, group, name, topics, replayRate, changelogLen, processRate, stateDir, drainAfter,
-                token);
+                token, endpoint, Map.copyOf(metadata));
     }
 
     private static long number(String flag, String value) {
