@@ -14,7 +14,9 @@ from urllib.parse import parse_qs, urlsplit
 from fake_host import Reply
 
 
-def table(epoch: int, owner: str = "m-1", endpoint: Optional[str] = "http://a:1", valid_ms: int = 2000) -> Dict:
+def table(
+    epoch: int, owner: str = "m-1", endpoint: Optional[str] = "http://a:1", valid_ms: int = 2000
+) -> Dict[str, Any]:
     """A table of one topic ``orders`` of 4 partitions, all owned by ``owner``."""
     return {
         "group": "g",

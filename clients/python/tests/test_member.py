@@ -247,7 +247,13 @@ def test_the_member_publishes_its_endpoint_on_join_and_after_a_change(host):
 
 @pytest.mark.parametrize(
     "endpoint, metadata",
-    [("", {}), ("has space", {}), ("x" * 257, {}), (None, {"": "v"}), (None, {str(i): "" for i in range(17)})],
+    [
+        ("", {}),
+        ("has space", {}),
+        ("x" * 257, {}),
+        (None, {"": "v"}),
+        (None, {str(i): "" for i in range(17)}),
+    ],
 )
 def test_an_endpoint_past_the_hosts_limits_is_refused_before_it_is_sent(endpoint, metadata):
     with pytest.raises(ConfigError):

@@ -175,7 +175,8 @@ def test_an_unchanged_answer_renews_the_table_without_a_change(hosts, routers):
 
 def test_a_503_is_waited_out_as_retry_after_says(hosts, routers):
     host = hosts()
-    host.script.append(scripted(503, {"error": {"code": "too_many_watchers", "message": "busy"}}, Retry_After="1"))
+    busy = {"error": {"code": "too_many_watchers", "message": "busy"}}
+    host.script.append(scripted(503, busy, Retry_After="1"))
     router = routers(host.url)
     assert router.ready(10).epoch == 1
     first, second = host.wait_for_queries(2)[:2]

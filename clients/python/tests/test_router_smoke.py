@@ -39,7 +39,12 @@ def create_group(base: str) -> None:
 
 def member(base: str, name: str) -> Member:
     config = MemberConfig(
-        urls=base, group="g", topics=["orders"], member_name=name, endpoint=ENDPOINTS[name], metadata={"zone": name}
+        urls=base,
+        group="g",
+        topics=["orders"],
+        member_name=name,
+        endpoint=ENDPOINTS[name],
+        metadata={"zone": name},
     )
     return Member(config).start()
 

@@ -263,7 +263,8 @@ export class RouteTable {
   private topicIndex(topic: string): TopicIndex {
     const index = this.index.get(topic);
     if (index === undefined) {
-      throw new RouteError("unknown_topic", `the routing table of group ${JSON.stringify(this.group)} has no topic ${JSON.stringify(topic)}`);
+      const where = `the routing table of group ${JSON.stringify(this.group)}`;
+      throw new RouteError("unknown_topic", `${where} has no topic ${JSON.stringify(topic)}`);
     }
     return index;
   }

@@ -84,7 +84,9 @@ def check_endpoint(endpoint: Optional[str], metadata: Mapping[str, str]) -> None
     if endpoint is not None and not (
         0 < len(endpoint.encode()) <= ENDPOINT_BYTES_MAX and all("!" <= c <= "~" for c in endpoint)
     ):
-        raise ConfigError(f"an endpoint must be 1 to {ENDPOINT_BYTES_MAX} bytes of visible ASCII: {endpoint!r}")
+        raise ConfigError(
+            f"an endpoint must be 1 to {ENDPOINT_BYTES_MAX} bytes of visible ASCII: {endpoint!r}"
+        )
     if len(metadata) > METADATA_PAIRS_MAX:
         raise ConfigError(f"at most {METADATA_PAIRS_MAX} metadata pairs, not {len(metadata)}")
     for key, value in metadata.items():

@@ -232,7 +232,9 @@ class Router:
         after: Optional[int] = None
         backoff = BACKOFF_MIN_S
         while not self._closed.is_set():
-            query: Dict[str, int] = {} if after is None else {"after_epoch": after, "wait_ms": self.config.wait_ms}
+            query: Dict[str, int] = {}
+            if after is not None:
+                query = {"after_epoch": after, "wait_ms": self.config.wait_ms}
             sent = now_ms()
             outcome = self._ask(self._client, query)
             if self._closed.is_set():

@@ -56,6 +56,9 @@ class Unavailable:
 
 Outcome = Union[TableBody, Refused, Unavailable]
 
+#: An answer as it came: status, ``Location``, ``Retry-After``, body.
+_Answer = Tuple[int, Optional[str], Optional[str], bytes]
+
 
 def _retry_after_s(value: Optional[str]) -> Optional[float]:
     if value is None or not value.strip().isdigit():
@@ -152,7 +155,7 @@ class RoutesClient:
             connection.sock.settimeout(timeout)
         return connection, parts.path + (f"?{parts.query}" if parts.query else "")
 
-    def _send(self, url: str, timeout: float) -> Union[Outcome, Tuple[int, Optional[str], Optional[str], bytes]]:
+    def _send(self, url: str, timeout: float) -> Union[Outcome, _Answer]:
         connection, path = self._connection_for(url, timeout)
         try:
             if connection.sock is None:
