@@ -2,18 +2,7 @@ package dev.assignd.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -38,40 +27,21 @@ class MemberSmokeTest {
     private static final List<Task> ALL = List.of(Task.of("orders", 0), Task.of("orders", 1), Task.of("orders", 2),
             Task.of("orders", 3));
 
-    /** The server wants 16 bytes at least. */
-    private static final String ADMIN_TOKEN = "t0k-smoke-test-admin";
-
-    private Process server;
+    private RealHost host;
     private String base;
 
     @BeforeEach
     void startServer() throws Exception {
-        String bin = System.getenv("ASSIGND_BIN");
-        assumeTrue(bin != null && !bin.isEmpty(), "ASSIGND_BIN is not set");
-        Path dir = Files.createTempDirectory("assignd-java-smoke");
-        ProcessBuilder serve = new ProcessBuilder(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir",
-                dir.resolve("data").toString())
-                .redirectError(dir.resolve("server.stderr").toFile());
-        serve.environment().put("ASSIGND_ADMIN_TOKEN", ADMIN_TOKEN);
-        server = serve.start();
-        BufferedReader out = new BufferedReader(new InputStreamReader(server.getInputStream(), StandardCharsets.UTF_8));
-        String first = out.readLine();
-        assertTrue(first != null && first.startsWith("listening on "), "the server said " + first);
-        base = first.substring("listening on ".length()).trim();
-        String config = "{\"topics\": [{\"name\": \"orders\", \"partitions\": 4}], \"heartbeat_interval_ms\": 200, \"expansion_timeout_ms\": 500}";
-        HttpResponse<String> created = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(base
-                + "/v1/groups/g")).header("Authorization", "Bearer " + ADMIN_TOKEN).header("Content-Type", "application/json")
-                .PUT(HttpRequest.BodyPublishers.ofString(config)).build(), HttpResponse.BodyHandlers.ofString());
-        assertTrue(created.statusCode() / 100 == 2, created.statusCode() + " " + created.body());
+        host = new RealHost();
+        base = host.base();
+        host.createGroup("{\"topics\": [{\"name\": \"orders\", \"partitions\": 4}], \"heartbeat_interval_ms\": 200,"
+                + " \"expansion_timeout_ms\": 500}");
     }
 
     @AfterEach
     void stopServer() throws InterruptedException {
-        if (server != null) {
-            server.destroy();
-            if (!server.waitFor(5, TimeUnit.SECONDS)) {
-                server.destroyForcibly().waitFor();
-            }
+        if (host != null) {
+            host.close();
         }
     }
 
@@ -125,7 +95,7 @@ class MemberSmokeTest {
         }
     }
 
-    private static void waitFor(String what, BooleanSupplier done) throws InterruptedException {
+    static void waitFor(String what, BooleanSupplier done) throws InterruptedException {
         long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
         while (!done.getAsBoolean()) {
             assertTrue(System.nanoTime() < deadline, "never: " + what);
