@@ -79,6 +79,9 @@ impl Shared {
     /// Takes `body`, answered to a query sent at `sent` with `after_epoch`
     /// (see the module doc).
     pub fn accept(&self, body: RoutesBody, sent: Instant, after_epoch: Option<u64>) {
+        // An answer: whatever the host refused before, it serves now.
+        self.refusal
+            .send_if_modified(|refusal| refusal.take().is_some());
         let held = self.held_epoch();
         if held == Some(body.epoch) {
             // The same table, confirmed later: its bound moves on, and
@@ -108,8 +111,6 @@ impl Shared {
             }
             take
         });
-        self.refusal
-            .send_if_modified(|refusal| refusal.take().is_some());
     }
 
     fn failed(&self, error: ClientError) {

@@ -330,6 +330,26 @@ async fn a_wrong_token_fails_ready_with_the_hosts_refusal() {
     assert_eq!(host.seen().len(), 1);
 }
 
+/// A refusal is asked again slowly; once the host serves the table,
+/// `ready` succeeds.
+#[tokio::test]
+async fn a_refusal_is_asked_again_and_an_answer_clears_it() {
+    let host = FakeHost::start(table(1, "m-1")).await;
+    host.fault(Fault::Error(404, "group_not_found"));
+    let router = Router::start(host.config()).unwrap();
+    match router.ready(DEADLINE).await {
+        Err(RouterError::Refused(error)) => assert_eq!(error.code(), Some("group_not_found")),
+        other => panic!("{other:?}"),
+    }
+    // Until the next query is answered, `ready` says the refusal again.
+    assert!(router.ready(DEADLINE).await.is_err());
+    assert_eq!(next_epoch(&mut router.changes()).await, 1);
+    router.ready(DEADLINE).await.unwrap();
+    let seen = host.seen();
+    assert!(seen[1].at - seen[0].at >= Duration::from_millis(4_900));
+    assert_eq!(router.epoch(), Some(1));
+}
+
 #[tokio::test]
 async fn ready_times_out_with_the_last_error() {
     let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
