@@ -18,8 +18,12 @@ import (
 )
 
 // RouterWaitDefault is how long the host holds a watch open while nothing
-// changes, unless RouterConfig says otherwise (and the most it holds one).
-const RouterWaitDefault = 20 * time.Second
+// changes, unless RouterConfig says otherwise; RouterWaitMax is the most
+// the host accepts.
+const (
+	RouterWaitDefault = 20 * time.Second
+	RouterWaitMax     = 20 * time.Second
+)
 
 // routerRequestSlack: a watch may take its wait plus this before it counts
 // as lost.
@@ -39,7 +43,7 @@ type RouterConfig struct {
 	// bearer token.
 	Token string
 	// Wait is how long the host may hold a watch while nothing changes; 0
-	// means RouterWaitDefault.
+	// means RouterWaitDefault, at most RouterWaitMax.
 	Wait time.Duration
 	// RequestTimeout bounds one request; 0 means Wait + 10 s.
 	RequestTimeout time.Duration
@@ -69,6 +73,8 @@ func (c RouterConfig) withDefaults() (RouterConfig, error) {
 		return c, errors.New("assignd: the group name is empty")
 	case c.Wait < 0 || c.RequestTimeout < 0:
 		return c, errors.New("assignd: the wait and the request timeout must be above zero")
+	case c.Wait > RouterWaitMax:
+		return c, fmt.Errorf("assignd: the host holds a watch at most %v, not %v", RouterWaitMax, c.Wait)
 	case c.Token != "" && !visibleASCII(c.Token):
 		return c, errors.New("assignd: a token must be visible ASCII characters")
 	}
@@ -96,6 +102,8 @@ type Router struct {
 	offerMu sync.Mutex
 
 	mu sync.Mutex
+	// closed: Close was called; no refresh starts after it.
+	closed bool
 	// lastErr is the last request's failure, nil after an answer.
 	lastErr error
 	// outcome is closed (and replaced) whenever a request ends.
@@ -194,7 +202,13 @@ func (r *Router) OwnerOfPartition(topic string, partition uint32) (Route, error)
 func (r *Router) Misrouted(route Route) {
 	r.misroutes.Add(1)
 	held := r.table.Load()
-	if held == nil || route.Epoch < held.Epoch || r.ctx.Err() != nil || !r.refreshing.CompareAndSwap(false, true) {
+	if held == nil || route.Epoch < held.Epoch || !r.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.ctx.Err() != nil {
+		r.refreshing.Store(false)
 		return
 	}
 	r.workers.Add(1)
@@ -220,6 +234,9 @@ func (r *Router) Err() error {
 // Close stops the router and waits for its goroutines. The last table
 // stays readable.
 func (r *Router) Close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
 	r.cancel()
 	r.workers.Wait()
 }

@@ -5,6 +5,7 @@ import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -152,17 +153,22 @@ public final class Router implements AutoCloseable {
         if (held == null || route.epoch() < held.epoch() || closed || !refreshing.compareAndSet(false, true)) {
             return;
         }
-        refresher.execute(() -> {
-            try {
-                if (client.fetch(at.get(), null) instanceof RoutesClient.Answer.Table answer) {
-                    offer(answer.table(), null);
+        try {
+            refresher.execute(() -> {
+                try {
+                    if (client.fetch(at.get(), null) instanceof RoutesClient.Answer.Table answer) {
+                        offer(answer.table(), null);
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                } finally {
+                    refreshing.set(false);
                 }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            } finally {
-                refreshing.set(false);
-            }
-        });
+            });
+        } catch (RejectedExecutionException e) {
+            // Closed meanwhile.
+            refreshing.set(false);
+        }
     }
 
     /** How many times {@link #misrouted} was called. */

@@ -17,8 +17,10 @@ import java.util.Objects;
  */
 public record RouterConfig(String url, String group, String token, Duration waitTime, Duration requestTimeout) {
 
-    /** How long the host holds a watch by default (and at most). */
+    /** How long the host holds a watch by default. */
     public static final Duration WAIT_DEFAULT = Duration.ofSeconds(20);
+    /** The longest the host holds a watch. */
+    public static final Duration WAIT_MAX = Duration.ofSeconds(20);
     /** How much longer than its wait a watch may take before it counts as lost. */
     static final Duration REQUEST_SLACK = Duration.ofSeconds(10);
 
@@ -63,6 +65,9 @@ public record RouterConfig(String url, String group, String token, Duration wait
         if (waitTime.isNegative() || waitTime.isZero() || effectiveRequestTimeout().isNegative()
                 || effectiveRequestTimeout().isZero()) {
             throw new IllegalArgumentException("the wait and the request timeout must be above zero");
+        }
+        if (waitTime.compareTo(WAIT_MAX) > 0) {
+            throw new IllegalArgumentException("the host holds a watch at most " + WAIT_MAX + ", not " + waitTime);
         }
         if (token != null && (token.isEmpty() || !token.chars().allMatch(c -> c > 0x20 && c < 0x7f))) {
             throw new IllegalArgumentException("a token must be visible ASCII characters, at least one");
