@@ -14,6 +14,7 @@ from fake_host import closed_port_url
 from fake_routes_host import FakeRoutesHost, scripted, table
 
 from assignd import (
+    ConfigError,
     PartitionOutOfRange,
     RouteError,
     Router,
@@ -206,6 +207,18 @@ def test_a_refusal_fails_ready_with_the_hosts_error(hosts, routers):
         router.ready(5)
     assert (refused.value.status, refused.value.code) == (403, "forbidden")
     assert "not a reader token" in str(refused.value)
+
+
+def test_a_config_that_cannot_work_is_refused_at_once():
+    for config in (
+        RouterConfig("", "g"),
+        RouterConfig("ftp://h", "g"),
+        RouterConfig("http://h", ""),
+        RouterConfig("http://h", "g", wait_ms=20_001),
+        RouterConfig("http://h", "g", token="a b"),
+    ):
+        with pytest.raises(ConfigError):
+            Router(config)
 
 
 def test_ready_times_out_with_the_last_failure():

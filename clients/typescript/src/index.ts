@@ -43,7 +43,7 @@ export { jsonLogger, LogFields, Logger, LogLevel, silentLogger } from "./logger"
 export { MachineConfig, MachineEvent, MemberMachine, retryBackoffMs, StopReason } from "./machine";
 export { Member, MemberStopReason } from "./member";
 export { readRuns, readTasks, TaskRun, TASKS_PER_LIST_MAX, TaskItem, WireError, writeTasks } from "./ranges";
-export { checkRouterConfig, Router, RouterConfig, RouterNotReadyError, RoutesRefusedError, WAIT_MS_DEFAULT } from "./router";
+export { checkRouterConfig, Router, RouterConfig, RouterNotReadyError, RoutesRefusedError, WAIT_MS_DEFAULT, WAIT_MS_MAX } from "./router";
 export { Route, RouteError, RouteMember, RouteTable } from "./routes";
 export { compareTasks, formatTask, Task, task, taskKey, TaskSet } from "./task";
 export { Assignment } from "./tracker";

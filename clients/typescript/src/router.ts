@@ -17,8 +17,9 @@ import { WireError } from "./ranges";
 import { Route, RouteError, RouteTable } from "./routes";
 import { getRoutes, Outcome, routesUrl } from "./routes-http";
 
-/** How long the host holds a blocking query open, by default. */
+/** How long the host holds a blocking query open, by default and at most (the host refuses a longer wait). */
 export const WAIT_MS_DEFAULT = 20_000;
+export const WAIT_MS_MAX = 20_000;
 /** What a query may take past `waitMs` before it counts as lost. */
 export const REQUEST_SLACK_MS = 10_000;
 /** The pause before asking the next URL after a failure, doubling. */
@@ -75,7 +76,9 @@ export function checkRouterConfig(config: RouterConfig): void {
   if (!config.group) fail("the group name is empty");
   for (const url of urls) routesUrl(url, config.group, {});
   const waitMs = config.waitMs ?? WAIT_MS_DEFAULT;
-  if (!Number.isInteger(waitMs) || waitMs < 0) fail("waitMs must be an integer, 0 or more");
+  if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > WAIT_MS_MAX) {
+    fail(`waitMs must be an integer from 0 to ${WAIT_MS_MAX} (the host's limit)`);
+  }
   const timeout = config.requestTimeoutMs ?? waitMs + REQUEST_SLACK_MS;
   if (!(timeout > 0) || !Number.isFinite(timeout)) fail("the request timeout must be above zero");
   const token = config.token;

@@ -274,6 +274,18 @@ describe("the router", () => {
     r.close();
   });
 
+  it("refuses a config that cannot work at once", () => {
+    for (const config of [
+      { url: "", group: "g" },
+      { url: "ftp://h", group: "g" },
+      { url: "http://h", group: "" },
+      { url: "http://h", group: "g", waitMs: 20_001 },
+      { url: "http://h", group: "g", token: "a b" },
+    ]) {
+      assert.throws(() => Router.start(config), TypeError, JSON.stringify(config));
+    }
+  });
+
   it("times out ready with the last failure, and refuses lookups before a table", async () => {
     const r = router(await refusingBase());
     await assert.rejects(r.ready(300), (error: unknown) => error instanceof RouterNotReadyError && /last failure/.test(error.message));

@@ -24,8 +24,10 @@ from .wire import WireError
 
 log = logging.getLogger("assignd")
 
-#: How long the host holds a blocking query open, by default.
+#: How long the host holds a blocking query open, by default and at most
+#: (the host refuses a longer wait).
 WAIT_MS_DEFAULT = 20_000
+WAIT_MS_MAX = 20_000
 #: What a query may take past ``wait_ms`` before it counts as lost (s).
 REQUEST_SLACK_S = 10.0
 #: The pause before asking the next URL after a failure, doubling (s).
@@ -95,8 +97,9 @@ class RouterConfig:
             raise ConfigError("the group name is empty")
         for url in urls:
             routes_url(url, self.group, {})
-        if isinstance(self.wait_ms, bool) or not isinstance(self.wait_ms, int) or self.wait_ms < 0:
-            raise ConfigError("wait_ms must be an integer, 0 or more")
+        wait_ms = self.wait_ms
+        if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or not 0 <= wait_ms <= WAIT_MS_MAX:
+            raise ConfigError(f"wait_ms must be an integer from 0 to {WAIT_MS_MAX} (the host's limit)")
         if not self.timeout_s() > 0:
             raise ConfigError("the request timeout must be above zero")
         token = self.token
