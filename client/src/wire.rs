@@ -8,9 +8,10 @@
 use std::collections::BTreeSet;
 
 pub use assignd_wire::{
-    ErrorBody, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH,
-    LagRow, RouteMember, RouteMove, RouteOwner, RoutesBody, Task, TaskRanges, murmur2,
-    partition_for_key,
+    ENDPOINT_BYTES_MAX, ErrorBody, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody,
+    JOIN_EPOCH, LEAVE_EPOCH, LagRow, METADATA_KEY_BYTES_MAX, METADATA_PAIRS_MAX,
+    METADATA_VALUE_BYTES_MAX, RouteMember, RouteMove, RouteOwner, RoutesBody, Task, TaskRanges,
+    murmur2, partition_for_key,
 };
 use serde::Deserialize;
 
