@@ -8,9 +8,12 @@
 //! none placed on it; a data dir written at a newer version refuses to
 //! open under an older binary.
 //!
-//! The format gating needs a version above this build's: the test-only
-//! version 5 (`ASSIGND_TEST_FORMAT_VERSION_5=1`, version 4's payloads
-//! under the next number; docs/architecture.md, "Cluster mode").
+//! This build reads and writes format version 5 and still writes 4, the
+//! previous release's: a rolling upgrade runs at level 4 until its last
+//! node is upgraded, then rises to 5. The gating between two builds of
+//! this release needs a version above this build's: the test-only version
+//! 6 (`ASSIGND_TEST_FORMAT_VERSION_6=1`, version 5's payloads under the
+//! next number; docs/architecture.md, "Cluster mode").
 
 use crate::common;
 
@@ -35,7 +38,7 @@ const LEASE_TTL_MS: u64 = 2_000;
 /// wait.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
 const GROUPS: [&str; 8] = ["g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7"];
-const TEST_VERSION_ENV: (&str, &str) = ("ASSIGND_TEST_FORMAT_VERSION_5", "1");
+const TEST_VERSION_ENV: (&str, &str) = ("ASSIGND_TEST_FORMAT_VERSION_6", "1");
 
 /// The previous release's `assignd`, built on first use under
 /// `target/upgrade/COMMIT/` (kept: a later run finds it there).
@@ -432,7 +435,9 @@ fn a_rolling_upgrade_from_the_previous_release_loses_nothing_and_stops_no_member
             seat.name
         );
         let features = cluster.features(&[]);
-        assert_eq!(features["format_version"], 4, "{features}");
+        if i + 1 < seats.len() {
+            assert_eq!(features["format_version"], 4, "{features}");
+        }
         let expected: BTreeMap<String, bool> = seats
             .iter()
             .enumerate()
@@ -451,7 +456,17 @@ fn a_rolling_upgrade_from_the_previous_release_loses_nothing_and_stops_no_member
         (members.trouble(), members.errors()),
         (Vec::<String>::new(), Vec::<String>::new())
     );
-    assert_eq!(cluster.frame_versions(), BTreeSet::from([4]));
+    // Every node reads 5 now: the level rises by itself.
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    while cluster.features(&[])["format_version"] != 5 {
+        assert!(Instant::now() < deadline, "the level never rose to 5");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        cluster.frame_versions().is_subset(&BTreeSet::from([4, 5])),
+        "{:?}",
+        cluster.frame_versions()
+    );
 }
 
 #[test]
@@ -460,7 +475,7 @@ fn the_format_version_rises_only_once_every_node_reads_it_and_older_nodes_stay_o
     let _turn = one_at_a_time();
     let cluster = Cluster::start("gate");
     let [a_seat, b_seat, c_seat, d_seat] = ["a", "b", "c", "d"].map(|name| cluster.seat(name));
-    // b first: a alone would raise the level to 5 before b joins, and b
+    // b first: a alone would raise the level to 6 before b joins, and b
     // would be refused.
     let (b, _) = cluster.node(this_build(), &b_seat, &[]).unwrap();
     let (mut a, _) = cluster
@@ -469,40 +484,40 @@ fn the_format_version_rises_only_once_every_node_reads_it_and_older_nodes_stay_o
     wait_settled(&[&a, &b]);
     create_groups(&a, &group_config(100));
     let features = cluster.features(&[]);
-    assert_eq!(features["format_version"], 4, "b reads only 4: {features}");
-    assert_eq!(features["highest_safe"], 4, "{features}");
+    assert_eq!(features["format_version"], 5, "b reads only 5: {features}");
+    assert_eq!(features["highest_safe"], 5, "{features}");
     let refused = Command::new(this_build())
         .args(["cluster", "features", "--etcd"])
         .arg(cluster.etcd.endpoints().join(","))
-        .args(["--etcd-prefix", &cluster.prefix, "--set", "5"])
+        .args(["--etcd-prefix", &cluster.prefix, "--set", "6"])
         .env("ASSIGND_ADMIN_TOKEN", common::ADMIN_TOKEN)
         .output()
         .unwrap();
-    common::assert_one_error_line(&refused, 1, "node b reads format versions 1 to 4");
+    common::assert_one_error_line(&refused, 1, "node b reads format versions 1 to 5");
 
-    // b upgraded: every node reads 5, and the level rises by itself.
+    // b upgraded: every node reads 6, and the level rises by itself.
     stop(b);
     let (b, _) = cluster
         .node(this_build(), &b_seat, &[TEST_VERSION_ENV])
         .unwrap();
     let deadline = Instant::now() + SETTLE_WITHIN;
-    while cluster.features(&[])["format_version"] != 5 {
+    while cluster.features(&[])["format_version"] != 6 {
         assert!(Instant::now() < deadline, "the level never rose");
         std::thread::sleep(Duration::from_millis(50));
     }
     wait_settled(&[&a, &b]);
-    // Writes after the rise are framed at 5: every group's config.
+    // Writes after the rise are framed at 6: every group's config.
     create_groups(&a, &group_config(200));
     let before = durable_parts(&a);
-    assert_eq!(cluster.frame_versions(), BTreeSet::from([4, 5]));
+    assert_eq!(cluster.frame_versions(), BTreeSet::from([5, 6]));
 
-    // A node that reads only 4 refuses to join.
+    // A node that reads only 5 refuses to join.
     let Err(refused) = cluster.node(this_build(), &c_seat, &[]) else {
         panic!("c joined a cluster whose level it cannot read");
     };
     assert!(
         refused.contains(
-            "cannot join the cluster: this cluster writes record format version 5, newer than this assignd reads (1 to 4)"
+            "cannot join the cluster: this cluster writes record format version 6, newer than this assignd reads (1 to 5)"
         ),
         "{refused}"
     );
@@ -521,7 +536,7 @@ fn the_format_version_rises_only_once_every_node_reads_it_and_older_nodes_stay_o
     a.signal(libc::SIGTERM);
     a.exit_by(Instant::now() + SETTLE_WITHIN, "a exits");
     // Alone, d tries every shard and loads none.
-    let reason = "format version 5 is newer than this assignd reads (1 to 4)";
+    let reason = "is newer than this assignd reads (1 to 4)";
     let deadline = Instant::now() + SETTLE_WITHIN;
     while !std::fs::read_to_string(&d_log).unwrap().contains(reason) {
         assert!(Instant::now() < deadline, "d never said why it refuses");
@@ -555,12 +570,12 @@ fn a_data_dir_written_at_a_newer_format_version_refuses_to_open_under_an_older_b
     let before = durable_parts(&newer);
     stop(newer);
 
-    let reason = "format version 5 is newer than this assignd reads (1 to 4)";
-    for older in [this_build(), previous] {
+    for (older, reads) in [(this_build(), "1 to 5"), (previous, "1 to 4")] {
+        let reason = format!("format version 6 is newer than this assignd reads ({reads})");
         let refused = serve(older, &data_dir, port, &[], &[])
             .err()
             .unwrap_or_else(|| panic!("{} opened it", older.display()));
-        assert!(refused.contains(reason), "{}: {refused}", older.display());
+        assert!(refused.contains(&reason), "{}: {refused}", older.display());
     }
     // Nothing was cut: the newer binary opens it as it was.
     let (again, _) = serve(this_build(), &data_dir, port, &[], &[TEST_VERSION_ENV]).unwrap();

@@ -66,6 +66,16 @@ error_codes! {
     MemberTokenRequired => "member_token_required",
     /// Too many joins of one group too fast (with `Retry-After`).
     JoinRateLimited => "join_rate_limited",
+    // Routing.
+    /// A routes lookup names a topic the group does not have.
+    UnknownTopic => "unknown_topic",
+    /// The host holds as many routes watchers as it may (with
+    /// `Retry-After`).
+    TooManyWatchers => "too_many_watchers",
+    /// A cluster in a rolling upgrade refuses what its older nodes could
+    /// not read back (an endpoint, a reader token) until every node is
+    /// upgraded.
+    FormatLevelTooLow => "format_level_too_low",
     // Requests the host cannot read.
     /// The body is not the JSON the route takes.
     InvalidJson => "invalid_json",

@@ -23,7 +23,7 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, ResponseBuilder};
 use super::error::ApiError;
 use crate::protocol::core::ProtocolError;
 use crate::protocol::group::GroupConfig;
-use crate::runtime::MemberTokenChange;
+use crate::runtime::{TokenChange, TokenChanges};
 
 /// The shortest token accepted (admin or member).
 pub const TOKEN_BYTES_MIN: usize = 16;
@@ -34,6 +34,8 @@ pub const TOKEN_BYTES_MAX: usize = 1024;
 pub const ADMIN_SCHEME: &str = "admin_token";
 /// The OpenAPI name of the member token's security scheme.
 pub const MEMBER_SCHEME: &str = "member_token";
+/// The OpenAPI name of the reader token's security scheme.
+pub const READER_SCHEME: &str = "reader_token";
 
 /// Checks a token's shape: 16 to 1024 visible ASCII characters (no
 /// spaces), so it travels unchanged in an `Authorization` header and in a
@@ -94,38 +96,43 @@ impl<S: Send + Sync> FromRequestParts<S> for MemberCredential {
 }
 
 /// Splits the body of `PUT /v1/groups/{group}` into the core's config and
-/// what it does to the member token: `member_token` absent keeps the
-/// group's, `null` removes it, a string (checked by [`check_token`], else
-/// 400 `invalid_request`) becomes it, kept as its sha256. The rest is
-/// parsed as the core's `GroupConfig`, with the same messages as any JSON
-/// body; `member_token_sha256` is internal and refused.
+/// what it does to the group's tokens: `member_token` (the heartbeat's)
+/// and `reader_token` (the routes'), each absent keeps the group's,
+/// `null` removes it, a string (checked by [`check_token`], else 400
+/// `invalid_request`) becomes it, kept as its sha256. The rest is parsed
+/// as the core's `GroupConfig`, with the same messages as any JSON body;
+/// the digests themselves are internal and refused.
 pub fn split_config(
     mut body: serde_json::Map<String, serde_json::Value>,
-) -> Result<(GroupConfig, MemberTokenChange), ApiError> {
-    if body.contains_key("member_token_sha256") {
-        return Err(ApiError::InvalidJson(
-            "unknown field `member_token_sha256`: send the plaintext as `member_token`; the host \
-             keeps only its sha256"
-                .into(),
-        ));
-    }
-    let change = match body.remove("member_token") {
-        None => MemberTokenChange::Keep,
-        Some(serde_json::Value::Null) => MemberTokenChange::Set(None),
-        Some(serde_json::Value::String(token)) => {
-            check_token(&token)
-                .map_err(|e| ProtocolError::Invalid(format!("member_token: {e}")))?;
-            MemberTokenChange::Set(Some(digest_hex(&token)))
-        }
-        Some(other) => {
+) -> Result<(GroupConfig, TokenChanges), ApiError> {
+    let mut token_change = |name: &str| {
+        if body.contains_key(&format!("{name}_sha256")) {
             return Err(ApiError::InvalidJson(format!(
-                "member_token: expected a string or null, got {other}"
+                "unknown field `{name}_sha256`: send the plaintext as `{name}`; the host \
+                 keeps only its sha256"
             )));
         }
+        Ok(match body.remove(name) {
+            None => TokenChange::Keep,
+            Some(serde_json::Value::Null) => TokenChange::Set(None),
+            Some(serde_json::Value::String(token)) => {
+                check_token(&token).map_err(|e| ProtocolError::Invalid(format!("{name}: {e}")))?;
+                TokenChange::Set(Some(digest_hex(&token)))
+            }
+            Some(other) => {
+                return Err(ApiError::InvalidJson(format!(
+                    "{name}: expected a string or null, got {other}"
+                )));
+            }
+        })
+    };
+    let tokens = TokenChanges {
+        member: token_change("member_token")?,
+        reader: token_change("reader_token")?,
     };
     let rest = serde_json::to_vec(&body).expect("a JSON map always serializes");
     let axum::Json(config) = axum::Json::<GroupConfig>::from_bytes(&rest)?;
-    Ok((config, change))
+    Ok((config, tokens))
 }
 
 /// Whether two digests are equal, looking at every byte whatever the
@@ -293,6 +300,18 @@ pub fn document_schemes(doc: &mut OpenApi) {
                 .description(Some(
                     "A group's member token (`member_token` in its config), required by its \
                      heartbeat route when the group has one.",
+                ))
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        READER_SCHEME,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "A group's reader token (`reader_token` in its config): reads the group's \
+                     routes, and nothing else. The admin token reads them too.",
                 ))
                 .build(),
         ),

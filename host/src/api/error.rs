@@ -64,6 +64,15 @@ pub enum ApiError {
         super::large_bodies::LARGE_BODIES_BYTES_MAX
     )]
     LargeBodiesBusy,
+    /// A routes watch past the host's watcher cap (`serve
+    /// --routes-watchers-max`).
+    #[error(
+        "this host holds as many routes watchers as it may ({0}); retry after Retry-After seconds"
+    )]
+    TooManyWatchers(usize),
+    /// A routes lookup of a topic the group does not have.
+    #[error("group {group:?} has no topic {topic:?}")]
+    UnknownTopic { group: String, topic: String },
     /// The request body did not arrive within the body-read timeout.
     #[error(transparent)]
     BodyTimeout(#[from] super::server::BodyTimeout),
@@ -122,11 +131,14 @@ impl ApiError {
             ApiError::Runtime(RuntimeError::GroupsMaxReached { .. }) => {
                 (StatusCode::CONFLICT, ErrorCode::GroupsMaxReached)
             }
-            ApiError::Runtime(RuntimeError::MemberTokenMissing(_)) => {
-                (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
-            }
-            ApiError::Runtime(RuntimeError::MemberTokenWrong(_)) => {
-                (StatusCode::FORBIDDEN, ErrorCode::Forbidden)
+            ApiError::Runtime(
+                RuntimeError::MemberTokenMissing(_) | RuntimeError::ReaderTokenMissing(_),
+            ) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            ApiError::Runtime(
+                RuntimeError::MemberTokenWrong(_) | RuntimeError::ReaderTokenWrong(_),
+            ) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            ApiError::Runtime(RuntimeError::FormatLevelTooLow { .. }) => {
+                (StatusCode::CONFLICT, ErrorCode::FormatLevelTooLow)
             }
             ApiError::Runtime(RuntimeError::ConfigWithoutMemberToken(_)) => {
                 (StatusCode::BAD_REQUEST, ErrorCode::MemberTokenRequired)
@@ -167,6 +179,10 @@ impl ApiError {
                 (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
             }
             ApiError::InvalidQuery(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidQuery),
+            ApiError::TooManyWatchers(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::TooManyWatchers)
+            }
+            ApiError::UnknownTopic { .. } => (StatusCode::NOT_FOUND, ErrorCode::UnknownTopic),
             ApiError::UnsupportedMediaType(_) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 ErrorCode::UnsupportedMediaType,
@@ -257,7 +273,8 @@ pub fn log_level(status: StatusCode, code: ErrorCode) -> LogLevel {
         | ErrorCode::GroupsMaxReached
         | ErrorCode::ModulesMaxReached
         | ErrorCode::ModuleBytesMaxReached
-        | ErrorCode::TooManyLargeBodies => LogLevel::Warn,
+        | ErrorCode::TooManyLargeBodies
+        | ErrorCode::TooManyWatchers => LogLevel::Warn,
         _ if status.is_server_error() => LogLevel::Error,
         _ => LogLevel::Debug,
     }
@@ -359,6 +376,7 @@ impl IntoResponse for ApiError {
                 RuntimeError::ShardNotServed { .. } | RuntimeError::StorageUnavailable(_),
             )
             | ApiError::CoordinatorUnreachable { .. }
+            | ApiError::TooManyWatchers(_)
             | ApiError::LargeBodiesBusy => {
                 // A shard is unserved while it loads, unloads or moves:
                 // briefly. The storage's outage may last, and the caller

@@ -52,8 +52,8 @@ pub async fn put_group(
     ApiJson(body): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> Result<(StatusCode, LargeJson<GroupView>), ApiError> {
     tracing::Span::current().record("group", group.as_str());
-    let (config, member_token) = super::auth::split_config(body)?;
-    let created = runtime.configure(&group, config, member_token).await?;
+    let (config, tokens) = super::auth::split_config(body)?;
+    let created = runtime.configure(&group, config, tokens).await?;
     let status = if created {
         StatusCode::CREATED
     } else {

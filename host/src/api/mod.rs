@@ -19,6 +19,7 @@ mod members;
 pub mod metric_families;
 mod metrics;
 mod preview;
+pub mod routes;
 pub mod routing;
 pub mod server;
 mod shards;
@@ -67,6 +68,7 @@ use wire::{ErrorBody, Health};
         (name = "members", description = "The member protocol: join, heartbeat, leave"),
         (name = "groups", description = "Administration of groups"),
         (name = "assignors", description = "The assignor registry: upload, list, show, delete modules"),
+        (name = "routing", description = "Who owns what: a group's routing table, its watch and key lookups, for readers outside the group"),
         (name = "shards", description = "The host's shards: which it has and serves, loading and unloading"),
         (name = "service", description = "The service itself"),
     )
@@ -110,6 +112,8 @@ fn open_routes() -> OpenApiRouter<Arc<Runtime>> {
         ));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(heartbeat)
+        .routes(routes!(routes::get_routes))
+        .routes(routes!(routes::lookup))
         .routes(routes!(routing::coordinator))
         .routes(routes!(openapi_json))
         .routes(routes!(healthz))
@@ -153,8 +157,18 @@ pub fn openapi() -> &'static utoipa::openapi::OpenApi {
 /// (with `group` and `member` fields the handlers fill), and every
 /// request timed by route template and status.
 pub fn app(runtime: Arc<Runtime>, admin: AdminToken) -> axum::Router {
-    let (router, _) = routes(Some(Arc::new(admin))).split_for_parts();
-    finish(router, runtime)
+    app_with(runtime, admin, Arc::default())
+}
+
+/// [`app`] with the host's cap on routes watchers.
+pub fn app_with(
+    runtime: Arc<Runtime>,
+    admin: AdminToken,
+    watchers: Arc<routes::Watchers>,
+) -> axum::Router {
+    let admin = Arc::new(admin);
+    let (router, _) = routes(Some(admin.clone())).split_for_parts();
+    finish(router, runtime, admin, watchers)
 }
 
 /// The application of a cluster node: [`app`] with every request for a
@@ -164,8 +178,10 @@ pub fn cluster_app(
     runtime: Arc<Runtime>,
     admin: AdminToken,
     directory: Arc<crate::cluster::Directory>,
+    watchers: Arc<routes::Watchers>,
 ) -> axum::Router {
-    let (router, _) = routes(Some(Arc::new(admin))).split_for_parts();
+    let admin = Arc::new(admin);
+    let (router, _) = routes(Some(admin.clone())).split_for_parts();
     let routing = Arc::new(routing::Routing::new(runtime.clone(), directory));
     let router = router
         .layer(axum::middleware::from_fn_with_state(
@@ -173,10 +189,15 @@ pub fn cluster_app(
             routing::route,
         ))
         .layer(axum::Extension(routing));
-    finish(router, runtime)
+    finish(router, runtime, admin, watchers)
 }
 
-fn finish(router: axum::Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> axum::Router {
+fn finish(
+    router: axum::Router<Arc<Runtime>>,
+    runtime: Arc<Runtime>,
+    admin: Arc<AdminToken>,
+    watchers: Arc<routes::Watchers>,
+) -> axum::Router {
     // The layers every route shares, outermost first, composed into one
     // layer: each `Router::layer` call wraps every route in a boxed
     // service that a request clones and boxes its future through, so
@@ -198,7 +219,10 @@ fn finish(router: axum::Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> axum::Ro
         .layer(CatchPanicLayer::custom(
             |_panic: Box<dyn std::any::Any + Send>| ApiError::Panicked.into_response(),
         ))
-        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX));
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        // The routing routes read the admin token and the watcher cap.
+        .layer(axum::Extension(admin))
+        .layer(axum::Extension(watchers));
     router
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)

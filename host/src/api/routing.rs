@@ -2,10 +2,10 @@
 //! with a request for a group whose shard another node coordinates
 //! ([`route`], a layer on every route in cluster mode):
 //!
-//! - a member's heartbeat is answered `307 Temporary Redirect` with
-//!   `Location` at the owner's advertised URL (and the same in the error
-//!   body), so that any HTTP client can follow it and the member sends
-//!   its next heartbeats there directly;
+//! - a member's heartbeat, and a routes event stream, are answered `307
+//!   Temporary Redirect` with `Location` at the owner's advertised URL (and
+//!   the same in the error body), so that any HTTP client can follow it and
+//!   the member sends its next heartbeats there directly;
 //! - an admin request is forwarded to the owner on the caller's behalf
 //!   (its headers, `Authorization` included, and body), and the owner's
 //!   answer is passed back as it came;
@@ -126,7 +126,11 @@ pub async fn route(State(routing): State<Arc<Routing>>, request: Request, next: 
     let Some(owner) = routing.elsewhere(&group) else {
         return next.run(request).await;
     };
-    if template == "/v1/groups/{group}/heartbeat" {
+    // A heartbeat, and a routes stream (which a forward could not pass on
+    // as it comes), go to the owner themselves.
+    let stream =
+        template == "/v1/groups/{group}/routes" && super::routes::wants_stream(request.headers());
+    if template == "/v1/groups/{group}/heartbeat" || stream {
         let location = at(&owner, &request);
         metrics::counter!("assignd_cluster_redirects_total").increment(1);
         return ApiError::NotCoordinator {

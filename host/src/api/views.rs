@@ -56,9 +56,11 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
         name: group.name.clone(),
         config: GroupConfig {
             member_token_sha256: None,
+            reader_token_sha256: None,
             ..group.config.clone()
         },
         member_token: group.config.member_token_sha256.is_some(),
+        reader_token: group.config.reader_token_sha256.is_some(),
         group_epoch: group.group_epoch,
         target_epoch: group.target_epoch,
         state: group_state(group),
@@ -85,6 +87,8 @@ fn member_view(group: &Group, slot: &Slot, member: &Member, lags: Option<&SlotLa
         capacity: member.capacity,
         away: member.away,
         draining: member.draining,
+        endpoint: member.endpoint.clone(),
+        metadata: member.metadata.clone(),
         member_epoch: held.epoch,
         reconcile_state: match held.state {
             MemberState::Stable => ReconcileState::Stable,

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 
 pub use assignd_wire::{
-    ErrorBody, ErrorCode, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody, LagRow, TaskItem,
+    ErrorBody, ErrorCode, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody, LagRow, LookupBody,
+    RoutesBody, TaskItem,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -37,6 +38,8 @@ pub fn heartbeat_request(group: String, body: HeartbeatRequest) -> Heartbeat {
                 .collect()
         }),
         drain: body.drain,
+        endpoint: body.endpoint,
+        metadata: body.metadata,
     }
 }
 
@@ -144,6 +147,12 @@ pub struct MemberView {
     /// A static member that left temporarily and keeps its slot.
     pub away: bool,
     pub draining: bool,
+    /// Where the member serves, as it published it (the routing table's).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// The metadata it published with it.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
     pub member_epoch: u64,
     pub reconcile_state: ReconcileState,
     /// What the member holds and may process.
@@ -169,14 +178,18 @@ pub struct LearnerView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct GroupView {
     pub name: String,
-    /// The config, without its member token (see `member_token`).
+    /// The config, without its member and reader tokens (see
+    /// `member_token`, `reader_token`).
     #[schema(value_type = GroupConfigDoc)]
-    #[serde(serialize_with = "config_without_member_token")]
+    #[serde(serialize_with = "config_without_tokens")]
     pub config: GroupConfig,
     /// Whether the group's heartbeats need a member token (the token
     /// itself, or its hash, is never shown).
     #[serde(default)]
     pub member_token: bool,
+    /// Whether the group has a reader token for its routes (never shown).
+    #[serde(default)]
+    pub reader_token: bool,
     pub group_epoch: u64,
     pub target_epoch: u64,
     pub state: GroupState,
@@ -193,14 +206,15 @@ pub struct GroupView {
     pub assignor_failures: Option<AssignorFailuresView>,
 }
 
-/// Serializes a config without `member_token_sha256`, whatever it holds.
-fn config_without_member_token<S: serde::Serializer>(
+/// Serializes a config without its token digests, whatever they hold.
+fn config_without_tokens<S: serde::Serializer>(
     config: &GroupConfig,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
     let mut value = serde_json::to_value(config).map_err(serde::ser::Error::custom)?;
     if let Some(map) = value.as_object_mut() {
         map.remove("member_token_sha256");
+        map.remove("reader_token_sha256");
     }
     value.serialize(serializer)
 }
@@ -370,6 +384,17 @@ pub struct GroupConfigDoc {
     /// absent keeps the group's token, `null` removes it.
     #[schema(min_length = 16, max_length = 1024, write_only)]
     member_token: Option<String>,
+    /// How long a routing table stays valid after it is served: until
+    /// then no task it shows unmoved gets another owner (a move waits for
+    /// it while routers read the group). 0: no promise.
+    #[schema(default = 2_000, minimum = 0, maximum = 60_000)]
+    routes_valid_ms: Option<u64>,
+    /// Write-only: the token that reads the group's routes
+    /// (`/v1/groups/{group}/routes`) and nothing else (16 to 1024 visible
+    /// ASCII characters). Kept as its sha256, never shown; absent keeps
+    /// it, `null` removes it.
+    #[schema(min_length = 16, max_length = 1024, write_only)]
+    reader_token: Option<String>,
 }
 
 /// An assignor this host can run: an uploaded module or a built-in.

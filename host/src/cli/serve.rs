@@ -147,6 +147,17 @@ pub struct ServeArgs {
     /// cluster's modules, which etcd keeps.
     #[arg(long, value_name = "BYTES", default_value_t = ModuleCaps::default().module_bytes_max)]
     module_bytes_max: u64,
+    /// Routes watchers (blocking queries waiting, event streams open)
+    /// this host holds at most; one more is refused (503
+    /// `too_many_watchers`, with `Retry-After`).
+    #[arg(long, value_name = "N", default_value_t = crate::api::routes::ROUTES_WATCHERS_MAX_DEFAULT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    routes_watchers_max: usize,
+    /// How long a routes event stream may leave a table unread before it
+    /// is closed (its reader reconnects with Last-Event-ID).
+    #[arg(long, value_name = "MS", default_value_t = crate::api::routes::ROUTES_SLOW_READER_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    routes_slow_reader_ms: u64,
     /// Cluster mode: the client URLs of the etcd cluster that keeps the
     /// cluster's shards (comma-separated). Shards are then owned by the
     /// cluster's live nodes under etcd leases, and their records are kept
@@ -243,7 +254,7 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         let runtime = recover_shards(&args, store, shard_count, registry, started)?;
         runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
         runtime.preload_builtins();
-        let app = crate::api::app(runtime.clone(), admin);
+        let app = crate::api::app_with(runtime.clone(), admin, watchers(&args));
         let stop = shutdown_signal()?;
         log_started(&cap);
         print_address(address);
@@ -482,7 +493,8 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig, cap: &str) -> Result
         runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
         runtime.preload_builtins();
         let stopped = stop_on_signal()?;
-        let app = crate::api::cluster_app(runtime.clone(), admin, node.directory());
+        let app =
+            crate::api::cluster_app(runtime.clone(), admin, node.directory(), watchers(&args));
         // The API keeps answering (redirecting to the successors) until
         // the node has handed its shards over.
         let (placement, has_left) = spawn_placement(node, &runtime, stopped);
@@ -769,4 +781,12 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, Failure> {
         }
         tracing::info!("shutting down");
     })
+}
+
+/// The host's cap on routes watchers, from its flags.
+fn watchers(args: &ServeArgs) -> std::sync::Arc<crate::api::routes::Watchers> {
+    std::sync::Arc::new(crate::api::routes::Watchers::new(
+        args.routes_watchers_max,
+        Duration::from_millis(args.routes_slow_reader_ms),
+    ))
 }

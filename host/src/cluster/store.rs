@@ -441,6 +441,10 @@ impl ShardStore for EtcdStore {
             tracing::warn!(shard, error = %e, "releasing the shard failed");
         }
     }
+
+    fn format_level(&self) -> u8 {
+        self.format_level.load(Ordering::SeqCst)
+    }
 }
 
 /// One shard's writer into etcd.

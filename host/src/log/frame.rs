@@ -21,9 +21,15 @@ use crate::protocol::group::Record;
 /// `Group::bindings` (so a `GroupSnapshot` payload changed) and the
 /// `AssignorBound` record; version 3 added the assignor limits, fallback
 /// and member token to `GroupConfig` and `Binding`; version 4 added
-/// `Group::handovers` and the `HandoverStarted` / `HandoverEnded` records.
-/// Frames of versions 1 to 3 are still read (see `legacy.rs`).
-pub const FORMAT_VERSION: u8 = 4;
+/// `Group::handovers` and the `HandoverStarted` / `HandoverEnded` records;
+/// version 5 added a member's endpoint and metadata, the routes promise and
+/// reader token to `GroupConfig`, `Group::routes_epoch` and the
+/// `MemberEndpointChanged` record. Frames of versions 1 to 4 are still
+/// read, and version 4 is still written (see `legacy.rs`).
+pub const FORMAT_VERSION: u8 = 5;
+/// The oldest format version this build still writes: the previous
+/// release's, for a cluster in a rolling upgrade.
+pub const FORMAT_VERSION_WRITE_MIN: u8 = 4;
 /// The oldest format version still read.
 pub const FORMAT_VERSION_MIN: u8 = 1;
 
@@ -31,10 +37,10 @@ pub const FORMAT_VERSION_MIN: u8 = 1;
 /// [`TEST_FORMAT_VERSION`], so that the tests can run a cluster's
 /// format gating (docs/architecture.md, "Cluster mode") across a version
 /// that changes nothing but its number. Never set in production.
-pub const TEST_FORMAT_ENV: &str = "ASSIGND_TEST_FORMAT_VERSION_5";
-/// The version [`TEST_FORMAT_ENV`] adds: version 4's payloads under the
-/// next number. A build that really adds version 5 removes the test one.
-pub const TEST_FORMAT_VERSION: u8 = 5;
+pub const TEST_FORMAT_ENV: &str = "ASSIGND_TEST_FORMAT_VERSION_6";
+/// The version [`TEST_FORMAT_ENV`] adds: version 5's payloads under the
+/// next number. A build that really adds version 6 removes the test one.
+pub const TEST_FORMAT_VERSION: u8 = 6;
 
 /// The frame format versions a process reads and writes. A process reads
 /// every version from [`FORMAT_VERSION_MIN`] to `read_max`, and writes any
@@ -76,14 +82,14 @@ impl FormatSupport {
     /// This build's.
     pub const BUILD: FormatSupport = FormatSupport {
         read_max: FORMAT_VERSION,
-        write_min: FORMAT_VERSION,
+        write_min: FORMAT_VERSION_WRITE_MIN,
         write_max: FORMAT_VERSION,
     };
 
     /// This build's plus [`TEST_FORMAT_VERSION`].
     pub const WITH_TEST_VERSION: FormatSupport = FormatSupport {
         read_max: TEST_FORMAT_VERSION,
-        write_min: FORMAT_VERSION,
+        write_min: FORMAT_VERSION_WRITE_MIN,
         write_max: TEST_FORMAT_VERSION,
     };
 
@@ -119,8 +125,12 @@ pub fn encode_at(record: &Record, version: u8, out: &mut Vec<u8>) {
     out.extend_from_slice(&[0; 8]);
     out.push(version);
     out.push(RecordType::of(record) as u8);
-    let out = postcard::to_io(record, &mut *out)
-        .expect("writing to a Vec cannot fail, and every record serializes");
+    let out = if version < FORMAT_VERSION {
+        super::legacy::encode_v4(record, &mut *out)
+    } else {
+        postcard::to_io(record, &mut *out)
+    }
+    .expect("writing to a Vec cannot fail, and every record serializes");
     let length = out.len() - start - 8;
     assert!(
         length - 2 <= RECORD_BYTES_MAX,

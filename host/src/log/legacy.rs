@@ -7,6 +7,13 @@
 //! - Version 2: `GroupConfig` had no `assignor_limits`, `fallback_assignor`
 //!   or `member_token_sha256`, and `Binding` no `limits` or `fallback`.
 //! - Version 3: `Group` had no `handovers`.
+//! - Version 4: `Member` had no `endpoint` or `metadata`, `GroupConfig` no
+//!   `routes_valid_ms` or `reader_token_sha256`, `Group` no
+//!   `routes_epoch`, and there was no `MemberEndpointChanged`.
+//!
+//! It also writes version 4 ([`encode_v4`]): a cluster whose feature level
+//! is still 4 (a rolling upgrade under way) frames today's records in
+//! version 4's shapes, which its older nodes read.
 //!
 //! Postcard is not self-describing, so each old shape is spelled out field
 //! for field, in order. An enum variant is written as its index (a varint,
@@ -14,12 +21,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::record_type::RecordType;
 use crate::protocol::group::{
     Binding, CallLimits, Group, GroupConfig, LearnerMode, Member, Millis, Record, Slot, SlotTarget,
-    Task, TopicConfig, holdings_by_slot,
+    Task, TopicConfig, defaults, holdings_by_slot,
 };
 use crate::protocol::reconcile::Holdings;
 
@@ -42,6 +49,30 @@ pub(super) fn decode(
             };
             Ok((record, rest))
         }
+        (3 | 4, RecordType::GroupConfigured) => {
+            let (old, rest) = postcard::take_from_bytes::<ConfiguredV4>(payload)?;
+            if old.variant != GROUP_CONFIGURED_VARIANT {
+                return Err(postcard::Error::DeserializeBadEnum);
+            }
+            let record = Record::GroupConfigured {
+                group: old.group,
+                config: old.config.into(),
+            };
+            Ok((record, rest))
+        }
+        (_, RecordType::MemberJoined) => {
+            let (old, rest) = postcard::take_from_bytes::<JoinedV4>(payload)?;
+            if old.variant != MEMBER_JOINED_VARIANT {
+                return Err(postcard::Error::DeserializeBadEnum);
+            }
+            let record = Record::MemberJoined {
+                group: old.group,
+                slot: old.slot,
+                member: old.member.into(),
+            };
+            Ok((record, rest))
+        }
+        (_, RecordType::MemberEndpointChanged) => Err(postcard::Error::DeserializeBadEnum),
         (1, RecordType::GroupSnapshot) => {
             let (old, rest) = postcard::take_from_bytes::<SnapshotV1>(payload)?;
             snapshot(old.variant, old.group, old.state.into(), rest)
@@ -52,6 +83,10 @@ pub(super) fn decode(
         }
         (3, RecordType::GroupSnapshot) => {
             let (old, rest) = postcard::take_from_bytes::<SnapshotV3>(payload)?;
+            snapshot(old.variant, old.group, old.state.into(), rest)
+        }
+        (4, RecordType::GroupSnapshot) => {
+            let (old, rest) = postcard::take_from_bytes::<SnapshotV4>(payload)?;
             snapshot(old.variant, old.group, old.state.into(), rest)
         }
         (2, RecordType::AssignorBound) => {
@@ -69,9 +104,10 @@ pub(super) fn decode(
     }
 }
 
-/// The variant index postcard writes for `GroupConfigured`, `GroupSnapshot`
-/// and `AssignorBound` (their place in `Record`).
+/// The variant index postcard writes for `GroupConfigured`, `MemberJoined`,
+/// `GroupSnapshot` and `AssignorBound` (their place in `Record`).
 const GROUP_CONFIGURED_VARIANT: u32 = 0;
+const MEMBER_JOINED_VARIANT: u32 = 1;
 const GROUP_SNAPSHOT_VARIANT: u32 = 9;
 const ASSIGNOR_BOUND_VARIANT: u32 = 10;
 
@@ -169,6 +205,8 @@ impl From<GroupConfigV2> for GroupConfig {
             assignor_limits: CallLimits::default(),
             fallback_assignor: None,
             member_token_sha256: None,
+            routes_valid_ms: defaults::routes_valid_ms(),
+            reader_token_sha256: None,
         }
     }
 }
@@ -208,7 +246,7 @@ pub(super) struct GroupV1 {
     pub config: GroupConfigV2,
     pub group_epoch: u64,
     pub target_epoch: u64,
-    pub members: BTreeMap<Slot, Member>,
+    pub members: BTreeMap<Slot, MemberV4>,
     pub target: BTreeMap<Slot, SlotTarget>,
     #[serde(with = "holdings_by_slot")]
     pub holdings: Holdings<Task>,
@@ -226,7 +264,7 @@ pub(super) struct GroupV2 {
     pub config: GroupConfigV2,
     pub group_epoch: u64,
     pub target_epoch: u64,
-    pub members: BTreeMap<Slot, Member>,
+    pub members: BTreeMap<Slot, MemberV4>,
     pub target: BTreeMap<Slot, SlotTarget>,
     #[serde(with = "holdings_by_slot")]
     pub holdings: Holdings<Task>,
@@ -264,10 +302,10 @@ impl From<GroupV1> for Group {
 #[cfg_attr(test, derive(serde::Serialize))]
 pub(super) struct GroupV3 {
     pub name: String,
-    pub config: GroupConfig,
+    pub config: GroupConfigV4,
     pub group_epoch: u64,
     pub target_epoch: u64,
-    pub members: BTreeMap<Slot, Member>,
+    pub members: BTreeMap<Slot, MemberV4>,
     pub target: BTreeMap<Slot, SlotTarget>,
     #[serde(with = "holdings_by_slot")]
     pub holdings: Holdings<Task>,
@@ -281,13 +319,13 @@ pub(super) struct GroupV3 {
 impl From<GroupV3> for Group {
     /// With no handover under way: version 3 did not log them.
     fn from(old: GroupV3) -> Self {
-        Group {
+        GroupV4 {
             name: old.name,
             config: old.config,
             group_epoch: old.group_epoch,
             target_epoch: old.target_epoch,
             members: old.members,
-            target: old.target.into(),
+            target: old.target,
             holdings: old.holdings,
             fenced_member_ids: old.fenced_member_ids,
             member_ids_issued: old.member_ids_issued,
@@ -296,25 +334,282 @@ impl From<GroupV3> for Group {
             bindings: old.bindings,
             handovers: Default::default(),
         }
+        .into()
     }
 }
 
 impl From<GroupV2> for Group {
     fn from(old: GroupV2) -> Self {
-        Group {
+        GroupV3 {
             name: old.name,
-            config: old.config.into(),
+            config: GroupConfigV4::from(GroupConfig::from(old.config)),
             group_epoch: old.group_epoch,
             target_epoch: old.target_epoch,
             members: old.members,
-            target: old.target.into(),
+            target: old.target,
             holdings: old.holdings,
             fenced_member_ids: old.fenced_member_ids,
             member_ids_issued: old.member_ids_issued,
             dynamic_only: old.dynamic_only,
             snapshot_epoch: old.snapshot_epoch,
             bindings: old.bindings.into_iter().map(Binding::from).collect(),
-            handovers: Default::default(),
         }
+        .into()
+    }
+}
+
+#[derive(Deserialize, Serialize)]
+pub(super) struct ConfiguredV4 {
+    pub variant: u32,
+    pub group: String,
+    pub config: GroupConfigV4,
+}
+
+#[derive(Deserialize, Serialize)]
+pub(super) struct JoinedV4 {
+    pub variant: u32,
+    pub group: String,
+    pub slot: Slot,
+    pub member: MemberV4,
+}
+
+#[derive(Deserialize, Serialize)]
+pub(super) struct SnapshotV4 {
+    pub variant: u32,
+    pub group: String,
+    pub state: GroupV4,
+}
+
+/// `Member` as format versions 1 to 4 wrote it: no endpoint or metadata.
+#[derive(Clone, Deserialize, Serialize)]
+pub(super) struct MemberV4 {
+    pub member_id: String,
+    pub name: Option<String>,
+    pub topics: std::collections::BTreeSet<String>,
+    pub rack: Option<String>,
+    pub capacity: u32,
+    pub away: bool,
+    pub draining: bool,
+}
+
+impl From<MemberV4> for Member {
+    fn from(old: MemberV4) -> Self {
+        Member {
+            member_id: old.member_id,
+            name: old.name,
+            topics: old.topics,
+            rack: old.rack,
+            capacity: old.capacity,
+            away: old.away,
+            draining: old.draining,
+            endpoint: None,
+            metadata: BTreeMap::new(),
+        }
+    }
+}
+
+impl From<&Member> for MemberV4 {
+    /// Version 4 has no place for the endpoint and metadata: a cluster at
+    /// that level refuses them before any record carries them.
+    fn from(member: &Member) -> Self {
+        MemberV4 {
+            member_id: member.member_id.clone(),
+            name: member.name.clone(),
+            topics: member.topics.clone(),
+            rack: member.rack.clone(),
+            capacity: member.capacity,
+            away: member.away,
+            draining: member.draining,
+        }
+    }
+}
+
+/// `GroupConfig` as format versions 3 and 4 wrote it: no routes promise or
+/// reader token.
+#[derive(Clone, Deserialize, Serialize)]
+pub(super) struct GroupConfigV4 {
+    pub topics: Vec<TopicConfig>,
+    pub assignor: String,
+    pub params: BTreeMap<String, String>,
+    pub session_timeout_ms: u64,
+    pub registration_timeout_ms: u64,
+    pub expansion_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+    pub learners: LearnerMode,
+    pub acceptable_recovery_lag: u64,
+    pub max_learners: u32,
+    pub probing_interval_ms: u64,
+    pub scale_down_timeout_ms: u64,
+    pub assignor_limits: CallLimits,
+    pub fallback_assignor: Option<String>,
+    pub member_token_sha256: Option<String>,
+}
+
+impl From<GroupConfigV4> for GroupConfig {
+    fn from(old: GroupConfigV4) -> Self {
+        GroupConfig {
+            topics: old.topics,
+            assignor: old.assignor,
+            params: old.params,
+            session_timeout_ms: old.session_timeout_ms,
+            registration_timeout_ms: old.registration_timeout_ms,
+            expansion_timeout_ms: old.expansion_timeout_ms,
+            heartbeat_interval_ms: old.heartbeat_interval_ms,
+            learners: old.learners,
+            acceptable_recovery_lag: old.acceptable_recovery_lag,
+            max_learners: old.max_learners,
+            probing_interval_ms: old.probing_interval_ms,
+            scale_down_timeout_ms: old.scale_down_timeout_ms,
+            assignor_limits: old.assignor_limits,
+            fallback_assignor: old.fallback_assignor,
+            member_token_sha256: old.member_token_sha256,
+            routes_valid_ms: defaults::routes_valid_ms(),
+            reader_token_sha256: None,
+        }
+    }
+}
+
+impl From<GroupConfig> for GroupConfigV4 {
+    /// Without the routes promise and the reader token, which a cluster at
+    /// level 4 refuses to set.
+    fn from(config: GroupConfig) -> Self {
+        GroupConfigV4 {
+            topics: config.topics,
+            assignor: config.assignor,
+            params: config.params,
+            session_timeout_ms: config.session_timeout_ms,
+            registration_timeout_ms: config.registration_timeout_ms,
+            expansion_timeout_ms: config.expansion_timeout_ms,
+            heartbeat_interval_ms: config.heartbeat_interval_ms,
+            learners: config.learners,
+            acceptable_recovery_lag: config.acceptable_recovery_lag,
+            max_learners: config.max_learners,
+            probing_interval_ms: config.probing_interval_ms,
+            scale_down_timeout_ms: config.scale_down_timeout_ms,
+            assignor_limits: config.assignor_limits,
+            fallback_assignor: config.fallback_assignor,
+            member_token_sha256: config.member_token_sha256,
+        }
+    }
+}
+
+/// `Group` as format version 4 wrote it: no `routes_epoch`, and its
+/// members and config in their version 4 shapes.
+#[derive(Deserialize, Serialize)]
+pub(super) struct GroupV4 {
+    pub name: String,
+    pub config: GroupConfigV4,
+    pub group_epoch: u64,
+    pub target_epoch: u64,
+    pub members: BTreeMap<Slot, MemberV4>,
+    pub target: BTreeMap<Slot, SlotTarget>,
+    #[serde(with = "holdings_by_slot")]
+    pub holdings: Holdings<Task>,
+    pub fenced_member_ids: VecDeque<String>,
+    pub member_ids_issued: u64,
+    pub dynamic_only: bool,
+    pub snapshot_epoch: u64,
+    pub bindings: VecDeque<Binding>,
+    pub handovers: std::collections::BTreeSet<Slot>,
+}
+
+impl From<GroupV4> for Group {
+    /// With the routing table's epoch at 0: a watcher that held a later
+    /// one takes the table it is answered (docs/routing.md).
+    fn from(old: GroupV4) -> Self {
+        Group {
+            name: old.name,
+            config: old.config.into(),
+            group_epoch: old.group_epoch,
+            target_epoch: old.target_epoch,
+            members: old
+                .members
+                .into_iter()
+                .map(|(s, m)| (s, m.into()))
+                .collect(),
+            target: old.target.into(),
+            holdings: old.holdings,
+            fenced_member_ids: old.fenced_member_ids,
+            member_ids_issued: old.member_ids_issued,
+            dynamic_only: old.dynamic_only,
+            snapshot_epoch: old.snapshot_epoch,
+            bindings: old.bindings,
+            handovers: old.handovers,
+            routes_epoch: 0,
+        }
+    }
+}
+
+impl From<&Group> for GroupV4 {
+    fn from(group: &Group) -> Self {
+        GroupV4 {
+            name: group.name.clone(),
+            config: group.config.clone().into(),
+            group_epoch: group.group_epoch,
+            target_epoch: group.target_epoch,
+            members: group
+                .members
+                .iter()
+                .map(|(slot, member)| (slot.clone(), member.into()))
+                .collect(),
+            target: (*group.target).clone(),
+            holdings: group.holdings.clone(),
+            fenced_member_ids: group.fenced_member_ids.clone(),
+            member_ids_issued: group.member_ids_issued,
+            dynamic_only: group.dynamic_only,
+            snapshot_epoch: group.snapshot_epoch,
+            bindings: group.bindings.clone(),
+            handovers: group.handovers.clone(),
+        }
+    }
+}
+
+/// Writes `record`'s payload as format version 4 did. A
+/// `MemberEndpointChanged`, and an endpoint, metadata, routes promise or
+/// reader token, have no version 4 shape: the runtime refuses them while
+/// a cluster is at level 4, so meeting one here is a bug.
+pub(super) fn encode_v4<W: std::io::Write>(record: &Record, out: W) -> postcard::Result<W> {
+    match record {
+        Record::GroupConfigured { group, config } => {
+            assert!(
+                config.reader_token_sha256.is_none(),
+                "a reader token at format level 4"
+            );
+            let old = ConfiguredV4 {
+                variant: GROUP_CONFIGURED_VARIANT,
+                group: group.clone(),
+                config: config.clone().into(),
+            };
+            postcard::to_io(&old, out)
+        }
+        Record::MemberJoined {
+            group,
+            slot,
+            member,
+        } => {
+            assert!(
+                member.endpoint.is_none() && member.metadata.is_empty(),
+                "an endpoint at format level 4"
+            );
+            let old = JoinedV4 {
+                variant: MEMBER_JOINED_VARIANT,
+                group: group.clone(),
+                slot: slot.clone(),
+                member: member.into(),
+            };
+            postcard::to_io(&old, out)
+        }
+        Record::GroupSnapshot { group, state } => {
+            let old = SnapshotV4 {
+                variant: GROUP_SNAPSHOT_VARIANT,
+                group: group.clone(),
+                state: (&**state).into(),
+            };
+            postcard::to_io(&old, out)
+        }
+        Record::MemberEndpointChanged { .. } => {
+            panic!("a MemberEndpointChanged record at format level 4")
+        }
+        record => postcard::to_io(record, out),
     }
 }

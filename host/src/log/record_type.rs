@@ -22,6 +22,7 @@ pub enum RecordType {
     AssignorBound = 11,
     HandoverStarted = 12,
     HandoverEnded = 13,
+    MemberEndpointChanged = 14,
 }
 
 impl RecordType {
@@ -40,6 +41,7 @@ impl RecordType {
             Record::AssignorBound { .. } => RecordType::AssignorBound,
             Record::HandoverStarted { .. } => RecordType::HandoverStarted,
             Record::HandoverEnded { .. } => RecordType::HandoverEnded,
+            Record::MemberEndpointChanged { .. } => RecordType::MemberEndpointChanged,
         }
     }
 
@@ -58,6 +60,7 @@ impl RecordType {
             RecordType::AssignorBound => "AssignorBound",
             RecordType::HandoverStarted => "HandoverStarted",
             RecordType::HandoverEnded => "HandoverEnded",
+            RecordType::MemberEndpointChanged => "MemberEndpointChanged",
         }
     }
 
@@ -76,6 +79,7 @@ impl RecordType {
             11 => RecordType::AssignorBound,
             12 => RecordType::HandoverStarted,
             13 => RecordType::HandoverEnded,
+            14 => RecordType::MemberEndpointChanged,
             _ => return None,
         })
     }

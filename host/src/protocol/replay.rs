@@ -59,7 +59,8 @@ fn check_record(group: &Group, record: &Record) -> Result<(), String> {
         Record::MemberAway { slot, .. }
         | Record::MemberDraining { slot, .. }
         | Record::MemberRemoved { slot, .. }
-        | Record::HandoverStarted { slot, .. } => member(slot),
+        | Record::HandoverStarted { slot, .. }
+        | Record::MemberEndpointChanged { slot, .. } => member(slot),
         Record::HandoverEnded { slot, .. } if group.handovers.contains(slot) => Ok(()),
         Record::HandoverEnded { slot, .. } => Err(format!(
             "a handover of slot {slot:?} ends that never started in group {:?}",
@@ -270,6 +271,8 @@ mod tests {
             capacity: 1,
             away: false,
             draining: false,
+            endpoint: None,
+            metadata: Default::default(),
         }
     }
 

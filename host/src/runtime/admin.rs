@@ -10,7 +10,7 @@ use crate::protocol::group::{BindingSpec, GroupConfig};
 use crate::registry::Resolved;
 
 use super::execute::Weight;
-use super::{MemberTokenChange, Runtime, RuntimeError};
+use super::{Runtime, RuntimeError, TokenChanges};
 
 impl Runtime {
     /// Creates or replaces a group's config; returns whether the group was
@@ -18,20 +18,33 @@ impl Runtime {
     /// an uploaded module by id or `name@version`. It is resolved under the
     /// core's lock, which a delete also takes to check that no group names
     /// the module, so a module cannot vanish from under a binding.
-    /// `member_token` sets, removes or keeps the group's member token (in
-    /// place of `config.member_token_sha256`), under the same lock.
+    /// `tokens` set, remove or keep the group's member and reader tokens
+    /// (in place of `config.member_token_sha256` and
+    /// `config.reader_token_sha256`), under the same lock.
     pub async fn configure(
         self: &Arc<Self>,
         group: &str,
         mut config: GroupConfig,
-        member_token: MemberTokenChange,
+        tokens: TokenChanges,
     ) -> Result<bool, RuntimeError> {
         crate::protocol::core::check_config(&config)?;
+        if matches!(tokens.reader, super::TokenChange::Set(Some(_))) {
+            self.check_format_level("a reader token")?;
+        }
+        if config.routes_valid_ms != crate::protocol::group::defaults::routes_valid_ms() {
+            self.check_format_level("a routes_valid_ms other than the default")?;
+        }
         self.check_params(&config.binding_spec()).await?;
         self.execute(group, Weight::Light, |core, now| {
             self.check_resolves(&config.binding_spec())?;
             let created = core.group(group).is_none();
-            config.member_token_sha256 = member_token.apply(core.group(group));
+            let current = core.group(group).map(|g| &g.config);
+            config.member_token_sha256 = tokens
+                .member
+                .apply(current.and_then(|c| c.member_token_sha256.as_ref()));
+            config.reader_token_sha256 = tokens
+                .reader
+                .apply(current.and_then(|c| c.reader_token_sha256.as_ref()));
             self.admission
                 .check_config(group, config.member_token_sha256.as_deref())?;
             if created {

@@ -51,6 +51,25 @@ pub enum RuntimeError {
     /// nothing changed.
     #[error("the token is not group {0:?}'s member token")]
     MemberTokenWrong(String),
+    /// Something only format version `needs` can keep, while the cluster
+    /// writes an older one (a rolling upgrade under way); nothing changed.
+    #[error(
+        "{what} needs record format version {needs}, and this cluster still writes {level} (a rolling upgrade under way): upgrade every node first"
+    )]
+    FormatLevelTooLow {
+        what: &'static str,
+        needs: u8,
+        level: u8,
+    },
+    /// A routes read without a bearer token.
+    #[error(
+        "reading group {0:?}'s routes needs its reader token or the admin token: send `Authorization: Bearer TOKEN`"
+    )]
+    ReaderTokenMissing(String),
+    /// A routes read whose token is neither the group's reader token nor
+    /// the admin token.
+    #[error("the token is neither group {0:?}'s reader token nor the admin token")]
+    ReaderTokenWrong(String),
     /// A heartbeat to a group without a member token on a host that
     /// requires one (`serve --require-member-token`); nothing changed.
     #[error(

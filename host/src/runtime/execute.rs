@@ -161,6 +161,9 @@ impl Runtime {
         member_token_sha256: Option<&str>,
     ) -> Result<HeartbeatResponse, RuntimeError> {
         let arrived = self.clock.now();
+        if request.endpoint.is_some() || request.metadata.is_some() {
+            self.check_format_level("a member endpoint")?;
+        }
         let shard = self.shards[self.shard_of(&request.group) as usize].clone();
         self.execute_on(
             &shard,
@@ -182,6 +185,24 @@ impl Runtime {
         )
         .await
         .map_err(|error| self.as_told(error))
+    }
+}
+
+impl Runtime {
+    /// Refuses `what` while the store writes a format older than the one
+    /// that keeps it (the first to keep member endpoints, reader tokens and
+    /// the routes promise).
+    pub(super) fn check_format_level(&self, what: &'static str) -> Result<(), RuntimeError> {
+        const NEEDS: u8 = 5;
+        let level = self.store.format_level();
+        if level < NEEDS {
+            return Err(RuntimeError::FormatLevelTooLow {
+                what,
+                needs: NEEDS,
+                level,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -298,6 +319,10 @@ fn queue_records(
     if let Some(deadline) = served.core.poll_timeout() {
         shard.wake_before(deadline);
     }
+    let core = &served.core;
+    shard
+        .route_watches
+        .notify(&records, |group| core.group(group).map(|g| g.routes_epoch));
     served.queue.submit_for(scope, records)
 }
 

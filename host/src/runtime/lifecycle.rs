@@ -236,6 +236,7 @@ impl Runtime {
             let mut state = lock_shard_aside(&shard);
             shard.served.store(false, Ordering::Release);
             let served = state.take();
+            shard.route_watches.close();
             if let Some(served) = &served {
                 self.group_cap.unloaded(served.core.groups().count() as u64);
             }

@@ -141,24 +141,40 @@ fn creates_member(group: &Group, request: &Heartbeat) -> bool {
     slot.is_empty() || !group.members.contains_key(&slot)
 }
 
-/// What a config change does to the group's member token.
+/// What a config change does to one of the group's tokens.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MemberTokenChange {
-    /// The group keeps its member token (none for a new group).
+pub enum TokenChange {
+    /// The group keeps the token it has (none for a new group).
     Keep,
-    /// The group's member token becomes this sha256 (lowercase hex), or
-    /// none.
+    /// The token becomes this sha256 (lowercase hex), or none.
     Set(Option<String>),
 }
 
-impl MemberTokenChange {
-    /// The member token digest `group` (if it exists) has after the change.
-    pub(super) fn apply(self, group: Option<&Group>) -> Option<String> {
+impl TokenChange {
+    /// The digest a token has after the change; `current`: the one it has.
+    pub(super) fn apply(self, current: Option<&String>) -> Option<String> {
         match self {
-            MemberTokenChange::Keep => group.and_then(|g| g.config.member_token_sha256.clone()),
-            MemberTokenChange::Set(digest) => digest,
+            TokenChange::Keep => current.cloned(),
+            TokenChange::Set(digest) => digest,
         }
     }
+}
+
+/// What a config change does to the group's member and reader tokens
+/// (`member_token`, `reader_token`), which the API takes as plaintext and
+/// the config keeps as digests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenChanges {
+    pub member: TokenChange,
+    pub reader: TokenChange,
+}
+
+impl TokenChanges {
+    /// Both tokens kept.
+    pub const KEEP: TokenChanges = TokenChanges {
+        member: TokenChange::Keep,
+        reader: TokenChange::Keep,
+    };
 }
 
 /// Checks a heartbeat's token digest (`presented`: the sha256 of its
@@ -181,7 +197,7 @@ pub(super) fn check(group: Option<&Group>, presented: Option<&str>) -> Result<()
 
 /// Whether two digests are equal, looking at every byte whatever the
 /// first difference.
-fn same(a: &str, b: &str) -> bool {
+pub(super) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())

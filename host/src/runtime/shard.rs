@@ -38,6 +38,13 @@ pub trait ShardStore: Send + Sync {
     /// The shard was unloaded with `core` as its last state, every record
     /// of which its sink has persisted; the sink has been dropped.
     fn unloaded(&self, shard: ShardId, core: Coordinator);
+
+    /// The record format version the store writes now: a cluster's
+    /// feature level, which rises during a rolling upgrade; a data dir's
+    /// and memory's is this build's.
+    fn format_level(&self) -> u8 {
+        crate::log::frame::FORMAT_VERSION
+    }
 }
 
 /// Shards kept in memory (the demo, tests): every shard's records go to
@@ -142,6 +149,9 @@ pub(super) struct Shard {
     /// Whether a heavy step holds `state`: a light step that finds the
     /// lock busy spins for it only while this is false.
     pub(super) heavy_step: AtomicBool,
+    /// Its routing tables, serialized, and the change signals watchers
+    /// of its groups sleep on.
+    pub(super) route_watches: super::routes::RouteWatches,
 }
 
 /// A group of at least this many tasks is large: any step of it may be
@@ -207,6 +217,7 @@ impl Shard {
             large_groups: LargeGroups::default(),
             served: AtomicBool::new(false),
             heavy_step: AtomicBool::new(false),
+            route_watches: Default::default(),
         }
     }
 

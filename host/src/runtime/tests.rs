@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{
-    Clock, CountingSink, MemberTokenChange, MemoryStore, Runtime, RuntimeConfig, TICK_INTERVAL_MS,
+    Clock, CountingSink, MemoryStore, Runtime, RuntimeConfig, TICK_INTERVAL_MS, TokenChanges,
 };
 use crate::plugins::{EngineConfig, Limits, PluginEngine};
 use crate::protocol::core::{Coordinator, Heartbeat};
@@ -111,7 +111,7 @@ async fn a_host_idle_before_its_first_group_is_not_late() {
     );
     runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
     runtime
-        .configure(GROUP, group_config(), MemberTokenChange::Keep)
+        .configure(GROUP, group_config(), TokenChanges::KEEP)
         .await
         .unwrap();
     until_timers_started(&runtime).await;
@@ -178,7 +178,7 @@ async fn a_shard_knows_its_large_groups_from_their_steps_and_its_load() {
         let runtime = runtime.clone();
         async move {
             runtime
-                .configure(group, config_of(partitions), MemberTokenChange::Keep)
+                .configure(group, config_of(partitions), TokenChanges::KEEP)
                 .await
                 .unwrap();
         }
@@ -320,7 +320,7 @@ async fn a_steady_heartbeat_does_not_wait_for_another_groups_write() {
     }))
     .unwrap();
     runtime
-        .configure("fast", quick, MemberTokenChange::Keep)
+        .configure("fast", quick, TokenChanges::KEEP)
         .await
         .unwrap();
     let mut answer = runtime
@@ -349,7 +349,7 @@ async fn a_steady_heartbeat_does_not_wait_for_another_groups_write() {
     let writing = runtime.clone();
     let write = tokio::spawn(async move {
         writing
-            .configure("slow", group_config(), MemberTokenChange::Keep)
+            .configure("slow", group_config(), TokenChanges::KEEP)
             .await
     });
     // Until the write is applied and queued (the group is in the core).

@@ -32,6 +32,12 @@ const OPEN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/metrics"),
 ];
 
+/// The routes a group's reader token reads, as the admin token does.
+const READER_ROUTES: &[&str] = &[
+    "/v1/groups/{group}/routes",
+    "/v1/groups/{group}/routes/lookup",
+];
+
 fn is_open(method: &str, path: &str) -> bool {
     OPEN_ROUTES
         .iter()
@@ -60,7 +66,12 @@ impl Fixture {
         } else {
             String::new()
         };
-        let request = if path.starts_with("/v1/assignors") && method == "POST" {
+        let request = if path.ends_with("/routes/lookup") {
+            // A lookup the group can answer: its topic and a key.
+            request
+                .uri(format!("{path}?topic=orders&key=customer-42"))
+                .body(Body::empty())
+        } else if path.starts_with("/v1/assignors") && method == "POST" {
             request
                 .uri(format!("{path}?name=mine&version=1"))
                 .header(header::CONTENT_TYPE, "application/wasm")
@@ -181,6 +192,7 @@ fn the_document_names_the_token_each_route_needs() {
     for name in [
         crate::api::auth::ADMIN_SCHEME,
         crate::api::auth::MEMBER_SCHEME,
+        crate::api::auth::READER_SCHEME,
     ] {
         assert_eq!(schemes[name]["type"], "http", "{schemes}");
         assert_eq!(schemes[name]["scheme"], "bearer", "{schemes}");
@@ -197,11 +209,12 @@ fn the_document_names_the_token_each_route_needs() {
                 );
                 continue;
             }
-            assert_eq!(
-                operation["security"],
-                json!([{"admin_token": []}]),
-                "{method} {path}"
-            );
+            let expected = if READER_ROUTES.contains(&path.as_str()) {
+                json!([{"reader_token": []}, {"admin_token": []}])
+            } else {
+                json!([{"admin_token": []}])
+            };
+            assert_eq!(operation["security"], expected, "{method} {path}");
             for status in ["401", "403"] {
                 assert_eq!(
                     operation["responses"][status]["content"]["application/json"]["schema"]["$ref"],

@@ -28,6 +28,8 @@ fn the_openapi_document_names_every_route() {
         ("/v1/shards/{shard}/load", "post"),
         ("/v1/shards/{shard}/unload", "post"),
         ("/v1/groups/{group}/coordinator", "get"),
+        ("/v1/groups/{group}/routes", "get"),
+        ("/v1/groups/{group}/routes/lookup", "get"),
     ] {
         let operation = &paths[path][method];
         assert!(operation.is_object(), "{method} {path} missing: {paths:?}");
@@ -36,7 +38,7 @@ fn the_openapi_document_names_every_route() {
             "{method} {path}"
         );
     }
-    assert_eq!(paths.len(), 17, "no route left out or added unnoticed");
+    assert_eq!(paths.len(), 19, "no route left out or added unnoticed");
     let schemas = doc["components"]["schemas"].as_object().unwrap();
     for name in [
         "HeartbeatRequest",
@@ -96,7 +98,9 @@ fn the_config_schema_lists_exactly_the_config_fields() {
     // Internal: the API sets it from a plaintext `member_token` (documented,
     // write-only) and never shows it.
     actual.remove("member_token_sha256");
+    actual.remove("reader_token_sha256");
     actual.insert("member_token".into());
+    actual.insert("reader_token".into());
     assert_eq!(
         documented, actual,
         "GroupConfigDoc is out of step with GroupConfig"

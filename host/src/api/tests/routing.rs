@@ -37,6 +37,7 @@ async fn two_nodes_with_owner_at(owner_url: Option<&str>) -> TwoNodes {
         a.runtime.clone(),
         super::super::AdminToken::new(ADMIN_TOKEN).unwrap(),
         directory,
+        Default::default(),
     );
     TwoNodes { a, b, b_url }
 }

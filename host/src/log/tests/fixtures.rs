@@ -52,6 +52,12 @@ pub(super) fn every_record_type() -> Vec<Record> {
         group: "g".into(),
         state: Box::new(waiting),
     });
+    records.push(Record::MemberEndpointChanged {
+        group: "g".into(),
+        slot: "static:a".into(),
+        endpoint: Some("http://10.0.0.5:8080".into()),
+        metadata: [("zone".to_owned(), "a".to_owned())].into(),
+    });
     records
 }
 
@@ -68,6 +74,8 @@ fn configured_with_every_option() -> Record {
             },
             fallback_assignor: Some("sticky".into()),
             member_token_sha256: Some("ab".repeat(32)),
+            routes_valid_ms: 500,
+            reader_token_sha256: Some("cd".repeat(32)),
             ..config()
         },
     }
@@ -97,6 +105,8 @@ fn member_and_target_records() -> Vec<Record> {
                 capacity: 2,
                 away: false,
                 draining: false,
+                endpoint: Some("10.0.0.5:8080".into()),
+                metadata: [("version".to_owned(), "1.4".to_owned())].into(),
             },
         },
         Record::MemberAway {

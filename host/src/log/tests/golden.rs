@@ -241,6 +241,8 @@ fn expected_config(version: u8) -> GroupConfig {
         assignor_limits,
         fallback_assignor,
         member_token_sha256: None,
+        routes_valid_ms: 2_000,
+        reader_token_sha256: None,
     }
 }
 
@@ -268,6 +270,8 @@ fn expected_member() -> Member {
         capacity: 1,
         away: false,
         draining: false,
+        endpoint: None,
+        metadata: Default::default(),
     }
 }
 
@@ -308,6 +312,7 @@ fn expected_records(version: u8) -> Vec<Record> {
         snapshot_epoch: 0,
         bindings,
         handovers: Default::default(),
+        routes_epoch: 0,
     };
     let mut records = vec![
         Record::GroupConfigured {
@@ -397,6 +402,7 @@ fn v4_snapshot_state(binding: &Binding, target: &BTreeMap<Slot, SlotTarget>) -> 
         snapshot_epoch: 2,
         bindings: [binding.clone()].into(),
         handovers: Default::default(),
+        routes_epoch: 0,
     }
 }
 

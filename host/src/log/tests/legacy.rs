@@ -101,7 +101,11 @@ fn a_version_1_snapshot_reads_with_an_empty_binding_history() {
             config: old_config(&state.config),
             group_epoch: state.group_epoch,
             target_epoch: state.target_epoch,
-            members: state.members.clone(),
+            members: state
+                .members
+                .iter()
+                .map(|(s, m)| (s.clone(), m.into()))
+                .collect(),
             target: (*state.target).clone(),
             holdings: state.holdings.clone(),
             fenced_member_ids: state.fenced_member_ids.clone(),
@@ -137,7 +141,11 @@ fn a_version_2_snapshot_reads_with_its_config_and_bindings_widened() {
             config: old_config(&state.config),
             group_epoch: state.group_epoch,
             target_epoch: state.target_epoch,
-            members: state.members.clone(),
+            members: state
+                .members
+                .iter()
+                .map(|(s, m)| (s.clone(), m.into()))
+                .collect(),
             target: (*state.target).clone(),
             holdings: state.holdings.clone(),
             fenced_member_ids: state.fenced_member_ids.clone(),
@@ -169,10 +177,14 @@ fn a_version_3_snapshot_reads_with_no_handover() {
         group: "g".into(),
         state: GroupV3 {
             name: state.name.clone(),
-            config: state.config.clone(),
+            config: state.config.clone().into(),
             group_epoch: state.group_epoch,
             target_epoch: state.target_epoch,
-            members: state.members.clone(),
+            members: state
+                .members
+                .iter()
+                .map(|(s, m)| (s.clone(), m.into()))
+                .collect(),
             target: (*state.target).clone(),
             holdings: state.holdings.clone(),
             fenced_member_ids: state.fenced_member_ids.clone(),

@@ -74,7 +74,25 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     check_assignor_and_params(config)?;
     check_learners(config)?;
     check_fallback_and_limits(config)?;
+    check_routes(config)?;
     check_member_token(config)
+}
+
+/// The routes promise in range, and the reader token's digest well formed.
+fn check_routes(config: &GroupConfig) -> Result<(), ProtocolError> {
+    if config.routes_valid_ms > super::ROUTES_VALID_MS_MAX {
+        return invalid(format!(
+            "routes_valid_ms must be at most {}, got {}",
+            super::ROUTES_VALID_MS_MAX,
+            config.routes_valid_ms
+        ));
+    }
+    if let Some(digest) = &config.reader_token_sha256
+        && (digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return invalid("reader_token_sha256 must be a sha256 in hex".into());
+    }
+    Ok(())
 }
 
 /// The topics: how many, each one's name (unique) and partitions, and the

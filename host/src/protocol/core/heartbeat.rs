@@ -39,6 +39,7 @@ impl Coordinator {
             .group(&request.group)
             .ok_or_else(|| ProtocolError::UnknownGroup(request.group.clone()))?;
         let topics = check_member_input(request)?;
+        super::routes::check_published(request)?;
         let lags = reported_lags(group, request)?;
         if !request.member_id.is_empty() {
             check_member_id(&request.member_id)?;
@@ -67,7 +68,11 @@ impl Coordinator {
                     "member epoch {sent} is not -1, 0 or a member epoch"
                 ));
             }
-            sent => self.current_member_beat(request, sent, topics, now, &mut out)?,
+            sent => {
+                let slot = self.current_member_beat(request, sent, topics, now, &mut out)?;
+                self.publish_endpoint(request, &slot, &mut out);
+                slot
+            }
         };
         self.note_contact(request, &slot, lags, now, &mut out);
         self.reconcile_slot(
@@ -414,12 +419,15 @@ impl Coordinator {
         });
         let target = &group.target_of(slot).active;
         let holdings = &group.holdings;
+        // Routing tables served before the last move still promise some
+        // tasks to their previous owners: nothing is granted until then.
+        let grants_held = self.grants_held_until(group_name, now).is_some();
         let next = crate::protocol::reconcile::reconcile(
             current,
             group.target_epoch,
             target,
             owned.as_ref(),
-            |task| holdings.holder(task).is_some_and(|h| h != slot.as_str()),
+            |task| grants_held || holdings.holder(task).is_some_and(|h| h != slot.as_str()),
         );
         let changed = next != *current;
         let liveness = self.liveness_mut(group_name);

@@ -28,6 +28,11 @@ impl Coordinator {
         for (name, entry) in &mut self.groups {
             self.deadlines.mark_group(name);
             let (group, liveness) = (&entry.group, &mut entry.liveness);
+            // The previous process may have served routing tables just
+            // before it stopped: their promise is kept as if served now.
+            let routes_end = now.saturating_add(group.config.routes_valid_ms);
+            liveness.routes_promised_until_ms = Some(routes_end);
+            liveness.grants_held_until_ms = Some(routes_end);
             for (slot, member) in &group.members {
                 let Some(held) = group
                     .holdings

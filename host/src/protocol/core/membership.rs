@@ -160,6 +160,8 @@ impl Coordinator {
             capacity: request.capacity.unwrap_or(1),
             away: false,
             draining: false,
+            endpoint: request.endpoint.clone().filter(|e| !e.is_empty()),
+            metadata: request.metadata.clone().unwrap_or_default(),
         };
         let slot = group.join_slot(name.as_deref(), &member.member_id);
         let mut handover_started = false;
@@ -231,7 +233,14 @@ impl Coordinator {
             liveness.replaced.pop_front();
         }
         liveness.replaced.push_back((previous_id, name));
-        if let Some(until_ms) = liveness.lease_floor_ms(slot)
+        // The replaced incarnation may still process until its lease
+        // ends, and routing tables served until now may still name it.
+        let until_ms = liveness
+            .lease_floor_ms(slot)
+            .into_iter()
+            .chain(liveness.routes_promised_until_ms)
+            .max();
+        if let Some(until_ms) = until_ms
             && until_ms > now
             && !held.is_empty()
         {

@@ -37,9 +37,12 @@ mod input;
 mod learners;
 mod leases;
 mod membership;
+mod routes;
 mod swaps;
 mod targets;
 mod timers;
+
+pub use routes::ROUTES_VALID_MS_MAX;
 
 pub use config::check_config;
 pub use deadlines::{Deadline, TimerKind, group_deadline, slot_deadline};
@@ -166,6 +169,12 @@ pub struct Heartbeat {
     pub lags: Option<Vec<(Task, u64)>>,
     /// The member asks to drain (leave gracefully once its tasks moved).
     pub drain: bool,
+    /// Where the member serves, for the routing table: on join, or a
+    /// change (`Some("")` removes it); `None` leaves it as it is.
+    pub endpoint: Option<String>,
+    /// The member's metadata pairs, replacing the previous ones; `None`
+    /// leaves them as they are.
+    pub metadata: Option<BTreeMap<String, String>>,
 }
 
 impl Heartbeat {
@@ -182,6 +191,8 @@ impl Heartbeat {
             owned: None,
             lags: None,
             drain: false,
+            endpoint: None,
+            metadata: None,
         }
     }
 }
@@ -403,6 +414,9 @@ impl Coordinator {
             | Record::MemberReconciled { group, slot, .. }
             | Record::HandoverStarted { group, slot }
             | Record::HandoverEnded { group, slot } => self.deadlines.mark_slot(group, slot),
+            // Neither a timer nor a deadline depends on where a member
+            // serves.
+            Record::MemberEndpointChanged { .. } => {}
             Record::GroupEpochBumped { group, .. } | Record::TargetInstalled { group, .. } => {
                 self.deadlines.mark_group_deadline(group)
             }
@@ -458,6 +472,12 @@ impl Coordinator {
         #[cfg(debug_assertions)]
         if let Err(e) = self.check_replay(&record) {
             panic!("the core emitted a record replay refuses: {e}: {record:?}");
+        }
+        if let Record::TargetInstalled { group, .. }
+        | Record::MemberRemoved { group, .. }
+        | Record::MemberJoined { group, .. } = &record
+        {
+            self.hold_grants_for_served_tables(group);
         }
         self.apply(&record);
         out.records.push(record);

@@ -18,6 +18,9 @@ impl Group {
     /// bug.
     pub fn apply(&mut self, record: &Record) {
         debug_assert_eq!(record.group(), self.name);
+        if record.changes_routes() {
+            self.routes_epoch += 1;
+        }
         match record {
             Record::GroupConfigured { config, .. } => self.config = config.clone(),
             Record::MemberJoined { slot, member, .. } => self.apply_member_joined(slot, member),
@@ -50,6 +53,16 @@ impl Group {
                 );
             }
             Record::NameMapDropped { .. } => self.apply_name_map_dropped(),
+            Record::MemberEndpointChanged {
+                slot,
+                endpoint,
+                metadata,
+                ..
+            } => {
+                let member = self.member_mut(slot);
+                member.endpoint = endpoint.clone();
+                member.metadata = metadata.clone();
+            }
         }
     }
 

@@ -85,6 +85,16 @@ pub struct GroupConfig {
     /// plaintext `member_token` and never shows it.
     #[serde(default)]
     pub member_token_sha256: Option<String>,
+    /// How long a routing table the host answers stays valid: until then
+    /// no task it shows unmoved gets another owner (docs/routing.md).
+    /// 0: no promise.
+    #[serde(default = "defaults::routes_valid_ms")]
+    pub routes_valid_ms: u64,
+    /// The sha256 (lowercase hex) of the token that reads the group's
+    /// routing table, if it has one. Set from a plaintext `reader_token`,
+    /// never shown.
+    #[serde(default)]
+    pub reader_token_sha256: Option<String>,
 }
 
 /// Limits one binding puts on its assignor calls. Each lowers the host's
@@ -159,6 +169,11 @@ pub mod defaults {
     pub fn scale_down_timeout_ms() -> u64 {
         300_000
     }
+    /// A router that keeps a blocking query open hears of a change well
+    /// within it; a move waits for it only while routers read the group.
+    pub fn routes_valid_ms() -> u64 {
+        2_000
+    }
 }
 
 impl GroupConfig {
@@ -180,6 +195,8 @@ impl GroupConfig {
             assignor_limits: CallLimits::default(),
             fallback_assignor: None,
             member_token_sha256: None,
+            routes_valid_ms: defaults::routes_valid_ms(),
+            reader_token_sha256: None,
         }
     }
 

@@ -73,6 +73,12 @@ pub struct Liveness {
     /// The group's assignor failures since this host started (none if its
     /// assignor never failed): transient, not in the log.
     pub failures: Option<AssignorFailures>,
+    /// The latest end of the promise of a routing table served
+    /// (`routes_valid_ms` after it was served).
+    pub routes_promised_until_ms: Option<Millis>,
+    /// Grants wait until then: a move was published while tables served
+    /// before it still promised the tasks' previous owners.
+    pub grants_held_until_ms: Option<Millis>,
 }
 
 /// Tasks a replaced incarnation of a static slot may still process.

@@ -96,6 +96,14 @@ pub enum Record {
     HandoverStarted { group: String, slot: Slot },
     /// That wait is over.
     HandoverEnded { group: String, slot: Slot },
+    /// A member published a new endpoint or metadata for the routing
+    /// table (at its join they are part of [`Record::MemberJoined`]).
+    MemberEndpointChanged {
+        group: String,
+        slot: Slot,
+        endpoint: Option<String>,
+        metadata: BTreeMap<String, String>,
+    },
 }
 
 impl Record {
@@ -113,7 +121,31 @@ impl Record {
             | Record::AssignorBound { group, .. }
             | Record::HandoverStarted { group, .. }
             | Record::HandoverEnded { group, .. }
+            | Record::MemberEndpointChanged { group, .. }
             | Record::NameMapDropped { group } => group,
+        }
+    }
+
+    /// Whether the record changes what the group's routing table says (an
+    /// owner, a learner, a standby, a move, a member or its endpoint, the
+    /// topics), so that the table's epoch rises with it. A snapshot
+    /// carries the epoch it was taken at.
+    pub fn changes_routes(&self) -> bool {
+        match self {
+            Record::GroupConfigured { .. }
+            | Record::MemberJoined { .. }
+            | Record::MemberRemoved { .. }
+            | Record::TargetInstalled { .. }
+            | Record::MemberReconciled { .. }
+            | Record::NameMapDropped { .. }
+            | Record::MemberEndpointChanged { .. } => true,
+            Record::MemberAway { .. }
+            | Record::GroupEpochBumped { .. }
+            | Record::MemberDraining { .. }
+            | Record::GroupSnapshot { .. }
+            | Record::AssignorBound { .. }
+            | Record::HandoverStarted { .. }
+            | Record::HandoverEnded { .. } => false,
         }
     }
 }

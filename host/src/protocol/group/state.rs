@@ -41,6 +41,12 @@ pub struct Member {
     /// its tasks move as learners elsewhere catch up, then it may exit.
     #[serde(default)]
     pub draining: bool,
+    /// Where the member serves, as it published it, for the routing table.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// The small string pairs it published with it.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// Where a group is on its way to its target: the one rule behind the
@@ -106,6 +112,10 @@ pub struct Group {
     /// in the process's own time): a restarted host waits the longest lease
     /// an answer could have given.
     pub handovers: BTreeSet<Slot>,
+    /// The routing table's epoch: one more for every record that changes
+    /// what the table says (`Group::apply`), so that a watcher resumes from
+    /// it on any host that replays the group.
+    pub routes_epoch: u64,
 }
 
 /// Holdings go to disk as each slot's assignment; the task → holder index
@@ -162,6 +172,7 @@ impl Group {
             snapshot_epoch: 0,
             bindings: std::collections::VecDeque::new(),
             handovers: BTreeSet::new(),
+            routes_epoch: 0,
         }
     }
 

@@ -135,6 +135,8 @@ impl Harness {
             owned: None,
             lags: None,
             drain: false,
+            endpoint: None,
+            metadata: None,
         })
         .unwrap()
     }
@@ -218,6 +220,8 @@ pub(super) fn request_from(last: &HeartbeatResponse) -> Heartbeat {
         owned: None,
         lags: None,
         drain: false,
+        endpoint: None,
+        metadata: None,
     }
 }
 

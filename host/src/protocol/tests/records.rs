@@ -20,6 +20,8 @@ pub(super) fn member(member_id: &str, name: Option<&str>) -> Member {
         capacity: 1,
         away: false,
         draining: false,
+        endpoint: None,
+        metadata: Default::default(),
     }
 }
 

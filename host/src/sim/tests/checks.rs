@@ -32,6 +32,8 @@ fn group_of(slots: &[&str]) -> Group {
                 capacity: 1,
                 away: false,
                 draining: false,
+                endpoint: None,
+                metadata: Default::default(),
             },
         });
     }
