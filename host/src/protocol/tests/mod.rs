@@ -15,5 +15,6 @@ mod learners;
 mod leases;
 mod name_map;
 mod records;
+mod routes;
 mod static_members;
 mod timer_table;
