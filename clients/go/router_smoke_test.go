@@ -2,7 +2,11 @@ package assignd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -68,6 +72,7 @@ func TestRouterSmokeAgainstTheRealHost(t *testing.T) {
 		}
 		return len(seen) == 2 && seen[endpoints["a"]] && seen[endpoints["b"]]
 	})
+	checkLookupsAgree(t, base, router)
 	admin := startSmokeRouter(t, base, smokeToken, nil)
 	if admin.Table().Epoch < 1 {
 		t.Fatalf("the admin's table epoch %d", admin.Table().Epoch)
@@ -87,6 +92,33 @@ func TestRouterSmokeAgainstTheRealHost(t *testing.T) {
 			t.Fatal(err)
 		}
 		done()
+	}
+}
+
+// checkLookupsAgree: the host's /routes/lookup and the router put keys on
+// the same partitions (one partitioner on both sides).
+func checkLookupsAgree(t *testing.T, base string, router *Router) {
+	t.Helper()
+	for n := 0; n < 20; n++ {
+		key := fmt.Sprintf("key-%d", n)
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/groups/g/routes/lookup?topic=orders&key="+url.QueryEscape(key), nil)
+		req.Header.Set("Authorization", "Bearer "+routerSmokeReaderToken)
+		answer, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lookup struct {
+			Partition uint32 `json:"partition"`
+		}
+		err = json.NewDecoder(answer.Body).Decode(&lookup)
+		answer.Body.Close()
+		if err != nil || answer.StatusCode != http.StatusOK {
+			t.Fatalf("lookup of %s: %d %v", key, answer.StatusCode, err)
+		}
+		route, err := router.OwnerOfString("orders", key)
+		if err != nil || route.Partition != lookup.Partition {
+			t.Fatalf("%s: the host says partition %d, the router %d (%v)", key, lookup.Partition, route.Partition, err)
+		}
 	}
 }
 

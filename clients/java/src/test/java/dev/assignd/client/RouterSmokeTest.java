@@ -6,6 +6,13 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.net.URI;
+import java.net.URLEncoder;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.HashSet;
 import java.util.List;
@@ -57,6 +64,7 @@ class RouterSmokeTest {
                         }
                         return endpoints.equals(Set.copyOf(ENDPOINTS.values()));
                     });
+                    checkLookupsAgree(host, router);
                     try (Router admin = start(host, RealHost.ADMIN_TOKEN, table -> {
                     })) {
                         assertTrue(admin.table().orElseThrow().epoch() >= 1);
@@ -71,6 +79,20 @@ class RouterSmokeTest {
                 }
                 assertEquals(StopReason.LEFT, a.leave().get(10, TimeUnit.SECONDS));
             }
+        }
+    }
+
+    /** The host's {@code /routes/lookup} and the router put keys on the same partitions. */
+    private static void checkLookupsAgree(RealHost host, Router router) throws Exception {
+        HttpClient http = HttpClient.newHttpClient();
+        for (int n = 0; n < 20; n++) {
+            String key = "key-" + n;
+            HttpResponse<String> answer = http.send(HttpRequest.newBuilder(URI.create(host.base()
+                    + "/v1/groups/g/routes/lookup?topic=orders&key=" + URLEncoder.encode(key, StandardCharsets.UTF_8)))
+                    .header("Authorization", "Bearer " + READER_TOKEN).build(), HttpResponse.BodyHandlers.ofString());
+            assertEquals(200, answer.statusCode(), answer.body());
+            int partition = new ObjectMapper().readTree(answer.body()).get("partition").intValue();
+            assertEquals(partition, router.ownerOf("orders", key).partition(), key);
         }
     }
 
