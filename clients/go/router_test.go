@@ -270,3 +270,21 @@ func TestALowerEpochAnsweringAWatchReplacesTheTable(t *testing.T) {
 		t.Fatalf("epoch %d", r.Table().Epoch)
 	}
 }
+
+// TestTheSameEpochAgainMovesTheBoundOn: a watch that ran out answers the
+// table as it is; its later send time renews the bound without a change.
+func TestTheSameEpochAgainMovesTheBoundOn(t *testing.T) {
+	changes := 0
+	r := &Router{config: RouterConfig{OnChange: func(*RouteTable) { changes++ }}}
+	origin := time.Now()
+	r.offer(&RouteTable{Epoch: 3, SentAt: origin, Valid: time.Second}, nil)
+	three := uint64(3)
+	r.offer(&RouteTable{Epoch: 3, SentAt: origin.Add(5 * time.Second), Valid: time.Second}, &three)
+	if got := r.Table().SentAt; !got.Equal(origin.Add(5*time.Second)) || changes != 1 {
+		t.Fatalf("sent at %v, %d changes", got.Sub(origin), changes)
+	}
+	r.offer(&RouteTable{Epoch: 3, SentAt: origin.Add(time.Second)}, nil)
+	if got := r.Table().SentAt; !got.Equal(origin.Add(5 * time.Second)) {
+		t.Fatalf("an older answer moved the bound back to %v", got.Sub(origin))
+	}
+}

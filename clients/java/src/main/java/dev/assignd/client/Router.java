@@ -234,7 +234,7 @@ public final class Router implements AutoCloseable {
      * only when the router's came from elsewhere). The same epoch again moves
      * the bound on.
      */
-    private void offer(RouteTable offered, Long after) {
+    void offer(RouteTable offered, Long after) {
         synchronized (outcomes) {
             RouteTable held = table;
             if (held == null || offered.epoch() > held.epoch() || (after != null && offered.epoch() < after)) {

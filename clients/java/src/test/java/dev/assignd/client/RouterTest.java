@@ -131,6 +131,23 @@ class RouterTest {
         }
     }
 
+    @Test
+    void theSameEpochAgainMovesTheBoundOn() throws Exception {
+        try (FakeRoutes host = new FakeRoutes(3, "m-1")) {
+            LinkedBlockingQueue<RouteTable> changes = new LinkedBlockingQueue<>();
+            try (Router router = Router.start(RouterConfig.of(host.base(), "g"), changes::add)) {
+                router.ready(READY);
+                RouteTable held = router.table().orElseThrow();
+                long later = held.sentAtNanos() + Duration.ofSeconds(5).toNanos();
+                router.offer(held.renewed(later), 3L);
+                assertEquals(later, router.table().orElseThrow().sentAtNanos());
+                router.offer(held, null);
+                assertEquals(later, router.table().orElseThrow().sentAtNanos(), "an older answer moved the bound back");
+                assertEquals(1, changes.size());
+            }
+        }
+    }
+
     private static void waitFor(String what, BooleanSupplier done) throws InterruptedException {
         long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
         while (!done.getAsBoolean()) {
