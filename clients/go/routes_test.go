@@ -3,8 +3,10 @@ package assignd
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -150,4 +152,54 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// bigTableBody is a table of one topic of a million partitions, each of
+// members members owning a run of them.
+func bigTableBody(members int) []byte {
+	const partitions = 1_000_000
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"group":"g","epoch":1,"group_epoch":1,"valid_ms":2000,"topics":{"t":%d},"members":{`, partitions)
+	for m := 0; m < members; m++ {
+		if m > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"m-%d":{"member_name":null,"endpoint":"10.0.0.%d:80","metadata":{}}`, m, m)
+	}
+	b.WriteString(`},"active":{`)
+	per := partitions / members
+	for m := 0; m < members; m++ {
+		if m > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"m-%d":[["t",%d,%d]]`, m, m*per, (m+1)*per-1)
+	}
+	b.WriteString(`}}`)
+	return []byte(b.String())
+}
+
+func BenchmarkIndexAMillionTasks(b *testing.B) {
+	body := bigTableBody(100)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := ParseRouteTable(body, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkOwnerOfAKey(b *testing.B) {
+	table, err := ParseRouteTable(bigTableBody(100), time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := []byte("customer-42")
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := table.OwnerOf("t", key); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
