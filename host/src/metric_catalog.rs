@@ -28,6 +28,7 @@ const FAMILIES: &[&[Family]] = &[
     runtime::TIMER_FAMILIES,
     runtime::LATENESS_FAMILIES,
     http::HTTP_CONNECTION_FAMILIES,
+    http::ROUTES_FAMILIES,
     runtime::GROUP_CAP_FAMILIES,
     registry::MODULE_FAMILIES,
     cluster::CLUSTER_FAMILIES,

@@ -36,6 +36,7 @@ mod metrics;
 mod openapi_statuses;
 mod plugin_runtime;
 mod registry;
+mod routes;
 mod remote_cli;
 mod serve;
 mod shards;

@@ -1,6 +1,6 @@
 //! The HTTP layer's metric families: request latency (`metrics.rs`),
-//! connections (`server.rs`) and, in cluster mode, redirects and forwards
-//! (`routing.rs`). `crate::metric_catalog` gathers them.
+//! connections (`server.rs`), routes watchers (`routes.rs`) and, in
+//! cluster mode, redirects and forwards (`routing.rs`). `crate::metric_catalog` gathers them.
 
 use metrics::Unit;
 
@@ -36,8 +36,17 @@ pub const HTTP_CONNECTION_FAMILIES: &[Family] = &[
     ),
 ];
 
-/// Sets the connection series to zero.
+/// The routes watchers (`routes.rs`).
+pub const ROUTES_FAMILIES: &[Family] = &[Family::new(
+    "assignd_routes_watchers",
+    Kind::Gauge,
+    Unit::Count,
+    "Routes watchers held now: blocking queries waiting and event streams open (at most serve --routes-watchers-max)",
+)];
+
+/// Sets the connection and watcher series to zero.
 pub fn zero_http_connection_series() {
+    metrics::gauge!("assignd_routes_watchers").set(0.0);
     metrics::gauge!("assignd_http_connections").set(0.0);
     metrics::counter!("assignd_http_connections_refused_total").absolute(0);
     metrics::counter!("assignd_http_accept_failures_total").absolute(0);

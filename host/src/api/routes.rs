@@ -22,12 +22,11 @@ use serde::Deserialize;
 use super::auth::{AdminToken, Credential, credential, digest_hex};
 use super::error::{ApiError, ApiPath};
 use super::wire::{ErrorBody, LookupBody, RoutesBody};
-use crate::runtime::{RoutesAccess, Runtime};
+use crate::runtime::{RoutesAccess, Runtime, ServedRoutes};
 
 /// The longest a blocking query waits (and its default): under the time a
 /// node forwarding it to the group's coordinator waits for the answer.
 pub const ROUTES_WAIT_MS_MAX: u64 = 20_000;
-const _: () = assert!(ROUTES_WAIT_MS_MAX < super::routing::FORWARD_TIMEOUT.as_millis() as u64);
 
 /// The default cap on a host's watchers (`serve --routes-watchers-max`).
 pub const ROUTES_WATCHERS_MAX_DEFAULT: usize = 16_384;
@@ -194,17 +193,24 @@ pub async fn get_routes(
     let table = runtime
         .routes(&group, &access, query.after_epoch, wait)
         .await?;
-    Ok(json_answer(table.json, table.epoch))
+    Ok(json_answer(&table))
 }
 
-fn json_answer(json: bytes::Bytes, epoch: u64) -> Response {
-    let mut response = Response::new(Body::from(json));
+/// The table as JSON, with its epoch and how long the query waited before
+/// it was read (`Assignd-Routes-Waited-Ms`: the table's promise runs
+/// `valid_ms` from the time the request was sent plus this).
+fn json_answer(table: &ServedRoutes) -> Response {
+    let mut response = Response::new(Body::from(table.json.clone()));
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    headers.insert("assignd-routes-epoch", HeaderValue::from(epoch));
+    headers.insert("assignd-routes-epoch", HeaderValue::from(table.epoch));
+    headers.insert(
+        "assignd-routes-waited-ms",
+        HeaderValue::from(table.waited_ms),
+    );
     response
 }
 

@@ -41,6 +41,8 @@ pub const FORWARDED_BY_HEADER: &str = "x-assignd-forwarded-by";
 /// may run the assignor (a bind's self-test, a preview), whose own budget
 /// is seconds.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+// A forwarded blocking query of the routes is answered within it.
+const _: () = assert!(super::routes::ROUTES_WAIT_MS_MAX < FORWARD_TIMEOUT.as_millis() as u64);
 
 /// The largest answer passed back from the owner: a group's view with
 /// every task of a large group fits.

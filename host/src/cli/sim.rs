@@ -59,6 +59,7 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
         trace_inputs: args.trace_inputs,
         fault: None,
         shards: args.shards,
+        routers: sim::DEFAULT_ROUTERS,
     };
     let threads = args
         .threads

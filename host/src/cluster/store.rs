@@ -442,8 +442,8 @@ impl ShardStore for EtcdStore {
         }
     }
 
-    fn format_level(&self) -> u8 {
-        self.format_level.load(Ordering::SeqCst)
+    fn format_level(&self) -> Option<u8> {
+        Some(self.format_level.load(Ordering::SeqCst))
     }
 }
 

@@ -193,9 +193,11 @@ impl Runtime {
     /// that keeps it (the first to keep member endpoints, reader tokens and
     /// the routes promise).
     pub(super) fn check_format_level(&self, what: &'static str) -> Result<(), RuntimeError> {
+        // The record format that added them (`log::frame`, version 5).
         const NEEDS: u8 = 5;
-        let level = self.store.format_level();
-        if level < NEEDS {
+        if let Some(level) = self.store.format_level()
+            && level < NEEDS
+        {
             return Err(RuntimeError::FormatLevelTooLow {
                 what,
                 needs: NEEDS,

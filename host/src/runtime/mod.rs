@@ -47,6 +47,7 @@ mod member_token;
 mod modules;
 pub mod observe;
 mod preview;
+mod route_watches;
 mod routes;
 mod scope;
 mod shard;

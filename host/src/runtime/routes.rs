@@ -1,13 +1,10 @@
 //! Serving routing tables (docs/routing.md): who may read them (the
 //! group's reader token or the admin token), the table of a group as JSON
 //! (built under the shard's lock once per table epoch, serialized outside
-//! it, and kept until the next change), and the change signal a watcher
-//! sleeps on ([`RouteWatches`]: one `tokio::sync::watch` per watched
-//! group, sent the table's epoch when a step's records change it, so a
-//! watcher costs nothing while its table does not change).
+//! it, and kept until the next change: `route_watches.rs`), a blocking
+//! query's wait on its group's change signal, and key lookups.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use assignd_wire::{LookupBody, RoutesBody};
@@ -15,7 +12,6 @@ use tokio::sync::watch;
 
 use super::execute::Weight;
 use super::{Runtime, RuntimeError, shard};
-use crate::protocol::group::Record;
 
 /// What a routes request presents.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,79 +24,16 @@ pub enum RoutesAccess {
     Missing,
 }
 
-/// A routing table as served: its epoch, its promise and its JSON.
+/// A routing table as served: its epoch, its promise, its JSON, and how
+/// long the request waited before the table was read (its promise runs
+/// `valid_ms` from then: a router that adds this wait to the time it sent
+/// the request stays within it).
 #[derive(Clone, Debug)]
 pub struct ServedRoutes {
     pub epoch: u64,
     pub valid_ms: u64,
     pub json: bytes::Bytes,
-}
-
-/// A shard's routing tables already serialized, and the change signals of
-/// its watched groups.
-#[derive(Default)]
-pub(super) struct RouteWatches {
-    signals: Mutex<HashMap<String, watch::Sender<u64>>>,
-    tables: Mutex<HashMap<String, (u64, bytes::Bytes)>>,
-}
-
-impl RouteWatches {
-    /// A receiver told each new table epoch of `group`.
-    fn subscribe(&self, group: &str, epoch: u64) -> watch::Receiver<u64> {
-        let mut signals = self.signals.lock().unwrap_or_else(|e| e.into_inner());
-        // Signals nobody listens to any more are dropped here, so the map
-        // holds only groups with a watcher (or one that just left).
-        signals.retain(|_, sender| sender.receiver_count() > 0);
-        signals
-            .entry(group.to_owned())
-            .or_insert_with(|| watch::Sender::new(epoch))
-            .subscribe()
-    }
-
-    /// The step's records: each watched group whose table they changed is
-    /// told its new epoch.
-    pub(super) fn notify(&self, records: &[Record], epoch_of: impl Fn(&str) -> Option<u64>) {
-        if !records.iter().any(Record::changes_routes) {
-            return;
-        }
-        let signals = self.signals.lock().unwrap_or_else(|e| e.into_inner());
-        if signals.is_empty() {
-            return;
-        }
-        for record in records.iter().filter(|r| r.changes_routes()) {
-            if let Some(sender) = signals.get(record.group())
-                && let Some(epoch) = epoch_of(record.group())
-            {
-                sender.send_if_modified(|seen| std::mem::replace(seen, epoch) != epoch);
-            }
-        }
-    }
-
-    /// A shard that stops being served: every watcher wakes (and finds
-    /// its group served elsewhere), and no table is kept.
-    pub(super) fn close(&self) {
-        self.signals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        self.tables
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-    }
-
-    fn cached(&self, group: &str, epoch: u64) -> Option<bytes::Bytes> {
-        let tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
-        tables
-            .get(group)
-            .filter(|(cached, _)| *cached == epoch)
-            .map(|(_, json)| json.clone())
-    }
-
-    fn keep(&self, group: &str, epoch: u64, json: bytes::Bytes) {
-        let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
-        tables.insert(group.to_owned(), (epoch, json));
-    }
+    pub waited_ms: u64,
 }
 
 /// What one locked step of a routes read gives.
@@ -123,10 +56,14 @@ impl Runtime {
         wait: Duration,
     ) -> Result<ServedRoutes, RuntimeError> {
         let shard = self.shards[self.shard_of(group) as usize].clone();
-        let deadline = tokio::time::Instant::now() + wait;
+        let started = tokio::time::Instant::now();
+        let deadline = started + wait;
         let mut signal: Option<watch::Receiver<u64>> = None;
         loop {
-            let table = self.routes_now(&shard, group, access).await?;
+            // Measured before the read: the promise starts no sooner.
+            let waited_ms = started.elapsed().as_millis() as u64;
+            let mut table = self.routes_now(&shard, group, access).await?;
+            table.waited_ms = waited_ms;
             let Some(after) = after_epoch else {
                 return Ok(table);
             };
@@ -199,6 +136,7 @@ impl Runtime {
             epoch: read.epoch,
             valid_ms: read.valid_ms,
             json,
+            waited_ms: 0,
         })
     }
 }

@@ -39,11 +39,12 @@ pub trait ShardStore: Send + Sync {
     /// of which its sink has persisted; the sink has been dropped.
     fn unloaded(&self, shard: ShardId, core: Coordinator);
 
-    /// The record format version the store writes now: a cluster's
-    /// feature level, which rises during a rolling upgrade; a data dir's
-    /// and memory's is this build's.
-    fn format_level(&self) -> u8 {
-        crate::log::frame::FORMAT_VERSION
+    /// The record format version the store writes now, if it may be
+    /// older than this build's newest: a cluster's feature level, which
+    /// rises during a rolling upgrade. `None`: always the newest (a data
+    /// dir, memory).
+    fn format_level(&self) -> Option<u8> {
+        None
     }
 }
 
@@ -151,7 +152,7 @@ pub(super) struct Shard {
     pub(super) heavy_step: AtomicBool,
     /// Its routing tables, serialized, and the change signals watchers
     /// of its groups sleep on.
-    pub(super) route_watches: super::routes::RouteWatches,
+    pub(super) route_watches: super::route_watches::RouteWatches,
 }
 
 /// A group of at least this many tasks is large: any step of it may be

@@ -157,6 +157,65 @@ pub fn check_leased_beliefs(beliefs: &[Belief<'_>], now: Millis) -> Result<(), S
     Ok(())
 }
 
+/// A key a router sent by its routing table: the task, the owner the table
+/// gives it (active, not moving), and the table's promise.
+#[derive(Clone, Debug)]
+pub struct Routed<'a> {
+    /// The simulator's name for the router (`g12/r0`), for messages.
+    pub router: &'a str,
+    pub task: &'a Task,
+    /// The member id the table names as the task's owner.
+    pub member_id: &'a str,
+    /// The table's epoch.
+    pub epoch: u64,
+    /// When the router sent the read that got the table.
+    pub sent_ms: Millis,
+    /// The end of the table's promise as the router counts it: its send
+    /// time, plus the wait the host reported, plus `valid_ms`.
+    pub valid_until_ms: Millis,
+}
+
+/// Invariant 9 (docs/routing.md, "The ownership bound"), at each key a
+/// router sends by a table within its promise (`now` before its
+/// `valid_until_ms`): the member it goes to processes the task, or no live
+/// member does (its owner died, or it is between owners). `processing` is
+/// what each running process of the group processes as its own machine
+/// has it, with the lease it honours: a process whose lease has passed
+/// processes nothing. A key sent by a stale table carries no promise.
+pub fn check_routed(routed: &Routed<'_>, processing: &[Belief<'_>], now: Millis) -> Result<(), String> {
+    let Routed {
+        router,
+        task,
+        member_id,
+        epoch,
+        sent_ms,
+        valid_until_ms: valid_until,
+    } = routed;
+    if now >= *valid_until {
+        return Ok(());
+    }
+    let live = |b: &&Belief<'_>| b.lease_until_ms.is_some_and(|until| now < until);
+    let mut processors = processing
+        .iter()
+        .filter(live)
+        .filter(|b| b.owns.contains(task));
+    let Some(other) = processors.clone().find(|b| b.member_id != *member_id) else {
+        return Ok(());
+    };
+    if processors.any(|b| b.member_id == *member_id) {
+        return Ok(());
+    }
+    let routed_to = match processing.iter().find(|b| b.member_id == *member_id) {
+        None => "no running process".to_owned(),
+        Some(b) if !live(&b) => format!("{}, whose lease ended at {:?}", b.process, b.lease_until_ms),
+        Some(b) => format!("{}, which does not hold it", b.process),
+    };
+    Err(format!(
+        "invariant 9 (routes): router {router} sends a key of {task:?} to {member_id} ({routed_to}) by its table of epoch {epoch} (read sent at t={sent_ms}, valid until t={valid_until}), while {} ({}) processes it",
+        other.process, other.member_id
+    ))
+}
+
 /// Invariant 4, at each reconciliation of `slot` (checked against the
 /// state `before` it): a task the installed target still gives the slot is
 /// never revoked, nor taken out of its active set (paused).

@@ -290,6 +290,19 @@ impl SimMember {
         }
     }
 
+    /// What it processes now as its machine has it (active, or revoked
+    /// and not acked yet, under the lease it honours): where a router's
+    /// key lands. Unlike [`Self::belief`], without the tasks an injected
+    /// fault keeps behind the machine's back.
+    pub fn processing(&self) -> Belief<'_> {
+        Belief {
+            process: &self.label,
+            member_id: self.member_id(),
+            lease_until_ms: self.lease_end_ms(),
+            owns: self.held.active.iter().chain(&self.held.revoking).collect(),
+        }
+    }
+
     /// Whether it processes anything the host assigned (active, or revoked
     /// and not acked yet).
     pub fn holds_tasks(&self) -> bool {

@@ -1,7 +1,11 @@
 //! The deterministic simulator: a sharded host of protocol cores (one per
 //! shard, each with its own record log) under virtual time with a few
-//! groups of many simulated members, driven by seeded random schedules,
-//! with the invariants of docs/design.md checked after every step.
+//! groups of many simulated members and the routers that read their
+//! routing tables, driven by seeded random schedules, with the invariants
+//! of docs/design.md checked after every step (1 to 6, and 8 in cluster
+//! mode) and at every key a router sends (9: a router that honours its
+//! table's `valid_ms` never sends a key to a member that does not process
+//! the task while another live member does; docs/routing.md).
 //!
 //! It owns the schedules ([`world`]), the simulated member processes
 //! ([`member`]), the invariant checks ([`check`]), its generator
@@ -38,6 +42,10 @@ pub use world::{ASSIGNORS, World, assign_natively};
 
 /// Steps of random events per schedule before its quiet phase.
 pub const DEFAULT_STEPS: u64 = 300;
+
+/// Routers per group a schedule draws from (`lo..=hi`): readers of the
+/// routing table from outside the group ([`world`]'s routers).
+pub const DEFAULT_ROUTERS: (u64, u64) = (0, 3);
 
 /// The simulated host's shards: few, so that a schedule's groups share a
 /// shard as often as they are spread over several.
@@ -78,6 +86,8 @@ pub struct Options {
     /// The host's shard count (each group's shard is
     /// [`crate::protocol::shard::shard_of`] its name).
     pub shards: u32,
+    /// How many routers each group gets, drawn in `lo..=hi`.
+    pub routers: (u64, u64),
 }
 
 impl Default for Options {
@@ -85,6 +95,7 @@ impl Default for Options {
         Options {
             steps: DEFAULT_STEPS,
             shards: DEFAULT_SHARDS,
+            routers: DEFAULT_ROUTERS,
             trace: false,
             trace_inputs: false,
             fault: None,
@@ -141,6 +152,17 @@ pub struct Stats {
     pub shard_records: Vec<u64>,
     /// Groups on each shard, by shard.
     pub shard_groups: Vec<u64>,
+    /// Routing tables routers read (answers that arrived).
+    pub routes_read: u64,
+    /// Keys routers sent by a fresh table (invariant 9 checked at each).
+    pub keys_routed: u64,
+    /// Of those, keys whose task the group's target had given to another
+    /// member meanwhile: sent right on the table's promise alone.
+    pub keys_routed_across_moves: u64,
+    /// Keys of a task the table showed unowned or moving: not sent.
+    pub keys_unowned: u64,
+    /// Keys a router held back for a newer table (its own had gone stale).
+    pub keys_deferred: u64,
     /// What the cluster layer did (cluster schedules only).
     pub cluster: ClusterStats,
 }
@@ -184,6 +206,11 @@ impl Stats {
         self.host_restarts += other.host_restarts;
         self.unsettled += other.unsettled;
         self.multi_shard_schedules += other.multi_shard_schedules;
+        self.routes_read += other.routes_read;
+        self.keys_routed += other.keys_routed;
+        self.keys_routed_across_moves += other.keys_routed_across_moves;
+        self.keys_unowned += other.keys_unowned;
+        self.keys_deferred += other.keys_deferred;
         add_by_shard(&mut self.shard_records, &other.shard_records);
         add_by_shard(&mut self.shard_groups, &other.shard_groups);
         self.cluster.add(&other.cluster);
@@ -300,7 +327,7 @@ pub fn summary_line(reports: &[Report]) -> String {
     }
     let violations = reports.iter().filter(|r| r.violation.is_some()).count();
     format!(
-        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={} multi_shard_schedules={} shard_groups={} shard_records={}",
+        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={} multi_shard_schedules={} routes_read={} keys_routed={} keys_routed_across_moves={} keys_unowned={} keys_deferred={} shard_groups={} shard_records={}",
         stats.schedules,
         stats.steps,
         stats.targets,
@@ -322,6 +349,11 @@ pub fn summary_line(reports: &[Report]) -> String {
         stats.host_restarts,
         stats.unsettled,
         stats.multi_shard_schedules,
+        stats.routes_read,
+        stats.keys_routed,
+        stats.keys_routed_across_moves,
+        stats.keys_unowned,
+        stats.keys_deferred,
         by_shard(&stats.shard_groups),
         by_shard(&stats.shard_records)
     )

@@ -462,7 +462,7 @@ impl Member {
 
     /// Sends the join `body` to `group` and takes the member from its 200
     /// answer; `label` names it in messages.
-    fn join_with(
+    pub fn join_with(
         server: &Server,
         group: &str,
         label: &'static str,

@@ -304,7 +304,12 @@ impl Coordinator {
         // old owner's release, or learners about to take tasks over) beats
         // faster, so that it learns of its grant a round trip after the
         // release rather than up to a heartbeat interval later.
-        let moving = !held.revoking.is_empty() || handover.is_some() || !ungranted.is_empty();
+        // (A member behind its target has a revocation waiting for the
+        // routing tables' promise: it hears of it as soon as that ends.)
+        let moving = !held.revoking.is_empty()
+            || handover.is_some()
+            || !ungranted.is_empty()
+            || held.epoch != group.target_epoch;
         let in_handoff = moving || self.warms_up_unpaced(group_name, group, target, now);
         let heartbeat_interval_ms =
             self.heartbeat_interval_ms(group_name, group, member, in_handoff, now, load);
@@ -419,9 +424,9 @@ impl Coordinator {
         });
         let target = &group.target_of(slot).active;
         let holdings = &group.holdings;
-        // Routing tables served before the last move still promise some
-        // tasks to their previous owners: nothing is granted until then.
-        let grants_held = self.grants_held_until(group_name, now).is_some();
+        // Routing tables served before a member was removed or replaced
+        // still name it: its tasks are granted to nobody until then.
+        let grants_held = self.moves_held(group_name, now, false);
         let next = crate::protocol::reconcile::reconcile(
             current,
             group.target_epoch,
@@ -429,6 +434,11 @@ impl Coordinator {
             owned.as_ref(),
             |task| grants_held || holdings.holder(task).is_some_and(|h| h != slot.as_str()),
         );
+        // Tables served before the target still promise this member's
+        // tasks to it: it keeps them (and serves them) until then.
+        if next.revoking.len() > current.revoking.len() && self.moves_held(group_name, now, true) {
+            return;
+        }
         let changed = next != *current;
         let liveness = self.liveness_mut(group_name);
         // Tasks a replaced incarnation may still hold cannot be released by

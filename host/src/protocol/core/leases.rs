@@ -32,6 +32,7 @@ impl Coordinator {
             // before it stopped: their promise is kept as if served now.
             let routes_end = now.saturating_add(group.config.routes_valid_ms);
             liveness.routes_promised_until_ms = Some(routes_end);
+            liveness.revocations_held_until_ms = Some(routes_end);
             liveness.grants_held_until_ms = Some(routes_end);
             for (slot, member) in &group.members {
                 let Some(held) = group

@@ -473,12 +473,7 @@ impl Coordinator {
         if let Err(e) = self.check_replay(&record) {
             panic!("the core emitted a record replay refuses: {e}: {record:?}");
         }
-        if let Record::TargetInstalled { group, .. }
-        | Record::MemberRemoved { group, .. }
-        | Record::MemberJoined { group, .. } = &record
-        {
-            self.hold_grants_for_served_tables(group);
-        }
+        self.hold_moves_for_served_tables(&record);
         self.apply(&record);
         out.records.push(record);
     }

@@ -2,11 +2,13 @@
 //! (its endpoint and metadata: the checks, and the record when they
 //! change), the table itself as the group's state gives it, and the
 //! promise each table carries. For `routes_valid_ms` after a table is
-//! served, no task it shows unmoved gets another active owner: a move
-//! published after the table (a new target, a member removed or replaced)
-//! grants nothing before the promise of every table served earlier has
-//! run out (`Liveness::grants_held_until_ms`, honoured in reconciliation
-//! and in a new incarnation's handover).
+//! served, no task it shows unmoved gets another active owner. A new
+//! target revokes nothing before the promise of every table served
+//! earlier has run out (`Liveness::revocations_held_until_ms`): the owners
+//! keep their tasks, and serve what those tables send them, meanwhile. A
+//! member removed or replaced leaves its tasks ungranted until then
+//! (`Liveness::grants_held_until_ms`). Both are honoured in
+//! reconciliation, and the second in a new incarnation's handover too.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -110,22 +112,42 @@ impl Coordinator {
         Some(valid_ms)
     }
 
-    /// A move is published (a new target, a member removed or replaced):
-    /// whatever it grants waits for every table served before it.
-    pub(super) fn hold_grants_for_served_tables(&mut self, group_name: &str) {
-        let liveness = self.liveness_mut(group_name);
-        if let Some(promised) = liveness.routes_promised_until_ms {
-            let held = liveness.grants_held_until_ms.get_or_insert(promised);
-            *held = (*held).max(promised);
-        }
+    /// `record` publishes a move (a new target; a member removed or
+    /// replaced): what it revokes, or what it frees, waits for every
+    /// table served before it.
+    pub(super) fn hold_moves_for_served_tables(&mut self, record: &Record) {
+        let revocations = match record {
+            Record::TargetInstalled { .. } => true,
+            Record::MemberRemoved { .. } | Record::MemberJoined { .. } => false,
+            _ => return,
+        };
+        let Some(entry) = self.groups.get_mut(record.group()) else {
+            return;
+        };
+        let liveness = &mut entry.liveness;
+        let Some(promised) = liveness.routes_promised_until_ms else {
+            return;
+        };
+        let held = if revocations {
+            &mut liveness.revocations_held_until_ms
+        } else {
+            &mut liveness.grants_held_until_ms
+        };
+        let held = held.get_or_insert(promised);
+        *held = (*held).max(promised);
     }
 
-    /// Until when grants of `group_name` wait for tables served before the
-    /// last move, if they still do at `now`.
-    pub(super) fn grants_held_until(&self, group_name: &str, now: Millis) -> Option<Millis> {
-        self.liveness(group_name)?
-            .grants_held_until_ms
-            .filter(|until| *until > now)
+    /// Whether revocations (`revocations`) or grants of `group_name` wait
+    /// at `now` for tables served before the last move.
+    pub(super) fn moves_held(&self, group_name: &str, now: Millis, revocations: bool) -> bool {
+        self.liveness(group_name).is_some_and(|l| {
+            let until = if revocations {
+                l.revocations_held_until_ms
+            } else {
+                l.grants_held_until_ms
+            };
+            until.is_some_and(|until| until > now)
+        })
     }
 
     /// The routing table of `group_name` as its state is now.

@@ -76,8 +76,12 @@ pub struct Liveness {
     /// The latest end of the promise of a routing table served
     /// (`routes_valid_ms` after it was served).
     pub routes_promised_until_ms: Option<Millis>,
-    /// Grants wait until then: a move was published while tables served
-    /// before it still promised the tasks' previous owners.
+    /// Revocations wait until then: a target was installed while tables
+    /// served before it still promised the tasks' owners, who keep
+    /// them (and so serve what those tables send them) until then.
+    pub revocations_held_until_ms: Option<Millis>,
+    /// Grants wait until then: a member was removed or replaced while
+    /// tables served before still named it.
     pub grants_held_until_ms: Option<Millis>,
 }
 

@@ -3,7 +3,8 @@
 //! deliberately broken member; [`checks`] feeds each invariant check a
 //! hand-made breach; [`member_leases`] drives one simulated member's
 //! lease by hand; [`core_fixes`] holds the regression tests of the core
-//! fixes the simulator led to.
+//! fixes the simulator led to; [`routers`] runs schedules whose groups
+//! all have routers.
 
 use std::collections::BTreeSet;
 
@@ -12,6 +13,7 @@ use crate::protocol::group::Task;
 mod checks;
 mod core_fixes;
 mod member_leases;
+mod routers;
 mod schedules;
 
 fn task(p: u32) -> Task {

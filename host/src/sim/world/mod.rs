@@ -21,6 +21,7 @@
 //! `scenario` draws the groups and their configs, `processes` starts
 //! the member processes, `heartbeat` sends their heartbeats and takes
 //! the outcomes in, `routing` reaches the nodes in cluster mode,
+//! `routers` reads the groups' routing tables and routes keys by them,
 //! `assignor_calls` answers the cores' assignor calls, `admin` sends
 //! configs and drains, `records` keeps what lands in each shard's log,
 //! `checks` holds the invariant checks after each step, `chaos` the
@@ -37,6 +38,7 @@ mod checks;
 mod heartbeat;
 mod processes;
 mod records;
+mod routers;
 mod routing;
 mod scenario;
 mod settle;
@@ -53,6 +55,7 @@ use crate::protocol::group::{Group, GroupConfig, Millis, Record};
 use crate::protocol::shard::shard_of;
 use assignor_calls::PendingCall;
 pub use assignor_calls::{ASSIGNORS, assign_natively};
+use routers::{SimRouter, draw_routers};
 use routing::CutOff;
 use scenario::{Scenario, draw, draw_group_names};
 use trace::describe_lane;
@@ -88,6 +91,9 @@ struct Lane {
     /// The drawn config, until the schedule configures the group with it.
     initial: Option<GroupConfig>,
 }
+
+/// What the routers' own generator is seeded with, besides the seed.
+const ROUTERS_SEED_SALT: u64 = 0x726f_7574_6572_7321;
 
 /// The seed of shard `shard`'s core (the member ids it issues).
 fn shard_seed(seed: u64, shard: usize) -> u64 {
@@ -131,6 +137,10 @@ pub struct World {
     answered_by: BTreeMap<usize, u64>,
     /// Cluster mode: processes whose network is down, until when.
     cut_off: BTreeMap<usize, CutOff>,
+    /// The routers of every group.
+    routers: Vec<SimRouter>,
+    /// The routers' own generator: they draw nothing from `rng`.
+    router_rng: Rng,
 }
 
 impl World {
@@ -144,7 +154,7 @@ impl World {
         let mut rng = Rng::new(seed);
         let shard_count = options.shards;
         let names = draw_group_names(&mut rng, shard_count);
-        let lanes = names
+        let mut lanes = names
             .into_iter()
             .map(|name| {
                 let (config, scenario) = draw(&mut rng);
@@ -157,6 +167,15 @@ impl World {
             })
             .collect::<Vec<Lane>>();
         let lane_count = lanes.len();
+        let mut router_rng = Rng::new(seed ^ ROUTERS_SEED_SALT);
+        let names: Vec<String> = lanes.iter().map(|l| l.name.clone()).collect();
+        let lost: Vec<f64> = lanes.iter().map(|l| l.scenario.lost_response_p).collect();
+        let (routers, valid) = draw_routers(&mut router_rng, &names, &lost, options.routers);
+        for (lane, valid_ms) in lanes.iter_mut().zip(valid) {
+            if let (Some(config), Some(valid_ms)) = (&mut lane.initial, valid_ms) {
+                config.routes_valid_ms = valid_ms;
+            }
+        }
         let cluster = cluster.map(|cluster| {
             let seeds = (0..shard_count as usize)
                 .map(|shard| shard_seed(seed, shard))
@@ -188,6 +207,8 @@ impl World {
             epochs_seen: vec![0; lane_count],
             answered_by: BTreeMap::new(),
             cut_off: BTreeMap::new(),
+            routers,
+            router_rng,
         }
     }
 
@@ -342,6 +363,17 @@ impl World {
             .map(|p| (p.next_beat_ms, p.pid));
         let tick = self.next_tick_ms;
         self.wait_out_stall();
+        // The routers act until then: nothing they do changes what is next.
+        let node_due = self
+            .cluster
+            .as_ref()
+            .and_then(Cluster::next_event)
+            .map(|(due, _)| due);
+        let next = [call.map(|(due, _)| due), beat.map(|(due, _)| due), node_due]
+            .into_iter()
+            .flatten()
+            .fold(tick, Millis::min);
+        self.routers_until(next)?;
         // A node's own event goes first on a tie: an answer due to a paused
         // node waits for its resume, which must come first.
         if let Some((due, node)) = self.cluster.as_ref().and_then(Cluster::next_event)

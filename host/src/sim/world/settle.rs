@@ -89,7 +89,8 @@ impl World {
     }
 
     /// How long group `lane` may take to settle: a few of each of its
-    /// timeouts, and per task an expansion and a few heartbeats.
+    /// timeouts, and per task an expansion, a few heartbeats and, if
+    /// routers read its table, the promise a move may wait for.
     fn settle_budget_ms(&self, lane: usize) -> Millis {
         let config = &self.group(lane).config;
         let tasks = config.task_count();
@@ -97,7 +98,10 @@ impl World {
             + config.scale_down_timeout_ms
             + config.session_timeout_ms
             + config.probing_interval_ms)
-            + (tasks + 10) * (config.expansion_timeout_ms + 4 * config.heartbeat_interval_ms)
+            + (tasks + 10)
+                * (config.expansion_timeout_ms
+                    + 4 * config.heartbeat_interval_ms
+                    + self.routes_hold_ms(lane))
     }
 
     /// Invariant 2 in every group.
