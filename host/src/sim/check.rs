@@ -182,7 +182,11 @@ pub struct Routed<'a> {
 /// what each running process of the group processes as its own machine
 /// has it, with the lease it honours: a process whose lease has passed
 /// processes nothing. A key sent by a stale table carries no promise.
-pub fn check_routed(routed: &Routed<'_>, processing: &[Belief<'_>], now: Millis) -> Result<(), String> {
+pub fn check_routed(
+    routed: &Routed<'_>,
+    processing: &[Belief<'_>],
+    now: Millis,
+) -> Result<(), String> {
     let Routed {
         router,
         task,
@@ -207,7 +211,9 @@ pub fn check_routed(routed: &Routed<'_>, processing: &[Belief<'_>], now: Millis)
     }
     let routed_to = match processing.iter().find(|b| b.member_id == *member_id) {
         None => "no running process".to_owned(),
-        Some(b) if !live(&b) => format!("{}, whose lease ended at {:?}", b.process, b.lease_until_ms),
+        Some(b) if !live(&b) => {
+            format!("{}, whose lease ended at {:?}", b.process, b.lease_until_ms)
+        }
         Some(b) => format!("{}, which does not hold it", b.process),
     };
     Err(format!(

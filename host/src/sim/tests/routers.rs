@@ -40,34 +40,3 @@ fn routers_that_honour_the_bound_never_send_a_key_away_from_its_processor() {
     // them right.
     assert!(stats.keys_routed_across_moves >= SCHEDULES * 5, "{stats:?}");
 }
-
-#[test]
-fn scratch_trace() {
-    let seed: u64 = std::env::var("SIM_SEED").unwrap().parse().unwrap();
-    let options = Options {
-        routers: (2, 3),
-        trace: true,
-        ..Options::default()
-    };
-    let report = crate::sim::run_schedule(seed, &options);
-    std::fs::write("/tmp/trace.txt", report.trace.join("\n")).unwrap();
-    println!("{:?}", report.violation);
-}
-
-#[test]
-fn scratch_many() {
-    let first: u64 = std::env::var("SIM_FIRST").unwrap().parse().unwrap();
-    let count: u64 = std::env::var("SIM_COUNT").unwrap().parse().unwrap();
-    let lo: u64 = std::env::var("SIM_LO").map_or(2, |v| v.parse().unwrap());
-    let options = Options {
-        routers: (lo, 3),
-        ..Options::default()
-    };
-    let reports = run_many(first, count, &options, 2);
-    println!("{}", summary_line(&reports));
-    for r in &reports {
-        if let Some(v) = &r.violation {
-            println!("{v}");
-        }
-    }
-}

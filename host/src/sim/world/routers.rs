@@ -377,7 +377,11 @@ impl World {
         let line = format!(
             "{} routes {topic}:{partition} to {member_id}{}",
             routed.router,
-            if moved { " (its target has moved it)" } else { "" }
+            if moved {
+                " (its target has moved it)"
+            } else {
+                ""
+            }
         );
         self.note(|_| line);
         checked.map_err(|e| self.violation(format!("{e} (group {})", self.lanes[lane].name)))?;
