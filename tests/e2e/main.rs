@@ -37,6 +37,7 @@ mod openapi_statuses;
 mod plugin_runtime;
 mod registry;
 mod routes;
+mod routes_cluster;
 mod remote_cli;
 mod serve;
 mod shards;
