@@ -61,7 +61,11 @@ pub struct RouterConfig {
     /// `Authorization: Bearer TOKEN`.
     pub token: Option<String>,
     /// How long the host may hold a blocking query before it answers with
-    /// the table unchanged (1 to [`WAIT_MS_MAX`]).
+    /// the table unchanged (1 to [`WAIT_MS_MAX`]). While the table held
+    /// promises an ownership bound, a query waits at most half its
+    /// `valid_ms`, so that the next answer renews the bound before it runs
+    /// out (the host's default `valid_ms`, 2000, makes that a query a
+    /// second while nothing changes).
     pub wait_ms: u64,
     /// How long one query may take before it counts as lost; `None`:
     /// `wait_ms` plus [`REQUEST_TIMEOUT_PAST_WAIT`].

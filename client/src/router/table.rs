@@ -76,30 +76,42 @@ struct Indexed {
     topics: HashMap<String, TopicIndex>,
 }
 
-/// A routing table: what the host answered, and when its request was sent
-/// (by the monotonic clock).
+/// A routing table: what the host answered, when its request was sent (by
+/// the monotonic clock), and how long the host said the request waited
+/// before it read the table.
 #[derive(Clone, Debug)]
 pub struct RouteTable {
     indexed: Arc<Indexed>,
     sent_at: Instant,
+    waited: Duration,
 }
 
 impl RouteTable {
-    /// `body`, answered to a request sent at `sent_at`, indexed.
-    pub fn new(body: RoutesBody, sent_at: Instant) -> Self {
+    /// `body`, answered to a request sent at `sent_at` that waited
+    /// `waited` at the host before the table was read (its
+    /// `Assignd-Routes-Waited-Ms`), indexed.
+    pub fn new(body: RoutesBody, sent_at: Instant, waited: Duration) -> Self {
         RouteTable {
             indexed: Arc::new(Indexed::new(body)),
             sent_at,
+            waited,
         }
     }
 
     /// The same table, confirmed by an answer to a request sent at
-    /// `sent_at` (its bound counts from then); the index is shared.
-    pub(crate) fn confirmed(&self, sent_at: Instant) -> Self {
-        RouteTable {
+    /// `sent_at` that waited `waited`: the later of the two bounds holds;
+    /// the index is shared.
+    pub(crate) fn confirmed(&self, sent_at: Instant, waited: Duration) -> Self {
+        let mut confirmed = RouteTable {
             indexed: Arc::clone(&self.indexed),
-            sent_at: sent_at.max(self.sent_at),
+            sent_at,
+            waited,
+        };
+        if confirmed.read_at() <= self.read_at() {
+            confirmed.sent_at = self.sent_at;
+            confirmed.waited = self.waited;
         }
+        confirmed
     }
 
     /// The host's answer as it came.
@@ -120,9 +132,21 @@ impl RouteTable {
         self.sent_at
     }
 
-    /// The end of the ownership bound: the send time plus `valid_ms`.
+    /// How long that request waited at the host before the table was read.
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// No sooner than when the host read the table: the send time plus the
+    /// wait the host reported. The promise counts from here.
+    fn read_at(&self) -> Instant {
+        self.sent_at + self.waited
+    }
+
+    /// The end of the ownership bound: the send time, plus how long the
+    /// request waited at the host, plus `valid_ms`.
     pub fn fresh_until(&self) -> Instant {
-        self.sent_at + Duration::from_millis(self.indexed.body.valid_ms)
+        self.read_at() + Duration::from_millis(self.indexed.body.valid_ms)
     }
 
     /// Whether the table is within its ownership bound at `now`.

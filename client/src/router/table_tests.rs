@@ -32,7 +32,7 @@ fn every_lookup_of_the_vector_table_reads_from_the_index() {
     let vectors = vectors("table.json");
     let body: RoutesBody = serde_json::from_value(vectors["table"].clone()).unwrap();
     let sent = Instant::now();
-    let table = RouteTable::new(body, sent);
+    let table = RouteTable::new(body, sent, Duration::ZERO);
     let lookups = vectors["lookups"].as_array().unwrap();
     assert!(lookups.len() > 20);
     for lookup in lookups {
@@ -77,7 +77,7 @@ fn a_table_is_fresh_until_its_bound_counted_from_the_send_time() {
     let cases = vectors["freshness"].as_array().unwrap();
     assert!(!cases.is_empty());
     for case in cases {
-        let table = RouteTable::new(body.clone(), at(&case["sent_at_ms"]));
+        let table = RouteTable::new(body.clone(), at(&case["sent_at_ms"]), Duration::ZERO);
         let now = at(&case["now_ms"]);
         assert_eq!(
             table.is_fresh_at(now),
@@ -89,17 +89,42 @@ fn a_table_is_fresh_until_its_bound_counted_from_the_send_time() {
         assert_eq!(route.fresh_until, table.fresh_until());
         // A later answer of the same epoch moves the bound on; an earlier
         // one does not move it back.
-        let later = table.confirmed(now);
+        let later = table.confirmed(now, Duration::ZERO);
         assert!(later.is_fresh_at(now) || body.valid_ms == 0);
-        assert_eq!(table.confirmed(origin).sent_at(), table.sent_at());
+        let earlier = table.confirmed(origin, Duration::ZERO);
+        assert_eq!(earlier.sent_at(), table.sent_at());
     }
+}
+
+#[test]
+fn the_bound_counts_from_the_send_time_plus_the_hosts_wait() {
+    let mut body: RoutesBody = serde_json::from_value(vectors("table.json")["table"].clone())
+        .expect("the vector table decodes");
+    body.valid_ms = 2_000;
+    let sent = Instant::now();
+    let waited = Duration::from_millis(1_500);
+    let table = RouteTable::new(body, sent, waited);
+    assert_eq!(table.fresh_until() - sent, Duration::from_millis(3_500));
+    assert!(table.is_fresh_at(sent + Duration::from_millis(3_499)));
+    assert!(!table.is_fresh_at(sent + Duration::from_millis(3_500)));
+    let route = table
+        .owner_of_partition_at("orders", 0, sent + Duration::from_millis(3_000))
+        .unwrap();
+    assert!(route.fresh);
+    // A confirmation sent later but read sooner (it waited less) keeps the
+    // later bound; one read later moves it on.
+    let sooner = table.confirmed(sent + Duration::from_millis(100), Duration::ZERO);
+    assert_eq!(sooner.fresh_until(), table.fresh_until());
+    let later = table.confirmed(sent + Duration::from_millis(100), waited);
+    assert_eq!(later.fresh_until() - sent, Duration::from_millis(3_600));
+    assert_eq!(later.waited(), waited);
 }
 
 #[test]
 fn an_unknown_topic_and_a_partition_past_the_count_are_errors() {
     let vectors = vectors("table.json");
     let body: RoutesBody = serde_json::from_value(vectors["table"].clone()).unwrap();
-    let table = RouteTable::new(body, Instant::now());
+    let table = RouteTable::new(body, Instant::now(), Duration::ZERO);
     let unknown = vectors["unknown_topic"].as_str().unwrap();
     assert_eq!(
         table.owner_of(unknown, "k"),
@@ -135,7 +160,7 @@ fn every_key_of_the_murmur2_vectors_goes_to_kafkas_partition() {
         topics: counts.iter().map(|n| (format!("t{n}"), *n)).collect(),
         ..RoutesBody::default()
     };
-    let table = RouteTable::new(body, Instant::now());
+    let table = RouteTable::new(body, Instant::now(), Duration::ZERO);
     for case in cases {
         let hex = case["key_hex"].as_str().unwrap();
         let key: Vec<u8> = (0..hex.len())
@@ -180,7 +205,7 @@ fn a_table_that_names_more_than_its_topics_have_reads_what_it_can() {
         )]),
         ..RoutesBody::default()
     };
-    let table = RouteTable::new(body, Instant::now());
+    let table = RouteTable::new(body, Instant::now(), Duration::ZERO);
     let owner = |p| id(&table.owner_of_partition("a", p).unwrap().owner).map(str::to_owned);
     assert_eq!(
         [owner(0), owner(1), owner(2)],

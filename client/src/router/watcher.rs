@@ -6,10 +6,15 @@
 //!
 //! Each answer's table is judged against the one held: a newer epoch
 //! replaces it and is told to every change receiver; the same epoch only
-//! moves its ownership bound on (its request was sent later); a lower one
+//! moves its ownership bound on (the host read it later); a lower one
 //! replaces it only when the host answered it to a query whose
 //! `after_epoch` was above it (the held table came from a host that does
 //! not serve the group any more, and this one is the truth).
+//!
+//! A blocking query waits at most half the held table's `valid_ms` (when
+//! that is under the configured wait): in a quiet group the next answer,
+//! with a renewed bound, comes well before the held one runs out, and the
+//! table stays fresh.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,6 +45,12 @@ const RETRY_AFTER_S_MAX: u64 = 60;
 const REDIRECTS_MAX: u32 = 5;
 /// The longest error body kept in a message.
 const ERROR_BODY_BYTES_MAX: usize = 512;
+/// The header in which the host says how long a query waited before it
+/// read the table.
+const WAITED_HEADER: &str = "assignd-routes-waited-ms";
+/// The longest wait taken from that header: the host never holds a query
+/// longer than its longest wait.
+const WAITED_MS_MAX: u64 = super::WAIT_MS_MAX;
 
 /// What the router and its loop share.
 pub(crate) struct Shared {
@@ -77,8 +88,14 @@ impl Shared {
     }
 
     /// Takes `body`, answered to a query sent at `sent` with `after_epoch`
-    /// (see the module doc).
-    pub fn accept(&self, body: RoutesBody, sent: Instant, after_epoch: Option<u64>) {
+    /// that waited `waited` at the host (see the module doc).
+    pub fn accept(
+        &self,
+        body: RoutesBody,
+        sent: Instant,
+        waited: Duration,
+        after_epoch: Option<u64>,
+    ) {
         // An answer: whatever the host refused before, it serves now.
         self.refusal
             .send_if_modified(|refusal| refusal.take().is_some());
@@ -88,7 +105,7 @@ impl Shared {
             // nobody is told (nothing changed).
             self.tables.send_if_modified(|table| {
                 if let Some(current) = table.as_mut().filter(|t| t.epoch() == body.epoch) {
-                    *current = Arc::new(current.confirmed(sent));
+                    *current = Arc::new(current.confirmed(sent, waited));
                 }
                 false
             });
@@ -101,7 +118,7 @@ impl Shared {
         }
         // Indexed before the channel's lock is taken: readers never wait
         // for an index to be built.
-        let table = Arc::new(RouteTable::new(body, sent));
+        let table = Arc::new(RouteTable::new(body, sent, waited));
         self.tables.send_if_modified(|current| {
             let now_held = current.as_ref().map(|t| t.epoch());
             // Another answer may have come meanwhile: a newer one stays.
@@ -127,7 +144,9 @@ impl Shared {
 
 /// How one query ended.
 enum Fetched {
-    Table(RoutesBody),
+    /// The table, and how long the query waited at the host before it was
+    /// read.
+    Table(RoutesBody, Duration),
     /// The host refused it (4xx): reported, retried slowly.
     Refused(ClientError),
     /// No answer, or a host failure: the next URL, after a pause.
@@ -144,7 +163,8 @@ pub(crate) struct Fetcher {
     urls: Vec<reqwest::Url>,
     /// `Bearer TOKEN`, marked sensitive.
     authorization: Option<HeaderValue>,
-    wait_ms: u64,
+    /// The configured wait of a blocking query.
+    wait_ms_configured: u64,
     request_timeout: Duration,
 }
 
@@ -179,19 +199,31 @@ impl Fetcher {
             client,
             urls,
             authorization,
-            wait_ms: config.wait_ms,
+            wait_ms_configured: config.wait_ms,
             request_timeout,
         })
     }
 
-    /// One query to the `index`th URL: a blocking one past `after_epoch`
-    /// when given, else the table as it is. Redirects are followed.
-    async fn fetch(&self, index: usize, after_epoch: Option<u64>) -> Fetched {
+    /// How long a blocking query past `held` may wait: the configured
+    /// wait, or half the table's `valid_ms` when that is shorter (and the
+    /// table promises anything), so that the answer renews the bound before
+    /// it runs out.
+    pub fn wait_ms(&self, held: Option<&RouteTable>) -> u64 {
+        match held.map(|table| table.body().valid_ms) {
+            Some(valid_ms) if valid_ms > 0 => self.wait_ms_configured.min((valid_ms / 2).max(1)),
+            _ => self.wait_ms_configured,
+        }
+    }
+
+    /// One query to the `index`th URL: a blocking one past `after` (an
+    /// epoch and a wait in ms) when given, else the table as it is.
+    /// Redirects are followed.
+    async fn fetch(&self, index: usize, after: Option<(u64, u64)>) -> Fetched {
         let mut url = self.urls[index % self.urls.len()].clone();
-        if let Some(epoch) = after_epoch {
+        if let Some((epoch, wait_ms)) = after {
             url.query_pairs_mut()
                 .append_pair("after_epoch", &epoch.to_string())
-                .append_pair("wait_ms", &self.wait_ms.to_string());
+                .append_pair("wait_ms", &wait_ms.to_string());
         }
         for _ in 0..=REDIRECTS_MAX {
             let mut get = self.client.get(url.clone()).timeout(self.request_timeout);
@@ -219,12 +251,21 @@ impl Fetcher {
 pub(crate) async fn run(fetcher: Arc<Fetcher>, shared: Arc<Shared>) {
     let mut backoff = RETRY_BACKOFF_MIN;
     loop {
-        let after_epoch = shared.held_epoch();
+        let (after_epoch, wait_ms) = {
+            let held = shared.table();
+            (
+                held.as_ref().map(|t| t.epoch()),
+                fetcher.wait_ms(held.as_deref()),
+            )
+        };
         let index = shared.url_index.load(Ordering::Relaxed);
         let sent = Instant::now();
-        match fetcher.fetch(index, after_epoch).await {
-            Fetched::Table(body) => {
-                shared.accept(body, sent, after_epoch);
+        match fetcher
+            .fetch(index, after_epoch.map(|e| (e, wait_ms)))
+            .await
+        {
+            Fetched::Table(body, waited) => {
+                shared.accept(body, sent, waited, after_epoch);
                 backoff = RETRY_BACKOFF_MIN;
             }
             Fetched::Refused(error) => {
@@ -251,7 +292,7 @@ pub(crate) async fn refresh(fetcher: Arc<Fetcher>, shared: Arc<Shared>) {
     let index = shared.url_index.load(Ordering::Relaxed);
     let sent = Instant::now();
     match fetcher.fetch(index, None).await {
-        Fetched::Table(body) => shared.accept(body, sent, None),
+        Fetched::Table(body, waited) => shared.accept(body, sent, waited, None),
         Fetched::Refused(error) | Fetched::Failed { error, .. } => {
             tracing::debug!(%error, "the refresh after a misroute failed");
         }
@@ -300,13 +341,14 @@ async fn read(answer: reqwest::Response) -> Fetched {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(|s| Duration::from_secs(s.min(RETRY_AFTER_S_MAX)));
+    let waited = waited(answer.headers());
     let body = match answer.bytes().await {
         Ok(body) => body,
         Err(e) => return transport_failure(&e),
     };
     if status.is_success() {
         return match serde_json::from_slice::<RoutesBody>(&body) {
-            Ok(table) => Fetched::Table(table),
+            Ok(table) => Fetched::Table(table, waited),
             Err(e) => Fetched::Failed {
                 error: ClientError::Decode(format!("routing table: {e}")),
                 retry_after: None,
@@ -351,6 +393,17 @@ async fn read(answer: reqwest::Response) -> Fetched {
         },
         retry_after,
     }
+}
+
+/// How long the query waited at the host before the table was read, as
+/// its `Assignd-Routes-Waited-Ms` says (none or unreadable: no wait).
+fn waited(headers: &reqwest::header::HeaderMap) -> Duration {
+    let waited_ms = headers
+        .get(WAITED_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    Duration::from_millis(waited_ms.min(WAITED_MS_MAX))
 }
 
 /// The routes URL of `group` at the host whose base URL is `base`.

@@ -38,6 +38,8 @@ struct Seen {
 
 struct Inner {
     table: Mutex<RoutesBody>,
+    /// The `Assignd-Routes-Waited-Ms` every answer carries, if any.
+    waited_ms: Mutex<Option<u64>>,
     /// Told when the table changes, unless the change is made silently.
     changed: Notify,
     faults: Mutex<VecDeque<Fault>>,
@@ -90,7 +92,13 @@ async fn routes(
         .await;
     }
     let table = inner.table.lock().unwrap().clone();
-    axum::Json(table).into_response()
+    let mut answer = axum::Json(table).into_response();
+    if let Some(waited_ms) = *inner.waited_ms.lock().unwrap() {
+        answer
+            .headers_mut()
+            .insert("assignd-routes-waited-ms", waited_ms.into());
+    }
+    answer
 }
 
 impl IntoResponse for Fault {
@@ -121,6 +129,7 @@ impl FakeHost {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let inner = Arc::new(Inner {
             table: Mutex::new(table),
+            waited_ms: Mutex::new(None),
             changed: Notify::new(),
             faults: Mutex::new(VecDeque::new()),
             seen: Mutex::new(Vec::new()),
@@ -149,6 +158,11 @@ impl FakeHost {
     /// watch were slow): only a new query sees it.
     fn set_table_silently(&self, table: RoutesBody) {
         *self.inner.table.lock().unwrap() = table;
+    }
+
+    /// Every later answer says it waited `waited_ms` before the read.
+    fn say_waited(&self, waited_ms: u64) {
+        *self.inner.waited_ms.lock().unwrap() = Some(waited_ms);
     }
 
     fn fault(&self, fault: Fault) {
@@ -417,4 +431,75 @@ async fn a_config_that_cannot_work_is_refused_before_starting() {
             "{config:?}"
         );
     }
+}
+
+/// Epoch `epoch` of [`table`], promising `valid_ms`.
+fn table_valid_for(epoch: u64, valid_ms: u64) -> RoutesBody {
+    RoutesBody {
+        valid_ms,
+        ..table(epoch, "m-1")
+    }
+}
+
+#[tokio::test]
+async fn the_bound_counts_from_the_send_time_plus_the_wait_the_host_reports() {
+    let host = FakeHost::start(table_valid_for(1, 2_000)).await;
+    // Answered at once, yet the host says the query waited 1.5 s before
+    // it read the table: the promise runs 2 s from then.
+    host.say_waited(1_500);
+    let router = Router::start(host.config().with_wait_ms(20_000)).unwrap();
+    router.ready(DEADLINE).await.unwrap();
+    let held = router.table().unwrap();
+    assert_eq!(held.waited(), Duration::from_millis(1_500));
+    assert_eq!(
+        held.fresh_until() - held.sent_at(),
+        Duration::from_millis(3_500)
+    );
+    let sent = held.sent_at();
+    assert!(held.is_fresh_at(sent + Duration::from_millis(3_499)));
+    assert!(!held.is_fresh_at(sent + Duration::from_millis(3_500)));
+}
+
+#[tokio::test]
+async fn an_answer_without_the_waited_header_counts_from_the_send_time() {
+    let host = FakeHost::start(table_valid_for(1, 2_000)).await;
+    let router = Router::start(host.config()).unwrap();
+    router.ready(DEADLINE).await.unwrap();
+    let held = router.table().unwrap();
+    assert_eq!(held.waited(), Duration::ZERO);
+    assert_eq!(
+        held.fresh_until() - held.sent_at(),
+        Duration::from_millis(2_000)
+    );
+}
+
+#[tokio::test]
+async fn a_query_past_a_promising_table_waits_half_its_bound_at_most() {
+    let host = FakeHost::start(table_valid_for(1, 2_000)).await;
+    let router = Router::start(host.config().with_wait_ms(20_000)).unwrap();
+    router.ready(DEADLINE).await.unwrap();
+    let seen = host.wait_for_queries(2).await;
+    assert_eq!(
+        (seen[1].after_epoch, seen[1].wait_ms),
+        (Some(1), Some(1_000))
+    );
+    // A table that promises nothing: the configured wait.
+    let mut changes = router.changes();
+    changes.borrow_and_update();
+    host.set_table(table_valid_for(2, 0));
+    assert_eq!(next_epoch(&mut changes).await, 2);
+    let seen = host.wait_for_queries(3).await;
+    assert_eq!(
+        (seen[2].after_epoch, seen[2].wait_ms),
+        (Some(2), Some(20_000))
+    );
+}
+
+#[tokio::test]
+async fn a_configured_wait_under_half_the_bound_is_kept() {
+    let host = FakeHost::start(table_valid_for(1, 2_000)).await;
+    let router = Router::start(host.config().with_wait_ms(300)).unwrap();
+    router.ready(DEADLINE).await.unwrap();
+    let seen = host.wait_for_queries(2).await;
+    assert_eq!(seen[1].wait_ms, Some(300));
 }
