@@ -1,0 +1,267 @@
+//! `assignd-kv router`: the HTTP front. `GET` and `PUT /kv/{key}` go to
+//! the endpoint of the key's owner by the group's routing table (an
+//! [`assignd_client::Router`] with the group's reader token); `GET /stats`
+//! counts what happened. It owns the forwarding and its retries; the table
+//! and its freshness are the client library's.
+//!
+//! A request goes out only on a fresh route (the table within its
+//! ownership bound) with an owner. Otherwise, and after a worker's `421
+//! not_owner` (reported with `Router::misrouted`) or a worker that does
+//! not answer, the router waits for a newer table (at most
+//! [`TABLE_WAIT_MAX`]) and tries again, at most [`ATTEMPTS_MAX`] times
+//! within [`ROUTE_WITHIN`]; then it answers `503 no_owner` with
+//! `Retry-After`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use assignd_client::{Route, RouteError, Router, RouterConfig};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::time::Instant;
+
+use crate::http::{TOPIC, error, path_segment, unavailable};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The host's base URL (a cluster's nodes separated by commas).
+    #[arg(long)]
+    url: String,
+    #[arg(long)]
+    group: String,
+    /// The group's reader token (or the admin token).
+    #[arg(long, env = "ASSIGND_READER_TOKEN", hide_env_values = true)]
+    token: String,
+    /// Where to serve, `host:port` (port 0: any free one).
+    #[arg(long)]
+    listen: String,
+}
+
+/// The most tries of one request (the first included).
+pub const ATTEMPTS_MAX: u32 = 10;
+/// How long one request may be retried before it is refused.
+pub const ROUTE_WITHIN: Duration = Duration::from_secs(5);
+/// The longest wait for a newer table between two tries.
+pub const TABLE_WAIT_MAX: Duration = Duration::from_secs(1);
+/// How often a wait checks the table's freshness (renewals of the same
+/// epoch are not signalled).
+const FRESHNESS_POLL: Duration = Duration::from_millis(20);
+/// How long a worker may take to answer one forwarded request.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long the first table may take.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// What the router did, as `GET /stats` shows it.
+#[derive(Default)]
+struct Stats {
+    /// Requests sent to a worker.
+    forwarded: AtomicU64,
+    /// Answers `421 not_owner` from a worker.
+    misrouted: AtomicU64,
+    /// Workers that did not answer (gone, or too slow).
+    unreachable: AtomicU64,
+    /// Tries after the first.
+    retried: AtomicU64,
+    /// Requests answered 503: no owner in time.
+    refused: AtomicU64,
+}
+
+struct Front {
+    router: Router,
+    http: reqwest::Client,
+    stats: Stats,
+}
+
+/// What one try came to.
+enum Try {
+    Answered(Response),
+    /// Try again once the table may say otherwise.
+    Retry(Wait),
+}
+
+/// What a retry waits for.
+#[derive(Clone, Copy)]
+enum Wait {
+    /// A table past this epoch: this one's route failed, or had no owner.
+    Newer(u64),
+    /// The table renewed within its ownership bound.
+    Fresh,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let router = Router::start(RouterConfig::new(&args.url, &args.group).with_token(&args.token))?;
+    router.ready(READY_WITHIN).await?;
+    let http = reqwest::Client::builder()
+        .timeout(FORWARD_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .build()?;
+    let front = Arc::new(Front {
+        router,
+        http,
+        stats: Stats::default(),
+    });
+    let app = axum::Router::new()
+        .route("/kv/{key}", axum::routing::get(get_key).put(put_key))
+        .route("/stats", axum::routing::get(stats))
+        .with_state(front);
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    println!("listening on http://{}", listener.local_addr()?);
+    let mut signals = crate::signals::Signals::install()?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { signals.next().await })
+        .await?;
+    Ok(())
+}
+
+async fn get_key(State(front): State<Arc<Front>>, Path(key): Path<String>) -> Response {
+    forward(&front, reqwest::Method::GET, &key, None).await
+}
+
+async fn put_key(
+    State(front): State<Arc<Front>>,
+    Path(key): Path<String>,
+    value: Bytes,
+) -> Response {
+    forward(&front, reqwest::Method::PUT, &key, Some(value)).await
+}
+
+async fn stats(State(front): State<Arc<Front>>) -> Json<serde_json::Value> {
+    let stats = &front.stats;
+    let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    Json(serde_json::json!({
+        "forwarded": count(&stats.forwarded),
+        "misrouted": count(&stats.misrouted),
+        "unreachable": count(&stats.unreachable),
+        "retried": count(&stats.retried),
+        "refused": count(&stats.refused),
+        "epoch": front.router.epoch(),
+    }))
+}
+
+/// Sends the request to the key's owner, trying again on a newer table
+/// until it is answered or the bounds run out.
+async fn forward(
+    front: &Front,
+    method: reqwest::Method,
+    key: &str,
+    body: Option<Bytes>,
+) -> Response {
+    let deadline = Instant::now() + ROUTE_WITHIN;
+    for attempt in 1..=ATTEMPTS_MAX {
+        if attempt > 1 {
+            front.stats.retried.fetch_add(1, Ordering::Relaxed);
+        }
+        let wait = match front.router.owner_of(TOPIC, key) {
+            Ok(route) => match try_route(front, &route, method.clone(), key, body.clone()).await {
+                Try::Answered(response) => return response,
+                Try::Retry(wait) => wait,
+            },
+            Err(RouteError::NoTable) => Wait::Fresh,
+            Err(e) => return error(StatusCode::NOT_FOUND, "topic_not_found", e.to_string()),
+        };
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        wait_for_table(&front.router, wait, TABLE_WAIT_MAX.min(deadline - now)).await;
+    }
+    front.stats.refused.fetch_add(1, Ordering::Relaxed);
+    unavailable(
+        "no_owner",
+        format!("no worker serves the partition of {key:?} now"),
+    )
+}
+
+/// One try by `route`.
+async fn try_route(
+    front: &Front,
+    route: &Route,
+    method: reqwest::Method,
+    key: &str,
+    body: Option<Bytes>,
+) -> Try {
+    if !route.fresh {
+        return Try::Retry(Wait::Fresh);
+    }
+    let endpoint = route.owner.as_ref().and_then(|o| o.endpoint.as_deref());
+    let Some(endpoint) = endpoint else {
+        return Try::Retry(Wait::Newer(route.epoch));
+    };
+    let url = format!(
+        "{}/kv/{}",
+        endpoint.trim_end_matches('/'),
+        path_segment(key)
+    );
+    let mut request = front.http.request(method, url);
+    if let Some(body) = body {
+        request = request.body(body);
+    }
+    front.stats.forwarded.fetch_add(1, Ordering::Relaxed);
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(_) => {
+            // Gone or stalled: its partitions move once its lease ends,
+            // and the table says so.
+            front.stats.unreachable.fetch_add(1, Ordering::Relaxed);
+            return Try::Retry(Wait::Newer(route.epoch));
+        }
+    };
+    if response.status() == StatusCode::MISDIRECTED_REQUEST {
+        front.stats.misrouted.fetch_add(1, Ordering::Relaxed);
+        front.router.misrouted(route);
+        return Try::Retry(Wait::Newer(route.epoch));
+    }
+    Try::Answered(relay(response).await)
+}
+
+/// The worker's answer as the router's.
+async fn relay(response: reqwest::Response) -> Response {
+    let status = response.status();
+    let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+    match response.bytes().await {
+        Ok(body) => {
+            let mut answer = (status, body).into_response();
+            if let Some(content_type) = content_type {
+                answer
+                    .headers_mut()
+                    .insert(header::CONTENT_TYPE, content_type);
+            }
+            answer
+        }
+        Err(e) => error(
+            StatusCode::BAD_GATEWAY,
+            "bad_gateway",
+            format!("the worker's answer broke off: {e}"),
+        ),
+    }
+}
+
+/// Waits until the router holds a table that may route differently, at
+/// most `bound`.
+async fn wait_for_table(router: &Router, wait: Wait, bound: Duration) {
+    let until = Instant::now() + bound;
+    let mut changes = router.changes();
+    changes.mark_unchanged();
+    while Instant::now() < until {
+        let epoch = router.epoch();
+        let done = match wait {
+            Wait::Newer(held) => epoch.is_some_and(|epoch| epoch > held),
+            Wait::Fresh => router.is_fresh(),
+        };
+        if done {
+            return;
+        }
+        tokio::select! {
+            _ = changes.changed() => {}
+            () = tokio::time::sleep(FRESHNESS_POLL) => {}
+        }
+    }
+}
