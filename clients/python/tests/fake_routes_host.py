@@ -1,6 +1,10 @@
 """A routes host on loopback for the router's tests: it holds one table and
 answers ``GET .../routes`` as the real host does (a blocking query waits
-for a newer epoch or ``wait_ms``), unless a scripted reply is queued."""
+for a newer epoch or ``wait_ms``), unless a scripted reply is queued.
+
+Its tables promise 60 s by default: a router's query then waits the
+``wait_ms`` it was given (under half the promise), as the loop tests
+expect."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from fake_host import Reply
 
 
 def table(
-    epoch: int, owner: str = "m-1", endpoint: Optional[str] = "http://a:1", valid_ms: int = 2000
+    epoch: int, owner: str = "m-1", endpoint: Optional[str] = "http://a:1", valid_ms: int = 60_000
 ) -> Dict[str, Any]:
     """A table of one topic ``orders`` of 4 partitions, all owned by ``owner``."""
     return {
@@ -51,6 +55,8 @@ class FakeRoutesHost:
         self.queries: List[Query] = []
         #: Replies given instead of the table, first first.
         self.script: List[Reply] = []
+        #: The ``Assignd-Routes-Waited-Ms`` every table answer carries, if any.
+        self.waited_ms: Optional[int] = None
         self.changed = threading.Condition()
         host = self
 
@@ -67,7 +73,8 @@ class FakeRoutesHost:
                     host.changed.notify_all()
                     scripted = host.script.pop(0) if host.script else None
                 if scripted is None:
-                    scripted = (200, {}, json.dumps(host.wait(query)).encode())
+                    waited = {} if host.waited_ms is None else {"Assignd-Routes-Waited-Ms": str(host.waited_ms)}
+                    scripted = (200, waited, json.dumps(host.wait(query)).encode())
                 status, headers, data = scripted
                 self.send_response(status)
                 for name, value in headers.items():

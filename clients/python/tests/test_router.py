@@ -90,6 +90,16 @@ def test_freshness_counts_from_the_send_time():
         assert routes.route("orders", 0, case["now_ms"]).fresh == case["fresh"]
 
 
+def test_the_bound_counts_from_the_send_time_plus_the_hosts_wait():
+    routes = RouteTable(table(1, valid_ms=2000), sent_at_ms=10_000, waited_ms=1500)
+    assert routes.fresh_until_ms - routes.sent_at_ms == 3500
+    assert routes.is_fresh(13_499) and not routes.is_fresh(13_500)
+    assert routes.route("orders", 0, 13_499).fresh
+    # A later confirmation keeps its own send time and wait.
+    again = routes.resent(10_100, 0)
+    assert again.fresh_until_ms == 12_100 and again.waited_ms == 0
+
+
 def test_an_unknown_topic_and_a_partition_out_of_range_are_refused():
     vector = vectors("table.json")
     routes = RouteTable(vector["table"], sent_at_ms=0)
@@ -269,3 +279,37 @@ def test_close_ends_a_blocking_query_at_once(hosts):
     closer.start()
     closer.join(5)
     assert not closer.is_alive()
+
+
+def test_an_answer_counts_its_bound_from_the_send_plus_the_wait_the_host_reports(hosts, routers):
+    host = hosts(table(1, valid_ms=2000))
+    host.waited_ms = 1500  # answered at once, but read 1.5 s after it came, says the host
+    router = routers(host.url, wait_ms=20_000)
+    held = router.ready(5)
+    assert held.waited_ms == 1500
+    assert held.fresh_until_ms - held.sent_at_ms == 3500
+    assert router.fresh
+
+
+def test_an_answer_without_the_waited_header_counts_from_the_send(hosts, routers):
+    host = hosts(table(1, valid_ms=2000))
+    held = routers(host.url).ready(5)
+    assert held.waited_ms == 0 and held.fresh_until_ms - held.sent_at_ms == 2000
+
+
+def test_a_query_past_a_promising_table_waits_half_its_bound_at_most(hosts, routers):
+    host = hosts(table(1, valid_ms=2000))
+    changes = queue.Queue()
+    router = routers(host.url, on_change=changes.put, wait_ms=20_000)
+    router.ready(5)
+    assert (host.wait_for_queries(2)[1].after_epoch, host.queries[1].wait_ms) == (1, 1000)
+    host.publish(table(2, valid_ms=0))  # no promise: the configured wait
+    assert changes.get(timeout=5).epoch == 1 and changes.get(timeout=5).epoch == 2
+    wait_until(lambda: any(q.after_epoch == 2 for q in host.queries))
+    assert [q.wait_ms for q in host.queries if q.after_epoch == 2][0] == 20_000
+
+
+def test_a_configured_wait_under_half_the_bound_is_kept(hosts, routers):
+    host = hosts(table(1, valid_ms=2000))
+    routers(host.url, wait_ms=300).ready(5)
+    assert host.wait_for_queries(2)[1].wait_ms == 300

@@ -3,7 +3,10 @@
 A background thread keeps a blocking query open on the group's routing
 table (``GET /v1/groups/{group}/routes?after_epoch=E&wait_ms=W``) and
 holds the newest table, indexed (:mod:`assignd.routes`); lookups read it
-without a lock or a round trip. It tries the host's URLs in turn while
+without a lock or a round trip. While the table held promises an
+ownership bound (``valid_ms``), a query waits at most half of it, so that
+in a quiet group the next answer renews the bound before it runs out. It
+tries the host's URLs in turn while
 none answers, follows redirects, honours ``Retry-After``, and reports the
 host's refusals (a wrong token, an unknown group) through :meth:`Router.ready`.
 """
@@ -74,7 +77,8 @@ class RouterConfig:
     group: str
     #: The group's reader token or the admin token (``Authorization: Bearer``).
     token: Optional[str] = field(default=None, repr=False)
-    #: How long the host may hold each blocking query (ms, at most 20,000).
+    #: How long the host may hold each blocking query (ms, at most 20,000);
+    #: while the table held promises a bound, at most half its ``valid_ms``.
     wait_ms: int = WAIT_MS_DEFAULT
     #: How long one query may take (s); default ``wait_ms`` + 10 s.
     request_timeout: Optional[float] = None
@@ -237,7 +241,7 @@ class Router:
         while not self._closed.is_set():
             query: Dict[str, int] = {}
             if after is not None:
-                query = {"after_epoch": after, "wait_ms": self.config.wait_ms}
+                query = {"after_epoch": after, "wait_ms": self._wait_ms(self._table)}
             sent = now_ms()
             outcome = self._ask(self._client, query)
             if self._closed.is_set():
@@ -262,13 +266,22 @@ class Router:
         with self._offer:
             self._offer.notify_all()
 
+    def _wait_ms(self, held: Optional[RouteTable]) -> int:
+        """How long a blocking query past ``held`` may wait: the configured
+        wait, or half the table's ``valid_ms`` when that is shorter (and the
+        table promises anything), so that the answer renews the bound before
+        it runs out."""
+        if held is None or held.valid_ms <= 0:
+            return self.config.wait_ms
+        return min(self.config.wait_ms, max(held.valid_ms // 2, 1))
+
     def _ask(self, client: RoutesClient, query: Dict[str, int]) -> Outcome:
         url = routes_url(self._urls[self._url], self.config.group, query)
         return client.get(url, self.config.timeout_s())
 
     def _read(self, answer: TableBody, sent: int) -> Optional[RouteTable]:
         try:
-            return RouteTable(answer.body, sent)
+            return RouteTable(answer.body, sent, answer.waited_ms)
         except WireError as error:
             self._last_failure = f"an unreadable routing table: {error}"
             log.warning("routes of %s: %s", self.config.group, self._last_failure)
@@ -305,8 +318,8 @@ class Router:
             self._last_failure = ""
             held = self._table
             if held is not None and table.epoch == held.epoch:
-                if table.sent_at_ms > held.sent_at_ms:
-                    held = self._table = held.resent(table.sent_at_ms)
+                if table.read_at_ms > held.read_at_ms:
+                    held = self._table = held.resent(table.sent_at_ms, table.waited_ms)
                 return held
             lower = asked_after is not None and table.epoch < asked_after
             if held is not None and table.epoch < held.epoch and not lower:

@@ -126,9 +126,10 @@ def _topics(body: Mapping[str, Any]) -> Dict[str, int]:
 class RouteTable:
     """One routing table, indexed. Immutable once built: share it freely."""
 
-    def __init__(self, body: Mapping[str, Any], sent_at_ms: int) -> None:
+    def __init__(self, body: Mapping[str, Any], sent_at_ms: int, waited_ms: int = 0) -> None:
         """Reads ``body`` (the JSON answer) got by a request sent at
-        ``sent_at_ms``; raises :class:`~assignd.wire.WireError` if it does
+        ``sent_at_ms`` that waited ``waited_ms`` at the host before the
+        table was read (its ``Assignd-Routes-Waited-Ms``); raises :class:`~assignd.wire.WireError` if it does
         not read as a table. Tasks of a topic the table does not list, or
         past its count, cannot be looked up and are left out."""
         if not isinstance(body, dict):
@@ -142,6 +143,7 @@ class RouteTable:
         self.valid_ms = _count(body, "valid_ms")
         self.topics = _topics(body)
         self.sent_at_ms = sent_at_ms
+        self.waited_ms = waited_ms
         #: The answer as it came, for what the index does not keep.
         self.body = body
         try:
@@ -190,20 +192,28 @@ class RouteTable:
     # --- reading it ---------------------------------------------------------
 
     @property
+    def read_at_ms(self) -> int:
+        """No sooner than when the host read the table (the send time plus
+        the wait it reported): the promise counts from here."""
+        return self.sent_at_ms + self.waited_ms
+
+    @property
     def fresh_until_ms(self) -> int:
-        """The end of the ownership bound, in the clock of ``sent_at_ms``."""
-        return self.sent_at_ms + self.valid_ms
+        """The end of the ownership bound, in the clock of ``sent_at_ms``:
+        the send time, plus how long the request waited at the host, plus
+        ``valid_ms``."""
+        return self.read_at_ms + self.valid_ms
 
     def is_fresh(self, now_ms: int) -> bool:
         """Whether the table is within its ownership bound at ``now_ms``."""
         return now_ms < self.fresh_until_ms
 
-    def resent(self, sent_at_ms: int) -> "RouteTable":
+    def resent(self, sent_at_ms: int, waited_ms: int = 0) -> "RouteTable":
         """The same table, confirmed by a request sent at ``sent_at_ms``
-        (its index shared, not rebuilt)."""
+        that waited ``waited_ms`` (its index shared, not rebuilt)."""
         copy = object.__new__(RouteTable)
         copy.__dict__.update(self.__dict__)
-        copy.sent_at_ms = sent_at_ms
+        copy.sent_at_ms, copy.waited_ms = sent_at_ms, waited_ms
         return copy
 
     def route(self, topic: str, partition: int, now_ms: int) -> Route:

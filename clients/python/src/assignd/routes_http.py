@@ -32,9 +32,12 @@ def routes_url(base: str, group: str, query: Dict[str, int]) -> str:
 
 @dataclass(frozen=True)
 class TableBody:
-    """A 200 answer: the table's JSON."""
+    """A 200 answer: the table's JSON, and how long the query waited at the
+    host before the table was read (``Assignd-Routes-Waited-Ms``; 0 when
+    the answer does not say)."""
 
     body: Any
+    waited_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,13 @@ class Unavailable:
 
 Outcome = Union[TableBody, Refused, Unavailable]
 
-#: An answer as it came: status, ``Location``, ``Retry-After``, body.
-_Answer = Tuple[int, Optional[str], Optional[str], bytes]
+#: An answer as it came: status, ``Location``, ``Retry-After``,
+#: ``Assignd-Routes-Waited-Ms``, body.
+_Answer = Tuple[int, Optional[str], Optional[str], Optional[str], bytes]
+
+#: The longest wait taken from ``Assignd-Routes-Waited-Ms``: the host never
+#: holds a query longer than its longest wait.
+WAITED_MS_MAX = 20_000
 
 
 def _retry_after_s(value: Optional[str]) -> Optional[float]:
@@ -66,11 +74,17 @@ def _retry_after_s(value: Optional[str]) -> Optional[float]:
     return float(min(int(value.strip()), RETRY_AFTER_S_MAX))
 
 
-def classify(status: int, retry_after: Optional[str], data: bytes) -> Outcome:
+def _waited_ms(value: Optional[str]) -> int:
+    if value is None or not value.strip().isdigit():
+        return 0
+    return min(int(value.strip()), WAITED_MS_MAX)
+
+
+def classify(status: int, retry_after: Optional[str], data: bytes, waited: Optional[str] = None) -> Outcome:
     """What an answer that is not a redirect means to the router."""
     if status == 200:
         try:
-            return TableBody(json.loads(data))
+            return TableBody(json.loads(data), _waited_ms(waited))
         except ValueError as error:
             return Unavailable(f"an unreadable routing table: {error}")
     try:
@@ -108,11 +122,11 @@ class RoutesClient:
             answer = self._send(url, left)
             if not isinstance(answer, tuple):
                 return answer
-            status, location, retry_after, data = answer
+            status, location, retry_after, waited, data = answer
             if status in (307, 308) and location:
                 url = urljoin(url, location.strip())
                 continue
-            return classify(status, retry_after, data)
+            return classify(status, retry_after, data, waited)
         return Unavailable(f"more than {REDIRECTS_MAX} redirects, the last to {url}")
 
     def abort(self) -> None:
@@ -171,4 +185,5 @@ class RoutesClient:
         self._last_used = time.monotonic()
         if answer.will_close:
             self.close()
-        return answer.status, answer.getheader("Location"), answer.getheader("Retry-After"), data
+        location, retry_after = answer.getheader("Location"), answer.getheader("Retry-After")
+        return answer.status, location, retry_after, answer.getheader("Assignd-Routes-Waited-Ms"), data
