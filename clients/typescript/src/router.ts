@@ -4,7 +4,9 @@
  * One async loop keeps a blocking query open on the group's routing table
  * (`GET /v1/groups/{group}/routes?after_epoch=E&wait_ms=W`) and holds the
  * newest table, indexed ({@link RouteTable}); lookups read it without a
- * round trip. The loop tries the host's URLs in turn while none answers,
+ * round trip. While the table held promises an ownership bound
+ * (`valid_ms`), a query waits at most half of it, so that in a quiet group
+ * the next answer renews the bound before it runs out. The loop tries the host's URLs in turn while none answers,
  * follows redirects, honours `Retry-After`, and reports the host's
  * refusals (a wrong token, an unknown group) through {@link Router.ready}.
  */
@@ -34,7 +36,7 @@ export interface RouterConfig {
   readonly group: string;
   /** The group's reader token or the admin token, sent as `Authorization: Bearer TOKEN`. */
   readonly token?: string | null;
-  /** How long the host may hold each blocking query (default and at most 20,000 ms). */
+  /** How long the host may hold each blocking query (default and at most 20,000 ms); while the table held promises a bound, at most half its `valid_ms`. */
   readonly waitMs?: number;
   /** How long one query may take (default `waitMs` + 10 s). */
   readonly requestTimeoutMs?: number;
@@ -245,10 +247,10 @@ export class Router extends EventEmitter {
     let backoffMs = BACKOFF_MIN_MS;
     while (!this.closing.signal.aborted) {
       const sent = performance.now();
-      let outcome = await this.ask(after === null ? {} : { after_epoch: after, wait_ms: this.waitMs });
+      let outcome = await this.ask(after === null ? {} : { after_epoch: after, wait_ms: this.waitFor(this.held) });
       if (this.closing.signal.aborted) break;
       if (outcome.kind === "table") {
-        const table = this.read(outcome.body, sent);
+        const table = this.read(outcome.body, sent, outcome.waitedMs);
         if (table !== null) {
           after = this.take(table, after).epoch;
           backoffMs = BACKOFF_MIN_MS;
@@ -269,6 +271,17 @@ export class Router extends EventEmitter {
     }
   }
 
+  /**
+   * How long a blocking query past `held` may wait: the configured wait,
+   * or half the table's `valid_ms` when that is shorter (and the table
+   * promises anything), so that the answer renews the bound before it runs
+   * out.
+   */
+  private waitFor(held: RouteTable | null): number {
+    if (held === null || held.validMs <= 0) return this.waitMs;
+    return Math.min(this.waitMs, Math.max(Math.floor(held.validMs / 2), 1));
+  }
+
   /** Resolves after `ms`, or at once when the router closes. */
   private pause(ms: number): Promise<void> {
     return new Promise((resolve) => {
@@ -282,9 +295,9 @@ export class Router extends EventEmitter {
     });
   }
 
-  private read(body: unknown, sent: number): RouteTable | null {
+  private read(body: unknown, sent: number, waitedMs: number): RouteTable | null {
     try {
-      return new RouteTable(body as Record<string, unknown>, sent);
+      return new RouteTable(body as Record<string, unknown>, sent, waitedMs);
     } catch (error) {
       if (!(error instanceof WireError)) throw error;
       this.lastFailure = `an unreadable routing table: ${error.message}`;
@@ -304,7 +317,7 @@ export class Router extends EventEmitter {
     const sent = performance.now();
     const outcome = await this.ask({});
     if (outcome.kind !== "table" || this.closing.signal.aborted) return;
-    const table = this.read(outcome.body, sent);
+    const table = this.read(outcome.body, sent, outcome.waitedMs);
     if (table !== null) this.take(table, null);
   }
 
@@ -318,7 +331,7 @@ export class Router extends EventEmitter {
     this.lastFailure = "";
     const held = this.held;
     if (held !== null && table.epoch === held.epoch) {
-      if (table.sentAtMs > held.sentAtMs) this.held = held.resent(table.sentAtMs);
+      if (table.readAtMs > held.readAtMs) this.held = held.resent(table.sentAtMs, table.waitedMs);
       return this.held!;
     }
     const lower = askedAfter !== null && table.epoch < askedAfter;

@@ -16,10 +16,12 @@ export const REDIRECTS_MAX = 5;
 export const RETRY_AFTER_S_MAX = 60;
 /** The longest error body kept in a message. */
 const ERROR_BODY_LEN_MAX = 512;
+/** The longest wait taken from `Assignd-Routes-Waited-Ms`: the host never holds a query longer than its longest wait. */
+export const WAITED_MS_MAX = 20_000;
 
 export type Outcome =
-  /** A 200 answer: the table's JSON. */
-  | { readonly kind: "table"; readonly body: unknown }
+  /** A 200 answer: the table's JSON, and how long the query waited at the host before it was read (0 when the answer does not say). */
+  | { readonly kind: "table"; readonly body: unknown; readonly waitedMs: number }
   /** The host refused the query (401, 403, 404, another 4xx). */
   | { readonly kind: "refused"; readonly status: number; readonly code: string; readonly message: string }
   /** The node did not answer usefully now: ask the next one. */
@@ -39,6 +41,11 @@ function retryAfterMs(value: string | null): number | null {
   return Math.min(Number(value.trim()), RETRY_AFTER_S_MAX) * 1000;
 }
 
+function waitedMs(value: string | null): number {
+  if (value === null || !/^\s*\d+\s*$/.test(value)) return 0;
+  return Math.min(Number(value.trim()), WAITED_MS_MAX);
+}
+
 function describe(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const cause = (error as { cause?: unknown }).cause;
@@ -50,10 +57,10 @@ function describe(error: unknown): string {
 }
 
 /** What an answer that is not a redirect means to the router. */
-export function classify(status: number, retryAfter: string | null, text: string): Outcome {
+export function classify(status: number, retryAfter: string | null, text: string, waited: string | null = null): Outcome {
   if (status === 200) {
     try {
-      return { kind: "table", body: JSON.parse(text) };
+      return { kind: "table", body: JSON.parse(text), waitedMs: waitedMs(waited) };
     } catch (error) {
       return { kind: "unavailable", message: `an unreadable routing table: ${describe(error)}`, retryAfterMs: null };
     }
@@ -84,7 +91,8 @@ export async function getRoutes(
         url = new URL(location, url);
         continue;
       }
-      return classify(answer.status, answer.headers.get("retry-after"), text);
+      const waited = answer.headers.get("assignd-routes-waited-ms");
+      return classify(answer.status, answer.headers.get("retry-after"), text, waited);
     }
     return { kind: "unavailable", message: `more than ${REDIRECTS_MAX} redirects, the last to ${url.href}`, retryAfterMs: null };
   } catch (error) {

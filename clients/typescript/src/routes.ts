@@ -129,8 +129,9 @@ export class RouteTable {
   private readonly index: Map<string, TopicIndex>;
 
   /**
-   * Reads `body` (the JSON answer) got by a request sent at `sentAtMs`;
-   * throws a {@link WireError} if it does not read as a table. Tasks of a
+   * Reads `body` (the JSON answer) got by a request sent at `sentAtMs`
+   * that waited `waitedMs` at the host before the table was read (its
+   * `Assignd-Routes-Waited-Ms`); throws a {@link WireError} if it does not read as a table. Tasks of a
    * topic the table does not list, or past its count, cannot be looked up
    * and are left out.
    */
@@ -139,6 +140,8 @@ export class RouteTable {
     readonly body: Json,
     /** When the request that got the table was sent (`performance.now()` ms). */
     readonly sentAtMs: number,
+    /** How long that request waited at the host before the table was read. */
+    readonly waitedMs = 0,
     shared?: RouteTable,
   ) {
     if (!isObject(body)) throw new WireError("a routing table must be a JSON object");
@@ -215,9 +218,14 @@ export class RouteTable {
     }
   }
 
-  /** The end of the ownership bound, in the clock of `sentAtMs`. */
+  /** No sooner than when the host read the table (the send time plus the wait it reported): the promise counts from here. */
+  get readAtMs(): number {
+    return this.sentAtMs + this.waitedMs;
+  }
+
+  /** The end of the ownership bound, in the clock of `sentAtMs`: the send time, plus the host's wait, plus `valid_ms`. */
   get freshUntilMs(): number {
-    return this.sentAtMs + this.validMs;
+    return this.readAtMs + this.validMs;
   }
 
   /** Whether the table is within its ownership bound at `nowMs`. */
@@ -225,9 +233,9 @@ export class RouteTable {
     return nowMs < this.freshUntilMs;
   }
 
-  /** The same table, confirmed by a request sent at `sentAtMs` (its index shared, not rebuilt). */
-  resent(sentAtMs: number): RouteTable {
-    return new RouteTable(this.body, sentAtMs, this);
+  /** The same table, confirmed by a request sent at `sentAtMs` that waited `waitedMs` (its index shared, not rebuilt). */
+  resent(sentAtMs: number, waitedMs = 0): RouteTable {
+    return new RouteTable(this.body, sentAtMs, waitedMs, this);
   }
 
   /** Who processes `partition` of `topic`; throws a {@link RouteError} for an unknown topic or a partition past its count. */

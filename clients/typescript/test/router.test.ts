@@ -77,6 +77,15 @@ describe("the routing table", () => {
     }
   });
 
+  it("counts its bound from the send time plus the host's wait", () => {
+    const held = new RouteTable(table(1, "m-1", "http://a:1", 2000), 10_000, 1500);
+    assert.equal(held.freshUntilMs - held.sentAtMs, 3500);
+    assert.ok(held.isFresh(13_499) && !held.isFresh(13_500));
+    assert.ok(held.route("orders", 0, 13_499).fresh);
+    const again = held.resent(10_100, 0);
+    assert.deepEqual([again.freshUntilMs, again.waitedMs], [12_100, 0]);
+  });
+
   it("refuses an unknown topic and a partition out of range", () => {
     const table = new RouteTable(vector.table, 0);
     const code = (f: () => unknown): string => {
@@ -101,7 +110,8 @@ describe("the routing table", () => {
 });
 
 /** A table of one topic `orders` of 4 partitions, all owned by `owner`. */
-function table(epoch: number, owner = "m-1", endpoint: string | null = "http://a:1", validMs = 2000): Record<string, unknown> {
+/** It promises 60 s by default: a router's query then waits the `waitMs` it was given (under half the promise). */
+function table(epoch: number, owner = "m-1", endpoint: string | null = "http://a:1", validMs = 60_000): Record<string, unknown> {
   return {
     group: "g",
     epoch,
@@ -130,6 +140,8 @@ type Scripted = (response: http.ServerResponse) => void;
 class RoutesHost {
   readonly queries: Query[] = [];
   readonly script: Scripted[] = [];
+  /** The `Assignd-Routes-Waited-Ms` every table answer carries, if any. */
+  waitedMs: number | null = null;
   private waiting: (() => void)[] = [];
   private seenWaiters: (() => void)[] = [];
   host!: FakeHost;
@@ -154,6 +166,7 @@ class RoutesHost {
     for (const wake of this.seenWaiters.splice(0)) wake();
     const scripted = this.script.shift();
     if (scripted) return scripted(response);
+    if (this.waitedMs !== null) response.setHeader("assignd-routes-waited-ms", String(this.waitedMs));
     if (seen.afterEpoch === null || this.current.epoch !== seen.afterEpoch) return json(response, 200, this.current);
     const reply = (): void => {
       clearTimeout(timer);
@@ -318,6 +331,46 @@ describe("the router", () => {
     await change;
     r.misrouted(route); // from an older table: counted, nothing asked
     assert.equal(r.misroutes, 2);
+    r.close();
+  });
+
+  it("counts a table's bound from the send time plus the wait the host reports", async () => {
+    const routes = await host(table(1, "m-1", "http://a:1", 2000));
+    routes.waitedMs = 1500; // answered at once, but read 1.5 s after it came, says the host
+    const r = router(routes.base, 20_000);
+    const held = await r.ready(5000);
+    assert.equal(held.waitedMs, 1500);
+    // Rounded: `performance.now()` times are fractional doubles.
+    assert.equal(Math.round(held.freshUntilMs - held.sentAtMs), 3500);
+    assert.ok(r.fresh);
+    r.close();
+  });
+
+  it("counts from the send time when the answer does not say how long it waited", async () => {
+    const routes = await host(table(1, "m-1", "http://a:1", 2000));
+    const held = await router(routes.base).ready(5000);
+    assert.deepEqual([held.waitedMs, Math.round(held.freshUntilMs - held.sentAtMs)], [0, 2000]);
+  });
+
+  it("waits at most half the bound of a table that promises one, else the configured wait", async () => {
+    const routes = await host(table(1, "m-1", "http://a:1", 2000));
+    const r = router(routes.base, 20_000);
+    await r.ready(5000);
+    const [, second] = await routes.queriesAtLeast(2);
+    assert.deepEqual([second.afterEpoch, second.waitMs], [1, 1000]);
+    const change = nextChange(r);
+    routes.publish(table(2, "m-1", "http://a:1", 0)); // no promise
+    await change;
+    while (!routes.queries.some((q) => q.afterEpoch === 2)) await routes.queriesAtLeast(routes.queries.length + 1);
+    assert.equal(routes.queries.find((q) => q.afterEpoch === 2)!.waitMs, 20_000);
+    r.close();
+  });
+
+  it("keeps a configured wait under half the bound", async () => {
+    const routes = await host(table(1, "m-1", "http://a:1", 2000));
+    const r = router(routes.base, 300);
+    await r.ready(5000);
+    assert.equal((await routes.queriesAtLeast(2))[1].waitMs, 300);
     r.close();
   });
 
