@@ -43,7 +43,9 @@ type RouterConfig struct {
 	// bearer token.
 	Token string
 	// Wait is how long the host may hold a watch while nothing changes; 0
-	// means RouterWaitDefault, at most RouterWaitMax.
+	// means RouterWaitDefault, at most RouterWaitMax. While the table held
+	// promises an ownership bound, a watch waits at most half its Valid,
+	// so that the next answer renews the bound before it runs out.
 	Wait time.Duration
 	// RequestTimeout bounds one request; 0 means Wait + 10 s.
 	RequestTimeout time.Duration
@@ -215,7 +217,7 @@ func (r *Router) Misrouted(route Route) {
 	go func() {
 		defer r.workers.Done()
 		defer r.refreshing.Store(false)
-		if answer := r.fetch(r.at.Load(), nil); answer.table != nil {
+		if answer := r.fetch(r.at.Load(), nil, 0); answer.table != nil {
 			r.offer(answer.table, nil)
 		}
 	}()
@@ -244,7 +246,8 @@ func (r *Router) Close() {
 // offer takes table if it is newer than the one held, or older than the
 // after_epoch of the watch it answers (the host answers a lower epoch only
 // when the router's came from elsewhere, e.g. a node that lost its
-// records). The same epoch again moves the bound on.
+// records). The same epoch again moves the bound on, if the host read it
+// later.
 func (r *Router) offer(table *RouteTable, after *uint64) {
 	r.offerMu.Lock()
 	defer r.offerMu.Unlock()
@@ -255,9 +258,9 @@ func (r *Router) offer(table *RouteTable, after *uint64) {
 		if r.config.OnChange != nil {
 			r.config.OnChange(table)
 		}
-	case table.Epoch == held.Epoch && table.SentAt.After(held.SentAt):
+	case table.Epoch == held.Epoch && table.readAt().After(held.readAt()):
 		renewed := *held
-		renewed.SentAt = table.SentAt
+		renewed.SentAt, renewed.Waited = table.SentAt, table.Waited
 		r.table.Store(&renewed)
 	}
 }

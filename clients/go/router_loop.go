@@ -1,8 +1,10 @@
 package assignd
 
 // The router's loop: one blocking query at a time, each answer's epoch the
-// next query's after_epoch; on a failure, the next URL after a backoff; a
-// refusal is reported and retried slowly.
+// next query's after_epoch, each waiting at most half the held table's
+// bound (so that a quiet group's table is renewed before it runs out); on
+// a failure, the next URL after a backoff; a refusal is reported and
+// retried slowly.
 
 import (
 	"context"
@@ -11,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -26,6 +29,9 @@ const (
 	// routesBodyBytesMax bounds a table's body: a million tasks, each
 	// in its own range, fit.
 	routesBodyBytesMax = 64 << 20
+	// routesWaitedMsMax bounds the wait taken from an answer's
+	// Assignd-Routes-Waited-Ms: the host never holds a query longer.
+	routesWaitedMsMax = uint64(RouterWaitMax / time.Millisecond)
 )
 
 // RouterRefusal is the host's refusal of the router's requests (401, 403,
@@ -54,12 +60,13 @@ func (r *Router) run() {
 	backoff := routerBackoffMin
 	for r.ctx.Err() == nil {
 		var after *uint64
-		if held := r.table.Load(); held != nil {
+		held := r.table.Load()
+		if held != nil {
 			epoch := held.Epoch
 			after = &epoch
 		}
 		at := r.at.Load()
-		answer := r.fetch(at, after)
+		answer := r.fetch(at, after, r.waitFor(held))
 		if r.ctx.Err() != nil {
 			return
 		}
@@ -93,16 +100,33 @@ func (r *Router) run() {
 	}
 }
 
+// waitFor is how long a watch past held may wait: the configured wait, or
+// half the table's bound when that is shorter (and the table promises
+// anything), so that the answer renews the bound before it runs out.
+func (r *Router) waitFor(held *RouteTable) time.Duration {
+	if held == nil || held.Valid <= 0 {
+		return r.config.Wait
+	}
+	wait := held.Valid / 2
+	if wait < time.Millisecond {
+		wait = time.Millisecond
+	}
+	if wait > r.config.Wait {
+		wait = r.config.Wait
+	}
+	return wait
+}
+
 // fetch asks the URL at index at for the table: a blocking query past
-// after when it is set, else at once. It follows redirects (the token goes
-// along).
-func (r *Router) fetch(at int64, after *uint64) routesAnswer {
+// after, waiting at most wait, when after is set, else at once. It follows
+// redirects (the token goes along).
+func (r *Router) fetch(at int64, after *uint64, wait time.Duration) routesAnswer {
 	to := *r.routes[at]
 	query := url.Values{}
 	timeout := r.config.RequestTimeout
 	if after != nil {
 		query.Set("after_epoch", strconv.FormatUint(*after, 10))
-		query.Set("wait_ms", strconv.FormatInt(r.config.Wait.Milliseconds(), 10))
+		query.Set("wait_ms", strconv.FormatInt(wait.Milliseconds(), 10))
 	} else if timeout > routerRequestSlack {
 		timeout = routerRequestSlack
 	}
@@ -158,6 +182,7 @@ func readRoutes(answer *http.Response, sent time.Time) routesAnswer {
 		if err != nil {
 			return routesAnswer{err: fmt.Errorf("assignd: %w", err)}
 		}
+		table.Waited = waited(answer.Header.Get("Assignd-Routes-Waited-Ms"))
 		return routesAnswer{table: table}
 	}
 	message, code := cut(string(body), errorBodyLenMax), ""
@@ -175,4 +200,17 @@ func readRoutes(answer *http.Response, sent time.Time) routesAnswer {
 		retryAfter: retryAfter,
 		err:        fmt.Errorf("assignd: routes answered HTTP %d (%s): %s", status, code, message),
 	}
+}
+
+// waited reads an answer's Assignd-Routes-Waited-Ms: none, or one that is
+// not a count of milliseconds, is no wait.
+func waited(header string) time.Duration {
+	ms, err := strconv.ParseUint(strings.TrimSpace(header), 10, 64)
+	if err != nil {
+		return 0
+	}
+	if ms > routesWaitedMsMax {
+		ms = routesWaitedMsMax
+	}
+	return time.Duration(ms) * time.Millisecond
 }

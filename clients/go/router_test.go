@@ -14,12 +14,17 @@ import (
 
 // fakeRoutes answers GET .../routes as the host does: at once without
 // after_epoch or when the table is past it, else when it changes or after
-// wait_ms. Before holds scripted answers for the first requests.
+// wait_ms. Before holds scripted answers for the first requests. Its
+// tables promise 60 s unless validMs says otherwise: a watch then waits
+// the configured wait (under half the promise).
 type fakeRoutes struct {
 	mu      sync.Mutex
 	epoch   uint64
 	owner   string
-	changed chan struct{}
+	validMs uint64
+	// waitedMs, if set, is every table answer's Assignd-Routes-Waited-Ms.
+	waitedMs string
+	changed  chan struct{}
 	// before: the n-th request (from 0) gets before[n] if set.
 	before map[int]func(http.ResponseWriter)
 	seen   []*http.Request
@@ -27,7 +32,8 @@ type fakeRoutes struct {
 }
 
 func newFakeRoutes(epoch uint64, owner string) *fakeRoutes {
-	return &fakeRoutes{epoch: epoch, owner: owner, changed: make(chan struct{}), before: map[int]func(http.ResponseWriter){}}
+	return &fakeRoutes{epoch: epoch, owner: owner, validMs: 60_000, changed: make(chan struct{}),
+		before: map[int]func(http.ResponseWriter){}}
 }
 
 // set changes the table and wakes the waiting queries.
@@ -46,10 +52,10 @@ func (f *fakeRoutes) requests() []*http.Request {
 }
 
 func (f *fakeRoutes) body() string {
-	return fmt.Sprintf(`{"group":"g","epoch":%d,"group_epoch":1,"valid_ms":2000,"topics":{"orders":4},
+	return fmt.Sprintf(`{"group":"g","epoch":%d,"group_epoch":1,"valid_ms":%d,"topics":{"orders":4},
 		"members":{%q:{"member_name":null,"endpoint":"http://%s:80","metadata":{"zone":"a"}}},
 		"active":{%q:[["orders",0,3]]},"learner":{},"standby":{},"moving":[],"unowned":[]}`,
-		f.epoch, f.owner, f.owner, f.owner)
+		f.epoch, f.validMs, f.owner, f.owner, f.owner)
 }
 
 func (f *fakeRoutes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -77,8 +83,11 @@ func (f *fakeRoutes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	f.mu.Lock()
-	body := f.body()
+	body, waitedMs := f.body(), f.waitedMs
 	f.mu.Unlock()
+	if waitedMs != "" {
+		w.Header().Set("Assignd-Routes-Waited-Ms", waitedMs)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(body))
 }
@@ -287,4 +296,82 @@ func TestTheSameEpochAgainMovesTheBoundOn(t *testing.T) {
 	if got := r.Table().SentAt; !got.Equal(origin.Add(5 * time.Second)) {
 		t.Fatalf("an older answer moved the bound back to %v", got.Sub(origin))
 	}
+	// Sent later but read sooner (it waited less) moves nothing; read
+	// later, it moves the bound on.
+	r.offer(&RouteTable{Epoch: 3, SentAt: origin.Add(4 * time.Second), Waited: 500 * time.Millisecond}, nil)
+	if got := r.Table().FreshUntil(); !got.Equal(origin.Add(6 * time.Second)) {
+		t.Fatalf("the bound ends %v after the origin", got.Sub(origin))
+	}
+	r.offer(&RouteTable{Epoch: 3, SentAt: origin.Add(5 * time.Second), Waited: 2 * time.Second}, nil)
+	if got := r.Table(); got.Waited != 2*time.Second || !got.FreshUntil().Equal(origin.Add(8*time.Second)) {
+		t.Fatalf("waited %v, the bound ends %v after the origin", got.Waited, got.FreshUntil().Sub(origin))
+	}
+}
+
+// TestTheBoundCountsFromTheSendTimePlusTheHostsWait: an answer that came at
+// once but says the query waited 1.5 s before the table was read is fresh
+// for 2 s from then, 3.5 s from the send; without the header, 2 s.
+func TestTheBoundCountsFromTheSendTimePlusTheHostsWait(t *testing.T) {
+	for _, c := range []struct {
+		header string
+		bound  time.Duration
+	}{{"1500", 3500 * time.Millisecond}, {"", 2 * time.Second}, {"soon", 2 * time.Second}} {
+		host := newFakeRoutes(1, "m-1")
+		host.validMs, host.waitedMs = 2000, c.header
+		server := serve(t, host)
+		r := startTestRouter(t, RouterConfig{URLs: []string{server.URL}})
+		ready(t, r)
+		held := r.Table()
+		if got := held.FreshUntil().Sub(held.SentAt); got != c.bound {
+			t.Fatalf("waited %q: fresh for %v from the send, want %v", c.header, got, c.bound)
+		}
+		if !held.freshAt(held.SentAt.Add(c.bound-time.Millisecond)) || held.freshAt(held.SentAt.Add(c.bound)) {
+			t.Fatalf("waited %q: the bound's edge is not at %v", c.header, c.bound)
+		}
+		r.Close()
+	}
+}
+
+// TestAWatchWaitsAtMostHalfThePromise: past a table that promises 2 s, a
+// watch asks for 1 s (the next answer renews the bound before it runs
+// out); past one that promises nothing, the configured wait; a configured
+// wait under half the promise is kept.
+func TestAWatchWaitsAtMostHalfThePromise(t *testing.T) {
+	host := newFakeRoutes(1, "m-1")
+	host.validMs = 2000
+	server := serve(t, host)
+	r := startTestRouter(t, RouterConfig{URLs: []string{server.URL}, Wait: 20 * time.Second})
+	ready(t, r)
+	waitFor(t, "a watch", func() bool { return len(host.requests()) >= 2 })
+	if q := host.requests()[1].URL.Query(); q.Get("after_epoch") != "1" || q.Get("wait_ms") != "1000" {
+		t.Fatalf("the watch past a 2 s promise: %s", host.requests()[1].URL)
+	}
+	host.mu.Lock()
+	host.validMs = 0
+	host.mu.Unlock()
+	host.set(2, "m-1")
+	waitFor(t, "a watch past epoch 2", func() bool { return watchPast(host, "2") != nil })
+	if wait := watchPast(host, "2").URL.Query().Get("wait_ms"); wait != "20000" {
+		t.Fatalf("the watch past no promise waits %s ms", wait)
+	}
+
+	short := newFakeRoutes(1, "m-1")
+	short.validMs = 2000
+	shortServer := serve(t, short)
+	r = startTestRouter(t, RouterConfig{URLs: []string{shortServer.URL}, Wait: 300 * time.Millisecond})
+	ready(t, r)
+	waitFor(t, "a watch", func() bool { return len(short.requests()) >= 2 })
+	if wait := short.requests()[1].URL.Query().Get("wait_ms"); wait != "300" {
+		t.Fatalf("a configured 300 ms became %s", wait)
+	}
+}
+
+// watchPast is the first request host saw past epoch, if any.
+func watchPast(host *fakeRoutes, epoch string) *http.Request {
+	for _, req := range host.requests() {
+		if req.URL.Query().Get("after_epoch") == epoch {
+			return req
+		}
+	}
+	return nil
 }

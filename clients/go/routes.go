@@ -68,12 +68,17 @@ type RouteTable struct {
 	Epoch uint64
 	// GroupEpoch is the group epoch (the targets' counter), for reference.
 	GroupEpoch uint64
-	// Valid is the ownership bound: for this long after SentAt, no task
-	// listed active and not moving gets another active owner.
+	// Valid is the ownership bound: for this long after SentAt plus
+	// Waited, no task listed active and not moving gets another active
+	// owner.
 	Valid time.Duration
 	// SentAt is when the router sent the request this table answered (on
 	// the monotonic clock).
 	SentAt time.Time
+	// Waited is how long that request waited at the host before the table
+	// was read (its Assignd-Routes-Waited-Ms): the host's promise counts
+	// from then.
+	Waited time.Duration
 	// Topics holds each topic's partition count.
 	Topics map[string]uint32
 	// Members is every member of the group, sorted by member id.
@@ -94,7 +99,14 @@ type topicIndex struct {
 // Fresh tells whether the ownership bound still holds now.
 func (t *RouteTable) Fresh() bool { return t.freshAt(time.Now()) }
 
-func (t *RouteTable) freshAt(now time.Time) bool { return now.Before(t.SentAt.Add(t.Valid)) }
+func (t *RouteTable) freshAt(now time.Time) bool { return now.Before(t.FreshUntil()) }
+
+// FreshUntil is the end of the ownership bound: the send time, plus how
+// long the request waited at the host, plus Valid.
+func (t *RouteTable) FreshUntil() time.Time { return t.readAt().Add(t.Valid) }
+
+// readAt is no sooner than when the host read the table.
+func (t *RouteTable) readAt() time.Time { return t.SentAt.Add(t.Waited) }
 
 // Age is how long ago the request this table answered was sent.
 func (t *RouteTable) Age() time.Duration { return time.Since(t.SentAt) }
@@ -207,7 +219,8 @@ func (r *rangeList) UnmarshalJSON(data []byte) error {
 }
 
 // ParseRouteTable reads a routes answer's body and indexes it; sentAt is
-// when the request it answers was sent.
+// when the request it answers was sent. Its Waited is zero: set it to the
+// answer's Assignd-Routes-Waited-Ms.
 func ParseRouteTable(data []byte, sentAt time.Time) (*RouteTable, error) {
 	var body routesBody
 	if err := json.Unmarshal(data, &body); err != nil {
