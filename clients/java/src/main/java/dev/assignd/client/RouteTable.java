@@ -32,6 +32,8 @@ public final class RouteTable {
     private final long validMs;
     /** When the request this table answers was sent, on {@link System#nanoTime()}'s clock. */
     private final long sentAtNanos;
+    /** How long that request waited at the host before the table was read. */
+    private final long waitedNanos;
     private final Map<String, Integer> topics;
     /** Every member, sorted by member id: indices sorted are ids sorted. */
     private final List<RouteMember> members;
@@ -42,12 +44,13 @@ public final class RouteTable {
             Map<Integer, int[]> standbys) {
     }
 
-    private RouteTable(RouteTable table, long sentAtNanos) {
+    private RouteTable(RouteTable table, long sentAtNanos, long waitedNanos) {
         this.group = table.group;
         this.epoch = table.epoch;
         this.groupEpoch = table.groupEpoch;
         this.validMs = table.validMs;
         this.sentAtNanos = sentAtNanos;
+        this.waitedNanos = waitedNanos;
         this.topics = table.topics;
         this.members = table.members;
         this.index = table.index;
@@ -59,6 +62,7 @@ public final class RouteTable {
         this.groupEpoch = built.groupEpoch;
         this.validMs = built.validMs;
         this.sentAtNanos = built.sentAtNanos;
+        this.waitedNanos = built.waitedNanos;
         this.topics = Collections.unmodifiableMap(built.topics);
         this.members = List.copyOf(built.members);
         Map<String, TopicIndex> topicIndex = new HashMap<>();
@@ -68,18 +72,30 @@ public final class RouteTable {
     }
 
     /**
-     * Reads a routes answer's body and indexes it.
+     * Reads a routes answer's body and indexes it, as answered at once.
      *
      * @param sentAtNanos when the request it answers was sent, by {@link System#nanoTime()}
      * @throws WireException if the body is not a routing table, or holds more tasks than a group may
      */
     public static RouteTable parse(byte[] body, long sentAtNanos) throws WireException {
-        return new Builder(Wire.parse(body), sentAtNanos).build();
+        return parse(body, sentAtNanos, Duration.ZERO);
+    }
+
+    /**
+     * Reads a routes answer's body and indexes it.
+     *
+     * @param sentAtNanos when the request it answers was sent, by {@link System#nanoTime()}
+     * @param waited      how long the request waited at the host before the table was read (the answer's
+     *                    {@code Assignd-Routes-Waited-Ms}): the bound counts from then
+     * @throws WireException if the body is not a routing table, or holds more tasks than a group may
+     */
+    public static RouteTable parse(byte[] body, long sentAtNanos, Duration waited) throws WireException {
+        return new Builder(Wire.parse(body), sentAtNanos, waited.toNanos()).build();
     }
 
     /** The same table, its bound counted from a later request that answered the same epoch. */
-    RouteTable renewed(long sentAtNanos) {
-        return new RouteTable(this, sentAtNanos);
+    RouteTable renewed(long sentAtNanos, long waitedNanos) {
+        return new RouteTable(this, sentAtNanos, waitedNanos);
     }
 
     public String group() {
@@ -96,9 +112,17 @@ public final class RouteTable {
         return groupEpoch;
     }
 
-    /** The ownership bound: for this long after the request was sent, no task listed active and not moving gets another owner. */
+    /**
+     * The ownership bound: for this long after the request was sent plus {@link #waited()}, no task listed active
+     * and not moving gets another owner.
+     */
     public Duration valid() {
         return Duration.ofMillis(validMs);
+    }
+
+    /** How long the request that got (or last confirmed) this table waited at the host before the table was read. */
+    public Duration waited() {
+        return Duration.ofNanos(waitedNanos);
     }
 
     /** Each topic's partition count. */
@@ -118,7 +142,17 @@ public final class RouteTable {
 
     /** Whether the bound holds at {@code nowNanos} (by {@link System#nanoTime()}). */
     boolean freshAt(long nowNanos) {
-        return nowNanos - sentAtNanos < Duration.ofMillis(validMs).toNanos();
+        return nowNanos - freshUntilNanos() < 0;
+    }
+
+    /** The end of the bound (by {@link System#nanoTime()}): the send time, plus the host's wait, plus {@code valid_ms}. */
+    long freshUntilNanos() {
+        return readAtNanos() + Duration.ofMillis(validMs).toNanos();
+    }
+
+    /** No sooner than when the host read the table: the promise counts from here. */
+    long readAtNanos() {
+        return sentAtNanos + waitedNanos;
     }
 
     /** How long ago the request this table answered was sent. */
@@ -206,6 +240,7 @@ public final class RouteTable {
         final long groupEpoch;
         final long validMs;
         final long sentAtNanos;
+        final long waitedNanos;
         final Map<String, Integer> topics = new TreeMap<>();
         final List<RouteMember> members = new ArrayList<>();
         final Map<String, Integer> ids = new HashMap<>();
@@ -215,12 +250,13 @@ public final class RouteTable {
         final Map<String, Map<Integer, TreeSet<Integer>>> standbys = new HashMap<>();
         final JsonNode body;
 
-        Builder(JsonNode body, long sentAtNanos) throws WireException {
+        Builder(JsonNode body, long sentAtNanos, long waitedNanos) throws WireException {
             if (!body.isObject()) {
                 throw new WireException("a routing table is a JSON object");
             }
             this.body = body;
             this.sentAtNanos = sentAtNanos;
+            this.waitedNanos = waitedNanos;
             this.group = body.path("group").asText("");
             this.epoch = count(body, "epoch");
             this.groupEpoch = count(body, "group_epoch");

@@ -156,7 +156,7 @@ public final class Router implements AutoCloseable {
         try {
             refresher.execute(() -> {
                 try {
-                    if (client.fetch(at.get(), null) instanceof RoutesClient.Answer.Table answer) {
+                    if (client.fetch(at.get(), null, Duration.ZERO) instanceof RoutesClient.Answer.Table answer) {
                         offer(answer.table(), null);
                     }
                 } catch (InterruptedException e) {
@@ -202,7 +202,7 @@ public final class Router implements AutoCloseable {
                 RouteTable held = table;
                 Long after = held == null ? null : held.epoch();
                 int asked = at.get();
-                RoutesClient.Answer answer = client.fetch(asked, after);
+                RoutesClient.Answer answer = client.fetch(asked, after, client.waitPast(held));
                 long pauseMs;
                 if (answer instanceof RoutesClient.Answer.Table taken) {
                     offer(taken.table(), after);
@@ -232,7 +232,7 @@ public final class Router implements AutoCloseable {
      * Takes {@code offered} if it is newer than the table held, or older than the
      * {@code after_epoch} of the watch it answers (the host answers a lower epoch
      * only when the router's came from elsewhere). The same epoch again moves
-     * the bound on.
+     * the bound on, if the host read it later.
      */
     void offer(RouteTable offered, Long after) {
         synchronized (outcomes) {
@@ -244,8 +244,8 @@ public final class Router implements AutoCloseable {
                 } catch (RuntimeException e) {
                     LOG.log(Level.ERROR, "router of " + config.group() + ": the change listener failed", e);
                 }
-            } else if (offered.epoch() == held.epoch() && offered.sentAtNanos() - held.sentAtNanos() > 0) {
-                table = held.renewed(offered.sentAtNanos());
+            } else if (offered.epoch() == held.epoch() && offered.readAtNanos() - held.readAtNanos() > 0) {
+                table = held.renewed(offered.sentAtNanos(), offered.waited().toNanos());
             }
             outcomes.notifyAll();
         }

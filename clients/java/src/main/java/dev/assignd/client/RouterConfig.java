@@ -12,7 +12,9 @@ import java.util.Objects;
  * @param group          the group whose routing table to keep
  * @param token          the group's reader token or the admin token, sent as
  *                       {@code Authorization: Bearer}; {@code null} for none
- * @param waitTime       how long the host may hold a watch while nothing changes
+ * @param waitTime       how long the host may hold a watch while nothing changes; while the table held promises
+ *                       an ownership bound, at most half of it, so that the next answer renews the bound before
+ *                       it runs out
  * @param requestTimeout how long one request may take; {@code null}: {@code waitTime} + 10 s
  */
 public record RouterConfig(String url, String group, String token, Duration waitTime, Duration requestTimeout) {

@@ -20,6 +20,8 @@ final class RoutesClient {
     static final int REDIRECTS_MAX = 5;
     /** The longest error body kept in a message. */
     private static final int ERROR_BODY_LEN_MAX = 512;
+    /** The longest wait taken from {@code Assignd-Routes-Waited-Ms}: the host never holds a query longer. */
+    private static final long WAITED_MS_MAX = RouterConfig.WAIT_MAX.toMillis();
 
     private final HttpClient client;
     private final List<URI> routes;
@@ -60,15 +62,28 @@ final class RoutesClient {
     }
 
     /**
-     * Asks URL {@code at}: a blocking query past {@code afterEpoch}, or at once
-     * when it is {@code null}.
+     * How long a blocking query past {@code held} may wait: the configured wait,
+     * or half the table's bound when that is shorter (and the table promises
+     * anything), so that the answer renews the bound before it runs out.
      */
-    Answer fetch(int at, Long afterEpoch) throws InterruptedException {
+    Duration waitPast(RouteTable held) {
+        if (held == null || held.valid().isZero()) {
+            return wait;
+        }
+        long halfMs = Math.max(held.valid().toMillis() / 2, 1);
+        return halfMs < wait.toMillis() ? Duration.ofMillis(halfMs) : wait;
+    }
+
+    /**
+     * Asks URL {@code at}: a blocking query past {@code afterEpoch} that waits at
+     * most {@code waitTime}, or at once when {@code afterEpoch} is {@code null}.
+     */
+    Answer fetch(int at, Long afterEpoch, Duration waitTime) throws InterruptedException {
         URI base = routes.get(at);
         Duration timeout = requestTimeout;
         String query = "";
         if (afterEpoch != null) {
-            query = "?after_epoch=" + afterEpoch + "&wait_ms=" + wait.toMillis();
+            query = "?after_epoch=" + afterEpoch + "&wait_ms=" + waitTime.toMillis();
         } else if (timeout.compareTo(RouterConfig.REQUEST_SLACK) > 0) {
             timeout = RouterConfig.REQUEST_SLACK;
         }
@@ -109,7 +124,7 @@ final class RoutesClient {
         byte[] body = answer.body();
         if (status == 200) {
             try {
-                return new Answer.Table(RouteTable.parse(body, sentAtNanos));
+                return new Answer.Table(RouteTable.parse(body, sentAtNanos, waited(answer)));
             } catch (WireException e) {
                 return new Answer.Failed("an unreadable routing table: " + e.getMessage(), 0);
             }
@@ -123,6 +138,15 @@ final class RoutesClient {
             return new Answer.Refused(new RouterRefusedException(status, code, message));
         }
         return new Answer.Failed("HTTP " + status + " (" + code + "): " + message, retryAfterMs(answer));
+    }
+
+    /** How long the query waited at the host before the table was read; none, or unreadable, is no wait. */
+    private static Duration waited(HttpResponse<byte[]> answer) {
+        String value = answer.headers().firstValue("Assignd-Routes-Waited-Ms").orElse("").trim();
+        if (!value.matches("[0-9]{1,18}")) {
+            return Duration.ZERO;
+        }
+        return Duration.ofMillis(Math.min(Long.parseLong(value), WAITED_MS_MAX));
     }
 
     /** Seconds only (the host sends no HTTP dates), capped at a minute. */

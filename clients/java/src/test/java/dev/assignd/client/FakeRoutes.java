@@ -32,6 +32,10 @@ final class FakeRoutes implements AutoCloseable {
     final Map<Integer, FakeHost.Reply> scripted = new ConcurrentHashMap<>();
     private long epoch;
     private String owner;
+    /** The tables' promise: 60 s unless set, so that a watch waits the configured wait (under half of it). */
+    volatile long validMs = 60_000;
+    /** If set, every table answer's {@code Assignd-Routes-Waited-Ms}. */
+    volatile String waitedMs;
 
     FakeRoutes(long epoch, String owner) throws IOException {
         this.epoch = epoch;
@@ -63,6 +67,9 @@ final class FakeRoutes implements AutoCloseable {
             if (reply == null) {
                 waitPast(uri);
                 reply = FakeHost.Reply.json(200, body());
+                if (waitedMs != null) {
+                    reply = reply.withHeader("Assignd-Routes-Waited-Ms", waitedMs);
+                }
             }
         }
         reply.headers().forEach((name, value) -> exchange.getResponseHeaders().add(name, value));
@@ -97,7 +104,7 @@ final class FakeRoutes implements AutoCloseable {
     }
 
     private String body() {
-        return "{\"group\":\"g\",\"epoch\":" + epoch + ",\"group_epoch\":1,\"valid_ms\":2000,\"topics\":{\"orders\":4},"
+        return "{\"group\":\"g\",\"epoch\":" + epoch + ",\"group_epoch\":1,\"valid_ms\":" + validMs + ",\"topics\":{\"orders\":4},"
                 + "\"members\":{\"" + owner + "\":{\"member_name\":null,\"endpoint\":\"http://" + owner
                 + ":80\",\"metadata\":{\"zone\":\"a\"}}},\"active\":{\"" + owner + "\":[[\"orders\",0,3]]},"
                 + "\"learner\":{},\"standby\":{},\"moving\":[],\"unowned\":[]}";

@@ -139,11 +139,60 @@ class RouterTest {
                 router.ready(READY);
                 RouteTable held = router.table().orElseThrow();
                 long later = held.sentAtNanos() + Duration.ofSeconds(5).toNanos();
-                router.offer(held.renewed(later), 3L);
+                router.offer(held.renewed(later, 0), 3L);
                 assertEquals(later, router.table().orElseThrow().sentAtNanos());
                 router.offer(held, null);
                 assertEquals(later, router.table().orElseThrow().sentAtNanos(), "an older answer moved the bound back");
+                // Sent later but read sooner (it waited less) moves nothing; read later, it moves the bound on.
+                long second = Duration.ofSeconds(1).toNanos();
+                router.offer(held.renewed(later - second, second / 2), null);
+                assertEquals(later, router.table().orElseThrow().sentAtNanos());
+                router.offer(held.renewed(later, 2 * second), null);
+                assertEquals(Duration.ofSeconds(2), router.table().orElseThrow().waited());
                 assertEquals(1, changes.size());
+            }
+        }
+    }
+
+    @Test
+    void theBoundCountsFromTheSendTimePlusTheWaitTheHostReports() throws Exception {
+        for (String header : new String[] {"1500", null, "soon"}) {
+            long boundMs = "1500".equals(header) ? 3500 : 2000;
+            try (FakeRoutes host = new FakeRoutes(1, "m-1")) {
+                host.validMs = 2000;
+                host.waitedMs = header; // answered at once, but read 1.5 s after it came, says the host
+                try (Router router = Router.start(RouterConfig.of(host.base(), "g"))) {
+                    router.ready(READY);
+                    RouteTable held = router.table().orElseThrow();
+                    long bound = Duration.ofMillis(boundMs).toNanos();
+                    assertEquals(bound, held.freshUntilNanos() - held.sentAtNanos(), "waited " + header);
+                    assertTrue(held.freshAt(held.sentAtNanos() + bound - 1));
+                    assertFalse(held.freshAt(held.sentAtNanos() + bound));
+                }
+            }
+        }
+    }
+
+    @Test
+    void aWatchWaitsAtMostHalfThePromise() throws Exception {
+        try (FakeRoutes host = new FakeRoutes(1, "m-1")) {
+            host.validMs = 2000;
+            try (Router router = Router.start(RouterConfig.of(host.base(), "g"))) {
+                router.ready(READY);
+                waitFor("a watch", () -> host.seen.size() >= 2);
+                assertEquals("after_epoch=1&wait_ms=1000", host.seen.get(1).uri().getQuery());
+                host.validMs = 0; // no promise: the configured wait
+                host.set(2, "m-1");
+                waitFor("a watch past epoch 2",
+                        () -> host.seen.stream().anyMatch(s -> "after_epoch=2&wait_ms=20000".equals(s.uri().getQuery())));
+            }
+        }
+        try (FakeRoutes host = new FakeRoutes(1, "m-1")) {
+            host.validMs = 2000;
+            try (Router router = Router.start(RouterConfig.of(host.base(), "g").withWaitTime(Duration.ofMillis(300)))) {
+                router.ready(READY);
+                waitFor("a watch", () -> host.seen.size() >= 2);
+                assertEquals("after_epoch=1&wait_ms=300", host.seen.get(1).uri().getQuery());
             }
         }
     }
