@@ -2,7 +2,8 @@
 //! workspace's `target/debug/assignd`; skipped, saying so, when neither
 //! exists): members of this client publish their endpoints, a router with
 //! the group's reader token finds them by key and follows a second member's
-//! join; the admin token reads the table too, a wrong token is refused.
+//! join; the admin token reads the table too, a wrong token is refused; a
+//! quiet watch's answer says how long it waited, and the bound counts it.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -210,6 +211,29 @@ async fn a_router_finds_each_members_endpoint_and_follows_a_join() {
         Err(RouterError::Refused(ClientError::Api { status: 403, .. })) => {}
         other => panic!("a wrong token: {other:?}"),
     }
+    a_quiet_watch_renews_the_bound_from_the_hosts_read(&router).await;
     second.leave().await.unwrap();
     first.leave().await.unwrap();
+}
+
+/// In a quiet group a watch runs out (after half the host's default
+/// `valid_ms`) and its answer says how long it waited: the table's bound
+/// counts from the send time plus that wait.
+async fn a_quiet_watch_renews_the_bound_from_the_hosts_read(router: &Router) {
+    let renewed = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let table = router.table().unwrap();
+            if !table.waited().is_zero() {
+                return table;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("no watch answer said how long it waited");
+    assert_eq!(renewed.body().valid_ms, 2_000, "the host's default");
+    assert_eq!(
+        renewed.fresh_until() - renewed.sent_at(),
+        renewed.waited() + Duration::from_millis(2_000)
+    );
 }
