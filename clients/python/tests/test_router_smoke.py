@@ -85,6 +85,13 @@ def test_a_router_resolves_keys_to_the_members_endpoints_and_follows_a_join(host
         with pytest.raises(RoutesRefused) as refused:
             wrong.ready(10)
         assert refused.value.status == 403
+
+        # A quiet watch runs out after half the host's default promise, and
+        # its answer says how long it waited: the bound counts from there.
+        wait_for(lambda: r.table is not None and r.table.waited_ms > 0)
+        renewed = r.table
+        assert renewed.valid_ms == 2000
+        assert renewed.fresh_until_ms - renewed.sent_at_ms == renewed.waited_ms + 2000
         assert b.leave(timeout=10) == "left" and a.leave(timeout=10) == "left"
     finally:
         for thing in started:
