@@ -86,6 +86,13 @@ describe("the router against assignd", () => {
       const wrong = router(base, "not-the-reader-token");
       closers.push(() => wrong.close());
       await assert.rejects(wrong.ready(10_000), (error: unknown) => error instanceof RoutesRefusedError && error.status === 403);
+
+      // A quiet watch runs out after half the host's default promise, and its answer says how long it waited: the bound
+      // counts from there.
+      await until("a watch says how long it waited", () => (r.table?.waitedMs ?? 0) > 0);
+      const renewed = r.table!;
+      assert.equal(renewed.validMs, 2000);
+      assert.equal(Math.round(renewed.freshUntilMs - renewed.sentAtMs), renewed.waitedMs + 2000);
       await Promise.all([a.leave(), b.leave()]);
     } finally {
       for (const close of closers.reverse()) await close();
