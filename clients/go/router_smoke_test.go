@@ -86,12 +86,27 @@ func TestRouterSmokeAgainstTheRealHost(t *testing.T) {
 	if err := wrong.Ready(readyContext(t)); !errors.As(err, &refusal) || refusal.Status != 403 {
 		t.Fatalf("a wrong token: %v", err)
 	}
+	checkAQuietWatchRenewsTheBound(t, router)
 	for _, m := range []*Member{b, a} {
 		leaveCtx, done := context.WithTimeout(ctx, 10*time.Second)
 		if err := m.Leave(leaveCtx); err != nil {
 			t.Fatal(err)
 		}
 		done()
+	}
+}
+
+// checkAQuietWatchRenewsTheBound: a quiet watch runs out after half the
+// host's default promise, and its answer says how long it waited; the
+// table's bound counts from the send time plus that wait.
+func checkAQuietWatchRenewsTheBound(t *testing.T, router *Router) {
+	waitFor(t, "a watch says how long it waited", func() bool { return router.Table().Waited > 0 })
+	renewed := router.Table()
+	if renewed.Valid != 2*time.Second {
+		t.Fatalf("the host's default promise is %v", renewed.Valid)
+	}
+	if got := renewed.FreshUntil().Sub(renewed.SentAt); got != renewed.Waited+renewed.Valid {
+		t.Fatalf("fresh for %v from the send, having waited %v", got, renewed.Waited)
 	}
 }
 
