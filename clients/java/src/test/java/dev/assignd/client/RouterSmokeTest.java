@@ -28,7 +28,8 @@ import org.junit.jupiter.api.Test;
  * a group with a reader token, a member publishing its endpoint, a router
  * reading the owner of a key; a second member joins, the router is told, and
  * once the group is stable every partition's owner is one of the two
- * endpoints. The admin token reads routes too; a wrong token is refused 403.
+ * endpoints. The admin token reads routes too; a wrong token is refused 403; a
+ * quiet watch's answer says how long it waited, and the bound counts it.
  */
 class RouterSmokeTest {
 
@@ -75,11 +76,24 @@ class RouterSmokeTest {
                                 () -> wrong.ready(READY));
                         assertEquals(403, refused.status());
                     }
+                    checkAQuietWatchRenewsTheBound(router);
                     assertEquals(StopReason.LEFT, b.leave().get(10, TimeUnit.SECONDS));
                 }
                 assertEquals(StopReason.LEFT, a.leave().get(10, TimeUnit.SECONDS));
             }
         }
+    }
+
+    /**
+     * A quiet watch runs out after half the host's default promise, and its answer says how long it waited: the
+     * table's bound counts from the send time plus that wait.
+     */
+    private static void checkAQuietWatchRenewsTheBound(Router router) throws InterruptedException {
+        waitFor("a watch says how long it waited", () -> !router.table().orElseThrow().waited().isZero());
+        RouteTable renewed = router.table().orElseThrow();
+        assertEquals(Duration.ofSeconds(2), renewed.valid(), "the host's default promise");
+        assertEquals(renewed.waited().plus(renewed.valid()).toNanos(),
+                renewed.freshUntilNanos() - renewed.sentAtNanos());
     }
 
     /** The host's {@code /routes/lookup} and the router put keys on the same partitions. */
