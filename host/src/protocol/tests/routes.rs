@@ -201,6 +201,33 @@ fn a_lookup_hashes_the_key_as_kafka_does_and_names_the_owner() {
     assert_eq!(h.core.lookup(GROUP, "refunds", b"k"), None);
 }
 
+/// The host maps keys to partitions exactly as the routers do: the shared
+/// vectors (clients/conformance/routes/murmur2.json, Kafka's own first).
+#[test]
+fn a_lookup_puts_every_vector_key_on_its_partition() {
+    let vectors: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../../clients/conformance/routes/murmur2.json"
+    ))
+    .unwrap();
+    for partitions in [1u32, 3, 12, 100, 1000] {
+        let h = Harness::with_config(routed_config(partitions));
+        for case in vectors["cases"].as_array().unwrap() {
+            let hex = case["key_hex"].as_str().unwrap();
+            let key: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect();
+            let found = h.core.lookup(GROUP, "orders", &key).unwrap();
+            let expected = &case["partitions"][partitions.to_string()];
+            assert_eq!(
+                u64::from(found.partition),
+                expected.as_u64().unwrap(),
+                "{case}"
+            );
+        }
+    }
+}
+
 /// Scales 1 → 2 members while a router reads the table at `served_at`
 /// (if any), and returns when the new member was first granted a task.
 fn first_grant_after_scale_up(served_at: Option<u64>) -> u64 {
