@@ -352,8 +352,29 @@ fn single_node(lang: &str) {
     };
 
     // One worker takes every task; a second warms its share up first.
-    let w1 = start("w1", Some("w1"));
+    let endpoint = format!("http://w1-{lang}.example:8080");
+    let lang_pair = format!("lang={lang}");
+    let mut w1_args = worker_args(&server.base, state, Some("w1"));
+    w1_args.extend(["--endpoint", &endpoint, "--metadata", &lang_pair]);
+    let w1 = Worker::start(&command, "w1", &dir, &w1_args);
     w1.wait_for("held every task", holds(PARTITIONS as usize));
+    // Its endpoint and metadata are in the routing table.
+    let w1_id = w1.events("joined")[0]["member_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, table) = server.call("GET", "/v1/groups/g/routes", None);
+    assert_eq!(status, 200, "{table}");
+    assert_eq!(
+        table["members"][&w1_id]["endpoint"],
+        endpoint.as_str(),
+        "{table}"
+    );
+    assert_eq!(
+        table["members"][&w1_id]["metadata"],
+        json!({"lang": lang}),
+        "{table}"
+    );
     let mut w2 = start("w2", Some("w2"));
     w2.wait_for("took its share", holds(PARTITIONS as usize / 2));
     w1.wait_for("gave up half", holds(PARTITIONS as usize / 2));
