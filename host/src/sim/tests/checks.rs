@@ -343,3 +343,44 @@ fn an_unowned_or_doubly_owned_task_once_settled_is_caught() {
     hold(&mut unstable, "b", 1, &[2], &[]);
     assert!(check::check_settled(&unstable, &beliefs).is_err());
 }
+
+#[test]
+fn a_key_sent_away_from_the_member_processing_its_task_is_caught() {
+    let t0 = task(0);
+    let routed = check::Routed {
+        router: "g/r0",
+        task: &t0,
+        member_id: "a",
+        epoch: 3,
+        sent_ms: 100,
+        valid_until_ms: 2_100,
+    };
+    let a = Belief {
+        process: "p0",
+        member_id: "a",
+        lease_until_ms: Some(1_000),
+        owns: vec![&t0],
+    };
+    let b = Belief {
+        process: "p1",
+        member_id: "b",
+        lease_until_ms: Some(3_000),
+        owns: vec![&t0],
+    };
+    let b_idle = Belief {
+        owns: Vec::new(),
+        ..b.clone()
+    };
+    // The table's owner processes it.
+    check::check_routed(&routed, &[a.clone(), b_idle.clone()], 500).unwrap();
+    // Its owner stopped (its lease ended) and nobody took the task over:
+    // the key reaches nobody who processes it, but nobody else does.
+    check::check_routed(&routed, &[a.clone(), b_idle], 1_500).unwrap();
+    // Another member processes it within the table's bound.
+    for processing in [vec![a.clone(), b.clone()], vec![b.clone()]] {
+        let breach = check::check_routed(&routed, &processing, 1_500).unwrap_err();
+        assert!(breach.starts_with("invariant 9 (routes)"), "{breach}");
+    }
+    // Past the bound the table promises nothing.
+    check::check_routed(&routed, &[a, b], 2_100).unwrap();
+}

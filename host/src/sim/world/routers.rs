@@ -374,16 +374,18 @@ impl World {
             .collect();
         let checked = check::check_routed(&routed, &processing, now);
         let moved = self.moved_since(lane, &task, member_id);
-        let line = format!(
-            "{} routes {topic}:{partition} to {member_id}{}",
-            routed.router,
-            if moved {
-                " (its target has moved it)"
-            } else {
-                ""
-            }
-        );
-        self.note(|_| line);
+        let router = routed.router;
+        if self.trace.is_some() {
+            let line = format!(
+                "{router} routes {topic}:{partition} to {member_id}{}",
+                if moved {
+                    " (its target has moved it)"
+                } else {
+                    ""
+                }
+            );
+            self.note(|_| line);
+        }
         checked.map_err(|e| self.violation(format!("{e} (group {})", self.lanes[lane].name)))?;
         self.stats.keys_routed += 1;
         self.stats.keys_routed_across_moves += u64::from(moved);
