@@ -105,7 +105,8 @@ fn an_endpoint_or_metadata_past_its_limits_is_refused_and_changes_nothing() {
     let mut h = Harness::with_config(routed_config(4));
     let a = join_at(&mut h, "http://a", &[]);
     let too_many: Vec<(String, String)> = (0..17).map(|i| (format!("k{i}"), "v".into())).collect();
-    let cases: Vec<(Option<String>, Option<BTreeMap<String, String>>)> = vec![
+    type Published = (Option<String>, Option<BTreeMap<String, String>>);
+    let cases: Vec<Published> = vec![
         (Some("x".repeat(257)), None),
         (Some("http://a b".into()), None),
         (Some("http://é".into()), None),
