@@ -1,16 +1,20 @@
 //! `assignd loadgen`'s flags: many simulated stateful members against a
 //! running host, to measure what a fleet sees (`loadgen::measure` runs
-//! it and says what it reports).
+//! it and says what it reports); and `assignd loadgen watchers`' flags:
+//! many watchers of one group's routing table (`loadgen::watchers`).
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use super::Failure;
-use crate::loadgen::{self, LoadgenSettings};
+use crate::loadgen::{self, LoadgenSettings, WatchersSettings};
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct LoadgenArgs {
+    #[command(subcommand)]
+    mode: Option<LoadgenMode>,
     /// The host's base URL; a cluster's nodes comma-separated (the
     /// groups are created through the first, and members start from each
     /// in turn, then follow their coordinator's redirects).
@@ -97,7 +101,89 @@ fn parse_param(arg: &str) -> Result<(String, String), String> {
     }
 }
 
+/// What else `assignd loadgen` runs than a fleet of members.
+#[derive(Debug, Subcommand)]
+enum LoadgenMode {
+    /// Many watchers of one group's routing table (blocking queries, each
+    /// asked again at once after its answer, as the client routers do):
+    /// the host's CPU and RSS without and with them, and the time from a
+    /// change of the table to each watcher's answer with it.
+    Watchers(WatchersArgs),
+}
+
+#[derive(Debug, Args)]
+struct WatchersArgs {
+    /// The host's base URL (one node).
+    #[arg(long, default_value = "http://127.0.0.1:7070")]
+    host: String,
+    /// Blocking queries kept open on the group's table (the host holds at
+    /// most `serve --routes-watchers-max`).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    watchers: u32,
+    /// Members of the watched group, each with an endpoint.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    members: u32,
+    /// Tasks (partitions of one topic) of the watched group.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    tasks: u32,
+    /// The group's `routes_valid_ms` (the host's default 2000; 0: no
+    /// promise, so the watchers wait `--wait-ms`).
+    #[arg(long, default_value_t = 2_000)]
+    routes_valid_ms: u64,
+    /// A watcher's configured wait in ms, as a router's: it asks with
+    /// half the table's `valid_ms` if that is shorter.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=20_000))]
+    wait_ms: u64,
+    /// Seconds of each idle window: the host's CPU without the watchers,
+    /// then with them.
+    #[arg(long, default_value_t = 20.0)]
+    idle_s: f64,
+    /// Changes of the table to time, one at a time (a member's heartbeat
+    /// with new metadata).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    changes: u32,
+    /// The pause after each change reached every watcher, in ms.
+    #[arg(long, default_value_t = 2_000)]
+    change_gap_ms: u64,
+    /// The host's process id, for its CPU and RSS from /proc (the host on
+    /// this machine); without it those figures are left out.
+    #[arg(long, value_name = "PID")]
+    host_pid: Option<u32>,
+    /// The watched group's name (created, or its config replaced).
+    #[arg(long, default_value = "watched")]
+    group: String,
+    /// Write the figures as JSON here.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+    /// The host's admin token, to create the group.
+    #[arg(
+        long,
+        env = "ASSIGND_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    token: Option<String>,
+}
+
 pub fn loadgen(args: LoadgenArgs) -> Result<(), Failure> {
+    if let Some(LoadgenMode::Watchers(watchers)) = args.mode {
+        return loadgen::watchers(WatchersSettings {
+            host: watchers.host,
+            watchers: watchers.watchers,
+            members: watchers.members,
+            tasks: watchers.tasks,
+            routes_valid_ms: watchers.routes_valid_ms,
+            wait_ms: watchers.wait_ms,
+            idle_s: watchers.idle_s,
+            changes: watchers.changes,
+            change_gap_ms: watchers.change_gap_ms,
+            host_pid: watchers.host_pid,
+            group: watchers.group,
+            report: watchers.report,
+            token: watchers.token,
+        })
+        .map_err(Failure::from);
+    }
     loadgen::loadgen(LoadgenSettings {
         host: args.host,
         groups: args.groups,

@@ -16,6 +16,10 @@
 //! - [`demo`](mod@demo), with `demo_host` and `demo_screen`: `assignd demo`, a host
 //!   in process and a group scaled on a schedule, shown every second.
 //! - [`plot`](mod@plot): `assignd plot`, loadgen reports' timelines on one SVG chart.
+//! - [`watchers`](mod@watchers), with `watcher_fleet`, `watcher_http` and `tagger`:
+//!   `assignd loadgen watchers`, many blocking queries on one group's
+//!   routing table, what they cost the host and how fast a change reaches
+//!   them.
 //! - [`settings`]: what each command runs with, by its flags' names.
 //!
 //! The command line's flags are parsed in `cli`, which hands each command
@@ -32,13 +36,18 @@ pub mod plot;
 pub mod probe;
 mod report;
 pub mod settings;
+mod tagger;
+mod watcher_fleet;
+mod watcher_http;
+pub mod watchers;
 
 use std::sync::{Mutex, MutexGuard};
 
 pub use demo::demo;
 pub use measure::loadgen;
 pub use plot::plot;
-pub use settings::{DemoSettings, LoadgenSettings, PlotSettings};
+pub use settings::{DemoSettings, LoadgenSettings, PlotSettings, WatchersSettings};
+pub use watchers::watchers;
 
 /// Why a load-test command failed.
 #[derive(Debug)]

@@ -76,3 +76,38 @@ pub struct PlotSettings {
     /// learners from each report's config).
     pub labels: Vec<String>,
 }
+
+/// What `assignd loadgen watchers` runs: its command line's flags, by the
+/// same names.
+#[derive(Clone, Debug)]
+pub struct WatchersSettings {
+    /// The host's base URL (one node).
+    pub host: String,
+    /// Blocking queries kept open on the group's routing table.
+    pub watchers: u32,
+    /// Members of the watched group (each with an endpoint).
+    pub members: u32,
+    /// Tasks (partitions of one topic) of the watched group.
+    pub tasks: u32,
+    /// The group's `routes_valid_ms`.
+    pub routes_valid_ms: u64,
+    /// The longest a watcher's blocking query waits, as a router's
+    /// configured wait (it waits half the table's `valid_ms` if shorter).
+    pub wait_ms: u64,
+    /// Seconds of each idle window (the host's CPU without and with the
+    /// watchers).
+    pub idle_s: f64,
+    /// Table changes made, one at a time.
+    pub changes: u32,
+    /// The pause after each change's last watcher was told, in ms.
+    pub change_gap_ms: u64,
+    /// The host's process id, for its CPU and RSS from /proc (same
+    /// machine); without it those figures are left out.
+    pub host_pid: Option<u32>,
+    /// The watched group's name.
+    pub group: String,
+    /// Where to write the figures as JSON.
+    pub report: Option<PathBuf>,
+    /// The host's admin token, to create the group.
+    pub token: Option<String>,
+}
