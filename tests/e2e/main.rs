@@ -28,6 +28,7 @@ mod guide;
 mod hardening;
 mod hot_swap;
 mod imports;
+mod kv;
 mod languages;
 mod limits;
 mod loadgen;

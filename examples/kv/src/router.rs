@@ -8,9 +8,10 @@
 //! ownership bound) with an owner. Otherwise, and after a worker's `421
 //! not_owner` (reported with `Router::misrouted`) or a worker that does
 //! not answer, the router waits for a newer table (at most
-//! [`TABLE_WAIT_MAX`]) and tries again, at most [`ATTEMPTS_MAX`] times
-//! within [`ROUTE_WITHIN`]; then it answers `503 no_owner` with
-//! `Retry-After`.
+//! [`TABLE_WAIT_MAX`]) and tries again, for at most [`ROUTE_WITHIN`] and
+//! [`ATTEMPTS_MAX`] workers; then it answers `503 no_owner` with
+//! `Retry-After`. `GET /stats` also says how long requests took from
+//! their first misroute to their answer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +43,8 @@ pub struct Args {
     listen: String,
 }
 
-/// The most tries of one request (the first included).
+/// The most workers one request is sent to (a misroute or no answer
+/// each) before it is refused.
 pub const ATTEMPTS_MAX: u32 = 10;
 /// How long one request may be retried before it is refused.
 pub const ROUTE_WITHIN: Duration = Duration::from_secs(5);
@@ -70,6 +72,24 @@ struct Stats {
     retried: AtomicU64,
     /// Requests answered 503: no owner in time.
     refused: AtomicU64,
+    /// Requests answered after a misroute, and how long after the first
+    /// `421` their answer came (in total, and the longest).
+    recovered: AtomicU64,
+    recovery_ms_total: AtomicU64,
+    recovery_ms_max: AtomicU64,
+}
+
+impl Stats {
+    fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn recovered(&self, misrouted_at: Instant) {
+        let ms = misrouted_at.elapsed().as_millis() as u64;
+        Self::count(&self.recovered);
+        self.recovery_ms_total.fetch_add(ms, Ordering::Relaxed);
+        self.recovery_ms_max.fetch_max(ms, Ordering::Relaxed);
+    }
 }
 
 struct Front {
@@ -81,8 +101,14 @@ struct Front {
 /// What one try came to.
 enum Try {
     Answered(Response),
-    /// Try again once the table may say otherwise.
-    Retry(Wait),
+    /// The worker answered `421 not_owner` to a route of this epoch.
+    Misrouted(u64),
+    /// The worker did not answer.
+    Unreachable(u64),
+    /// Nobody owns the partition in the table of this epoch.
+    NoOwner(u64),
+    /// The table is past its ownership bound.
+    Stale,
 }
 
 /// What a retry waits for.
@@ -142,38 +168,68 @@ async fn stats(State(front): State<Arc<Front>>) -> Json<serde_json::Value> {
         "unreachable": count(&stats.unreachable),
         "retried": count(&stats.retried),
         "refused": count(&stats.refused),
+        "recovered": count(&stats.recovered),
+        "recovery_ms_total": count(&stats.recovery_ms_total),
+        "recovery_ms_max": count(&stats.recovery_ms_max),
         "epoch": front.router.epoch(),
     }))
 }
 
 /// Sends the request to the key's owner, trying again on a newer table
-/// until it is answered or the bounds run out.
+/// until it is answered, [`ATTEMPTS_MAX`] workers did not answer it, or
+/// [`ROUTE_WITHIN`] ran out.
 async fn forward(
     front: &Front,
     method: reqwest::Method,
     key: &str,
     body: Option<Bytes>,
 ) -> Response {
+    let stats = &front.stats;
     let deadline = Instant::now() + ROUTE_WITHIN;
-    for attempt in 1..=ATTEMPTS_MAX {
-        if attempt > 1 {
-            front.stats.retried.fetch_add(1, Ordering::Relaxed);
-        }
-        let wait = match front.router.owner_of(TOPIC, key) {
-            Ok(route) => match try_route(front, &route, method.clone(), key, body.clone()).await {
-                Try::Answered(response) => return response,
-                Try::Retry(wait) => wait,
-            },
-            Err(RouteError::NoTable) => Wait::Fresh,
+    let mut sent = 0;
+    let mut misrouted_at = None;
+    loop {
+        let route = match front.router.owner_of(TOPIC, key) {
+            Ok(route) => Some(route),
+            Err(RouteError::NoTable) => None,
             Err(e) => return error(StatusCode::NOT_FOUND, "topic_not_found", e.to_string()),
         };
+        let tried = match &route {
+            Some(route) => try_route(front, route, method.clone(), key, body.clone()).await,
+            None => Try::Stale,
+        };
+        let wait = match tried {
+            Try::Answered(response) => {
+                if let Some(at) = misrouted_at {
+                    stats.recovered(at);
+                }
+                return response;
+            }
+            Try::Misrouted(epoch) => {
+                Stats::count(&stats.misrouted);
+                misrouted_at.get_or_insert_with(Instant::now);
+                if let Some(route) = &route {
+                    front.router.misrouted(route);
+                }
+                sent += 1;
+                Wait::Newer(epoch)
+            }
+            Try::Unreachable(epoch) => {
+                Stats::count(&stats.unreachable);
+                sent += 1;
+                Wait::Newer(epoch)
+            }
+            Try::NoOwner(epoch) => Wait::Newer(epoch),
+            Try::Stale => Wait::Fresh,
+        };
         let now = Instant::now();
-        if now >= deadline {
+        if now >= deadline || sent >= ATTEMPTS_MAX {
             break;
         }
         wait_for_table(&front.router, wait, TABLE_WAIT_MAX.min(deadline - now)).await;
+        Stats::count(&stats.retried);
     }
-    front.stats.refused.fetch_add(1, Ordering::Relaxed);
+    Stats::count(&stats.refused);
     unavailable(
         "no_owner",
         format!("no worker serves the partition of {key:?} now"),
@@ -189,11 +245,11 @@ async fn try_route(
     body: Option<Bytes>,
 ) -> Try {
     if !route.fresh {
-        return Try::Retry(Wait::Fresh);
+        return Try::Stale;
     }
     let endpoint = route.owner.as_ref().and_then(|o| o.endpoint.as_deref());
     let Some(endpoint) = endpoint else {
-        return Try::Retry(Wait::Newer(route.epoch));
+        return Try::NoOwner(route.epoch);
     };
     let url = format!(
         "{}/kv/{}",
@@ -204,22 +260,16 @@ async fn try_route(
     if let Some(body) = body {
         request = request.body(body);
     }
-    front.stats.forwarded.fetch_add(1, Ordering::Relaxed);
-    let response = match request.send().await {
-        Ok(response) => response,
-        Err(_) => {
-            // Gone or stalled: its partitions move once its lease ends,
-            // and the table says so.
-            front.stats.unreachable.fetch_add(1, Ordering::Relaxed);
-            return Try::Retry(Wait::Newer(route.epoch));
+    Stats::count(&front.stats.forwarded);
+    match request.send().await {
+        // Gone or stalled: its partitions move once its lease ends, and
+        // the table says so.
+        Err(_) => Try::Unreachable(route.epoch),
+        Ok(response) if response.status() == StatusCode::MISDIRECTED_REQUEST => {
+            Try::Misrouted(route.epoch)
         }
-    };
-    if response.status() == StatusCode::MISDIRECTED_REQUEST {
-        front.stats.misrouted.fetch_add(1, Ordering::Relaxed);
-        front.router.misrouted(route);
-        return Try::Retry(Wait::Newer(route.epoch));
+        Ok(response) => Try::Answered(relay(response).await),
     }
-    Try::Answered(relay(response).await)
 }
 
 /// The worker's answer as the router's.
