@@ -8,7 +8,8 @@
 //! ownership bound) with an owner. Otherwise, and after a worker's `421
 //! not_owner` (reported with `Router::misrouted`) or a worker that does
 //! not answer, the router waits for a newer table (at most
-//! [`TABLE_WAIT_MAX`]) and tries again, for at most [`ROUTE_WITHIN`] and
+//! [`TABLE_WAIT_MAX`]; after a misroute at first only
+//! [`MISROUTE_WAIT_MIN`]) and tries again, for at most [`ROUTE_WITHIN`] and
 //! [`ATTEMPTS_MAX`] workers; then it answers `503 no_owner` with
 //! `Retry-After`. `GET /stats` also says how long requests took from
 //! their first misroute to their answer.
@@ -50,6 +51,11 @@ pub const ATTEMPTS_MAX: u32 = 10;
 pub const ROUTE_WITHIN: Duration = Duration::from_secs(5);
 /// The longest wait for a newer table between two tries.
 pub const TABLE_WAIT_MAX: Duration = Duration::from_secs(1);
+/// The first wait after a misroute, doubling with each misroute of the
+/// request up to [`TABLE_WAIT_MAX`]. A worker the table already names may
+/// not have heard of its grant yet (its heartbeat's answer, then its
+/// replay), and then no newer table comes: it serves within moments.
+pub const MISROUTE_WAIT_MIN: Duration = Duration::from_millis(50);
 /// How often a wait checks the table's freshness (renewals of the same
 /// epoch are not signalled).
 const FRESHNESS_POLL: Duration = Duration::from_millis(20);
@@ -72,23 +78,42 @@ struct Stats {
     retried: AtomicU64,
     /// Requests answered 503: no owner in time.
     refused: AtomicU64,
-    /// Requests answered after a misroute, and how long after the first
-    /// `421` their answer came (in total, and the longest).
-    recovered: AtomicU64,
-    recovery_ms_total: AtomicU64,
-    recovery_ms_max: AtomicU64,
+    /// From a request's first misroute to the first newer table it saw.
+    newer_table: Durations,
+    /// From a request's first misroute to its answer (the newer table may
+    /// leave the partition unowned a while: the move's own time).
+    recovered: Durations,
+}
+
+/// How many times something took how long.
+#[derive(Default)]
+struct Durations {
+    count: AtomicU64,
+    ms_total: AtomicU64,
+    ms_max: AtomicU64,
+}
+
+impl Durations {
+    fn record(&self, since: Instant) {
+        let ms = since.elapsed().as_millis() as u64;
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.ms_total.fetch_add(ms, Ordering::Relaxed);
+        self.ms_max.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        serde_json::json!({
+            "count": load(&self.count),
+            "ms_total": load(&self.ms_total),
+            "ms_max": load(&self.ms_max),
+        })
+    }
 }
 
 impl Stats {
     fn count(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn recovered(&self, misrouted_at: Instant) {
-        let ms = misrouted_at.elapsed().as_millis() as u64;
-        Self::count(&self.recovered);
-        self.recovery_ms_total.fetch_add(ms, Ordering::Relaxed);
-        self.recovery_ms_max.fetch_max(ms, Ordering::Relaxed);
     }
 }
 
@@ -168,9 +193,8 @@ async fn stats(State(front): State<Arc<Front>>) -> Json<serde_json::Value> {
         "unreachable": count(&stats.unreachable),
         "retried": count(&stats.retried),
         "refused": count(&stats.refused),
-        "recovered": count(&stats.recovered),
-        "recovery_ms_total": count(&stats.recovery_ms_total),
-        "recovery_ms_max": count(&stats.recovery_ms_max),
+        "newer_table_after_misroute": stats.newer_table.to_json(),
+        "answered_after_misroute": stats.recovered.to_json(),
         "epoch": front.router.epoch(),
     }))
 }
@@ -184,56 +208,110 @@ async fn forward(
     key: &str,
     body: Option<Bytes>,
 ) -> Response {
-    let stats = &front.stats;
-    let deadline = Instant::now() + ROUTE_WITHIN;
-    let mut sent = 0;
-    let mut misrouted_at = None;
+    let mut tries = Tries::new(front);
     loop {
         let route = match front.router.owner_of(TOPIC, key) {
             Ok(route) => Some(route),
             Err(RouteError::NoTable) => None,
             Err(e) => return error(StatusCode::NOT_FOUND, "topic_not_found", e.to_string()),
         };
+        tries.saw_table();
         let tried = match &route {
             Some(route) => try_route(front, route, method.clone(), key, body.clone()).await,
             None => Try::Stale,
         };
-        let wait = match tried {
-            Try::Answered(response) => {
-                if let Some(at) = misrouted_at {
-                    stats.recovered(at);
-                }
-                return response;
-            }
-            Try::Misrouted(epoch) => {
-                Stats::count(&stats.misrouted);
-                misrouted_at.get_or_insert_with(Instant::now);
-                if let Some(route) = &route {
-                    front.router.misrouted(route);
-                }
-                sent += 1;
-                Wait::Newer(epoch)
-            }
-            Try::Unreachable(epoch) => {
-                Stats::count(&stats.unreachable);
-                sent += 1;
-                Wait::Newer(epoch)
-            }
-            Try::NoOwner(epoch) => Wait::Newer(epoch),
-            Try::Stale => Wait::Fresh,
+        let (wait, wait_max) = match tries.after(tried, route.as_ref()) {
+            Ok(wait) => wait,
+            Err(answer) => return answer,
         };
         let now = Instant::now();
-        if now >= deadline || sent >= ATTEMPTS_MAX {
+        if now >= tries.deadline || tries.sent >= ATTEMPTS_MAX {
             break;
         }
-        wait_for_table(&front.router, wait, TABLE_WAIT_MAX.min(deadline - now)).await;
-        Stats::count(&stats.retried);
+        wait_for_table(&front.router, wait, wait_max.min(tries.deadline - now)).await;
+        Stats::count(&front.stats.retried);
     }
-    Stats::count(&stats.refused);
+    Stats::count(&front.stats.refused);
     unavailable(
         "no_owner",
         format!("no worker serves the partition of {key:?} now"),
     )
+}
+
+/// One client request's tries so far.
+struct Tries<'a> {
+    front: &'a Front,
+    deadline: Instant,
+    /// Workers it was sent to.
+    sent: u32,
+    misroutes: u32,
+    /// When it was first misrouted.
+    misrouted_at: Option<Instant>,
+    /// The epoch of the table that misrouted it, until a newer one is seen.
+    misrouted_by: Option<u64>,
+}
+
+impl<'a> Tries<'a> {
+    fn new(front: &'a Front) -> Self {
+        Tries {
+            front,
+            deadline: Instant::now() + ROUTE_WITHIN,
+            sent: 0,
+            misroutes: 0,
+            misrouted_at: None,
+            misrouted_by: None,
+        }
+    }
+
+    /// Counts how long a newer table took to come after a misroute.
+    fn saw_table(&mut self) {
+        if let (Some(at), Some(epoch)) = (self.misrouted_at, self.misrouted_by)
+            && self.front.router.epoch().is_some_and(|held| held > epoch)
+        {
+            self.front.stats.newer_table.record(at);
+            self.misrouted_by = None;
+        }
+    }
+
+    /// The answer, or what to wait for (and at most how long) before the
+    /// next try.
+    fn after(&mut self, tried: Try, route: Option<&Route>) -> Result<(Wait, Duration), Response> {
+        let stats = &self.front.stats;
+        match tried {
+            Try::Answered(answer) => {
+                if let Some(at) = self.misrouted_at {
+                    stats.recovered.record(at);
+                }
+                Err(answer)
+            }
+            Try::Misrouted(epoch) => {
+                Stats::count(&stats.misrouted);
+                if self.misrouted_at.is_none() {
+                    self.misrouted_at = Some(Instant::now());
+                    self.misrouted_by = Some(epoch);
+                }
+                if let Some(route) = route {
+                    self.front.router.misrouted(route);
+                    let owner = route.owner.as_ref().map(|owner| owner.member_id.as_str());
+                    eprintln!(
+                        "misrouted: {TOPIC} {} to {owner:?} by the table of epoch {epoch}",
+                        route.partition
+                    );
+                }
+                let wait_max = MISROUTE_WAIT_MIN * 2u32.pow(self.misroutes.min(8));
+                self.misroutes += 1;
+                self.sent += 1;
+                Ok((Wait::Newer(epoch), wait_max.min(TABLE_WAIT_MAX)))
+            }
+            Try::Unreachable(epoch) => {
+                Stats::count(&stats.unreachable);
+                self.sent += 1;
+                Ok((Wait::Newer(epoch), TABLE_WAIT_MAX))
+            }
+            Try::NoOwner(epoch) => Ok((Wait::Newer(epoch), TABLE_WAIT_MAX)),
+            Try::Stale => Ok((Wait::Fresh, TABLE_WAIT_MAX)),
+        }
+    }
 }
 
 /// One try by `route`.
