@@ -123,9 +123,8 @@ struct Front {
     stats: Stats,
 }
 
-/// What one try came to.
-enum Try {
-    Answered(Response),
+/// Why one try was not answered.
+enum Miss {
     /// The worker answered `421 not_owner` to a route of this epoch.
     Misrouted(u64),
     /// The worker did not answer.
@@ -218,11 +217,14 @@ async fn forward(
         tries.saw_table();
         let tried = match &route {
             Some(route) => try_route(front, route, method.clone(), key, body.clone()).await,
-            None => Try::Stale,
+            None => Err(Miss::Stale),
         };
-        let (wait, wait_max) = match tries.after(tried, route.as_ref()) {
-            Ok(wait) => wait,
-            Err(answer) => return answer,
+        let (wait, wait_max) = match tried {
+            Ok(answer) => {
+                tries.answered();
+                return answer;
+            }
+            Err(miss) => tries.after(miss, route.as_ref()),
         };
         let now = Instant::now();
         if now >= tries.deadline || tries.sent >= ATTEMPTS_MAX {
@@ -273,18 +275,17 @@ impl<'a> Tries<'a> {
         }
     }
 
-    /// The answer, or what to wait for (and at most how long) before the
-    /// next try.
-    fn after(&mut self, tried: Try, route: Option<&Route>) -> Result<(Wait, Duration), Response> {
+    fn answered(&self) {
+        if let Some(at) = self.misrouted_at {
+            self.front.stats.recovered.record(at);
+        }
+    }
+
+    /// What to wait for (and at most how long) before the next try.
+    fn after(&mut self, miss: Miss, route: Option<&Route>) -> (Wait, Duration) {
         let stats = &self.front.stats;
-        match tried {
-            Try::Answered(answer) => {
-                if let Some(at) = self.misrouted_at {
-                    stats.recovered.record(at);
-                }
-                Err(answer)
-            }
-            Try::Misrouted(epoch) => {
+        match miss {
+            Miss::Misrouted(epoch) => {
                 Stats::count(&stats.misrouted);
                 if self.misrouted_at.is_none() {
                     self.misrouted_at = Some(Instant::now());
@@ -301,15 +302,15 @@ impl<'a> Tries<'a> {
                 let wait_max = MISROUTE_WAIT_MIN * 2u32.pow(self.misroutes.min(8));
                 self.misroutes += 1;
                 self.sent += 1;
-                Ok((Wait::Newer(epoch), wait_max.min(TABLE_WAIT_MAX)))
+                (Wait::Newer(epoch), wait_max.min(TABLE_WAIT_MAX))
             }
-            Try::Unreachable(epoch) => {
+            Miss::Unreachable(epoch) => {
                 Stats::count(&stats.unreachable);
                 self.sent += 1;
-                Ok((Wait::Newer(epoch), TABLE_WAIT_MAX))
+                (Wait::Newer(epoch), TABLE_WAIT_MAX)
             }
-            Try::NoOwner(epoch) => Ok((Wait::Newer(epoch), TABLE_WAIT_MAX)),
-            Try::Stale => Ok((Wait::Fresh, TABLE_WAIT_MAX)),
+            Miss::NoOwner(epoch) => (Wait::Newer(epoch), TABLE_WAIT_MAX),
+            Miss::Stale => (Wait::Fresh, TABLE_WAIT_MAX),
         }
     }
 }
@@ -321,13 +322,13 @@ async fn try_route(
     method: reqwest::Method,
     key: &str,
     body: Option<Bytes>,
-) -> Try {
+) -> Result<Response, Miss> {
     if !route.fresh {
-        return Try::Stale;
+        return Err(Miss::Stale);
     }
     let endpoint = route.owner.as_ref().and_then(|o| o.endpoint.as_deref());
     let Some(endpoint) = endpoint else {
-        return Try::NoOwner(route.epoch);
+        return Err(Miss::NoOwner(route.epoch));
     };
     let url = format!(
         "{}/kv/{}",
@@ -342,11 +343,11 @@ async fn try_route(
     match request.send().await {
         // Gone or stalled: its partitions move once its lease ends, and
         // the table says so.
-        Err(_) => Try::Unreachable(route.epoch),
+        Err(_) => Err(Miss::Unreachable(route.epoch)),
         Ok(response) if response.status() == StatusCode::MISDIRECTED_REQUEST => {
-            Try::Misrouted(route.epoch)
+            Err(Miss::Misrouted(route.epoch))
         }
-        Ok(response) => Try::Answered(relay(response).await),
+        Ok(response) => Ok(relay(response).await),
     }
 }
 
