@@ -137,7 +137,7 @@ def parse_args():
     parser.add_argument("--only", default=",".join(PARTS),
                         help=f"comma-separated parts to run, of {','.join(PARTS)}")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds of the heartbeat and cluster parts")
+                        help="rounds of the heartbeat, cluster and routes parts")
     parser.add_argument("--skip-build", action="store_true",
                         help="build nothing: take target/release's binaries and benches")
     args = parser.parse_args()
