@@ -89,6 +89,9 @@ fn cluster_schedules_keep_every_invariant_across_takeovers_and_replay_exactly() 
         ("leases expired", c.leases_expired),
         ("static returns", stats.static_returns),
         ("targets", stats.targets),
+        ("routing tables read", stats.routes_read),
+        ("keys routed", stats.keys_routed),
+        ("keys routed across moves", stats.keys_routed_across_moves),
     ] {
         assert!(count >= SCHEDULES / 20, "too few {what}: {count}");
     }

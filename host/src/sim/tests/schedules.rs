@@ -1,5 +1,6 @@
-//! Random schedules: thousands keep every invariant on one shard or many,
-//! a seed replays exactly, and a deliberately broken member is caught.
+//! Random schedules: thousands keep every invariant on one shard or many
+//! (routers reading most groups' tables), a seed replays exactly, and a
+//! deliberately broken member is caught.
 
 use std::time::Instant;
 
@@ -49,6 +50,10 @@ fn two_thousand_random_schedules_keep_every_invariant() {
         ("host restarts", stats.host_restarts),
         ("lapsed leases", stats.leases_lapsed),
         ("config changes", stats.configs - stats.schedules),
+        ("routing tables read", stats.routes_read),
+        ("keys routed", stats.keys_routed),
+        ("keys routed across moves", stats.keys_routed_across_moves),
+        ("keys held back for a fresh table", stats.keys_deferred),
     ] {
         assert!(count >= SCHEDULES / 20, "too few {what}: {count}");
     }
