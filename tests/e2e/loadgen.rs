@@ -106,3 +106,55 @@ fn loadgen_refuses_a_bad_churn_spec_as_a_usage_error() {
         assert_one_error_line(&output, 2, needle);
     }
 }
+
+/// `assignd loadgen watchers`: every watcher of the group's routing table
+/// is told of every change (a member's heartbeat with new metadata), and
+/// none of their queries fails.
+#[test]
+fn loadgen_watchers_tells_every_watcher_of_every_change() {
+    let dir = scratch("loadgen-watchers");
+    let server = Server::start(&dir.join("data"), &["--fsync", "never"]);
+    let report = dir.join("watchers.json");
+    let output = assignd(&[
+        "loadgen",
+        "watchers",
+        "--host",
+        &server.base,
+        "--token",
+        ADMIN_TOKEN,
+        "--watchers",
+        "50",
+        "--members",
+        "2",
+        "--tasks",
+        "8",
+        "--idle-s",
+        "0.5",
+        "--changes",
+        "2",
+        "--change-gap-ms",
+        "100",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(
+        output.status.success(),
+        "loadgen watchers failed: {}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let text = std::fs::read_to_string(&report).expect("the report was written");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("the report is JSON");
+    assert_eq!(report["errors"], 0, "{report:#}");
+    // Without --host-pid the host's CPU and memory are left out.
+    assert!(report["host_cpu_percent_with"].is_null(), "{report:#}");
+    let changes = report["changes"].as_array().expect("changes");
+    assert_eq!(changes.len(), 2, "{report:#}");
+    for change in changes {
+        assert_eq!(change["told"], 50, "{change:#}");
+        assert!(
+            change["epoch_after"].as_u64() > change["epoch_before"].as_u64(),
+            "{change:#}"
+        );
+    }
+}
