@@ -304,12 +304,14 @@ impl Coordinator {
         // old owner's release, or learners about to take tasks over) beats
         // faster, so that it learns of its grant a round trip after the
         // release rather than up to a heartbeat interval later.
-        // (A member behind its target has a revocation waiting for the
-        // routing tables' promise: it hears of it as soon as that ends.)
+        // A member whose revocation waits for the routing tables'
+        // promise beats fast too: it hears of it as soon as that ends.
+        let revocation_held =
+            held.epoch != group.target_epoch && self.moves_held(group_name, now, true);
         let moving = !held.revoking.is_empty()
             || handover.is_some()
             || !ungranted.is_empty()
-            || held.epoch != group.target_epoch;
+            || revocation_held;
         let in_handoff = moving || self.warms_up_unpaced(group_name, group, target, now);
         let heartbeat_interval_ms =
             self.heartbeat_interval_ms(group_name, group, member, in_handoff, now, load);
