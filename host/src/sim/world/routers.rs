@@ -257,6 +257,8 @@ impl World {
                 reaches_ms,
             } => {
                 let table = self.serve_routes(i, sent_ms, reaches_ms);
+                // Served after the host's stall, if it was in one.
+                let now = self.now;
                 let router = &self.routers[i];
                 let rng = &mut self.router_rng;
                 self.routers[i].read = Some(if rng.chance(router.lost_p) {
@@ -279,7 +281,13 @@ impl World {
                 table: Some(table), ..
             } => {
                 self.stats.routes_read += 1;
-                self.routers[i].table = Some(table);
+                let router = &mut self.routers[i];
+                router.table = Some(table);
+                // A read it sent for a stale table counts as its own.
+                if router.next_read_ms <= now {
+                    let (lo, hi) = router.read_gap_ms;
+                    router.next_read_ms = now + self.router_rng.range(lo, hi);
+                }
             }
             Read::Lost { .. } => {
                 self.note(|w| format!("{}: no answer to its read", w.routers[i].label));
