@@ -185,19 +185,12 @@ async fn on_event(store: &Arc<Store>, event: Event) {
         Event::Assigned(tasks) => grant(store, "assigned", &tasks).await,
         Event::Promoted(tasks) => grant(store, "promoted", &tasks).await,
         Event::Revoked { tasks, ack } => {
-            let released = Arc::clone(store);
-            let revoked = partitions(store, &tasks);
-            let _ = tokio::task::spawn_blocking(move || {
-                revoked.into_iter().for_each(|p| released.stop(p))
-            })
-            .await;
+            stop_serving(store, &tasks).await;
             print_tasks("revoked", &tasks);
             ack.ack();
         }
         Event::Lost(tasks) => {
-            partitions(store, &tasks)
-                .into_iter()
-                .for_each(|p| store.stop(p));
+            stop_serving(store, &tasks).await;
             print_tasks("lost", &tasks);
         }
         Event::LearnerStarted(tasks) | Event::StandbyStarted(tasks) => {
@@ -237,6 +230,14 @@ async fn grant(store: &Arc<Store>, event: &str, tasks: &[Task]) {
         std::process::exit(1);
     }
     print_tasks(event, tasks);
+}
+
+/// Stops serving `tasks`; returns once no write of theirs is in flight.
+async fn stop_serving(store: &Arc<Store>, tasks: &[Task]) {
+    let store = Arc::clone(store);
+    let stopped = partitions(&store, tasks);
+    let _ =
+        tokio::task::spawn_blocking(move || stopped.into_iter().for_each(|p| store.stop(p))).await;
 }
 
 /// Replays, every [`WARM_UP_EVERY`], the changelogs of the partitions
