@@ -52,7 +52,8 @@ fn group_config() -> Value {
     })
 }
 
-/// `target/debug/assignd-kv`, built once per test process.
+/// `target/debug/assignd-kv` (under `CARGO_TARGET_DIR` if set), built
+/// once per test process.
 fn kv_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
@@ -64,7 +65,10 @@ fn kv_binary() -> &'static Path {
             .status()
             .expect("cargo runs");
         assert!(status.success(), "cargo build -p assignd-kv: {status}");
-        root.join("target/debug/assignd-kv")
+        // Where that cargo put it: the same environment as this one's.
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| root.join("target"), |dir| root.join(dir));
+        target.join("debug/assignd-kv")
     })
 }
 
