@@ -24,21 +24,21 @@ use std::time::{Duration, Instant};
 use crate::common::Server;
 use serde_json::{Value, json};
 
-const GROUP: &str = "kv";
-const READER_TOKEN: &str = "e2e-kv-reader-token-3c9e";
-const PARTITIONS: usize = 12;
+pub(crate) const GROUP: &str = "kv";
+pub(crate) const READER_TOKEN: &str = "e2e-kv-reader-token-3c9e";
+pub(crate) const PARTITIONS: usize = 12;
 /// How long a process may take to reach a state: a bound, not a wait.
-const REACH_WITHIN: Duration = Duration::from_secs(45);
+pub(crate) const REACH_WITHIN: Duration = Duration::from_secs(45);
 /// The router forwards this many requests after a rebalance settled
 /// before its counters are read: the tail of the rebalance included.
-const SETTLED_REQUESTS: u64 = 200;
+pub(crate) const SETTLED_REQUESTS: u64 = 200;
 
 /// The group's `learners`: `ASSIGND_KV_LEARNERS`, `host` by default.
 fn learners() -> String {
     std::env::var("ASSIGND_KV_LEARNERS").unwrap_or_else(|_| "host".into())
 }
 
-fn group_config() -> Value {
+pub(crate) fn group_config() -> Value {
     json!({
         "topics": [{"name": "kv", "partitions": PARTITIONS}],
         "learners": learners(),
@@ -54,7 +54,7 @@ fn group_config() -> Value {
 
 /// `target/debug/assignd-kv` (under `CARGO_TARGET_DIR` if set), built
 /// once per test process.
-fn kv_binary() -> &'static Path {
+pub(crate) fn kv_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
         let root = common::workspace_root();
@@ -73,7 +73,7 @@ fn kv_binary() -> &'static Path {
 }
 
 /// A running `assignd-kv` and every line it printed.
-struct Process {
+pub(crate) struct Process {
     label: String,
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
@@ -90,7 +90,7 @@ impl Drop for Process {
 }
 
 impl Process {
-    fn start(label: &str, dir: &Path, args: &[&str]) -> Process {
+    pub(crate) fn start(label: &str, dir: &Path, args: &[&str]) -> Process {
         let stderr = dir.join(format!("{label}.stderr"));
         let mut child = Command::new(kv_binary())
             .args(args)
@@ -120,7 +120,7 @@ impl Process {
         }
     }
 
-    fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()
     }
 
@@ -134,7 +134,7 @@ impl Process {
     }
 
     /// The partitions it serves, as its events tell it.
-    fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         let mut held = std::collections::BTreeSet::new();
         for event in self.events() {
             let tasks = event["tasks"].as_array().cloned().unwrap_or_default();
@@ -150,11 +150,11 @@ impl Process {
         held.len()
     }
 
-    fn count(&self, event: &str) -> usize {
+    pub(crate) fn count(&self, event: &str) -> usize {
         self.events().iter().filter(|e| e["event"] == event).count()
     }
 
-    fn diagnose(&self) -> String {
+    pub(crate) fn diagnose(&self) -> String {
         let log = std::fs::read_to_string(&self.stderr).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(30).collect();
         format!(
@@ -165,7 +165,7 @@ impl Process {
         )
     }
 
-    fn wait_for(&self, what: &str, done: impl Fn(&Process) -> bool) {
+    pub(crate) fn wait_for(&self, what: &str, done: impl Fn(&Process) -> bool) {
         let started = Instant::now();
         while !done(self) {
             assert!(
@@ -178,7 +178,7 @@ impl Process {
         }
     }
 
-    fn signal(&self, signal: libc::c_int) {
+    pub(crate) fn signal(&self, signal: libc::c_int) {
         let pid = libc::pid_t::try_from(self.child.id()).expect("a pid fits pid_t");
         // SAFETY: kill(2) on our own child, which stays ours until reaped.
         let sent = unsafe { libc::kill(pid, signal) };
@@ -186,7 +186,7 @@ impl Process {
     }
 
     /// Waits for it to exit and for its last line to be read.
-    fn exit(&mut self) -> ExitStatus {
+    pub(crate) fn exit(&mut self) -> ExitStatus {
         let started = Instant::now();
         loop {
             let exited = self.child.try_wait().expect("wait");
@@ -205,13 +205,13 @@ impl Process {
 }
 
 /// Waits until each of `workers` serves `each` partitions.
-fn wait_each_holds(workers: &[&Process], each: usize) {
+pub(crate) fn wait_each_holds(workers: &[&Process], each: usize) {
     for worker in workers {
         worker.wait_for(&format!("served {each} partitions"), |w| w.held() == each);
     }
 }
 
-fn stats(router: &str) -> Value {
+pub(crate) fn stats(router: &str) -> Value {
     let url = format!("{router}/stats");
     let mut response = Server::agent()
         .get(&url)
@@ -222,7 +222,7 @@ fn stats(router: &str) -> Value {
 }
 
 /// Waits until the router has forwarded `more` requests past `from`.
-fn wait_forwarded(router: &str, from: &Value, more: u64) {
+pub(crate) fn wait_forwarded(router: &str, from: &Value, more: u64) {
     let target = from["forwarded"].as_u64().unwrap() + more;
     let started = Instant::now();
     while stats(router)["forwarded"].as_u64().unwrap() < target {
@@ -235,7 +235,7 @@ fn wait_forwarded(router: &str, from: &Value, more: u64) {
 }
 
 /// The router's counters' growth from `before` to `after`, as a line.
-fn delta(phase: &str, before: &Value, after: &Value) -> Value {
+pub(crate) fn delta(phase: &str, before: &Value, after: &Value) -> Value {
     let grown = |path: &[&str]| {
         let at = |stats: &Value| path.iter().fold(stats, |v, p| &v[p]).as_u64().unwrap();
         at(after) - at(before)

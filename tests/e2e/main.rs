@@ -29,6 +29,7 @@ mod hardening;
 mod hot_swap;
 mod imports;
 mod kv;
+mod kv_cluster;
 mod languages;
 mod limits;
 mod loadgen;

@@ -14,18 +14,19 @@ use crate::routes::get_as;
 use assignd::cluster::local_etcd::LocalEtcd;
 use serde_json::{Value, json};
 
-const GROUP: &str = "kv";
+/// The group every test here routes (the key-value example's too).
+pub(crate) const GROUP: &str = "kv";
 const READER_TOKEN: &str = "e2e-reader-token-77a1";
 const WITHIN: Duration = Duration::from_secs(60);
 
-struct Cluster {
+pub(crate) struct Cluster {
     _runtime: tokio::runtime::Runtime,
     etcd: LocalEtcd,
     prefix: String,
 }
 
 impl Cluster {
-    fn start(name: &str) -> Cluster {
+    pub(crate) fn start(name: &str) -> Cluster {
         let (runtime, etcd) = common::local_etcd(&common::scratch(name), 3);
         Cluster {
             _runtime: runtime,
@@ -34,7 +35,7 @@ impl Cluster {
         }
     }
 
-    fn node(&self, name: &str) -> Server {
+    pub(crate) fn node(&self, name: &str) -> Server {
         let endpoints = self.etcd.endpoints().join(",");
         Server::start(
             &common::scratch(&format!("{}-{name}", self.prefix.trim_matches('/'))),
@@ -55,7 +56,7 @@ impl Cluster {
 }
 
 /// The base URL of the node that coordinates the group now, once one does.
-fn coordinator(nodes: &[&Server]) -> String {
+pub(crate) fn coordinator(nodes: &[&Server]) -> String {
     let deadline = Instant::now() + WITHIN;
     loop {
         for node in nodes {
