@@ -28,8 +28,11 @@ use crate::runtime::{RoutesAccess, Runtime, ServedRoutes};
 /// node forwarding it to the group's coordinator waits for the answer.
 pub const ROUTES_WAIT_MS_MAX: u64 = 20_000;
 
-/// The default cap on a host's watchers (`serve --routes-watchers-max`).
-pub const ROUTES_WATCHERS_MAX_DEFAULT: usize = 16_384;
+/// The default cap on a host's watchers (`serve --routes-watchers-max`):
+/// under the connection cap a host takes by default (at most 10,000),
+/// since each waiting watcher holds a connection, with room left for the
+/// members' heartbeats.
+pub const ROUTES_WATCHERS_MAX_DEFAULT: usize = 8_192;
 /// How long a stream may leave a table unread before it is closed, by
 /// default (`serve --routes-slow-reader-ms`).
 pub const ROUTES_SLOW_READER_MS_DEFAULT: u64 = 10_000;
