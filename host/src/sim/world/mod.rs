@@ -1,11 +1,14 @@
 //! One schedule: a sharded host (one coordinator per shard, each with its
 //! own record log), a few groups drawn at random over more than one shard,
-//! simulated member processes of each group and a queue of assignor calls,
-//! all on a virtual clock driven by one seeded generator. Every input of a
-//! group goes to its shard's core, a tick reaches every shard, and nothing
-//! outside a shard refers to a group's state. A chaos phase of random
-//! events is followed by a quiet phase; every input to a core is a step,
-//! and the invariants are checked after each one, in every group.
+//! simulated member processes of each group, routers that read the groups'
+//! routing tables, and a queue of assignor calls, all on a virtual clock
+//! driven by one seeded generator (the routers by one of their own). Every
+//! input of a group goes to its shard's core, a tick reaches every shard,
+//! and nothing outside a shard refers to a group's state. A chaos phase of
+//! random events is followed by a quiet phase; every input to a core is a
+//! step, and the invariants are checked after each one, in every group (a
+//! router's read changes no group: invariant 9 is checked at each key it
+//! routes instead).
 //!
 //! In cluster mode the world routes each heartbeat to a node and tells
 //! its member what became of it: an answer; a refusal, a redirect without
