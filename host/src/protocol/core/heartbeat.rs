@@ -438,7 +438,8 @@ impl Coordinator {
         );
         // Tables served before the target still promise this member's
         // tasks to it: it keeps them (and serves them) until then.
-        if next.revoking.len() > current.revoking.len() && self.moves_held(group_name, now, true) {
+        let revokes_more = next.revoking.iter().any(|t| !current.revoking.contains(t));
+        if revokes_more && self.moves_held(group_name, now, true) {
             return;
         }
         let changed = next != *current;

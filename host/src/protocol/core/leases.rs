@@ -51,7 +51,8 @@ impl Coordinator {
                 // replaced waits on: that one may still run on its lease.
                 if group.handovers.contains(slot) {
                     let handover = liveness.handover.entry(slot.clone()).or_default();
-                    handover.until_ms = handover.until_ms.max(end);
+                    // And tables served before the restart may name it.
+                    handover.until_ms = handover.until_ms.max(end).max(routes_end);
                     handover.tasks.extend(held.held().cloned());
                 }
             }

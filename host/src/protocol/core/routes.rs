@@ -320,15 +320,16 @@ fn moves(
     };
     let mut moving: BTreeMap<(Option<String>, Option<String>), BTreeSet<Task>> = BTreeMap::new();
     for slot in unsteady {
-        let held = group
-            .holdings
-            .member(slot)
-            .into_iter()
-            .flat_map(|h| h.held());
+        let holds = group.holdings.member(slot);
+        let held = holds.into_iter().flat_map(|h| h.held());
         for task in held.chain(&group.target_of(slot).active) {
             let from = processor(task);
             let to = target_owner.get(task).copied();
-            if from != to {
+            // A task being released moves even if a newer target gives
+            // it back to the same member: the release may complete, and
+            // then the task is free for a later target.
+            let releasing = holds.is_some_and(|h| h.revoking.contains(task));
+            if from != to || releasing {
                 moving
                     .entry((from.map(id), to.map(id)))
                     .or_default()

@@ -40,3 +40,24 @@ fn routers_that_honour_the_bound_never_send_a_key_away_from_its_processor() {
     // them right.
     assert!(stats.keys_routed_across_moves >= SCHEDULES * 5, "{stats:?}");
 }
+
+/// Three schedules that route keys across the cases the promise needs
+/// beyond a plain move: a restarted host's new incarnation of a name
+/// (seed 412), a revocation of no more tasks than the one it replaces
+/// (seed 317), and a task being released that a newer target gives back
+/// to its member, then a later one elsewhere (seed 27853).
+#[test]
+fn routing_across_a_restart_a_smaller_revocation_and_a_release_given_back_keeps_the_promise() {
+    for seed in [412, 317, 27_853] {
+        let report = crate::sim::run_schedule(seed, &Options::default());
+        assert!(
+            report.violation.is_none(),
+            "seed {seed}: {}",
+            report
+                .violation
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        );
+    }
+}
