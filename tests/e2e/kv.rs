@@ -258,6 +258,46 @@ pub(crate) fn delta(phase: &str, before: &Value, after: &Value) -> Value {
     })
 }
 
+/// The router in front of the group, given the host's URL (or a
+/// cluster's, comma-separated): the process and the URL it listens on.
+pub(crate) fn start_router(dir: &Path, urls: &str) -> (Process, String) {
+    let args = [
+        "router",
+        "--url",
+        urls,
+        "--group",
+        GROUP,
+        "--token",
+        READER_TOKEN,
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let router = Process::start("router", dir, &args);
+    router.wait_for("listened", |r| !r.lines().is_empty());
+    let url = router.lines()[0]
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{}", router.diagnose()))
+        .to_owned();
+    (router, url)
+}
+
+/// The load through `router_url`: 40 keys, 200 requests a second, until
+/// it is stopped.
+pub(crate) fn start_load(dir: &Path, router_url: &str) -> Process {
+    let args = [
+        "load",
+        "--router",
+        router_url,
+        "--keys",
+        "40",
+        "--rate",
+        "200",
+        "--seconds",
+        "300",
+    ];
+    Process::start("load", dir, &args)
+}
+
 #[test]
 fn kv_service_loses_nothing_through_scale_up_scale_down_and_a_kill() {
     kv_binary();
@@ -289,41 +329,8 @@ fn kv_service_loses_nothing_through_scale_up_scale_down_and_a_kill() {
     let mut workers: Vec<Process> = ["w1", "w2", "w3"].into_iter().map(worker).collect();
     wait_each_holds(&workers.iter().collect::<Vec<_>>(), PARTITIONS / 3);
 
-    let router = Process::start(
-        "router",
-        &dir,
-        &[
-            "router",
-            "--url",
-            &server.base,
-            "--group",
-            GROUP,
-            "--token",
-            READER_TOKEN,
-            "--listen",
-            "127.0.0.1:0",
-        ],
-    );
-    router.wait_for("listened", |r| !r.lines().is_empty());
-    let router_url = router.lines()[0]
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{}", router.diagnose()))
-        .to_owned();
-    let mut load = Process::start(
-        "load",
-        &dir,
-        &[
-            "load",
-            "--router",
-            &router_url,
-            "--keys",
-            "40",
-            "--rate",
-            "200",
-            "--seconds",
-            "300",
-        ],
-    );
+    let (_router, router_url) = start_router(&dir, &server.base);
+    let mut load = start_load(&dir, &router_url);
     wait_forwarded(&router_url, &stats(&router_url), SETTLED_REQUESTS);
 
     let mut phases = Vec::new();

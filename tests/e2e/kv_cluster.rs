@@ -9,8 +9,8 @@
 use std::time::Instant;
 
 use crate::kv::{
-    GROUP, PARTITIONS, Process, READER_TOKEN, SETTLED_REQUESTS, delta, group_config, kv_binary,
-    stats, wait_each_holds, wait_forwarded,
+    GROUP, PARTITIONS, Process, SETTLED_REQUESTS, delta, group_config, kv_binary, start_load,
+    start_router, stats, wait_each_holds, wait_forwarded,
 };
 use crate::routes_cluster::{Cluster, coordinator};
 use serde_json::{Value, json};
@@ -39,8 +39,11 @@ fn kv_service_loses_nothing_through_a_kill_9_of_the_coordinating_node() {
         .collect::<Vec<_>>()
         .join(",");
     let mut config = group_config();
-    // A member's timeout outlasts a takeover: nobody rebalances for it.
+    // A member's leases outlast a takeover: its session, and (for a
+    // heartbeat in flight when the node died, which may have reached it)
+    // its plain lease, an expansion timeout and a heartbeat interval.
     config["session_timeout_ms"] = json!(20_000);
+    config["expansion_timeout_ms"] = json!(10_000);
     let (status, body) = nodes[0].put_group_retrying(GROUP, &config, crate::kv::REACH_WITHIN);
     assert!(status == 200 || status == 201, "{body}");
     let dir = crate::common::scratch("kv-cluster-processes");
@@ -65,41 +68,8 @@ fn kv_service_loses_nothing_through_a_kill_9_of_the_coordinating_node() {
     };
     let workers: Vec<Process> = ["w1", "w2", "w3"].into_iter().map(worker).collect();
     wait_each_holds(&workers.iter().collect::<Vec<_>>(), PARTITIONS / 3);
-    let router = Process::start(
-        "router",
-        &dir,
-        &[
-            "router",
-            "--url",
-            &urls,
-            "--group",
-            GROUP,
-            "--token",
-            READER_TOKEN,
-            "--listen",
-            "127.0.0.1:0",
-        ],
-    );
-    router.wait_for("listened", |r| !r.lines().is_empty());
-    let router_url = router.lines()[0]
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{}", router.diagnose()))
-        .to_owned();
-    let load = Process::start(
-        "load",
-        &dir,
-        &[
-            "load",
-            "--router",
-            &router_url,
-            "--keys",
-            "40",
-            "--rate",
-            "200",
-            "--seconds",
-            "300",
-        ],
-    );
+    let (_router, router_url) = start_router(&dir, &urls);
+    let load = start_load(&dir, &router_url);
     wait_forwarded(&router_url, &stats(&router_url), SETTLED_REQUESTS);
 
     let before = stats(&router_url);

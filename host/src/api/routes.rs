@@ -171,13 +171,7 @@ pub async fn get_routes(
 ) -> Result<Response, ApiError> {
     tracing::Span::current().record("group", group.as_str());
     let access = access(admin.as_deref().map(|a| &**a), &headers);
-    let query = match query(parsed) {
-        Ok(query) => query,
-        Err(malformed) => {
-            runtime.check_routes_access(&group, &access).await?;
-            return Err(malformed);
-        }
-    };
+    let query = readable(&runtime, &group, &access, query(parsed)).await?;
     let watchers = watchers.map_or_else(|| Arc::new(Watchers::default()), |w| w.0);
     let wait = Duration::from_millis(
         query
@@ -320,31 +314,42 @@ pub async fn lookup(
 ) -> Result<Response, ApiError> {
     tracing::Span::current().record("group", group.as_str());
     let access = access(admin.as_deref().map(|a| &**a), &headers);
-    let query = match query(parsed) {
-        Ok(query) => query,
-        Err(malformed) => {
-            // A caller that may not read the group is told that first.
-            runtime.check_routes_access(&group, &access).await?;
-            return Err(malformed);
-        }
-    };
-    let key = match (query.key, query.key_hex) {
-        (Some(key), None) => key.into_bytes(),
-        (None, Some(hex)) => decode_hex(&hex).ok_or_else(|| {
-            ApiError::InvalidQuery("key_hex must be an even number of hex digits".into())
-        })?,
-        _ => {
-            return Err(ApiError::InvalidQuery(
-                "give the key as `key` or as `key_hex`, one of them".into(),
-            ));
-        }
-    };
-    match runtime.lookup(&group, &access, &query.topic, &key).await? {
+    let asked = query(parsed).and_then(|query| Ok((key_of(&query)?, query.topic)));
+    let (key, topic) = readable(&runtime, &group, &access, asked).await?;
+    match runtime.lookup(&group, &access, &topic, &key).await? {
         Some(answer) => Ok((StatusCode::OK, axum::Json(answer)).into_response()),
-        None => Err(ApiError::UnknownTopic {
-            group,
-            topic: query.topic,
+        None => Err(ApiError::UnknownTopic { group, topic }),
+    }
+}
+
+/// The key a lookup asks for: `key` as UTF-8, or `key_hex`'s bytes.
+fn key_of(query: &LookupQuery) -> Result<Vec<u8>, ApiError> {
+    match (&query.key, &query.key_hex) {
+        (Some(key), None) => Ok(key.clone().into_bytes()),
+        (None, Some(hex)) => decode_hex(hex).ok_or_else(|| {
+            ApiError::InvalidQuery("key_hex must be an even number of hex digits".into())
         }),
+        _ => Err(ApiError::InvalidQuery(
+            "give the key as `key` or as `key_hex`, one of them".into(),
+        )),
+    }
+}
+
+/// A request's `asked` (its parsed query), or its refusal; a malformed one
+/// is told so only to a caller that may read the group (one that may not
+/// is told that first).
+async fn readable<T>(
+    runtime: &Arc<Runtime>,
+    group: &str,
+    access: &RoutesAccess,
+    asked: Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    match asked {
+        Ok(asked) => Ok(asked),
+        Err(malformed) => {
+            runtime.check_routes_access(group, access).await?;
+            Err(malformed)
+        }
     }
 }
 
