@@ -223,10 +223,7 @@ impl MemberConfig {
 
     /// The bootstrap URLs in [`MemberConfig::url`].
     pub fn urls(&self) -> impl Iterator<Item = &str> {
-        self.url
-            .split(',')
-            .map(str::trim)
-            .filter(|url| !url.is_empty())
+        split_urls(&self.url)
     }
 
     /// Checks what can be checked without asking the host.
@@ -298,6 +295,11 @@ pub(crate) fn check_endpoint(
         }
     }
     Ok(())
+}
+
+/// The URLs of a comma-separated list (a cluster's nodes), blanks dropped.
+pub(crate) fn split_urls(urls: &str) -> impl Iterator<Item = &str> {
+    urls.split(',').map(str::trim).filter(|url| !url.is_empty())
 }
 
 #[cfg(test)]

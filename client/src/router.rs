@@ -116,10 +116,7 @@ impl RouterConfig {
 
     /// The base URLs in [`RouterConfig::url`].
     pub fn urls(&self) -> impl Iterator<Item = &str> {
-        self.url
-            .split(',')
-            .map(str::trim)
-            .filter(|url| !url.is_empty())
+        crate::config::split_urls(&self.url)
     }
 
     /// The request timeout in force.

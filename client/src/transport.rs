@@ -149,7 +149,7 @@ impl Transport {
     pub fn new(config: &MemberConfig) -> Result<Self, ClientError> {
         let bootstrap = config
             .urls()
-            .map(|base| heartbeat_url(base, &config.group))
+            .map(|base| group_route_url(base, &config.group, "heartbeat"))
             .collect::<Result<Vec<_>, _>>()?;
         if bootstrap.is_empty() {
             return Err(ClientError::Config("no host URL".into()));
@@ -382,8 +382,13 @@ impl Transport {
     }
 }
 
-/// The heartbeat URL of `group` at the host whose base URL is `base`.
-fn heartbeat_url(base: &str, group: &str) -> Result<reqwest::Url, ClientError> {
+/// The URL of `group`'s route `route` (`heartbeat`, `routes`) at the host
+/// whose base URL is `base`.
+pub(crate) fn group_route_url(
+    base: &str,
+    group: &str,
+    route: &str,
+) -> Result<reqwest::Url, ClientError> {
     let mut url =
         reqwest::Url::parse(base).map_err(|e| ClientError::Config(format!("url {base:?}: {e}")))?;
     if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
@@ -394,7 +399,7 @@ fn heartbeat_url(base: &str, group: &str) -> Result<reqwest::Url, ClientError> {
     url.path_segments_mut()
         .expect("checked: a base URL")
         .pop_if_empty()
-        .extend(["v1", "groups", group, "heartbeat"]);
+        .extend(["v1", "groups", group, route]);
     Ok(url)
 }
 

@@ -172,7 +172,7 @@ impl Fetcher {
     pub fn new(config: &RouterConfig) -> Result<Self, ClientError> {
         let urls = config
             .urls()
-            .map(|base| routes_url(base, &config.group))
+            .map(|base| crate::transport::group_route_url(base, &config.group, "routes"))
             .collect::<Result<Vec<_>, _>>()?;
         if urls.is_empty() {
             return Err(ClientError::Config("no host URL".into()));
@@ -404,20 +404,4 @@ fn waited(headers: &reqwest::header::HeaderMap) -> Duration {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);
     Duration::from_millis(waited_ms.min(WAITED_MS_MAX))
-}
-
-/// The routes URL of `group` at the host whose base URL is `base`.
-fn routes_url(base: &str, group: &str) -> Result<reqwest::Url, ClientError> {
-    let mut url =
-        reqwest::Url::parse(base).map_err(|e| ClientError::Config(format!("url {base:?}: {e}")))?;
-    if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
-        return Err(ClientError::Config(format!(
-            "url {base:?} is not an http:// base URL"
-        )));
-    }
-    url.path_segments_mut()
-        .expect("checked: a base URL")
-        .pop_if_empty()
-        .extend(["v1", "groups", group, "routes"]);
-    Ok(url)
 }
