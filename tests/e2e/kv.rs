@@ -258,6 +258,27 @@ pub(crate) fn delta(phase: &str, before: &Value, after: &Value) -> Value {
     })
 }
 
+/// A worker `label` of the group, given the host's URL (or a cluster's,
+/// comma-separated), its changelogs under `dir/data`.
+pub(crate) fn start_worker(dir: &Path, urls: &str, label: &str) -> Process {
+    let data = dir.join("data");
+    let partitions = PARTITIONS.to_string();
+    let args = [
+        "worker",
+        "--url",
+        urls,
+        "--group",
+        GROUP,
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--partitions",
+        &partitions,
+    ];
+    Process::start(label, dir, &args)
+}
+
 /// The router in front of the group, given the host's URL (or a
 /// cluster's, comma-separated): the process and the URL it listens on.
 pub(crate) fn start_router(dir: &Path, urls: &str) -> (Process, String) {
@@ -306,25 +327,7 @@ fn kv_service_loses_nothing_through_scale_up_scale_down_and_a_kill() {
     let server = Server::start(&dir.join("host"), &[]);
     let (status, body) = server.call("PUT", "/v1/groups/kv", Some(&group_config()));
     assert_eq!(status, 201, "{body}");
-    let data = dir.join("data");
-    let data = data.to_str().unwrap();
-    let partitions = PARTITIONS.to_string();
-    let worker = |label: &str| {
-        let args = [
-            "worker",
-            "--url",
-            &server.base,
-            "--group",
-            GROUP,
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            data,
-            "--partitions",
-            &partitions,
-        ];
-        Process::start(label, &dir, &args)
-    };
+    let worker = |label: &str| start_worker(&dir, &server.base, label);
 
     let mut workers: Vec<Process> = ["w1", "w2", "w3"].into_iter().map(worker).collect();
     wait_each_holds(&workers.iter().collect::<Vec<_>>(), PARTITIONS / 3);

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::kv::{
     GROUP, PARTITIONS, Process, SETTLED_REQUESTS, delta, group_config, kv_binary, start_load,
-    start_router, stats, wait_each_holds, wait_forwarded,
+    start_router, start_worker, stats, wait_each_holds, wait_forwarded,
 };
 use crate::routes_cluster::{Cluster, coordinator};
 use serde_json::{Value, json};
@@ -47,25 +47,7 @@ fn kv_service_loses_nothing_through_a_kill_9_of_the_coordinating_node() {
     let (status, body) = nodes[0].put_group_retrying(GROUP, &config, crate::kv::REACH_WITHIN);
     assert!(status == 200 || status == 201, "{body}");
     let dir = crate::common::scratch("kv-cluster-processes");
-    let data = dir.join("data");
-    let data = data.to_str().unwrap();
-    let partitions = PARTITIONS.to_string();
-    let worker = |label: &str| {
-        let args = [
-            "worker",
-            "--url",
-            &urls,
-            "--group",
-            GROUP,
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            data,
-            "--partitions",
-            &partitions,
-        ];
-        Process::start(label, &dir, &args)
-    };
+    let worker = |label: &str| start_worker(&dir, &urls, label);
     let workers: Vec<Process> = ["w1", "w2", "w3"].into_iter().map(worker).collect();
     wait_each_holds(&workers.iter().collect::<Vec<_>>(), PARTITIONS / 3);
     let (_router, router_url) = start_router(&dir, &urls);
