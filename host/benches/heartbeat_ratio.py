@@ -241,30 +241,10 @@ def settle(server, args):
     return [(f"/v1/groups/{m['group']}/heartbeat", heartbeat_body(m)) for m in members]
 
 
-LUA_TEMPLATE = r"""-- Written by host/benches/heartbeat_ratio.py: each thread cycles through
--- every member's steady heartbeat, starting at its own offset, and counts
--- answers other than 200.
-local heartbeats = {
-%(heartbeats)s
-}
-local threads = {}
-
-function setup(thread)
-  thread:set("id", #threads)
-  table.insert(threads, thread)
-end
-
-function init(args)
-  requests = {}
-  for i, hb in ipairs(heartbeats) do
-    requests[i] = wrk.format("POST", hb[1], {["Content-Type"] = "application/json"}, hb[2])
-  end
-  next_request = (id * 7919) %% #requests
-  non_200 = 0
-  statuses = ""
-end
-
-function request()
+# What every wrk script of these benches ends with: each thread sends its
+# requests in turn, and the answers other than 200 are counted and the
+# first few shown (a %-template: `%%` is one `%`).
+LUA_ROTATION = r"""function request()
   next_request = next_request %% #requests + 1
   return requests[next_request]
 end
@@ -288,6 +268,31 @@ function done(summary, latency, requests)
                          total > 0 and (" (first:" .. seen .. ")") or ""))
 end
 """
+
+LUA_TEMPLATE = r"""-- Written by host/benches/heartbeat_ratio.py: each thread cycles through
+-- every member's steady heartbeat, starting at its own offset, and counts
+-- answers other than 200.
+local heartbeats = {
+%(heartbeats)s
+}
+local threads = {}
+
+function setup(thread)
+  thread:set("id", #threads)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  requests = {}
+  for i, hb in ipairs(heartbeats) do
+    requests[i] = wrk.format("POST", hb[1], {["Content-Type"] = "application/json"}, hb[2])
+  end
+  next_request = (id * 7919) %% #requests
+  non_200 = 0
+  statuses = ""
+end
+
+""" + LUA_ROTATION
 
 
 def write_script(path, heartbeats):

@@ -64,30 +64,7 @@ function init(args)
   statuses = ""
 end
 
-function request()
-  next_request = next_request %% #requests + 1
-  return requests[next_request]
-end
-
-function response(status, headers, body)
-  if status ~= 200 then
-    non_200 = non_200 + 1
-    if non_200 <= 5 then
-      statuses = statuses .. " " .. status
-    end
-  end
-end
-
-function done(summary, latency, requests)
-  local total, seen = 0, ""
-  for _, thread in ipairs(threads) do
-    total = total + thread:get("non_200")
-    seen = seen .. thread:get("statuses")
-  end
-  io.write(string.format("non-200 answers (script): %%d%%s\n", total,
-                         total > 0 and (" (first:" .. seen .. ")") or ""))
-end
-"""
+""" + hr.LUA_ROTATION
 
 
 def parse_args():
