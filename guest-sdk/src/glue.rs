@@ -6,7 +6,7 @@
 use crate::Assignor;
 use crate::bindings::assignd::assignor::types as wit;
 use crate::model::{
-    AssignError, Assignment, GroupInput, Info, Member, TaskLags, TaskMembers, Topic,
+    AssignError, Assignment, GroupInput, Info, Member, TaskLags, TaskLoads, TaskMembers, Topic,
 };
 
 fn install_panic_hook() {
@@ -69,6 +69,8 @@ pub fn assign<A: Assignor>(input: wit::GroupInput) -> Result<wit::Assignment, wi
                 rack: m.rack,
                 capacity: m.capacity,
                 subscription: m.subscription,
+                load_capacity: None,
+                utilisation: None,
             })
             .collect(),
         subscriptions: input.subscriptions,
@@ -87,6 +89,8 @@ pub fn assign<A: Assignor>(input: wit::GroupInput) -> Result<wit::Assignment, wi
             lag: input.lags.lag,
         },
         params: input.params.into_iter().map(|p| (p.key, p.value)).collect(),
+        load_unit: None,
+        loads: TaskLoads::default(),
     };
     let answer = A::assign(&input);
     // The host drops the instance, its memory with it, after the call:

@@ -193,6 +193,8 @@ pub fn parse_input(text: &str, limits: &InputLimits) -> Result<GroupInput, Inval
             rack: doc_member.rack.clone(),
             capacity,
             subscription,
+            load_capacity: None,
+            utilisation: None,
         });
     }
     input.topics = topics;

@@ -47,6 +47,7 @@ pub mod harness;
 pub mod index;
 #[cfg(feature = "json")]
 pub mod json;
+pub mod load;
 pub mod log;
 pub mod model;
 pub mod testing;
@@ -58,7 +59,7 @@ pub mod glue;
 pub use index::GroupIndex;
 pub use model::{
     AssignError, Assignment, Capabilities, GroupInput, Info, Member, NO_MEMBER, ParamSpec, TaskId,
-    TaskLags, TaskMembers, Topic,
+    TaskLags, TaskLoads, TaskMembers, Topic,
 };
 
 /// The version of the WIT package this SDK speaks (`assignd:assignor@…`).

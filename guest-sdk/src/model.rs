@@ -22,7 +22,7 @@ pub struct Topic {
 }
 
 /// One worker process in the group.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Member {
     /// Host-issued (dynamic) or stable (static) member id; unique in the group.
     pub id: String,
@@ -34,6 +34,13 @@ pub struct Member {
     /// The member's topics: an index into [`GroupInput::subscriptions`].
     /// Members with equal subscriptions have equal indices.
     pub subscription: u32,
+    /// The load the member says it can carry, in the group's load unit;
+    /// when every member declares one it weighs members instead of
+    /// `capacity`.
+    pub load_capacity: Option<f64>,
+    /// The member's own measured use of its capacity (1.0 = fully used),
+    /// smoothed by the host.
+    pub utilisation: Option<f64>,
 }
 
 /// Rows of (task, member) pairs, as two columns of equal length.
@@ -104,9 +111,38 @@ impl TaskLags {
     }
 }
 
+/// Rows of (task, load) pairs, as two columns of equal length: the tasks
+/// whose load the host knows, in the group's load unit. A task without a
+/// row has an unknown load (which is not zero).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TaskLoads {
+    pub task: Vec<u32>,
+    pub load: Vec<f64>,
+}
+
+impl TaskLoads {
+    pub fn len(&self) -> usize {
+        self.task.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.task.is_empty()
+    }
+
+    pub fn push(&mut self, task: u32, load: f64) {
+        self.task.push(task);
+        self.load.push(load);
+    }
+
+    /// The (task, load) rows.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, f64)> + '_ {
+        self.task.iter().copied().zip(self.load.iter().copied())
+    }
+}
+
 /// Everything an assignor sees: the group's topics, members, current
-/// assignment, lags and params.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// assignment, lags, loads and params.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GroupInput {
     pub topics: Vec<Topic>,
     /// The distinct subscription sets, each of topic indices, strictly
@@ -119,6 +155,11 @@ pub struct GroupInput {
     pub standbys: TaskMembers,
     pub lags: TaskLags,
     pub params: BTreeMap<String, String>,
+    /// The unit the group's loads are measured in (e.g. "records/s"), or
+    /// None when the group takes no loads.
+    pub load_unit: Option<String>,
+    /// The known loads of tasks; see [`GroupInput::task_loads`].
+    pub loads: TaskLoads,
 }
 
 /// A task as (topic index, partition).
@@ -254,6 +295,9 @@ pub struct Capabilities {
     pub learners: bool,
     pub standbys: bool,
     pub racks: bool,
+    /// It balances by the tasks' loads (reads `loads`, members'
+    /// `load_capacity` and the `load_band` param).
+    pub load: bool,
 }
 
 /// A parameter an assignor reads, with its default.

@@ -74,6 +74,8 @@ pub fn group(spec: &GroupSpec) -> GroupInput {
         standbys: TaskMembers::default(),
         lags: TaskLags::default(),
         params: Default::default(),
+        load_unit: None,
+        loads: Default::default(),
     };
     for m in 0..spec.members {
         let member = spec_member(&mut input, spec, m);
@@ -91,6 +93,8 @@ fn spec_member(input: &mut GroupInput, spec: &GroupSpec, m: u32) -> Member {
         rack: (spec.racks > 0).then(|| format!("rack-{}", m % spec.racks)),
         capacity: 1,
         subscription: input.intern_subscription(spec_topics(spec, m)),
+        load_capacity: None,
+        utilisation: None,
     }
 }
 
@@ -129,6 +133,8 @@ pub fn add_member(input: &GroupInput, id: &str, topics: Vec<u32>) -> GroupInput 
         rack: None,
         capacity: 1,
         subscription,
+        load_capacity: None,
+        utilisation: None,
     });
     next
 }

@@ -284,6 +284,8 @@ fn arbitrary_input() -> impl Strategy<Value = GroupInput> {
                         rack: (*rack > 0).then(|| format!("rack-{rack}")),
                         capacity: *capacity,
                         subscription,
+                        load_capacity: None,
+                        utilisation: None,
                     });
                 }
                 let tasks = input.task_count() as u32;

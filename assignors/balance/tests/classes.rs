@@ -69,6 +69,8 @@ fn build(shape: &ClassShape) -> GroupInput {
             rack: None,
             capacity: 1 + rng.below(u64::from(shape.max_capacity)) as u32,
             subscription: input.intern_subscription(topics),
+            load_capacity: None,
+            utilisation: None,
         };
         input.members.push(member);
     }

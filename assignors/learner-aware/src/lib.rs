@@ -44,6 +44,7 @@ impl Assignor for LearnerAware {
             learners: true,
             standbys: true,
             racks: true,
+            load: false,
         })
         .with_param(
             ACCEPTABLE_RECOVERY_LAG,

@@ -26,6 +26,8 @@ fn group(partitions: &[u32], member_topics: &[&[u32]]) -> GroupInput {
                 rack: None,
                 capacity: 1,
                 subscription: set as u32,
+                load_capacity: None,
+                utilisation: None,
             }
         })
         .collect();
@@ -45,6 +47,8 @@ fn group(partitions: &[u32], member_topics: &[&[u32]]) -> GroupInput {
         standbys: TaskMembers::default(),
         lags: Default::default(),
         params: Default::default(),
+        load_unit: None,
+        loads: Default::default(),
     };
     check_input(&input, &InputLimits::default()).expect("a valid input");
     input

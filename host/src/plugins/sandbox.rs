@@ -301,6 +301,7 @@ pub(super) fn call_info(call: &InfoCall, limits: &Limits) -> Result<Info, Plugin
             learners: info.capabilities.learners,
             standbys: info.capabilities.standbys,
             racks: info.capabilities.racks,
+            load: false,
         },
         params: info
             .params

@@ -77,6 +77,8 @@ pub fn build(shape: &Shape) -> GroupInput {
             rack,
             capacity,
             subscription: input.intern_subscription(subscribed),
+            load_capacity: None,
+            utilisation: None,
         };
         input.members.push(member);
     }

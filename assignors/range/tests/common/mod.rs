@@ -84,6 +84,8 @@ fn build(
             rack: None,
             capacity: 1 + u32::from(spec.salt % 3),
             subscription: input.intern_subscription(subscribed),
+            load_capacity: None,
+            utilisation: None,
         };
         input.members.push(member);
     }
@@ -167,6 +169,8 @@ pub fn input_of(topics: &[(&str, u32)], members: &[(&str, Option<&str>, &[&str])
             rack: None,
             capacity: 1,
             subscription: input.intern_subscription(indices),
+            load_capacity: None,
+            utilisation: None,
         };
         input.members.push(member);
     }

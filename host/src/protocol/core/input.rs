@@ -124,6 +124,8 @@ pub(super) fn assignor_input(
             rack: member.rack.clone(),
             capacity: member.capacity,
             subscription,
+            load_capacity: None,
+            utilisation: None,
         });
         // The previous assignment is the installed target: where the group
         // is going, which is what stickiness should preserve.

@@ -236,7 +236,7 @@ pub struct HeartbeatResponse {
 
 /// A group's assignor input for a preview, with the slot of each member
 /// index and the task of each task index.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PreviewInput {
     pub input: GroupInput,
     pub slots: Vec<Slot>,

@@ -201,6 +201,8 @@ mod tests {
                 rack: None,
                 capacity: 1,
                 subscription,
+                load_capacity: None,
+                utilisation: None,
             });
         }
         input
