@@ -427,6 +427,9 @@ impl Machine {
             task_ranges: true,
             endpoint,
             metadata,
+            loads: None,
+            utilisation: None,
+            load_capacity: None,
         }
     }
 
@@ -471,6 +474,9 @@ impl Machine {
             task_ranges: true,
             endpoint: None,
             metadata: None,
+            loads: None,
+            utilisation: None,
+            load_capacity: None,
         }
     }
 

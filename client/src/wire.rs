@@ -90,6 +90,9 @@ mod tests {
             task_ranges: true,
             endpoint: None,
             metadata: None,
+            loads: None,
+            utilisation: None,
+            load_capacity: None,
         }
     }
 

@@ -292,6 +292,7 @@ fn million_answer(
         lease_ms: Some(response.lease_ms),
         unreached_lease_ms: Some(response.unreached_lease_ms),
         unreached_flight_ms: Some(response.unreached_flight_ms),
+        load_report: Default::default(),
         task_ranges,
     };
     for (name, ranges) in [("answer-json-pairs", false), ("answer-json-ranges", true)] {

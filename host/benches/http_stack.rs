@@ -151,6 +151,7 @@ fn heartbeat_body(member: &Member) -> HeartbeatRequest {
         task_ranges: true,
         endpoint: None,
         metadata: None,
+        ..HeartbeatRequest::default()
     }
 }
 

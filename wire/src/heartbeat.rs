@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ranges::{self, TaskList};
-use crate::{LagRow, Task};
+use crate::{LagRow, LoadItem, LoadReport, Task};
 
 /// The member epoch a join sends.
 pub const JOIN_EPOCH: i64 = 0;
@@ -16,7 +16,7 @@ pub const LEAVE_EPOCH: i64 = -1;
 /// `POST /v1/groups/{group}/heartbeat`: a member joins (member epoch 0,
 /// with an empty member id or one it chose), heartbeats (its member id and
 /// epoch), or leaves (member epoch -1).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
@@ -83,6 +83,27 @@ pub struct HeartbeatRequest {
     /// them as they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<BTreeMap<String, String>>,
+    /// The load of tasks the member holds active, in the group's
+    /// `load_unit`: each item `[topic, partition, load]` or `[topic, first,
+    /// last, load]` (every partition of the range has that load), a load
+    /// from 0 to [`LOAD_MAX`](crate::LOAD_MAX); at most a group's task
+    /// limit of items. A later item for the same task wins; tasks the
+    /// member does not hold active are ignored. Sent only after an answer
+    /// said `load_report` is `full` or `changes` (a host from before loads
+    /// refuses the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<crate::LoadItem>>))]
+    pub loads: Option<Vec<LoadItem>>,
+    /// The member's own measured use of its capacity, 0 to
+    /// [`UTILISATION_MAX`](crate::UTILISATION_MAX) (1.0: fully used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 10))]
+    pub utilisation: Option<f64>,
+    /// The load the member can carry, in the group's `load_unit`: more
+    /// than 0, at most [`LOAD_MAX`](crate::LOAD_MAX).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 1e15))]
+    pub load_capacity: Option<f64>,
 }
 
 /// The answer to a heartbeat. Its task lists are `[topic, partition]`
@@ -155,6 +176,13 @@ pub struct HeartbeatResponseBody {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = u64, required = true))]
     pub unreached_flight_ms: Option<u64>,
+    /// What to report of the member's loads in its next heartbeat:
+    /// `none` (the group takes no loads; also what an absent field
+    /// means), `full` (every active task's load, and the utilisation and
+    /// load capacity), or `changes` (loads that moved past the member's
+    /// threshold, and tasks not sent before).
+    #[serde(default)]
+    pub load_report: LoadReport,
     /// Write the task lists as ranges (the request's `task_ranges`); not a
     /// field of the answer.
     #[serde(skip)]
@@ -166,7 +194,8 @@ impl Serialize for HeartbeatResponseBody {
         use serde::ser::SerializeStruct;
         let ranges = self.task_ranges;
         let list = |tasks| TaskList { tasks, ranges };
-        let mut body = serializer.serialize_struct("HeartbeatResponseBody", 12)?;
+        let fields = if self.load_report.is_none() { 12 } else { 13 };
+        let mut body = serializer.serialize_struct("HeartbeatResponseBody", fields)?;
         body.serialize_field("member_id", &self.member_id)?;
         body.serialize_field("member_epoch", &self.member_epoch)?;
         body.serialize_field("heartbeat_interval_ms", &self.heartbeat_interval_ms)?;
@@ -179,6 +208,10 @@ impl Serialize for HeartbeatResponseBody {
         body.serialize_field("lease_ms", &self.lease_ms)?;
         body.serialize_field("unreached_lease_ms", &self.unreached_lease_ms)?;
         body.serialize_field("unreached_flight_ms", &self.unreached_flight_ms)?;
+        // Left out for a group without loads: its answer is as before.
+        if !self.load_report.is_none() {
+            body.serialize_field("load_report", &self.load_report)?;
+        }
         body.end()
     }
 }

@@ -13,9 +13,12 @@
 //!
 //! Tasks are `[topic, partition]`, lag rows `[topic, partition, lag]`; a
 //! task list may also hold ranges `[topic, first, last]` (see [`ranges`]).
+//! Load items are `[topic, partition, load]` or `[topic, first, last,
+//! load]` ([`LoadItem`]).
 
 mod error;
 mod heartbeat;
+mod loads;
 pub mod ranges;
 mod routes;
 #[cfg(feature = "openapi")]
@@ -25,6 +28,7 @@ mod task;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use heartbeat::{HeartbeatRequest, HeartbeatResponseBody, JOIN_EPOCH, LEAVE_EPOCH};
+pub use loads::{LOAD_MAX, LoadItem, LoadReport, UTILISATION_MAX};
 pub use routes::{
     ENDPOINT_BYTES_MAX, LookupBody, METADATA_KEY_BYTES_MAX, METADATA_PAIRS_MAX,
     METADATA_VALUE_BYTES_MAX, RouteMember, RouteMove, RouteOwner, RoutesBody, TaskRange,

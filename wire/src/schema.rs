@@ -79,11 +79,11 @@ impl ToSchema for TaskItem {
     }
 }
 
-fn string_schema() -> Schema {
+pub(crate) fn string_schema() -> Schema {
     ObjectBuilder::new().schema_type(Type::String).into()
 }
 
-fn integer_schema(format: KnownFormat, description: &str) -> Schema {
+pub(crate) fn integer_schema(format: KnownFormat, description: &str) -> Schema {
     ObjectBuilder::new()
         .schema_type(Type::Integer)
         .format(Some(SchemaFormat::KnownFormat(format)))
@@ -92,7 +92,7 @@ fn integer_schema(format: KnownFormat, description: &str) -> Schema {
         .into()
 }
 
-fn tuple_schema(
+pub(crate) fn tuple_schema(
     description: &str,
     items: Vec<Schema>,
     example: serde_json::Value,

@@ -1,6 +1,9 @@
 use serde_json::json;
 
-use crate::{ErrorCode, HeartbeatRequest, HeartbeatResponseBody, LagRow, TASKS_PER_LIST_MAX, Task};
+use crate::{
+    ErrorCode, HeartbeatRequest, HeartbeatResponseBody, LagRow, LoadItem, LoadReport,
+    TASKS_PER_LIST_MAX, Task,
+};
 
 fn tasks(topic: &str, partitions: impl IntoIterator<Item = u32>) -> Vec<Task> {
     partitions
@@ -28,6 +31,7 @@ fn answer(task_ranges: bool) -> HeartbeatResponseBody {
         lease_ms: Some(45_000),
         unreached_lease_ms: Some(55_000),
         unreached_flight_ms: Some(6_000),
+        load_report: LoadReport::None,
         task_ranges,
     }
 }
@@ -82,6 +86,9 @@ fn a_request_round_trips_with_owned_as_ranges() {
         task_ranges: true,
         endpoint: None,
         metadata: None,
+        loads: None,
+        utilisation: None,
+        load_capacity: None,
     };
     let json = serde_json::to_value(&request).unwrap();
     assert_eq!(
@@ -181,4 +188,91 @@ fn every_error_code_is_spelled_once_in_snake_case_and_reads_back() {
         assert_eq!(ErrorCode::parse(text), Some(code));
     }
     assert_eq!(ErrorCode::parse("a_code_a_newer_host_may_add"), None);
+}
+
+/// Load items in both forms: a task's `[topic, partition, load]` and a
+/// range's `[topic, first, last, load]`; integer and fractional loads; the
+/// writer picks the short form for a single task.
+#[test]
+fn load_items_read_and_write_in_both_forms() {
+    let request: HeartbeatRequest = serde_json::from_value(json!({
+        "member_id": "m", "member_epoch": 3,
+        "loads": [["orders", 3, 120.5], ["orders", 0, 99, 0], ["orders", 7, 7, 2], ["pay", 1, 5]],
+        "utilisation": 0.7, "load_capacity": 500,
+    }))
+    .unwrap();
+    let items = vec![
+        LoadItem::task("orders", 3, 120.5),
+        LoadItem::range("orders", 0, 99, 0.0),
+        LoadItem::task("orders", 7, 2.0),
+        LoadItem::task("pay", 1, 5.0),
+    ];
+    assert_eq!(request.loads.as_deref(), Some(&items[..]));
+    assert_eq!(request.utilisation, Some(0.7));
+    assert_eq!(request.load_capacity, Some(500.0));
+    assert_eq!(items[1].len(), 100);
+    let written = serde_json::to_value(&items).unwrap();
+    assert_eq!(
+        written,
+        json!([
+            ["orders", 3, 120.5],
+            ["orders", 0, 99, 0.0],
+            ["orders", 7, 2.0],
+            ["pay", 1, 5.0]
+        ])
+    );
+    assert_eq!(
+        serde_json::from_value::<Vec<LoadItem>>(written).unwrap(),
+        items
+    );
+}
+
+/// An item that is neither form is refused while it is read: too short,
+/// too long, a range whose end is not a partition, a load that is not a
+/// number.
+#[test]
+fn malformed_load_items_are_refused() {
+    for item in [
+        json!(["orders", 3]),
+        json!(["orders"]),
+        json!(["orders", 0, 9, 1.0, 2.0]),
+        json!(["orders", 0, 9.5, 1.0]),
+        json!(["orders", 0, -1, 1.0]),
+        json!(["orders", 0, 4_294_967_296u64, 1.0]),
+        json!(["orders", 0, "1.0"]),
+        json!(["orders", -1, 1.0]),
+        json!({"topic": "orders"}),
+    ] {
+        assert!(
+            serde_json::from_value::<LoadItem>(item.clone()).is_err(),
+            "{item} was read"
+        );
+    }
+}
+
+/// A request without load fields writes none (a host from before loads
+/// refuses unknown fields); an answer writes `load_report` only when it
+/// is not `none`, and an answer without it, or with a value a newer host
+/// added, reads as `none`.
+#[test]
+fn load_fields_are_left_out_when_absent() {
+    let request = serde_json::to_value(HeartbeatRequest::default()).unwrap();
+    for field in ["loads", "utilisation", "load_capacity"] {
+        assert!(request.get(field).is_none(), "{field} in {request}");
+    }
+    let none = serde_json::to_value(answer(false)).unwrap();
+    assert!(none.get("load_report").is_none(), "{none}");
+    let full = HeartbeatResponseBody {
+        load_report: LoadReport::Full,
+        ..answer(false)
+    };
+    let written = serde_json::to_value(&full).unwrap();
+    assert_eq!(written["load_report"], "full");
+    let read = |value| serde_json::from_value::<HeartbeatResponseBody>(value).unwrap();
+    assert_eq!(read(written.clone()), full);
+    let mut newer = written;
+    newer["load_report"] = json!("sampled");
+    assert_eq!(read(newer).load_report, LoadReport::None);
+    let changes = serde_json::from_value::<LoadReport>(json!("changes")).unwrap();
+    assert_eq!(changes, LoadReport::Changes);
 }

@@ -42,6 +42,7 @@ async fn heartbeat(
         lease_ms: Some(LEASE_MS),
         unreached_lease_ms: Some(LEASE_MS),
         unreached_flight_ms: Some(LEASE_MS),
+        load_report: Default::default(),
         task_ranges: request.task_ranges,
     })
 }

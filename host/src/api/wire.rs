@@ -40,6 +40,9 @@ pub fn heartbeat_request(group: String, body: HeartbeatRequest) -> Heartbeat {
         drain: body.drain,
         endpoint: body.endpoint,
         metadata: body.metadata,
+        loads: body.loads,
+        utilisation: body.utilisation,
+        load_capacity: body.load_capacity,
     }
 }
 
@@ -60,6 +63,7 @@ pub fn heartbeat_response(response: HeartbeatResponse, task_ranges: bool) -> Hea
         lease_ms: Some(response.lease_ms),
         unreached_lease_ms: Some(response.unreached_lease_ms),
         unreached_flight_ms: Some(response.unreached_flight_ms),
+        load_report: response.load_report,
         task_ranges,
     }
 }

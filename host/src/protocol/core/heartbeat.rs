@@ -2,16 +2,19 @@
 //! join, a leave or a heartbeat of a current member (membership.rs); the
 //! member reconciled toward the installed target; and its answer (its
 //! assignment, learners and standbys, a heartbeat interval shortened in a
-//! handoff and lengthened under backpressure, its lease).
+//! handoff and lengthened under backpressure, its lease, what to report
+//! of its loads).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+
+use assignd_wire::LoadReport;
 
 use super::{
     BACKPRESSURE_FACTOR, BACKPRESSURE_TIMEOUT_DIVISOR, Coordinator, HANDOFF_HEARTBEAT_INTERVAL_MS,
     Heartbeat, HeartbeatResponse, HostLoad, JOIN_EPOCH, LEAVE_EPOCH, MEMBER_NAME_LEN_MAX, Output,
     ProtocolError, TASKS_PER_GROUP_MAX, TOPICS_PER_GROUP_MAX, invalid, leases::member_timeout_ms,
-    membership::check_member_id, refuse_invisible,
+    load_reports::load_report, membership::check_member_id, refuse_invisible,
 };
 use crate::protocol::group::{Group, Handover, Member, Millis, Record, Slot, SlotTarget, Task};
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
@@ -41,6 +44,7 @@ impl Coordinator {
         let topics = check_member_input(request)?;
         super::routes::check_published(request)?;
         let lags = reported_lags(group, request)?;
+        let takes_loads = super::load_reports::check_load_report(group, request)?;
         if !request.member_id.is_empty() {
             check_member_id(&request.member_id)?;
         }
@@ -75,6 +79,12 @@ impl Coordinator {
             }
         };
         self.note_contact(request, &slot, lags, now, &mut out);
+        if joining {
+            self.forget_member_loads(&request.group, &slot);
+        }
+        if takes_loads {
+            self.take_load_report(&request.group, &slot, request, now);
+        }
         self.reconcile_slot(
             &request.group,
             &slot,
@@ -118,6 +128,7 @@ impl Coordinator {
             lease_ms: 0,
             unreached_lease_ms: 0,
             unreached_flight_ms: 0,
+            load_report: LoadReport::None,
         })
     }
 
@@ -334,6 +345,7 @@ impl Coordinator {
             lease_ms,
             unreached_lease_ms: self.unreached_lease_ms(group_name, slot, now, lease_ms),
             unreached_flight_ms: self.unreached_flight_ms(group_name, slot, now),
+            load_report: load_report(group, self.liveness(group_name), slot),
         }
     }
 

@@ -342,6 +342,7 @@ impl Coordinator {
         liveness.last_seen_ms.remove(slot);
         liveness.revoking_since_ms.remove(slot);
         liveness.lags.remove(slot);
+        liveness.loads.remove_slot(slot);
         liveness.draining_since_ms.remove(slot);
         liveness.lease_end_ms.remove(slot);
         liveness.unreached_end_ms.remove(slot);

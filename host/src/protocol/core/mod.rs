@@ -15,6 +15,8 @@
 //! - `heartbeat`: a member heartbeat and its answer;
 //! - `membership`: join, leave, removal, drain;
 //! - `leases`: the lease an answer gives, and after a restart;
+//! - `load_reports`: a heartbeat's loads, checked and kept;
+//! - `loads`: the load view (loads, shares, imbalance) every reader shares;
 //! - `targets`: assignor calls in flight, their answers, installing targets;
 //! - `learners`: caught-up signals and the host's learner safety;
 //! - `swaps`: the index of tasks a learner safety's swap may move;
@@ -25,7 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use assignd_guest_sdk::GroupInput;
-use assignd_wire::ErrorCode;
+use assignd_wire::{ErrorCode, LoadItem, LoadReport};
 
 use super::group::{CallLimits, Group, Liveness, Millis, Record, Slot, Task};
 
@@ -36,6 +38,8 @@ mod heartbeat;
 mod input;
 mod learners;
 mod leases;
+mod load_reports;
+mod loads;
 mod membership;
 mod routes;
 mod swaps;
@@ -43,6 +47,9 @@ mod targets;
 mod timers;
 
 pub use routes::ROUTES_VALID_MS_MAX;
+
+pub(crate) use loads::load_view;
+pub use loads::{LoadView, MemberLoad};
 
 pub use config::check_config;
 pub use deadlines::{Deadline, TimerKind, group_deadline, slot_deadline};
@@ -146,7 +153,7 @@ impl ProtocolError {
 pub use assignd_wire::{JOIN_EPOCH, LEAVE_EPOCH};
 
 /// One member request: joins, heartbeats, reports owned tasks, leaves.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Heartbeat {
     pub group: String,
     /// On join: empty (the host issues an id) or the id the member chose
@@ -175,6 +182,12 @@ pub struct Heartbeat {
     /// The member's metadata pairs, replacing the previous ones; `None`
     /// leaves them as they are.
     pub metadata: Option<BTreeMap<String, String>>,
+    /// The loads of tasks it holds active, if it reports any; with its
+    /// utilisation and load capacity. Transient, as lags are
+    /// (`load_reports`).
+    pub loads: Option<Vec<LoadItem>>,
+    pub utilisation: Option<f64>,
+    pub load_capacity: Option<f64>,
 }
 
 impl Heartbeat {
@@ -193,6 +206,9 @@ impl Heartbeat {
             drain: false,
             endpoint: None,
             metadata: None,
+            loads: None,
+            utilisation: None,
+            load_capacity: None,
         }
     }
 }
@@ -232,6 +248,8 @@ pub struct HeartbeatResponse {
     /// heartbeat, the host takes none of the member's tasks sooner than
     /// this (see `Coordinator::unreached_flight_ms`).
     pub unreached_flight_ms: u64,
+    /// What the member should report of its loads next.
+    pub load_report: LoadReport,
 }
 
 /// A group's assignor input for a preview, with the slot of each member

@@ -83,6 +83,9 @@ pub struct Liveness {
     /// Grants wait until then: a member was removed or replaced while
     /// tables served before still named it.
     pub grants_held_until_ms: Option<Millis>,
+    /// The loads members reported: soft state, lost on a restart or a
+    /// takeover, when every member is asked for a full report again.
+    pub loads: super::loads::LoadBook,
 }
 
 /// Tasks a replaced incarnation of a static slot may still process.
@@ -198,6 +201,7 @@ impl Liveness {
         move_entry(&mut self.lease_end_ms, from, to);
         move_entry(&mut self.unreached_end_ms, from, to);
         move_entry(&mut self.handover, from, to);
+        self.loads.rekey(from, to);
         if self.departing.remove(from) {
             self.departing.insert(to.clone());
         }

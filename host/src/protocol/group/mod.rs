@@ -17,6 +17,7 @@ mod apply;
 mod bindings;
 mod config;
 mod liveness;
+mod loads;
 mod records;
 mod state;
 
@@ -27,6 +28,7 @@ pub use liveness::{
     ANSWER_WAIT_MS_MIN, ASSIGNOR_RETRY_MS_MAX, AssignorFailure, AssignorFailures, Handover,
     Liveness, answer_wait_ms, assignor_retry_ms,
 };
+pub use loads::{Estimate, LoadBook, MemberLoads};
 pub use records::{Record, RemovalReason};
 pub(crate) use state::holdings_by_slot;
 pub use state::{FENCED_MEMBER_IDS_MAX, Group, Member, Phase, SlotTarget};

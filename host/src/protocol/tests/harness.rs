@@ -137,6 +137,9 @@ impl Harness {
             drain: false,
             endpoint: None,
             metadata: None,
+            loads: None,
+            utilisation: None,
+            load_capacity: None,
         })
         .unwrap()
     }
@@ -222,6 +225,9 @@ pub(super) fn request_from(last: &HeartbeatResponse) -> Heartbeat {
         drain: false,
         endpoint: None,
         metadata: None,
+        loads: None,
+        utilisation: None,
+        load_capacity: None,
     }
 }
 

@@ -282,6 +282,7 @@ fn a_static_return_that_moves_anything_is_caught() {
         lease_ms: 45_000,
         unreached_lease_ms: 45_000,
         unreached_flight_ms: 45_000,
+        load_report: assignd_wire::LoadReport::None,
     };
     let after = before.clone();
     check::check_static_return(&before, &after, "static:w1", &back, &[], None, None).unwrap();

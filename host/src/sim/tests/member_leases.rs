@@ -41,6 +41,7 @@ fn answer(active: &[u32], revoking: &[u32], lease_ms: u64) -> HeartbeatResponse 
         lease_ms,
         unreached_lease_ms: lease_ms,
         unreached_flight_ms: lease_ms,
+        load_report: assignd_wire::LoadReport::None,
     }
 }
 
