@@ -399,6 +399,25 @@ pub struct GroupConfigDoc {
     /// it, `null` removes it.
     #[schema(min_length = 16, max_length = 1024, write_only)]
     reader_token: Option<String>,
+    /// The unit of the loads members report, e.g. `records/s` (1 to 32
+    /// visible ASCII characters). Absent or `null`: the group takes no
+    /// loads.
+    #[schema(min_length = 1, max_length = 32)]
+    load_unit: Option<String>,
+    /// The half-life of the smoothing of each task's reported load. 0: no
+    /// smoothing (the latest report wins).
+    #[schema(default = 30_000, minimum = 0, maximum = 3_600_000)]
+    load_half_life_ms: Option<u64>,
+    /// How long the loads must stay outside their band before a load
+    /// rebalance.
+    #[schema(default = 60_000, minimum = 0, maximum = 3_600_000)]
+    load_window_ms: Option<u64>,
+    /// The least time between two load rebalances.
+    #[schema(default = 300_000, minimum = 0, maximum = 86_400_000)]
+    load_cooldown_ms: Option<u64>,
+    /// Nothing moves for any reason but a member leaving.
+    #[schema(default = false)]
+    frozen: Option<bool>,
 }
 
 /// An assignor this host can run: an uploaded module or a built-in.

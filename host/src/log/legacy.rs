@@ -10,10 +10,12 @@
 //! - Version 4: `Member` had no `endpoint` or `metadata`, `GroupConfig` no
 //!   `routes_valid_ms` or `reader_token_sha256`, `Group` no
 //!   `routes_epoch`, and there was no `MemberEndpointChanged`.
+//! - Version 5: `GroupConfig` had no load settings (`v5.rs`).
 //!
-//! It also writes version 4 ([`encode_v4`]): a cluster whose feature level
-//! is still 4 (a rolling upgrade under way) frames today's records in
-//! version 4's shapes, which its older nodes read.
+//! It also writes versions 4 ([`encode_v4`]) and 5 (`v5::encode_v5`): a
+//! cluster whose feature level is still one of them (a rolling upgrade
+//! under way) frames today's records in that version's shapes, which its
+//! older nodes read.
 //!
 //! Postcard is not self-describing, so each old shape is spelled out field
 //! for field, in order. An enum variant is written as its index (a varint,
@@ -30,6 +32,12 @@ use crate::protocol::group::{
 };
 use crate::protocol::reconcile::Holdings;
 
+mod v5;
+
+#[cfg(test)]
+pub(super) use v5::{ConfiguredV5, SnapshotV5};
+pub(super) use v5::{GroupConfigV5, encode_v5};
+
 /// Decodes the payload of a frame of format `version` (older than today's)
 /// holding a record of type `kind`.
 pub(super) fn decode(
@@ -38,6 +46,7 @@ pub(super) fn decode(
     payload: &[u8],
 ) -> postcard::Result<(Record, &[u8])> {
     match (version, kind) {
+        (5, kind) => v5::decode(kind, payload),
         (1 | 2, RecordType::GroupConfigured) => {
             let (old, rest) = postcard::take_from_bytes::<ConfiguredV2>(payload)?;
             if old.variant != GROUP_CONFIGURED_VARIANT {
@@ -106,12 +115,12 @@ pub(super) fn decode(
 
 /// The variant index postcard writes for `GroupConfigured`, `MemberJoined`,
 /// `GroupSnapshot` and `AssignorBound` (their place in `Record`).
-const GROUP_CONFIGURED_VARIANT: u32 = 0;
+pub(super) const GROUP_CONFIGURED_VARIANT: u32 = 0;
 const MEMBER_JOINED_VARIANT: u32 = 1;
-const GROUP_SNAPSHOT_VARIANT: u32 = 9;
+pub(super) const GROUP_SNAPSHOT_VARIANT: u32 = 9;
 const ASSIGNOR_BOUND_VARIANT: u32 = 10;
 
-fn snapshot(
+pub(super) fn snapshot(
     variant: u32,
     group: String,
     state: Group,
@@ -189,7 +198,7 @@ pub(super) struct GroupConfigV2 {
 
 impl From<GroupConfigV2> for GroupConfig {
     fn from(old: GroupConfigV2) -> Self {
-        GroupConfig {
+        GroupConfigV4 {
             topics: old.topics,
             assignor: old.assignor,
             params: old.params,
@@ -205,9 +214,8 @@ impl From<GroupConfigV2> for GroupConfig {
             assignor_limits: CallLimits::default(),
             fallback_assignor: None,
             member_token_sha256: None,
-            routes_valid_ms: defaults::routes_valid_ms(),
-            reader_token_sha256: None,
         }
+        .into()
     }
 }
 
@@ -447,7 +455,7 @@ pub(super) struct GroupConfigV4 {
 
 impl From<GroupConfigV4> for GroupConfig {
     fn from(old: GroupConfigV4) -> Self {
-        GroupConfig {
+        GroupConfigV5 {
             topics: old.topics,
             assignor: old.assignor,
             params: old.params,
@@ -466,6 +474,7 @@ impl From<GroupConfigV4> for GroupConfig {
             routes_valid_ms: defaults::routes_valid_ms(),
             reader_token_sha256: None,
         }
+        .into()
     }
 }
 
@@ -565,8 +574,8 @@ impl From<&Group> for GroupV4 {
 }
 
 /// Writes `record`'s payload as format version 4 did. A
-/// `MemberEndpointChanged`, and an endpoint, metadata, routes promise or
-/// reader token, have no version 4 shape: the runtime refuses them while
+/// `MemberEndpointChanged`, and an endpoint, metadata, routes promise,
+/// reader token or load settings, have no version 4 shape: the runtime refuses them while
 /// a cluster is at level 4, so meeting one here is a bug.
 pub(super) fn encode_v4<W: std::io::Write>(record: &Record, out: W) -> postcard::Result<W> {
     match record {
@@ -574,6 +583,10 @@ pub(super) fn encode_v4<W: std::io::Write>(record: &Record, out: W) -> postcard:
             assert!(
                 config.reader_token_sha256.is_none(),
                 "a reader token at format level 4"
+            );
+            assert!(
+                config.load_settings_default(),
+                "load settings at format level 4"
             );
             let old = ConfiguredV4 {
                 variant: GROUP_CONFIGURED_VARIANT,

@@ -9,7 +9,7 @@ use crate::protocol::core::ProtocolError;
 use crate::protocol::group::{BindingSpec, GroupConfig};
 use crate::registry::Resolved;
 
-use super::execute::Weight;
+use super::execute::{FORMAT_WITH_LOADS, FORMAT_WITH_ROUTES, Weight};
 use super::{Runtime, RuntimeError, TokenChanges};
 
 impl Runtime {
@@ -29,10 +29,19 @@ impl Runtime {
     ) -> Result<bool, RuntimeError> {
         crate::protocol::core::check_config(&config)?;
         if matches!(tokens.reader, super::TokenChange::Set(Some(_))) {
-            self.check_format_level("a reader token")?;
+            self.check_format_level("a reader token", FORMAT_WITH_ROUTES)?;
         }
         if config.routes_valid_ms != crate::protocol::group::defaults::routes_valid_ms() {
-            self.check_format_level("a routes_valid_ms other than the default")?;
+            self.check_format_level(
+                "a routes_valid_ms other than the default",
+                FORMAT_WITH_ROUTES,
+            )?;
+        }
+        if !config.load_settings_default() {
+            self.check_format_level(
+                "a load_unit, load_half_life_ms, load_window_ms, load_cooldown_ms or frozen other than the default",
+                FORMAT_WITH_LOADS,
+            )?;
         }
         self.check_params(&config.binding_spec()).await?;
         self.execute(group, Weight::Light, |core, now| {

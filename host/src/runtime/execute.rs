@@ -162,7 +162,7 @@ impl Runtime {
     ) -> Result<HeartbeatResponse, RuntimeError> {
         let arrived = self.clock.now();
         if request.endpoint.is_some() || request.metadata.is_some() {
-            self.check_format_level("a member endpoint")?;
+            self.check_format_level("a member endpoint", FORMAT_WITH_ROUTES)?;
         }
         let shard = self.shards[self.shard_of(&request.group) as usize].clone();
         self.execute_on(
@@ -188,21 +188,24 @@ impl Runtime {
     }
 }
 
+/// The first record format (`log::frame`) that keeps member endpoints,
+/// reader tokens and the routes promise.
+pub(super) const FORMAT_WITH_ROUTES: u8 = 5;
+/// The first record format that keeps a group's load settings.
+pub(super) const FORMAT_WITH_LOADS: u8 = 6;
+
 impl Runtime {
-    /// Refuses `what` while the store writes a format older than the one
-    /// that keeps it (the first to keep member endpoints, reader tokens and
-    /// the routes promise).
-    pub(super) fn check_format_level(&self, what: &'static str) -> Result<(), RuntimeError> {
-        // The record format that added them (`log::frame`, version 5).
-        const NEEDS: u8 = 5;
+    /// Refuses `what` while the store writes a format older than `needs`,
+    /// the first that keeps it.
+    pub(super) fn check_format_level(
+        &self,
+        what: &'static str,
+        needs: u8,
+    ) -> Result<(), RuntimeError> {
         if let Some(level) = self.store.format_level()
-            && level < NEEDS
+            && level < needs
         {
-            return Err(RuntimeError::FormatLevelTooLow {
-                what,
-                needs: NEEDS,
-                level,
-            });
+            return Err(RuntimeError::FormatLevelTooLow { what, needs, level });
         }
         Ok(())
     }

@@ -81,8 +81,8 @@ fn the_documented_example_frame_is_what_encode_writes() {
     };
     let mut bytes = Vec::new();
     encode(&record, &mut bytes);
-    // version 5, type 5; payload: variant 4, "g" (length 1), 300 as a varint.
-    let body = [0x05, 0x05, 0x04, 0x01, b'g', 0xac, 0x02];
+    // version 6, type 5; payload: variant 4, "g" (length 1), 300 as a varint.
+    let body = [0x06, 0x05, 0x04, 0x01, b'g', 0xac, 0x02];
     let mut expected = (body.len() as u32).to_le_bytes().to_vec();
     expected.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
     expected.extend_from_slice(&body);
@@ -90,7 +90,7 @@ fn the_documented_example_frame_is_what_encode_writes() {
     assert_eq!(
         bytes,
         [
-            0x07, 0, 0, 0, 0xde, 0x1f, 0x24, 0xf2, 0x05, 0x05, 0x04, 0x01, b'g', 0xac, 0x02
+            0x07, 0, 0, 0, 0x86, 0x6a, 0x21, 0x4a, 0x06, 0x05, 0x04, 0x01, b'g', 0xac, 0x02
         ]
     );
 }
@@ -127,7 +127,7 @@ fn each_record_types_type_byte_and_variant_index_are_pinned() {
 
 /// A frame of a version above what a process reads is refused with the
 /// versions it reads, and read by one that reads it: the test-only
-/// version 6 is version 5's payload under the next number.
+/// version 7 is version 6's payload under the next number.
 #[test]
 fn a_frame_version_is_read_only_up_to_the_readers_maximum() {
     use super::super::frame::{RecordType, TEST_FORMAT_VERSION, decode_up_to};
@@ -137,9 +137,9 @@ fn a_frame_version_is_read_only_up_to_the_readers_maximum() {
         RecordType::of(&record),
         &postcard::to_allocvec(&record).unwrap(),
     );
-    match decode_up_to(&bytes, 5) {
+    match decode_up_to(&bytes, 6) {
         Decoded::Unreadable { reason, .. } => assert!(
-            reason.starts_with("format version 6 is newer than this assignd reads (1 to 5)"),
+            reason.starts_with("format version 7 is newer than this assignd reads (1 to 6)"),
             "{reason}"
         ),
         other => panic!("{other:?}"),
@@ -151,21 +151,68 @@ fn a_frame_version_is_read_only_up_to_the_readers_maximum() {
 }
 
 #[test]
-#[should_panic(expected = "format version 6 is not one this process writes")]
+#[should_panic(expected = "format version 7 is not one this process writes")]
 fn a_version_this_process_does_not_write_is_never_written() {
     let mut out = Vec::new();
-    super::super::frame::encode_at(&every_record_type().remove(4), 6, &mut out);
+    super::super::frame::encode_at(&every_record_type().remove(4), 7, &mut out);
+}
+
+/// `record` as a cluster at level 5 may hold it: no load settings but
+/// the defaults.
+fn as_at_level_5(record: &Record) -> Record {
+    let mut record = record.clone();
+    match &mut record {
+        Record::GroupConfigured { config, .. } => strip_load_settings(config),
+        Record::GroupSnapshot { state, .. } => strip_load_settings(&mut state.config),
+        _ => {}
+    }
+    record
+}
+
+fn strip_load_settings(config: &mut crate::protocol::group::GroupConfig) {
+    let defaults = crate::protocol::group::GroupConfig::with_topics(Vec::new());
+    config.load_unit = None;
+    config.load_half_life_ms = defaults.load_half_life_ms;
+    config.load_window_ms = defaults.load_window_ms;
+    config.load_cooldown_ms = defaults.load_cooldown_ms;
+    config.frozen = false;
+}
+
+/// A cluster still at level 5 (a rolling upgrade under way) writes
+/// today's records in version 5's shapes: framed as version 5, and read
+/// back as they were.
+#[test]
+fn records_written_at_version_5_read_back_as_they_were() {
+    for record in every_record_type().iter().map(as_at_level_5) {
+        let mut bytes = Vec::new();
+        super::super::frame::encode_at(&record, 5, &mut bytes);
+        assert_eq!(bytes[8], 5, "framed as version 5: {record:?}");
+        match decode(&bytes) {
+            Decoded::Record { record: read, .. } => assert_eq!(read, record),
+            other => panic!("{record:?}: {other:?}"),
+        }
+    }
+}
+
+/// Version 5 has no place for load settings: the runtime refuses them
+/// while the cluster is at level 5, so writing one there is a bug.
+#[test]
+#[should_panic(expected = "load settings at format level 5")]
+fn load_settings_are_never_written_at_version_5() {
+    let mut out = Vec::new();
+    super::super::frame::encode_at(&every_record_type()[0], 5, &mut out);
 }
 
 /// `record` as a cluster at level 4 may hold it: none of what version 4
 /// has no place for (an endpoint, metadata, a reader token, a routes
-/// promise other than the default, the routes epoch); `None` for a record
-/// type version 4 does not have.
+/// promise other than the default, the routes epoch, load settings);
+/// `None` for a record type version 4 does not have.
 fn as_at_level_4(record: &Record) -> Option<Record> {
     use crate::protocol::group::defaults;
     let strip_config = |config: &mut crate::protocol::group::GroupConfig| {
         config.reader_token_sha256 = None;
         config.routes_valid_ms = defaults::routes_valid_ms();
+        strip_load_settings(config);
     };
     let strip_member = |member: &mut crate::protocol::group::Member| {
         member.endpoint = None;

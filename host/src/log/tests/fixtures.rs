@@ -27,12 +27,13 @@ pub(super) fn config() -> GroupConfig {
 }
 
 /// One record of every type, in type order, then a second snapshot with a
-/// handover under way. The snapshot is at index 9, the binding at 10, the
-/// epoch bump at 4.
+/// handover under way and load settings. The snapshot is at index 9, the
+/// binding at 10, the epoch bump at 4.
 pub(super) fn every_record_type() -> Vec<Record> {
     let state = snapshot_state();
     let mut waiting = state.clone();
     waiting.handovers.insert("static:a".into());
+    waiting.config = with_load_settings(waiting.config);
     let mut records = vec![configured_with_every_option()];
     records.extend(member_and_target_records());
     records.push(Record::GroupSnapshot {
@@ -76,8 +77,20 @@ fn configured_with_every_option() -> Record {
             member_token_sha256: Some("ab".repeat(32)),
             routes_valid_ms: 500,
             reader_token_sha256: Some("cd".repeat(32)),
-            ..config()
+            ..with_load_settings(config())
         },
+    }
+}
+
+/// `config` with every load setting away from its default.
+pub(super) fn with_load_settings(config: GroupConfig) -> GroupConfig {
+    GroupConfig {
+        load_unit: Some("records/s".into()),
+        load_half_life_ms: 0,
+        load_window_ms: 120_000,
+        load_cooldown_ms: 600_000,
+        frozen: true,
+        ..config
     }
 }
 

@@ -243,6 +243,11 @@ fn expected_config(version: u8) -> GroupConfig {
         member_token_sha256: None,
         routes_valid_ms: 2_000,
         reader_token_sha256: None,
+        load_unit: None,
+        load_half_life_ms: 30_000,
+        load_window_ms: 60_000,
+        load_cooldown_ms: 300_000,
+        frozen: false,
     }
 }
 

@@ -1,14 +1,15 @@
-//! Frames of format versions 1 to 3, framed here from the shapes those
+//! Frames of older format versions, framed here from the shapes those
 //! versions gave their records (`legacy.rs` spells them out field by
 //! field), still read: configs and bindings with no limits, fallback or
 //! member token; version 1 snapshots with an empty binding history;
-//! version 3 snapshots with no handover; every other record as it always
-//! was. The bytes real old writers wrote are pinned by `golden.rs`.
+//! version 3 snapshots with no handover; version 5 configs and snapshots
+//! with the default load settings; every other record as it always was.
+//! The bytes real old writers wrote are pinned by `golden.rs`.
 
 use super::super::frame::{Decoded, FORMAT_VERSION, RecordType, decode};
 use super::super::legacy::{
-    BindingV2, BoundV2, ConfiguredV2, GroupConfigV2, GroupV1, GroupV2, GroupV3, SnapshotV1,
-    SnapshotV2, SnapshotV3,
+    BindingV2, BoundV2, ConfiguredV2, ConfiguredV5, GroupConfigV2, GroupV1, GroupV2, GroupV3,
+    SnapshotV1, SnapshotV2, SnapshotV3, SnapshotV5,
 };
 use super::fixtures::*;
 use crate::protocol::group::{Binding, CallLimits, Group, GroupConfig, Record};
@@ -235,6 +236,64 @@ fn a_version_2_binding_reads_with_no_limits_or_fallback() {
             },
         }
     );
+}
+
+#[test]
+fn a_version_5_config_and_snapshot_read_with_the_default_load_settings() {
+    let today = config();
+    let configured = ConfiguredV5 {
+        variant: 0,
+        group: "g".into(),
+        config: today.clone().into(),
+    };
+    let bytes = old_frame(
+        5,
+        RecordType::GroupConfigured,
+        &postcard::to_allocvec(&configured).unwrap(),
+    );
+    assert_eq!(
+        decoded(&bytes),
+        Record::GroupConfigured {
+            group: "g".into(),
+            config: today,
+        }
+    );
+
+    let state = snapshot_state();
+    let v5 = SnapshotV5 {
+        variant: 9,
+        group: "g".into(),
+        state: (&state).into(),
+    };
+    let bytes = old_frame(
+        5,
+        RecordType::GroupSnapshot,
+        &postcard::to_allocvec(&v5).unwrap(),
+    );
+    assert_eq!(
+        decoded(&bytes),
+        Record::GroupSnapshot {
+            group: "g".into(),
+            state: Box::new(state),
+        }
+    );
+}
+
+/// A version 5 frame of a record whose payload did not change in version
+/// 6 reads as today's, endpoints included.
+#[test]
+fn records_whose_payload_did_not_change_read_as_today_in_version_5() {
+    for record in [
+        every_record_type().remove(1),
+        every_record_type().pop().unwrap(),
+    ] {
+        let bytes = old_frame(
+            5,
+            RecordType::of(&record),
+            &postcard::to_allocvec(&record).unwrap(),
+        );
+        assert_eq!(decoded(&bytes), record);
+    }
 }
 
 /// A version this build does not know is refused, not a guess.

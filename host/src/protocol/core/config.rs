@@ -75,6 +75,7 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     check_learners(config)?;
     check_fallback_and_limits(config)?;
     check_routes(config)?;
+    config.check_load_settings().or_else(invalid)?;
     check_member_token(config)
 }
 

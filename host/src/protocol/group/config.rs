@@ -1,7 +1,8 @@
 //! A group's configuration as an admin sets it: its topics, its assignor
 //! binding ([`BindingSpec`], [`CallLimits`]), its timeouts and learner
-//! settings, and their [`defaults`]. The limits it must keep are checked by
-//! the core (`core::check_config`).
+//! settings, its load settings, and their [`defaults`]. The limits it must
+//! keep are checked by the core (`core::check_config`); those of the load
+//! settings are here ([`GroupConfig::check_load_settings`]).
 
 use std::collections::BTreeMap;
 
@@ -95,7 +96,35 @@ pub struct GroupConfig {
     /// never shown.
     #[serde(default)]
     pub reader_token_sha256: Option<String>,
+    /// The unit of the loads members report (e.g. `records/s`), 1 to
+    /// [`LOAD_UNIT_LEN_MAX`] bytes of visible ASCII. None: the group takes
+    /// no loads.
+    #[serde(default)]
+    pub load_unit: Option<String>,
+    /// The half-life of the smoothing of a task's reported load. 0: no
+    /// smoothing (the latest report wins).
+    #[serde(default = "defaults::load_half_life_ms")]
+    pub load_half_life_ms: u64,
+    /// How long the group's loads must stay outside the band before a
+    /// load rebalance.
+    #[serde(default = "defaults::load_window_ms")]
+    pub load_window_ms: u64,
+    /// The least time between two load rebalances.
+    #[serde(default = "defaults::load_cooldown_ms")]
+    pub load_cooldown_ms: u64,
+    /// Nothing moves for any reason but a member leaving.
+    #[serde(default)]
+    pub frozen: bool,
 }
+
+/// The longest `load_unit`, in bytes.
+pub const LOAD_UNIT_LEN_MAX: usize = 32;
+/// The longest `load_half_life_ms`: an hour.
+pub const LOAD_HALF_LIFE_MS_MAX: u64 = 3_600_000;
+/// The longest `load_window_ms`: an hour.
+pub const LOAD_WINDOW_MS_MAX: u64 = 3_600_000;
+/// The longest `load_cooldown_ms`: a day.
+pub const LOAD_COOLDOWN_MS_MAX: u64 = 86_400_000;
 
 /// Limits one binding puts on its assignor calls. Each lowers the host's
 /// ceiling (the limits `assignd serve` was started with), never raises it;
@@ -174,6 +203,20 @@ pub mod defaults {
     pub fn routes_valid_ms() -> u64 {
         2_000
     }
+    /// Long enough to ride out a burst, short enough to follow a shift
+    /// within a minute or two.
+    pub fn load_half_life_ms() -> u64 {
+        30_000
+    }
+    /// Two half-lives: a passing spike has mostly faded from the smoothed
+    /// loads before it could trigger a rebalance.
+    pub fn load_window_ms() -> u64 {
+        60_000
+    }
+    /// A move costs a warm-up; at most one load rebalance in five minutes.
+    pub fn load_cooldown_ms() -> u64 {
+        300_000
+    }
 }
 
 impl GroupConfig {
@@ -197,7 +240,59 @@ impl GroupConfig {
             member_token_sha256: None,
             routes_valid_ms: defaults::routes_valid_ms(),
             reader_token_sha256: None,
+            load_unit: None,
+            load_half_life_ms: defaults::load_half_life_ms(),
+            load_window_ms: defaults::load_window_ms(),
+            load_cooldown_ms: defaults::load_cooldown_ms(),
+            frozen: false,
         }
+    }
+
+    /// Whether the load settings (unit, smoothing, window, cooldown,
+    /// freeze) are all at their defaults: what a cluster whose record
+    /// format predates them can keep.
+    pub fn load_settings_default(&self) -> bool {
+        self.load_unit.is_none()
+            && self.load_half_life_ms == defaults::load_half_life_ms()
+            && self.load_window_ms == defaults::load_window_ms()
+            && self.load_cooldown_ms == defaults::load_cooldown_ms()
+            && !self.frozen
+    }
+
+    /// Checks the load settings against their limits, in field order: the
+    /// first broken is the one named.
+    pub fn check_load_settings(&self) -> Result<(), String> {
+        if let Some(unit) = &self.load_unit {
+            if unit.is_empty() || unit.len() > LOAD_UNIT_LEN_MAX {
+                return Err(format!(
+                    "load_unit must be 1 to {LOAD_UNIT_LEN_MAX} bytes, got {}",
+                    unit.len()
+                ));
+            }
+            if !unit.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(
+                    "load_unit must be visible ASCII characters only (e.g. \"records/s\")".into(),
+                );
+            }
+        }
+        for (name, value, max) in [
+            (
+                "load_half_life_ms",
+                self.load_half_life_ms,
+                LOAD_HALF_LIFE_MS_MAX,
+            ),
+            ("load_window_ms", self.load_window_ms, LOAD_WINDOW_MS_MAX),
+            (
+                "load_cooldown_ms",
+                self.load_cooldown_ms,
+                LOAD_COOLDOWN_MS_MAX,
+            ),
+        ] {
+            if value > max {
+                return Err(format!("{name} must be at most {max}, got {value}"));
+            }
+        }
+        Ok(())
     }
 
     /// How many tasks the group's topics make.

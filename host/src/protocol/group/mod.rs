@@ -23,7 +23,10 @@ mod state;
 
 pub use super::slot::Slot;
 pub use bindings::{BINDINGS_MAX, Binding};
-pub use config::{BindingSpec, CallLimits, GroupConfig, LearnerMode, TopicConfig, defaults};
+pub use config::{
+    BindingSpec, CallLimits, GroupConfig, LOAD_COOLDOWN_MS_MAX, LOAD_HALF_LIFE_MS_MAX,
+    LOAD_UNIT_LEN_MAX, LOAD_WINDOW_MS_MAX, LearnerMode, TopicConfig, defaults,
+};
 pub use liveness::{
     ANSWER_WAIT_MS_MIN, ASSIGNOR_RETRY_MS_MAX, AssignorFailure, AssignorFailures, Handover,
     Liveness, answer_wait_ms, assignor_retry_ms,
