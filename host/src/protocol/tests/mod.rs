@@ -13,6 +13,7 @@ mod heartbeats;
 mod joins;
 mod learners;
 mod leases;
+mod loads;
 mod name_map;
 mod records;
 mod routes;
