@@ -39,6 +39,8 @@ mod assignors;
 mod clock;
 mod error;
 mod execute;
+#[cfg(test)]
+mod format_level_tests;
 mod gauges;
 mod group_cap;
 mod lateness;

@@ -125,6 +125,27 @@ async fn configs_out_of_range_are_refused_and_change_nothing() {
             "unknown_assignor",
         ),
         (json!({"topics": topics, "assignor": ""}), "invalid_request"),
+        (
+            json!({"topics": topics, "load_unit": ""}),
+            "invalid_request",
+        ),
+        (
+            json!({"topics": topics, "load_unit": "x".repeat(33)}),
+            "invalid_request",
+        ),
+        (
+            json!({"topics": topics, "load_half_life_ms": 3_600_001}),
+            "invalid_request",
+        ),
+        (
+            json!({"topics": topics, "load_window_ms": 3_600_001}),
+            "invalid_request",
+        ),
+        (
+            json!({"topics": topics, "load_cooldown_ms": 86_400_001}),
+            "invalid_request",
+        ),
+        (json!({"topics": topics, "frozen": "yes"}), "invalid_json"),
     ] {
         let answer = f.put_group(config.clone()).await;
         assert_error(&answer, StatusCode::BAD_REQUEST, code);

@@ -318,3 +318,113 @@ impl GroupConfig {
         self.fallback_assignor = spec.fallback;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> GroupConfig {
+        GroupConfig::with_topics(vec![TopicConfig {
+            name: "orders".into(),
+            partitions: 4,
+        }])
+    }
+
+    /// The smallest config gets every load setting's default.
+    #[test]
+    fn load_settings_default_when_absent() {
+        let config: GroupConfig = serde_json::from_value(serde_json::json!({
+            "topics": [{"name": "orders", "partitions": 4}],
+        }))
+        .unwrap();
+        assert_eq!(config.load_unit, None);
+        assert_eq!(config.load_half_life_ms, 30_000);
+        assert_eq!(config.load_window_ms, 60_000);
+        assert_eq!(config.load_cooldown_ms, 300_000);
+        assert!(!config.frozen);
+        assert!(config.load_settings_default());
+        assert_eq!(config.check_load_settings(), Ok(()));
+    }
+
+    #[test]
+    fn each_load_setting_away_from_its_default_is_told() {
+        let changed = [
+            GroupConfig {
+                load_unit: Some("records/s".into()),
+                ..config()
+            },
+            GroupConfig {
+                load_half_life_ms: 0,
+                ..config()
+            },
+            GroupConfig {
+                load_window_ms: 0,
+                ..config()
+            },
+            GroupConfig {
+                load_cooldown_ms: 0,
+                ..config()
+            },
+            GroupConfig {
+                frozen: true,
+                ..config()
+            },
+        ];
+        for config in changed {
+            assert!(!config.load_settings_default(), "{config:?}");
+        }
+    }
+
+    /// Each limit: its maximum is taken, one more is refused naming the
+    /// field.
+    #[test]
+    fn each_load_limit_takes_its_maximum_and_refuses_one_more() {
+        type Set = fn(&mut GroupConfig, u64);
+        let limits: [(&str, u64, Set); 3] = [
+            ("load_half_life_ms", LOAD_HALF_LIFE_MS_MAX, |c, v| {
+                c.load_half_life_ms = v
+            }),
+            ("load_window_ms", LOAD_WINDOW_MS_MAX, |c, v| {
+                c.load_window_ms = v
+            }),
+            ("load_cooldown_ms", LOAD_COOLDOWN_MS_MAX, |c, v| {
+                c.load_cooldown_ms = v
+            }),
+        ];
+        for (name, max, set) in limits {
+            let mut config = config();
+            set(&mut config, max);
+            assert_eq!(config.check_load_settings(), Ok(()), "{name} at {max}");
+            set(&mut config, max + 1);
+            assert_eq!(
+                config.check_load_settings(),
+                Err(format!("{name} must be at most {max}, got {}", max + 1))
+            );
+        }
+        assert_eq!(LOAD_HALF_LIFE_MS_MAX, 3_600_000);
+        assert_eq!(LOAD_WINDOW_MS_MAX, 3_600_000);
+        assert_eq!(LOAD_COOLDOWN_MS_MAX, 86_400_000);
+    }
+
+    #[test]
+    fn a_load_unit_is_1_to_32_bytes_of_visible_ascii() {
+        let with_unit = |unit: &str| GroupConfig {
+            load_unit: Some(unit.into()),
+            ..config()
+        };
+        for unit in ["records/s", "B", &"x".repeat(LOAD_UNIT_LEN_MAX)] {
+            assert_eq!(with_unit(unit).check_load_settings(), Ok(()), "{unit:?}");
+        }
+        for (unit, needle) in [
+            ("", "1 to 32 bytes, got 0"),
+            (&"x".repeat(LOAD_UNIT_LEN_MAX + 1), "1 to 32 bytes, got 33"),
+            ("records per s", "visible ASCII"),
+            ("rec\u{7f}", "visible ASCII"),
+            ("µs", "visible ASCII"),
+        ] {
+            let refused = with_unit(unit).check_load_settings().unwrap_err();
+            assert!(refused.starts_with("load_unit must be"), "{refused}");
+            assert!(refused.contains(needle), "{unit:?}: {refused}");
+        }
+    }
+}
