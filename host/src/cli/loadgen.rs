@@ -92,6 +92,47 @@ pub struct LoadgenArgs {
         hide_env_values = true
     )]
     token: Option<String>,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+/// The tasks' loads and the created groups' load config.
+#[derive(Debug, Args)]
+struct LoadArgs {
+    /// The tasks' loads: uniform[:MAX], zipf[:S], hot[:PERIOD_S] (a hot
+    /// task that moves every PERIOD_S seconds) or step[:AT_S:FACTOR]; the
+    /// members report them when the group has --load-unit, and the report
+    /// weighs the members' holdings with them either way.
+    #[arg(long, value_name = "DIST")]
+    task_load: Option<String>,
+    /// The seed of --task-load's draws (the same seed, the same loads).
+    #[arg(long, default_value_t = 1)]
+    load_seed: u64,
+    /// The created groups' load_unit (e.g. records/s): their members
+    /// report load and the assignor balances it. Needs --task-load.
+    #[arg(long, value_name = "UNIT")]
+    load_unit: Option<String>,
+    /// The created groups' load_band param: tight, default, loose or a
+    /// number in (0, 1].
+    #[arg(long, value_name = "BAND")]
+    load_band: Option<String>,
+    /// The created groups' load_window_ms (default: the host's).
+    #[arg(long, value_name = "MS")]
+    load_window_ms: Option<u64>,
+    /// The created groups' load_cooldown_ms (default: the host's).
+    #[arg(long, value_name = "MS")]
+    load_cooldown_ms: Option<u64>,
+    /// The created groups' load_half_life_ms (default: the host's).
+    #[arg(long, value_name = "MS")]
+    load_half_life_ms: Option<u64>,
+    /// How often the report samples every member's load, in ms.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    load_sample_ms: u64,
+    /// The host's process id, for its CPU and the bytes it reads per
+    /// heartbeat, from /proc (the host on this machine); without it those
+    /// figures are left out.
+    #[arg(long, value_name = "PID")]
+    host_pid: Option<u32>,
 }
 
 fn parse_param(arg: &str) -> Result<(String, String), String> {
@@ -205,6 +246,17 @@ pub fn loadgen(args: LoadgenArgs) -> Result<(), Failure> {
         prefix: args.prefix,
         report: args.report,
         token: args.token,
+        load: loadgen::LoadSettings {
+            task_load: args.load.task_load,
+            load_seed: args.load.load_seed,
+            load_unit: args.load.load_unit,
+            load_band: args.load.load_band,
+            load_window_ms: args.load.load_window_ms,
+            load_cooldown_ms: args.load.load_cooldown_ms,
+            load_half_life_ms: args.load.load_half_life_ms,
+            load_sample_ms: args.load.load_sample_ms,
+            host_pid: args.load.host_pid,
+        },
     })
     .map_err(Failure::from)
 }

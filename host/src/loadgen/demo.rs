@@ -123,6 +123,7 @@ async fn run(settings: DemoSettings, churn: Vec<ChurnEvent>) -> Result<(), LoadT
         rates: RATES,
         changelog_len: CHANGELOG_LEN,
         connections: Connections::new().map_err(|e| LoadTestError::Failed(e.to_string()))?,
+        loads: None,
     };
     let mut fleet = Fleet::new(spec, vec![GROUP.to_owned()]);
     fleet

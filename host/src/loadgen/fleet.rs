@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use super::churn::ChurnKind;
 use super::ledger::Ledger;
 use super::lock;
+use super::task_load::RunLoads;
 
 /// The one topic every simulated group has.
 pub const TOPIC: &str = "orders";
@@ -99,6 +100,9 @@ pub struct MemberSpec {
     /// whole fleet rather than one per member (100,000 members would not
     /// fit under this process's descriptor limit, nor the host's).
     pub connections: Connections,
+    /// The tasks' loads the members report (the group has a load unit),
+    /// or None: they report none.
+    pub loads: Option<Arc<RunLoads>>,
 }
 
 /// A worker with its number in the group.

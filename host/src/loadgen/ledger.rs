@@ -207,6 +207,17 @@ impl Ledger {
         }
     }
 
+    /// Each partition of `group`'s topic that has an active owner now, with
+    /// it (the first, should a task be held twice).
+    pub fn owners(&self, group: usize) -> Vec<(u32, u64)> {
+        let group = lock(&self.groups[group]);
+        group
+            .owners
+            .iter()
+            .filter_map(|(task, owners)| Some((task.partition, *owners.first()?)))
+            .collect()
+    }
+
     pub fn double_ownership(&self) -> u64 {
         self.double_ownership.load(Ordering::Relaxed)
     }

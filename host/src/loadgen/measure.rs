@@ -16,7 +16,9 @@
 //! the group config it creates and the steps of a run; `report` prints
 //! and writes the figures, the fleet does the rest.
 
-use std::sync::atomic::Ordering;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use assignd_client::Connections;
@@ -25,9 +27,13 @@ use serde_json::json;
 
 use super::churn::{self, ChurnEvent};
 use super::fleet::{self, Fleet, MemberSpec};
+use super::host_process::HostProcess;
+use super::load_figures::{self, GroupLoad, Sampled};
+use super::load_report::{HostMeasured, LoadMeasured};
 use super::probe::{self, Admin, Settled};
 use super::report::{EventFigures, Measured, Report};
 use super::settings::LoadgenSettings;
+use super::task_load::{RunLoads, TaskLoad, TaskLoads};
 use super::{LoadTestError, new_runtime};
 
 /// How long every group may take to settle before measuring starts.
@@ -36,7 +42,48 @@ const SETTLE_FIRST_S: u64 = 120;
 /// Checks the settings, then runs the load test on a fresh Tokio runtime.
 pub fn loadgen(settings: LoadgenSettings) -> Result<(), LoadTestError> {
     let churn = checked_churn(&settings)?;
-    new_runtime()?.block_on(run(settings, churn))
+    let loads = checked_loads(&settings)?;
+    new_runtime()?.block_on(run(settings, churn, loads))
+}
+
+/// The tasks' loads of a run and the band they are judged by.
+struct LoadRun {
+    spec: String,
+    loads: Arc<RunLoads>,
+    band: f64,
+}
+
+/// The created groups' params: `--param`s, and `--load-band` as the
+/// `load_band` param.
+fn params(settings: &LoadgenSettings) -> BTreeMap<String, String> {
+    let mut params: BTreeMap<String, String> = settings.params.iter().cloned().collect();
+    if let Some(band) = &settings.load.load_band {
+        params.insert(assignd_guest_sdk::load::BAND_PARAM.to_owned(), band.clone());
+    }
+    params
+}
+
+/// The load distribution and the band, checked.
+fn checked_loads(settings: &LoadgenSettings) -> Result<Option<LoadRun>, LoadTestError> {
+    let load = &settings.load;
+    let Some(spec) = &load.task_load else {
+        if load.load_unit.is_some() {
+            return Err(LoadTestError::Usage(
+                "--load-unit needs --task-load (the loads the members report)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let kind =
+        TaskLoad::parse(spec).map_err(|e| LoadTestError::Usage(format!("--task-load {e}")))?;
+    let band = assignd_guest_sdk::load::band(&params(settings))
+        .map_err(|e| LoadTestError::Usage(format!("--load-band: {e}")))?;
+    let loads = TaskLoads::new(kind, settings.tasks, settings.members, load.load_seed);
+    Ok(Some(LoadRun {
+        spec: spec.clone(),
+        loads: Arc::new(RunLoads::new(loads)),
+        band,
+    }))
 }
 
 /// The churn events, checked against the member count and the duration.
@@ -69,10 +116,10 @@ fn group_config(settings: &LoadgenSettings) -> serde_json::Value {
     let session_timeout_ms = settings
         .session_timeout_ms
         .unwrap_or((settings.interval_ms * 10).max(10_000));
-    json!({
+    let mut config = json!({
         "topics": [{"name": fleet::TOPIC, "partitions": settings.tasks}],
         "assignor": settings.assignor,
-        "params": settings.params.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+        "params": params(settings),
         "heartbeat_interval_ms": settings.interval_ms.max(1),
         "session_timeout_ms": session_timeout_ms,
         // Its members are dynamic; the host only wants the interval below
@@ -82,7 +129,24 @@ fn group_config(settings: &LoadgenSettings) -> serde_json::Value {
         "learners": settings.learners,
         "acceptable_recovery_lag": settings.acceptable_recovery_lag,
         "max_learners": settings.max_learners.unwrap_or(settings.tasks),
-    })
+    });
+    let load = &settings.load;
+    let fields = [
+        ("load_unit", load.load_unit.as_ref().map(|u| json!(u))),
+        ("load_window_ms", load.load_window_ms.map(|v| json!(v))),
+        ("load_cooldown_ms", load.load_cooldown_ms.map(|v| json!(v))),
+        (
+            "load_half_life_ms",
+            load.load_half_life_ms.map(|v| json!(v)),
+        ),
+    ];
+    let object = config.as_object_mut().expect("an object");
+    for (name, value) in fields {
+        if let Some(value) = value {
+            object.insert(name.to_owned(), value);
+        }
+    }
+    config
 }
 
 /// The groups of a run, and the host's admin API that probes them.
@@ -92,7 +156,11 @@ struct Groups<'a> {
     tasks: u64,
 }
 
-async fn run(settings: LoadgenSettings, churn: Vec<ChurnEvent>) -> Result<(), LoadTestError> {
+async fn run(
+    settings: LoadgenSettings,
+    churn: Vec<ChurnEvent>,
+    loads: Option<LoadRun>,
+) -> Result<(), LoadTestError> {
     let first = settings.host.split(',').next().unwrap_or_default();
     let admin = Admin::new(first, settings.token.clone()).map_err(LoadTestError::Failed)?;
     let config = group_config(&settings);
@@ -105,14 +173,17 @@ async fn run(settings: LoadgenSettings, churn: Vec<ChurnEvent>) -> Result<(), Lo
             .await
             .map_err(LoadTestError::Failed)?;
     }
-    let mut fleet = start_fleet(&settings, names.clone())?;
+    let mut fleet = start_fleet(&settings, names.clone(), loads.as_ref())?;
     let groups = Groups {
         admin: &admin,
         names: &names,
         tasks: u64::from(settings.tasks),
     };
     settle_first(&groups, &fleet, &settings).await?;
-    let measured = measure(&groups, &mut fleet, &churn, &settings).await?;
+    let mut measured = measure(&groups, &mut fleet, &churn, &settings, loads.as_ref()).await?;
+    if let (Some(load), Some(run)) = (&mut measured.load, &loads) {
+        load.task_load = run.spec.clone();
+    }
     fleet.leave_all().await;
     Report {
         settings: &settings,
@@ -126,8 +197,14 @@ async fn run(settings: LoadgenSettings, churn: Vec<ChurnEvent>) -> Result<(), Lo
 }
 
 /// Starts `settings.members` members in every group.
-fn start_fleet(settings: &LoadgenSettings, names: Vec<String>) -> Result<Fleet, LoadTestError> {
+fn start_fleet(
+    settings: &LoadgenSettings,
+    names: Vec<String>,
+    loads: Option<&LoadRun>,
+) -> Result<Fleet, LoadTestError> {
+    let reported = settings.load.load_unit.is_some();
     let spec = MemberSpec {
+        loads: loads.filter(|_| reported).map(|run| run.loads.clone()),
         host: settings.host.clone(),
         rates: Rates {
             replay_per_s: settings.replay_rate,
@@ -195,15 +272,27 @@ async fn settle_first(
 }
 
 /// Measures for the run's duration while the churn plays, then collects
-/// each event's figures.
+/// each event's figures, the loads' and the host's.
 async fn measure(
     groups: &Groups<'_>,
     fleet: &mut Fleet,
     churn: &[ChurnEvent],
     settings: &LoadgenSettings,
+    loads: Option<&LoadRun>,
 ) -> Result<Measured, LoadTestError> {
     let started = Instant::now();
     let end = started + Duration::from_secs_f64(settings.duration_s);
+    let host = settings.load.host_pid.map(HostProcess);
+    let host_before = host.map(|h| (h.cpu_s(), h.io()));
+    let members: Arc<Vec<AtomicU32>> = Arc::new(
+        (0..groups.names.len())
+            .map(|_| AtomicU32::new(settings.members))
+            .collect(),
+    );
+    let sampler = loads.map(|run| {
+        run.loads.start(started);
+        start_sampler(groups, fleet, run, members.clone(), settings, started)
+    });
     let baseline = EventFigures {
         event: None,
         members_after: settings.members,
@@ -215,10 +304,29 @@ async fn measure(
     fleet.ledger.record_timeline();
     fleet.beats.measuring.store(true, Ordering::Relaxed);
     let mut figures = vec![baseline];
-    figures.extend(play_churn(groups, fleet, churn, settings.members, started, end).await?);
+    let played = play_churn(groups, fleet, churn, &members, started, end).await?;
+    figures.extend(played);
     tokio::time::sleep_until(end.into()).await;
     fleet.beats.measuring.store(false, Ordering::Relaxed);
     let elapsed_s = started.elapsed().as_secs_f64();
+    let heartbeats =
+        fleet.beats.ok.load(Ordering::Relaxed) + fleet.beats.errors.load(Ordering::Relaxed);
+    let host = host
+        .zip(host_before)
+        .map(|(h, before)| host_figures(h, before, elapsed_s, heartbeats));
+    let load = match sampler {
+        Some((stop, task, run)) => {
+            stop.store(true, Ordering::Relaxed);
+            let groups: Vec<GroupLoad> = task.await.unwrap_or_default();
+            Some(LoadMeasured {
+                task_load: String::new(),
+                reported: settings.load.load_unit.is_some(),
+                band: run,
+                groups,
+            })
+        }
+        None => None,
+    };
     for figure in &mut figures {
         figure.windows = (0..groups.names.len())
             .map(|g| fleet.ledger.window(g, figure.window))
@@ -235,7 +343,57 @@ async fn measure(
         double_ownership: fleet.ledger.double_ownership(),
         lease_lapses: fleet.ledger.lease_lapses(),
         timeline: fleet.ledger.timeline(),
+        load,
+        host,
     })
+}
+
+/// A running load sampler: its stop flag, its task, and the band.
+type Sampler = (
+    Arc<AtomicBool>,
+    tokio::task::JoinHandle<Vec<GroupLoad>>,
+    f64,
+);
+
+/// Starts sampling every group's member loads from `started`.
+fn start_sampler(
+    groups: &Groups<'_>,
+    fleet: &Fleet,
+    run: &LoadRun,
+    members: Arc<Vec<AtomicU32>>,
+    settings: &LoadgenSettings,
+    started: Instant,
+) -> Sampler {
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampled = Sampled {
+        ledger: fleet.ledger.clone(),
+        loads: run.loads.clone(),
+        names: groups.names.to_vec(),
+        members,
+        band: run.band,
+        every: Duration::from_millis(settings.load.load_sample_ms),
+        admin: Some(groups.admin.clone()),
+    };
+    let task = tokio::spawn(load_figures::sample(sampled, started, stop.clone()));
+    (stop, task, run.band)
+}
+
+/// The host's CPU and bytes per heartbeat since `before`.
+fn host_figures(
+    host: HostProcess,
+    before: (Option<f64>, Option<super::host_process::Io>),
+    elapsed_s: f64,
+    heartbeats: u64,
+) -> HostMeasured {
+    let (cpu_before, io_before) = before;
+    let cpu = cpu_before.zip(host.cpu_s());
+    let io = io_before.zip(host.io());
+    let per_beat = |bytes: u64| (heartbeats > 0).then(|| bytes as f64 / heartbeats as f64);
+    HostMeasured {
+        cpu_percent: cpu.map(|(a, b)| (b - a) / elapsed_s * 100.0),
+        read_per_heartbeat: io.and_then(|(a, b)| per_beat(b.read.saturating_sub(a.read))),
+        written_per_heartbeat: io.and_then(|(a, b)| per_beat(b.written.saturating_sub(a.written))),
+    }
 }
 
 /// Applies each churn event to every group at its time, and starts
@@ -244,11 +402,11 @@ async fn play_churn(
     groups: &Groups<'_>,
     fleet: &mut Fleet,
     churn: &[ChurnEvent],
-    members_at_start: u32,
+    counts: &[AtomicU32],
     started: Instant,
     end: Instant,
 ) -> Result<Vec<EventFigures>, LoadTestError> {
-    let mut members = members_at_start;
+    let mut members = counts.first().map_or(0, |c| c.load(Ordering::Relaxed));
     let mut figures = Vec::new();
     for (i, event) in churn.iter().enumerate() {
         let at = started + event.at;
@@ -256,6 +414,9 @@ async fn play_churn(
         fleet.reap();
         let window = fleet.ledger.open_window();
         members = event.members_after(members);
+        for count in counts {
+            count.store(members, Ordering::Relaxed);
+        }
         for g in 0..groups.names.len() {
             fleet
                 .apply(g, event.kind)

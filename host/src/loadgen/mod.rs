@@ -20,6 +20,10 @@
 //!   `assignd loadgen watchers`, many blocking queries on one group's
 //!   routing table, what they cost the host and how fast a change reaches
 //!   them.
+//! - [`task_load`]: the simulated tasks' loads (`--task-load`), and
+//!   `load_figures`: the members' loads, the band and the load
+//!   rebalances over a run.
+//! - [`host_process`]: the host's CPU, memory and bytes from /proc.
 //! - [`settings`]: what each command runs with, by its flags' names.
 //!
 //! The command line's flags are parsed in `cli`, which hands each command
@@ -30,13 +34,17 @@ pub mod demo;
 mod demo_host;
 mod demo_screen;
 pub mod fleet;
+pub mod host_process;
 pub mod ledger;
+pub mod load_figures;
+mod load_report;
 pub mod measure;
 pub mod plot;
 pub mod probe;
 mod report;
 pub mod settings;
 mod tagger;
+pub mod task_load;
 mod watcher_fleet;
 mod watcher_http;
 pub mod watchers;
@@ -46,7 +54,7 @@ use std::sync::{Mutex, MutexGuard};
 pub use demo::demo;
 pub use measure::loadgen;
 pub use plot::plot;
-pub use settings::{DemoSettings, LoadgenSettings, PlotSettings, WatchersSettings};
+pub use settings::{DemoSettings, LoadSettings, LoadgenSettings, PlotSettings, WatchersSettings};
 pub use watchers::watchers;
 
 /// Why a load-test command failed.

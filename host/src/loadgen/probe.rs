@@ -75,6 +75,22 @@ impl Admin {
             .await
             .map_err(|e| format!("GET {url}: unreadable answer: {e}"))
     }
+
+    /// `GET /v1/groups/{name}` as JSON, for fields the typed view may not
+    /// name.
+    pub async fn group_json(&self, name: &str) -> Result<serde_json::Value, String> {
+        let url = format!("{}/v1/groups/{name}", self.host);
+        let answer = self
+            .authorized(self.client.get(&url))
+            .send()
+            .await
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let answer = check(answer, "GET", &url).await?;
+        answer
+            .json()
+            .await
+            .map_err(|e| format!("GET {url}: unreadable answer: {e}"))
+    }
 }
 
 async fn check(

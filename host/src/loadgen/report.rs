@@ -10,6 +10,7 @@ use serde_json::json;
 use super::churn::{ChurnEvent, ChurnKind};
 use super::fleet::Beats;
 use super::ledger::{Timeline, Window};
+use super::load_report::{HostMeasured, LoadMeasured};
 use super::probe::Settled;
 use super::settings::LoadgenSettings;
 use super::{LoadTestError, out_line};
@@ -35,6 +36,10 @@ pub(super) struct Measured {
     pub double_ownership: u64,
     pub lease_lapses: u64,
     pub timeline: Timeline,
+    /// The members' loads, with `--task-load`.
+    pub load: Option<LoadMeasured>,
+    /// The host's CPU and bytes, with `--host-pid`.
+    pub host: Option<HostMeasured>,
 }
 
 /// A measured run with what it was asked to do.
@@ -75,6 +80,12 @@ impl Report<'_> {
         out_line(&self.summary_line(&heartbeats));
         for figure in self.measured.figures.iter().skip(1) {
             out_line(&event_line(figure));
+        }
+        if let Some(load) = &self.measured.load {
+            out_line(&load.line());
+        }
+        if let Some(host) = &self.measured.host {
+            out_line(&host.line());
         }
         if let Some(path) = &self.settings.report {
             let text = serde_json::to_string_pretty(&report).expect("JSON");
@@ -135,6 +146,8 @@ impl Report<'_> {
             "baseline": window_json(&measured.figures[0].windows),
             "events": measured.figures.iter().skip(1).map(|f| event_json(f, self.names)).collect::<Vec<_>>(),
             "timeline": measured.timeline,
+            "load": measured.load.as_ref().map(LoadMeasured::json),
+            "host": measured.host.as_ref().map(HostMeasured::json),
         })
     }
 }

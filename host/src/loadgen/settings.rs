@@ -35,6 +35,30 @@ pub struct LoadgenSettings {
     pub report: Option<PathBuf>,
     /// The host's admin token.
     pub token: Option<String>,
+    /// The tasks' loads, what loadgen weighs the members' holdings with.
+    pub load: LoadSettings,
+}
+
+/// The load flags of `assignd loadgen`: the tasks' loads (`--task-load`,
+/// in [`super::task_load::TASK_LOAD_GRAMMAR`]) and the load config of the
+/// created groups; with no `load_unit` the members report no loads and the
+/// group balances counts, but the figures still weigh them.
+#[derive(Clone, Debug, Default)]
+pub struct LoadSettings {
+    pub task_load: Option<String>,
+    /// The seed of the loads' draws.
+    pub load_seed: u64,
+    pub load_unit: Option<String>,
+    /// The `load_band` assignor param (a preset or a number).
+    pub load_band: Option<String>,
+    pub load_window_ms: Option<u64>,
+    pub load_cooldown_ms: Option<u64>,
+    pub load_half_life_ms: Option<u64>,
+    /// How often the figures sample the members' loads, in ms.
+    pub load_sample_ms: u64,
+    /// The host's process id, for its CPU and the bytes it reads from
+    /// /proc (same machine); without it those figures are left out.
+    pub host_pid: Option<u32>,
 }
 
 /// What `assignd demo` runs: its command line's flags, by the same names.

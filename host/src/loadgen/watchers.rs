@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use assignd_client::{Event, Member, MemberConfig, MemberHandle, NoLags};
 use serde_json::json;
 
+use super::host_process::HostProcess;
 use super::probe::{self, Admin};
 use super::settings::WatchersSettings;
 use super::tagger::Tagger;
@@ -43,32 +44,6 @@ pub fn watchers(settings: WatchersSettings) -> Result<(), LoadTestError> {
     }
     raise_descriptor_limit(u64::from(settings.watchers) + DESCRIPTORS_SPARE)?;
     new_runtime()?.block_on(run(settings))
-}
-
-/// The host process, read from /proc.
-#[derive(Clone, Copy)]
-struct HostProcess(u32);
-
-impl HostProcess {
-    /// utime + stime, in seconds.
-    fn cpu_s(self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0)).ok()?;
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks: u64 =
-            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        // SAFETY: sysconf reads a constant of the system.
-        let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        (per_s > 0).then(|| ticks as f64 / per_s as f64)
-    }
-
-    /// VmRSS, in KiB.
-    fn rss_kib(self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0)).ok()?;
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-    }
 }
 
 /// What an idle window saw.
