@@ -22,7 +22,7 @@ pub const CONNECTION_IDLE_MAX: Duration = Duration::from_secs(5);
 pub const EVENT_BUFFER_DEFAULT: usize = 1024;
 
 /// A member's identity and subscription.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq)]
 pub struct MemberConfig {
     /// The host's base URL, e.g. `http://127.0.0.1:7070`; for a cluster,
     /// any node's, or several separated by commas (bootstrap URLs, tried
@@ -46,6 +46,15 @@ pub struct MemberConfig {
     pub endpoint: Option<String>,
     /// Small string pairs published with the endpoint (zone, version, …).
     pub metadata: BTreeMap<String, String>,
+    /// The load this member can carry, in the group's load unit, reported
+    /// when the host asks for loads; `None`: none. Change it at run time
+    /// with [`MemberHandle::set_load_capacity`](crate::MemberHandle::set_load_capacity).
+    pub load_capacity: Option<f64>,
+    /// How far (relative) a task's load may move from the value the host
+    /// has before it is sent again: by default
+    /// [`LOAD_THRESHOLD_DEFAULT`](crate::loads::LOAD_THRESHOLD_DEFAULT)
+    /// (10 %). A smaller one tracks load closer, for larger heartbeats.
+    pub load_threshold: f64,
     /// How long one request may take before it counts as lost.
     pub request_timeout: Duration,
     /// How many events may wait for the application.
@@ -141,6 +150,8 @@ impl std::fmt::Debug for MemberConfig {
             .field("capacity", &self.capacity)
             .field("endpoint", &self.endpoint)
             .field("metadata", &self.metadata)
+            .field("load_capacity", &self.load_capacity)
+            .field("load_threshold", &self.load_threshold)
             .field("request_timeout", &self.request_timeout)
             .field("event_buffer", &self.event_buffer)
             // Never printed.
@@ -167,6 +178,8 @@ impl MemberConfig {
             capacity: 1,
             endpoint: None,
             metadata: BTreeMap::new(),
+            load_capacity: None,
+            load_threshold: crate::loads::LOAD_THRESHOLD_DEFAULT,
             request_timeout: REQUEST_TIMEOUT_DEFAULT,
             event_buffer: EVENT_BUFFER_DEFAULT,
             member_token: None,
@@ -201,6 +214,20 @@ impl MemberConfig {
     /// [`METADATA_PAIRS_MAX`] pairs).
     pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Reports `capacity` (in the group's load unit) as the load this
+    /// member can carry, when the host asks for loads.
+    pub fn with_load_capacity(mut self, capacity: f64) -> Self {
+        self.load_capacity = Some(capacity);
+        self
+    }
+
+    /// Resends a task's load once it moved by more than `threshold`
+    /// (relative: 0.1 for 10 %) from the value the host has.
+    pub fn with_load_threshold(mut self, threshold: f64) -> Self {
+        self.load_threshold = threshold;
         self
     }
 
@@ -240,6 +267,15 @@ impl MemberConfig {
         }
         if self.capacity == 0 {
             return fail("capacity must be at least 1");
+        }
+        if !(self.load_threshold.is_finite() && self.load_threshold >= 0.0) {
+            return fail("the load threshold must be a finite number, 0 or more");
+        }
+        if self
+            .load_capacity
+            .is_some_and(|c| !crate::loads::valid_load_capacity(c))
+        {
+            return fail("a load capacity must be above 0 and at most 1e15");
         }
         if self.request_timeout.is_zero() {
             return fail("the request timeout must be above zero");

@@ -71,6 +71,7 @@
 mod config;
 mod error;
 mod listener;
+pub mod loads;
 pub mod machine;
 mod member;
 pub mod router;

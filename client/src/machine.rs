@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Task;
 use crate::error::{ClientError, codes};
+use crate::loads::{LoadBook, LoadFields, valid_load};
 use crate::tracker::{Assignment, Change, Tracker};
 use crate::wire::{HeartbeatRequest, HeartbeatResponse, JOIN_EPOCH, LEAVE_EPOCH, LagRow};
 
@@ -282,6 +283,8 @@ pub struct Machine {
     /// The application asked to leave.
     leave_asked: bool,
     lags: Vec<LagRow>,
+    /// The loads the application set, and what the host has of them.
+    loads: LoadBook,
     /// The endpoint and metadata changed since the last request that
     /// carried them was sent: the next one carries them.
     endpoint_changed: bool,
@@ -325,6 +328,7 @@ impl Machine {
             drain: false,
             leave_asked: false,
             lags: Vec::new(),
+            loads: LoadBook::default(),
             endpoint_changed: false,
             due: now,
             send_now: false,
@@ -337,6 +341,14 @@ impl Machine {
         };
         machine.choose_join_id();
         machine
+    }
+
+    /// Resends a task's load once it moved by more than `threshold`
+    /// relative to the value the host acknowledged (default
+    /// [`LOAD_THRESHOLD_DEFAULT`](crate::loads::LOAD_THRESHOLD_DEFAULT)).
+    pub fn with_load_threshold(mut self, threshold: f64) -> Self {
+        self.loads = LoadBook::new(threshold);
+        self
     }
 
     /// The member id, once joined.
@@ -380,6 +392,33 @@ impl Machine {
         self.lags = lags;
     }
 
+    /// The application's current load of `task`, in the group's unit. A
+    /// task not active here is ignored (its load is forgotten once it is
+    /// not active any more). Returns whether the load is one the host
+    /// accepts (0 to [`LOAD_MAX`](crate::loads::LOAD_MAX)); an invalid one
+    /// changes nothing.
+    pub fn set_load(&mut self, task: Task, load: f64) -> bool {
+        if !valid_load(load) {
+            return false;
+        }
+        if self.tracker.is_active(&task) {
+            self.loads.set_load(task, load);
+        }
+        true
+    }
+
+    /// The member's measured utilisation (1.0 = fully used; `None`:
+    /// unknown). Returns whether it is one the host accepts.
+    pub fn set_utilisation(&mut self, utilisation: Option<f64>) -> bool {
+        self.loads.set_utilisation(utilisation)
+    }
+
+    /// The load the member can carry, in the group's unit (`None`:
+    /// unknown). Returns whether it is one the host accepts.
+    pub fn set_load_capacity(&mut self, capacity: Option<f64>) -> bool {
+        self.loads.set_load_capacity(capacity)
+    }
+
     /// The request to send now, if one is due; it is in flight from now
     /// until [`on_answer`](Machine::on_answer) or
     /// [`on_failure`](Machine::on_failure).
@@ -402,12 +441,13 @@ impl Machine {
             self.lose_everything_but_id();
             return Some(self.leave_request());
         }
-        let request = self.heartbeat_request();
+        let loads = self.loads.build();
+        let request = self.heartbeat_request(loads);
         self.endpoint_changed = false;
         Some(request)
     }
 
-    fn heartbeat_request(&self) -> HeartbeatRequest {
+    fn heartbeat_request(&self, loads: LoadFields) -> HeartbeatRequest {
         let joining = self.member_id.is_empty();
         let (endpoint, metadata) = self.endpoint_fields(joining);
         HeartbeatRequest {
@@ -427,9 +467,9 @@ impl Machine {
             task_ranges: true,
             endpoint,
             metadata,
-            loads: None,
-            utilisation: None,
-            load_capacity: None,
+            loads: loads.loads,
+            utilisation: loads.utilisation,
+            load_capacity: loads.load_capacity,
         }
     }
 
@@ -497,6 +537,8 @@ impl Machine {
         self.epoch = response.member_epoch;
         self.interval_ms = response.heartbeat_interval_ms.max(INTERVAL_MS_MIN);
         let changes = self.tracker.on_response(response);
+        self.loads.answered(response.load_report);
+        self.forget_inactive_loads();
         if joined {
             self.events.push_back(MachineEvent::Joined {
                 member_id: response.member_id.clone(),
@@ -538,6 +580,7 @@ impl Machine {
         if flight.leave {
             self.leave_failed(failure, now);
         } else {
+            self.loads.failed();
             self.judge_lease(failure);
             self.heartbeat_failed(failure, flight.sent, now);
             self.after_heartbeat(now);
@@ -880,6 +923,7 @@ impl Machine {
 
     fn lose_everything_but_id(&mut self) {
         let lost = self.tracker.reset();
+        self.forget_inactive_loads();
         if !lost.is_empty() {
             self.events.push_back(MachineEvent::Lost { tasks: lost });
         }
@@ -890,6 +934,13 @@ impl Machine {
         self.member_id.clear();
         self.choose_join_id();
         self.epoch = JOIN_EPOCH;
+        // A new member's host has none of its loads, and asks for them.
+        self.loads.reset();
+    }
+
+    fn forget_inactive_loads(&mut self) {
+        let tracker = &self.tracker;
+        self.loads.retain_active(|task| tracker.is_active(task));
     }
 
     fn choose_join_id(&mut self) {

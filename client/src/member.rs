@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
 use crate::config::{MemberConfig, check_endpoint};
+use crate::loads::{valid_load, valid_load_capacity, valid_utilisation};
 use crate::machine::{Failure, Machine, MachineConfig, MachineEvent, Millis, StopReason};
 use crate::tracker::Assignment;
 use crate::transport::Transport;
@@ -150,6 +151,9 @@ enum Command {
     Ack(u64),
     Drain,
     SetEndpoint(Option<String>, BTreeMap<String, String>),
+    SetLoads(Vec<(Task, f64)>),
+    SetUtilisation(Option<f64>),
+    SetLoadCapacity(Option<f64>),
     Leave(oneshot::Sender<Result<(), ClientError>>),
 }
 
@@ -279,6 +283,56 @@ impl MemberHandle {
         Ok(())
     }
 
+    /// Sets the current load of an active task, in the group's load unit
+    /// (records/s, bytes/s, …: whatever the group's `load_unit` names). It
+    /// goes with a later heartbeat once the host asks for loads: all of
+    /// them after a join or a coordinator change, else those that moved by
+    /// more than the config's `load_threshold`. A task not active here is
+    /// ignored, and a task's load is forgotten once it stops being active.
+    /// Fails with [`ClientError::Config`] for a load that is not a finite
+    /// number from 0 to [`LOAD_MAX`](crate::loads::LOAD_MAX), changing
+    /// nothing.
+    pub fn set_load(&self, task: Task, load: f64) -> Result<(), ClientError> {
+        self.set_loads(vec![(task, load)])
+    }
+
+    /// [`set_load`](MemberHandle::set_load) for many tasks at once (all
+    /// or none).
+    pub fn set_loads(&self, loads: Vec<(Task, f64)>) -> Result<(), ClientError> {
+        if let Some((task, load)) = loads.iter().find(|(_, load)| !valid_load(*load)) {
+            return Err(ClientError::Config(format!(
+                "the load {load} of {task:?} is not a finite number from 0 to 1e15"
+            )));
+        }
+        let _ = self.commands.send(Command::SetLoads(loads));
+        Ok(())
+    }
+
+    /// Sets the member's measured utilisation of its capacity (1.0: fully
+    /// used; at most [`UTILISATION_MAX`](crate::loads::UTILISATION_MAX)), or
+    /// `None`: unknown. Reported like loads.
+    pub fn set_utilisation(&self, utilisation: Option<f64>) -> Result<(), ClientError> {
+        if !utilisation.is_none_or(valid_utilisation) {
+            return Err(ClientError::Config(format!(
+                "a utilisation must be a finite number from 0 to 10, not {utilisation:?}"
+            )));
+        }
+        let _ = self.commands.send(Command::SetUtilisation(utilisation));
+        Ok(())
+    }
+
+    /// Sets the load the member can carry, in the group's load unit
+    /// (above 0, at most 1e15), or `None`: unknown. Reported like loads.
+    pub fn set_load_capacity(&self, capacity: Option<f64>) -> Result<(), ClientError> {
+        if !capacity.is_none_or(valid_load_capacity) {
+            return Err(ClientError::Config(format!(
+                "a load capacity must be above 0 and at most 1e15, not {capacity:?}"
+            )));
+        }
+        let _ = self.commands.send(Command::SetLoadCapacity(capacity));
+        Ok(())
+    }
+
     /// Leaves the group (member epoch -1) and ends the loop. A static
     /// member's leave is temporary: its slot and tasks wait for its
     /// registration timeout. Stop processing first: a dynamic member's
@@ -364,7 +418,7 @@ impl Member {
         let (commands, command_receiver) = mpsc::unbounded_channel();
         let (status, status_receiver) = watch::channel(Status::default());
         let origin = Instant::now();
-        let machine = Machine::new(
+        let mut machine = Machine::new(
             MachineConfig {
                 member_name: config.member_name.clone(),
                 topics: config.topics.clone(),
@@ -375,7 +429,9 @@ impl Member {
                 id_prefix: choose_id_prefix(),
             },
             0,
-        );
+        )
+        .with_load_threshold(config.load_threshold);
+        machine.set_load_capacity(config.load_capacity);
         let runner = Runner {
             machine,
             origin,
@@ -502,6 +558,17 @@ impl Runner {
             Command::Drain => self.machine.drain(now),
             Command::SetEndpoint(endpoint, metadata) => {
                 self.machine.set_endpoint(endpoint, metadata);
+            }
+            Command::SetLoads(loads) => {
+                for (task, load) in loads {
+                    self.machine.set_load(task, load);
+                }
+            }
+            Command::SetUtilisation(utilisation) => {
+                self.machine.set_utilisation(utilisation);
+            }
+            Command::SetLoadCapacity(capacity) => {
+                self.machine.set_load_capacity(capacity);
             }
             Command::Leave(reply) => {
                 self.leave_replies.push(reply);

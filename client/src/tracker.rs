@@ -292,6 +292,11 @@ impl Tracker {
         !self.active.is_empty() || !self.revoking.is_empty()
     }
 
+    /// Whether `task` is active here (not being released).
+    pub fn is_active(&self, task: &Task) -> bool {
+        self.active.contains(task)
+    }
+
     /// Whether `task` is active or being released here.
     pub fn holds(&self, task: &Task) -> bool {
         self.active.contains(task) || self.revoking.contains_key(task)

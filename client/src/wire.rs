@@ -9,9 +9,9 @@ use std::collections::BTreeSet;
 
 pub use assignd_wire::{
     ENDPOINT_BYTES_MAX, ErrorBody, ErrorDetail, HeartbeatRequest, HeartbeatResponseBody,
-    JOIN_EPOCH, LEAVE_EPOCH, LagRow, METADATA_KEY_BYTES_MAX, METADATA_PAIRS_MAX,
-    METADATA_VALUE_BYTES_MAX, RouteMember, RouteMove, RouteOwner, RoutesBody, Task, TaskRanges,
-    murmur2, partition_for_key,
+    JOIN_EPOCH, LEAVE_EPOCH, LOAD_MAX, LagRow, LoadItem, LoadReport, METADATA_KEY_BYTES_MAX,
+    METADATA_PAIRS_MAX, METADATA_VALUE_BYTES_MAX, RouteMember, RouteMove, RouteOwner, RoutesBody,
+    Task, TaskRanges, UTILISATION_MAX, murmur2, partition_for_key,
 };
 use serde::Deserialize;
 
@@ -46,6 +46,9 @@ pub struct HeartbeatResponse {
     /// from the answer or its timeout. Absent from hosts before it (then
     /// no unreached lease counts while a heartbeat is in flight).
     pub unreached_flight_ms: Option<u64>,
+    /// What the next heartbeat reports of the member's loads (`None` from
+    /// a host before loads, and for a group without a load unit).
+    pub load_report: LoadReport,
 }
 
 impl TryFrom<HeartbeatResponseBody> for HeartbeatResponse {
@@ -68,6 +71,7 @@ impl TryFrom<HeartbeatResponseBody> for HeartbeatResponse {
             lease_ms: body.lease_ms,
             unreached_lease_ms: body.unreached_lease_ms,
             unreached_flight_ms: body.unreached_flight_ms,
+            load_report: body.load_report,
         })
     }
 }

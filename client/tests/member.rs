@@ -1590,3 +1590,53 @@ async fn a_listener_gets_promoted_tasks_as_assigned_and_releases_after_revoked()
         ]
     );
 }
+
+/// Loads set through the handle go once the host asks: all of them (with
+/// the config's load capacity) after `full`; an invalid one is refused at
+/// the call, changing nothing.
+#[tokio::test]
+async fn loads_set_through_the_handle_reach_the_host_once_it_asks() {
+    let host = FakeHost::start(|index, _| {
+        let mut answer = answer("m-1", 1, &[0, 1, 2]);
+        answer.load_report = if index == 0 {
+            assignd_client::wire::LoadReport::None
+        } else {
+            assignd_client::wire::LoadReport::Full
+        };
+        Reply::Ok(answer)
+    })
+    .await;
+    let config = host.config().with_load_capacity(300.0);
+    let (member, mut events) = Member::start(config, NoLags).unwrap();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Event::Joined { .. }
+    ));
+    assert!(matches!(next_event(&mut events).await, Event::Assigned(_)));
+    let refused = member.set_load(Task::new("orders", 0), f64::NAN);
+    assert!(
+        matches!(refused, Err(ClientError::Config(_))),
+        "{refused:?}"
+    );
+    assert!(member.set_utilisation(Some(11.0)).is_err());
+    member
+        .set_loads(vec![
+            (Task::new("orders", 0), 7.0),
+            (Task::new("orders", 1), 7.0),
+            (Task::new("orders", 2), 2.5),
+        ])
+        .unwrap();
+    member.set_utilisation(Some(0.25)).unwrap();
+    let (_, beat) = host
+        .request_where(1, |body| {
+            body.get("loads")
+                .is_some_and(|l| l.as_array().unwrap().len() == 2)
+        })
+        .await;
+    assert_eq!(
+        beat["loads"],
+        json!([["orders", 0, 1, 7.0], ["orders", 2, 2.5]])
+    );
+    assert_eq!(beat["utilisation"], json!(0.25));
+    assert_eq!(beat["load_capacity"], json!(300.0));
+}

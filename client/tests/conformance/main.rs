@@ -8,6 +8,7 @@
 //! ASSIGND_REGENERATE_VECTORS=1 cargo test -p assignd-client --test conformance
 //! ```
 
+mod load_scripts;
 mod script;
 mod scripts;
 
@@ -86,6 +87,9 @@ fn every_vector_has_every_output_of_every_step() {
         "tick",
         "check",
         "set_endpoint",
+        "set_loads",
+        "set_utilisation",
+        "set_load_capacity",
     ];
     let mut seen = BTreeSet::new();
     for script in scripts::all() {

@@ -21,12 +21,18 @@ pub enum Input {
     Tick,
     Check(Vec<Task>),
     SetEndpoint(Option<String>, BTreeMap<String, String>),
+    /// `[topic, partition, load]` rows.
+    SetLoads(Vec<(Task, f64)>),
+    SetUtilisation(Option<f64>),
+    SetLoadCapacity(Option<f64>),
 }
 
 pub struct Script {
     name: &'static str,
     about: &'static str,
     config: MachineConfig,
+    /// The config's `load_threshold`, when not the default.
+    load_threshold: Option<f64>,
     steps: Vec<(Millis, Input)>,
 }
 
@@ -74,8 +80,14 @@ impl Script {
             name,
             about,
             config,
+            load_threshold: None,
             steps: Vec::new(),
         }
+    }
+
+    pub fn load_threshold(mut self, threshold: f64) -> Self {
+        self.load_threshold = Some(threshold);
+        self
     }
 
     pub fn name(&self) -> &str {
@@ -110,6 +122,11 @@ impl Script {
     /// its vector.
     pub fn vector(&self) -> Value {
         let mut machine = Machine::new(self.config.clone(), 0);
+        let mut config = json!(self.config);
+        if let Some(threshold) = self.load_threshold {
+            machine = machine.with_load_threshold(threshold);
+            config["load_threshold"] = json!(threshold);
+        }
         let steps: Vec<Value> = self
             .steps
             .iter()
@@ -118,7 +135,7 @@ impl Script {
         json!({
             "name": self.name,
             "about": self.about,
-            "config": self.config,
+            "config": config,
             "steps": steps,
         })
     }
@@ -174,6 +191,24 @@ fn step(machine: &mut Machine, at: Millis, input: &Input, name: &str) -> Value {
             machine.set_endpoint(endpoint.clone(), metadata.clone());
             json!({"type": "set_endpoint", "endpoint": endpoint, "metadata": metadata})
         }
+        Input::SetLoads(loads) => {
+            for (task, load) in loads {
+                assert!(machine.set_load(task.clone(), *load), "{name}: load {load}");
+            }
+            let rows: Vec<Value> = loads
+                .iter()
+                .map(|(task, load)| json!([task.topic, task.partition, load]))
+                .collect();
+            json!({"type": "set_loads", "loads": rows})
+        }
+        Input::SetUtilisation(utilisation) => {
+            assert!(machine.set_utilisation(*utilisation), "{name}");
+            json!({"type": "set_utilisation", "utilisation": utilisation})
+        }
+        Input::SetLoadCapacity(capacity) => {
+            assert!(machine.set_load_capacity(*capacity), "{name}");
+            json!({"type": "set_load_capacity", "load_capacity": capacity})
+        }
         Input::Check(tasks) => {
             let answers: Vec<bool> = tasks.iter().map(|t| machine.may_process(t, at)).collect();
             expect.insert("may_process".into(), json!(answers));
@@ -218,6 +253,8 @@ pub struct Answer {
     pub lease_ms: Option<u64>,
     pub unreached_lease_ms: Option<u64>,
     pub unreached_flight_ms: Option<u64>,
+    /// `load_report`, left out when `None` (as a host without loads does).
+    pub load_report: Option<&'static str>,
     /// Write the task lists as ranges (a host asked for `task_ranges`).
     pub ranges: bool,
 }
@@ -240,6 +277,7 @@ impl Answer {
             lease_ms: Some(3_000),
             unreached_lease_ms: Some(3_000),
             unreached_flight_ms: Some(2_000),
+            load_report: None,
             ranges: true,
         }
     }
@@ -286,6 +324,13 @@ impl Answer {
         self
     }
 
+    /// Asks for `report` of the member's loads: `"full"`, `"changes"` or
+    /// `"none"`.
+    pub fn load_report(mut self, report: &'static str) -> Self {
+        self.load_report = Some(report);
+        self
+    }
+
     /// From a host before the flight bound.
     pub fn no_flight_bound(mut self) -> Self {
         self.unreached_flight_ms = None;
@@ -312,7 +357,7 @@ impl Answer {
             };
             serde_json::to_value(body).unwrap()["active"].clone()
         };
-        json!({
+        let mut body = json!({
             "member_id": self.member_id,
             "member_epoch": self.epoch,
             "heartbeat_interval_ms": self.interval_ms,
@@ -325,6 +370,10 @@ impl Answer {
             "lease_ms": self.lease_ms,
             "unreached_lease_ms": self.unreached_lease_ms,
             "unreached_flight_ms": self.unreached_flight_ms,
-        })
+        });
+        if let Some(report) = self.load_report {
+            body["load_report"] = json!(report);
+        }
+        body
     }
 }

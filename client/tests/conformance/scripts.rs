@@ -17,6 +17,7 @@ pub fn all() -> Vec<Script> {
     scripts.extend(refusals());
     scripts.extend(leaving());
     scripts.extend(endpoints());
+    scripts.extend(super::load_scripts::all());
     scripts
 }
 
