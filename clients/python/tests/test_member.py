@@ -261,3 +261,30 @@ def test_an_endpoint_past_the_hosts_limits_is_refused_before_it_is_sent(endpoint
     member = Member(config("http://127.0.0.1:1"))
     with pytest.raises(ConfigError):
         member.set_endpoint(endpoint, metadata)
+
+
+def test_report_load_goes_once_the_host_asks_and_refuses_bad_values():
+    fast = {"heartbeat_interval_ms": 20, "lease_ms": 5000, "active": [["orders", 0, 2]]}
+    host = FakeHost([answer(epoch=1, **fast), answer(epoch=1, load_report="full", **fast)])
+    try:
+        member = Member(config(host.url, load_capacity=300.0), Listener(), id_prefix="c-t").start()
+        wait_for(lambda: member.assignment.active)
+        with pytest.raises(ConfigError):
+            member.report_load({Task("orders", 0): float("nan")})
+        with pytest.raises(ConfigError):
+            member.report_load(utilisation=11)
+        member.report_load({("orders", 0): 7.0, Task("orders", 1): 7, Task("orders", 2): 2.5}, utilisation=0.25)
+        wait_for(lambda: any(len(r[2].get("loads", [])) == 2 for r in host.requests))
+        body = next(r[2] for r in host.requests if len(r[2].get("loads", [])) == 2)
+        assert body["loads"] == [["orders", 0, 1, 7.0], ["orders", 2, 2.5]]
+        assert body["utilisation"] == 0.25 and body["load_capacity"] == 300.0
+        member.leave(5)
+    finally:
+        host.close()
+
+
+def test_a_load_config_the_host_would_refuse_is_refused():
+    with pytest.raises(ConfigError):
+        config("http://127.0.0.1:1", load_capacity=0.0).check()
+    with pytest.raises(ConfigError):
+        config("http://127.0.0.1:1", load_threshold=-1).check()

@@ -50,6 +50,13 @@ def apply(machine: Machine, at: int, step_input: Dict[str, Any]) -> Dict[str, An
         machine.tick(at)
     elif kind == "set_endpoint":
         machine.set_endpoint(step_input["endpoint"], step_input["metadata"])
+    elif kind == "set_loads":
+        for topic, partition, load in step_input["loads"]:
+            assert machine.set_load(Task(topic, partition), load)
+    elif kind == "set_utilisation":
+        assert machine.set_utilisation(step_input["utilisation"])
+    elif kind == "set_load_capacity":
+        assert machine.set_load_capacity(step_input["load_capacity"])
     elif kind == "check":
         return {"may_process": [machine.may_process(Task(*t), at) for t in step_input["may_process"]]}
     else:
@@ -100,6 +107,7 @@ def test_vector(path: Path):
             capacity=config.get("capacity", 1),
             endpoint=config.get("endpoint"),
             metadata=config.get("metadata", {}),
+            load_threshold=config.get("load_threshold", 0.1),
         ),
         vector.get("start", 0),
     )

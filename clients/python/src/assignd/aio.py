@@ -18,7 +18,7 @@ import logging
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Mapping, Optional, Tuple, Union
 
 from .config import MemberConfig
-from .core import Core, HeartbeatObserver, lag_rows
+from .core import Core, HeartbeatObserver, LoadsArg, lag_rows
 from .events import Assignment, Event, Revoked
 from .failure import Failure
 from .listener import AsyncListener, dispatch
@@ -144,6 +144,25 @@ class AsyncMember:
         :class:`~assignd.ConfigError` past the host's limits, changing
         nothing."""
         self._core.set_endpoint(endpoint, metadata)
+
+    def report_load(
+        self,
+        loads: LoadsArg = (),
+        *,
+        utilisation: Optional[float] = None,
+        load_capacity: Optional[float] = None,
+    ) -> None:
+        """Sets the current load of active tasks, in the group's load unit
+        (``{task: load}`` or ``(task, load)`` pairs), and, when given, the
+        member's measured ``utilisation`` (1.0: fully used) and the
+        ``load_capacity`` it can carry. They go with a later heartbeat once
+        the host asks for loads: all of them after a join or a coordinator
+        change, else those that moved by more than the config's
+        ``load_threshold``. A task not active here is ignored, and a task's
+        load is forgotten once it stops being active. Raises
+        :class:`~assignd.ConfigError` for a value the host would refuse,
+        changing nothing. No heartbeat is sent for it."""
+        self._core.report_load(loads, utilisation, load_capacity)
 
     async def leave(self) -> Optional[StopReason]:
         """Leaves the group and waits for the loop to end; returns why the

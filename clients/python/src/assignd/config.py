@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Mapping, Optional, Sequence, Union
 
+from .loads import valid_load_capacity
+
 #: How long one heartbeat may take before it counts as lost, in seconds.
 REQUEST_TIMEOUT_DEFAULT = 5.0
 #: The host's limits on what a member publishes (docs/routing.md).
@@ -47,6 +49,13 @@ class MemberConfig:
     endpoint: Optional[str] = None
     #: Small string pairs published with the endpoint (zone, version, ...).
     metadata: Mapping[str, str] = field(default_factory=dict)
+    #: The load this member can carry, in the group's load unit, reported
+    #: when the host asks for loads; ``None``: none. Change it at run time
+    #: with ``report_load(load_capacity=...)``.
+    load_capacity: Optional[float] = None
+    #: How far (relative) a task's load may move from the value the host
+    #: has before it is sent again (0.1: 10 %).
+    load_threshold: float = 0.1
 
     def bootstrap_urls(self) -> List[str]:
         """The bootstrap URLs, in order."""
@@ -70,6 +79,10 @@ class MemberConfig:
         token = self.member_token
         if token is not None and (not token or not all("!" <= c <= "~" for c in token)):
             raise ConfigError("a member token must be visible ASCII characters, at least one")
+        if not (isinstance(self.load_threshold, (int, float)) and 0 <= self.load_threshold < float("inf")):
+            raise ConfigError("the load threshold must be a finite number, 0 or more")
+        if not valid_load_capacity(self.load_capacity):
+            raise ConfigError("a load capacity must be above 0 and at most 1e15")
         check_endpoint(self.endpoint, self.metadata)
 
 

@@ -13,9 +13,10 @@ import threading
 import time
 from typing import Callable, Iterable, List, Mapping, Optional, Tuple, Union
 
-from .config import MemberConfig, check_endpoint
+from .config import ConfigError, MemberConfig, check_endpoint
 from .events import Assignment, Event
 from .failure import Failure
+from .loads import valid_load, valid_load_capacity, valid_utilisation
 from .machine import Machine, MachineConfig, StopReason
 from .task import LagRow, Task
 from .wire import HeartbeatRequest, HeartbeatResponse
@@ -31,6 +32,10 @@ LagSource = Callable[[Assignment], Iterable[Tuple[Task, int]]]
 #: runs on the member's loop (asyncio) or sender thread (blocking), so it
 #: must be quick; an exception it raises is logged and dropped.
 HeartbeatObserver = Callable[[float, Optional[Failure]], None]
+
+#: Loads for ``report_load``: a mapping of task to load, or ``(task, load)``
+#: pairs; a task is a :class:`Task` or a ``(topic, partition)`` tuple.
+LoadsArg = Union[Mapping[Tuple[str, int], float], Iterable[Tuple[Tuple[str, int], float]]]
 
 log = logging.getLogger("assignd")
 
@@ -72,8 +77,10 @@ class Core:
             capacity=config.capacity,
             endpoint=config.endpoint,
             metadata=dict(config.metadata),
+            load_threshold=config.load_threshold,
         )
         self._machine = Machine(machine_config, now_ms())
+        self._machine.set_load_capacity(config.load_capacity)
 
     # --- views --------------------------------------------------------------
 
@@ -121,6 +128,28 @@ class Core:
         check_endpoint(endpoint, metadata or {})
         with self._lock:
             self._machine.set_endpoint(endpoint, dict(metadata or {}))
+
+    def report_load(
+        self,
+        loads: LoadsArg,
+        utilisation: Optional[float],
+        load_capacity: Optional[float],
+    ) -> None:
+        pairs = [(Task(*task), load) for task, load in (loads.items() if isinstance(loads, Mapping) else loads)]
+        for task, load in pairs:
+            if not valid_load(load):
+                raise ConfigError(f"the load {load!r} of {task} is not a finite number from 0 to 1e15")
+        if not valid_utilisation(utilisation):
+            raise ConfigError(f"a utilisation must be a finite number from 0 to 10, not {utilisation!r}")
+        if not valid_load_capacity(load_capacity):
+            raise ConfigError(f"a load capacity must be above 0 and at most 1e15, not {load_capacity!r}")
+        with self._lock:
+            for task, load in pairs:
+                self._machine.set_load(task, load)
+            if utilisation is not None:
+                self._machine.set_utilisation(utilisation)
+            if load_capacity is not None:
+                self._machine.set_load_capacity(load_capacity)
 
     def leave(self) -> None:
         with self._lock:

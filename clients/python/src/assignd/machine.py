@@ -21,6 +21,7 @@ from typing import Deque, Dict, List, Literal, Mapping, Optional, Sequence, Tupl
 from .events import Assignment, Error, Event, Fenced, Joined, Lost, Replaced
 from .failure import Failure
 from .lease import Lease
+from .loads import LOAD_THRESHOLD_DEFAULT, LoadBook, LoadFields, valid_load
 from .task import LagRow, Task
 from .tracker import Tracker
 from .wire import JOIN_EPOCH, LEAVE_EPOCH, HeartbeatRequest, HeartbeatResponse
@@ -70,6 +71,9 @@ class MachineConfig:
     #: Small string pairs shown with the member in the routing table; sent
     #: on every join unless empty.
     metadata: Mapping[str, str] = field(default_factory=dict)
+    #: How far (relative) a task's load moves from the value the host
+    #: acknowledged before it is sent again.
+    load_threshold: float = LOAD_THRESHOLD_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,8 @@ class Machine:
         self._drain = False
         self._leave_asked = False
         self._lags: List[LagRow] = []
+        # The loads the application set, and what the host has of them.
+        self._loads = LoadBook(config.load_threshold)
         # The endpoint and metadata changed since the last request that
         # carried them was sent: the next one carries them.
         self._endpoint_changed = False
@@ -189,6 +195,24 @@ class Machine:
         """The application's lag figures; they go in every later heartbeat."""
         self._lags = list(lags)
 
+    def set_load(self, task: Task, load: float) -> bool:
+        """The application's current load of ``task``; a task not active
+        here is ignored. Returns whether the load is one the host accepts
+        (an invalid one changes nothing)."""
+        if not valid_load(load):
+            return False
+        if self._tracker.is_active(task):
+            self._loads.set_load(task, load)
+        return True
+
+    def set_utilisation(self, utilisation: Optional[float]) -> bool:
+        """The member's measured utilisation (``None``: unknown)."""
+        return self._loads.set_utilisation(utilisation)
+
+    def set_load_capacity(self, capacity: Optional[float]) -> bool:
+        """The load the member can carry (``None``: unknown)."""
+        return self._loads.set_load_capacity(capacity)
+
     def poll_request(self, now: int) -> Optional[HeartbeatRequest]:
         """The request to send now, if one is due; it is in flight from now
         until :meth:`on_answer` or :meth:`on_failure`."""
@@ -203,7 +227,7 @@ class Machine:
             # others at once: nothing is processed from its sending on.
             self._lose_everything_but_id()
             return self._leave_request()
-        request = self._heartbeat_request()
+        request = self._heartbeat_request(self._loads.build())
         self._endpoint_changed = False
         return request
 
@@ -220,6 +244,8 @@ class Machine:
         self._epoch = response.member_epoch
         self._interval_ms = max(response.heartbeat_interval_ms, INTERVAL_MIN_MS)
         changes = self._tracker.on_response(response)
+        self._loads.answered(response.load_report)
+        self._forget_inactive_loads()
         if joined:
             self._events.append(Joined(response.member_id))
         self._events.extend(changes)
@@ -236,6 +262,7 @@ class Machine:
         if flight.leave:
             self._leave_failed(failure, now)
         else:
+            self._loads.failed()
             self._judge_lease(failure)
             self._heartbeat_failed(failure, flight.sent, now)
             self._after_heartbeat(now)
@@ -314,7 +341,7 @@ class Machine:
 
     # --- requests ---------------------------------------------------------
 
-    def _heartbeat_request(self) -> HeartbeatRequest:
+    def _heartbeat_request(self, loads: LoadFields) -> HeartbeatRequest:
         joining = not self._member_id
         endpoint, metadata = self._endpoint_fields(joining)
         return HeartbeatRequest(
@@ -329,6 +356,9 @@ class Machine:
             drain=self._drain,
             endpoint=endpoint,
             metadata=metadata,
+            loads=loads.loads,
+            utilisation=loads.utilisation,
+            load_capacity=loads.load_capacity,
         )
 
     def _endpoint_fields(self, joining: bool) -> Tuple[Optional[str], Optional[Dict[str, str]]]:
@@ -505,6 +535,7 @@ class Machine:
 
     def _lose_everything_but_id(self) -> None:
         lost = self._tracker.reset()
+        self._forget_inactive_loads()
         if lost:
             self._events.append(Lost(lost))
 
@@ -513,6 +544,11 @@ class Machine:
         self._member_id = ""
         self._choose_join_id()
         self._epoch = JOIN_EPOCH
+        # A new member's host has none of its loads, and asks for them.
+        self._loads.reset()
+
+    def _forget_inactive_loads(self) -> None:
+        self._loads.retain_active(self._tracker.is_active)
 
     def _choose_join_id(self) -> None:
         self._ids_chosen += 1

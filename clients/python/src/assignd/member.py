@@ -15,7 +15,7 @@ import threading
 from typing import Callable, Mapping, Optional, Union
 
 from .config import MemberConfig
-from .core import Core, HeartbeatObserver, LagSource, lag_rows
+from .core import Core, HeartbeatObserver, LagSource, LoadsArg, lag_rows
 from .events import Assignment, Revoked
 from .failure import Failure
 from .listener import Listener, dispatch
@@ -132,6 +132,25 @@ class Member:
         :class:`~assignd.ConfigError` past the host's limits, changing
         nothing."""
         self._core.set_endpoint(endpoint, metadata)
+
+    def report_load(
+        self,
+        loads: LoadsArg = (),
+        *,
+        utilisation: Optional[float] = None,
+        load_capacity: Optional[float] = None,
+    ) -> None:
+        """Sets the current load of active tasks, in the group's load unit
+        (``{task: load}`` or ``(task, load)`` pairs), and, when given, the
+        member's measured ``utilisation`` (1.0: fully used) and the
+        ``load_capacity`` it can carry. They go with a later heartbeat once
+        the host asks for loads: all of them after a join or a coordinator
+        change, else those that moved by more than the config's
+        ``load_threshold``. A task not active here is ignored, and a task's
+        load is forgotten once it stops being active. Raises
+        :class:`~assignd.ConfigError` for a value the host would refuse,
+        changing nothing. No heartbeat is sent for it."""
+        self._core.report_load(loads, utilisation, load_capacity)
 
     def leave(self, timeout: Optional[float] = None) -> Optional[StopReason]:
         """Leaves the group and waits (up to ``timeout`` seconds) for the

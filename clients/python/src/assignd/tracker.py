@@ -112,6 +112,10 @@ class Tracker:
             draining=self._draining,
         )
 
+    def is_active(self, task: Task) -> bool:
+        """Whether ``task`` is active here (not being released)."""
+        return task in self._active
+
     def holds(self, task: Task) -> bool:
         """Whether ``task`` is active here or being released."""
         return task in self._active or task in self._revoking

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from . import ranges
+from .loads import LoadReport, read_load_report
 from .task import LagRow, Task
 
 #: The member epoch a join sends.
@@ -45,6 +46,11 @@ class HeartbeatRequest:
     #: The pairs shown with the endpoint, replacing the host's; ``None``
     #: leaves them as they are.
     metadata: Optional[Mapping[str, str]] = None
+    #: Load items ``[topic, partition, load]`` / ``[topic, first, last,
+    #: load]``; sent only after an answer asked for loads.
+    loads: Optional[Sequence[Sequence[Any]]] = None
+    utilisation: Optional[float] = None
+    load_capacity: Optional[float] = None
 
     def to_json(self) -> Dict[str, Any]:
         """The body as a JSON value; ``owned`` written as ranges."""
@@ -64,6 +70,12 @@ class HeartbeatRequest:
             body["endpoint"] = self.endpoint
         if self.metadata is not None:
             body["metadata"] = dict(self.metadata)
+        if self.loads is not None:
+            body["loads"] = [list(item) for item in self.loads]
+        if self.utilisation is not None:
+            body["utilisation"] = self.utilisation
+        if self.load_capacity is not None:
+            body["load_capacity"] = self.load_capacity
         return body
 
 
@@ -88,6 +100,9 @@ class HeartbeatResponse:
     #: While a heartbeat is in flight, the unreached lease counts only
     #: until its send time plus this.
     unreached_flight_ms: Optional[int] = None
+    #: What the next heartbeat reports of the member's loads: "none" (also
+    #: when absent or unknown), "full" or "changes".
+    load_report: LoadReport = "none"
 
     @staticmethod
     def from_json(value: Any) -> "HeartbeatResponse":
@@ -114,6 +129,7 @@ class HeartbeatResponse:
                 lease_ms=_optional_unsigned(value, "lease_ms"),
                 unreached_lease_ms=_optional_unsigned(value, "unreached_lease_ms"),
                 unreached_flight_ms=_optional_unsigned(value, "unreached_flight_ms"),
+                load_report=read_load_report(value.get("load_report")),
             )
         except ranges.TaskListError as error:
             raise WireError(str(error)) from error

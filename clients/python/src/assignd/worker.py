@@ -67,6 +67,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="a pair published with the endpoint (repeatable)",
     )
+    parser.add_argument(
+        "--load-per-task",
+        type=float,
+        help="report this load for every active task (a synthetic load, in the group's load unit)",
+    )
     args = parser.parse_args(argv)
     for pair in args.metadata:
         if "=" not in pair:
@@ -200,6 +205,9 @@ def run(args: argparse.Namespace) -> int:
             # tasks went elsewhere must not write after them.
             sim.tick(now - last, member.may_process)
         last = now
+        if args.load_per_task is not None:
+            # Sent only once the host asks, and only what moved.
+            member.report_load({task: args.load_per_task for task in member.assignment.active})
         if signals.count > handled:
             handled = signals.count
             if handled == 1:
