@@ -3,6 +3,7 @@ package assignd
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode"
@@ -58,6 +59,14 @@ type Config struct {
 	// Metadata is published with the endpoint: small string pairs (zone,
 	// version, …), at most MetadataPairsMax.
 	Metadata map[string]string
+	// LoadCapacity is the load this member can carry, in the group's load
+	// unit, reported when the host asks for loads; 0 reports none.
+	// Member.SetLoadCapacity changes it at run time.
+	LoadCapacity float64
+	// LoadThreshold is how far (relative) a task's load may move from the
+	// value the host has before it is sent again; 0 means
+	// LoadThresholdDefault (10 %).
+	LoadThreshold float64
 	// MemberToken is the group's member token, sent as a bearer token on
 	// every heartbeat; needed when the group's config has one.
 	MemberToken string
@@ -112,6 +121,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("assignd: the request timeout must be above zero")
 	case c.MemberToken != "" && !visibleASCII(c.MemberToken):
 		return c, errors.New("assignd: a member token must be visible ASCII characters")
+	case c.LoadCapacity != 0 && !ValidLoadCapacity(c.LoadCapacity):
+		return c, fmt.Errorf("assignd: a load capacity must be above 0 and at most 1e15, not %v", c.LoadCapacity)
+	case c.LoadThreshold < 0 || math.IsNaN(c.LoadThreshold) || math.IsInf(c.LoadThreshold, 0):
+		return c, fmt.Errorf("assignd: the load threshold must be a finite number, 0 or more, not %v", c.LoadThreshold)
 	}
 	return c, checkEndpoint(c.Endpoint, c.Metadata)
 }

@@ -38,6 +38,10 @@ type MachineConfig struct {
 	// 1, 2, …, a fresh one for each new join and the same for every retry
 	// of a join (so a retried join the host did handle is the same member).
 	IDPrefix string
+	// LoadThreshold is how far (relative) a task's load moves from the
+	// value the host acknowledged before it is sent again; 0 means
+	// LoadThresholdDefault (10 %).
+	LoadThreshold float64
 }
 
 // StopReason tells why a machine stopped.
@@ -98,6 +102,8 @@ type Machine struct {
 	// is in flight.
 	sendNow bool
 	lags    []LagRow
+	// loads: what the application set, and what the host has of it.
+	loads *loadBook
 	// endpointChanged: the endpoint and metadata changed since the last
 	// request that carried them was sent; the next one carries them.
 	endpointChanged bool
@@ -117,8 +123,12 @@ func NewMachine(config MachineConfig, now int64, logger Logger) *Machine {
 	if logger == nil {
 		logger = nopLogger{}
 	}
+	threshold := config.LoadThreshold
+	if threshold == 0 {
+		threshold = LoadThresholdDefault
+	}
 	m := &Machine{
-		config: config, log: logger, tracker: newTracker(),
+		config: config, log: logger, tracker: newTracker(), loads: newLoadBook(threshold),
 		epoch: JoinEpoch, intervalMs: IntervalBeforeJoinMs, due: now, lags: []LagRow{},
 	}
 	m.chooseJoinID()
@@ -154,6 +164,40 @@ func (m *Machine) RequestDue(now int64) bool {
 // ReportLags replaces the lag figures every later heartbeat carries.
 func (m *Machine) ReportLags(lags []LagRow) {
 	m.lags = append([]LagRow{}, lags...)
+}
+
+// SetLoad sets the application's current load of task, in the group's
+// load unit; a task not active here is ignored (a task's load is forgotten
+// once it stops being active). It returns whether the load is one the host
+// accepts (0 to LoadMax); an invalid one changes nothing.
+func (m *Machine) SetLoad(task Task, load float64) bool {
+	if !ValidLoad(load) {
+		return false
+	}
+	if m.tracker.active.has(task) {
+		m.loads.loads[task] = load
+	}
+	return true
+}
+
+// SetUtilisation sets the member's measured utilisation (1.0: fully used;
+// nil: unknown); it returns whether the host accepts it.
+func (m *Machine) SetUtilisation(utilisation *float64) bool {
+	if utilisation != nil && !ValidUtilisation(*utilisation) {
+		return false
+	}
+	m.loads.utilisation = optionalFloat(utilisation)
+	return true
+}
+
+// SetLoadCapacity sets the load the member can carry (nil: unknown); it
+// returns whether the host accepts it.
+func (m *Machine) SetLoadCapacity(capacity *float64) bool {
+	if capacity != nil && !ValidLoadCapacity(*capacity) {
+		return false
+	}
+	m.loads.capacity = optionalFloat(capacity)
+	return true
 }
 
 // PollRequest returns the request to send now, if one is due; it is in
@@ -227,6 +271,7 @@ func (m *Machine) heartbeatRequest() *HeartbeatRequest {
 	r.Owned = m.tracker.owned()
 	r.Lags = append([]LagRow{}, m.lags...)
 	m.endpointFields(r, m.memberID == "")
+	m.loads.build(r)
 	return r
 }
 
@@ -274,6 +319,8 @@ func (m *Machine) OnAnswer(r *HeartbeatResponse, now int64) {
 		m.intervalMs = IntervalMinMs
 	}
 	changes := m.tracker.onResponse(r)
+	m.loads.answered(r.LoadReport)
+	m.forgetInactiveLoads()
 	if joined {
 		m.events = append(m.events, Event{Type: EventJoined, MemberID: r.MemberID})
 	}
@@ -302,6 +349,7 @@ func (m *Machine) OnFailure(f *Failure, now int64) {
 	if flight.leave {
 		m.leaveFailed(f, now)
 	} else {
+		m.loads.failed()
 		m.judgeLease(f)
 		m.heartbeatFailed(f, flight.sent, now)
 		m.afterHeartbeat(now)
@@ -406,6 +454,12 @@ func (m *Machine) forgetMemberID() {
 	m.memberID = ""
 	m.chooseJoinID()
 	m.epoch = JoinEpoch
+	// A new member's host has none of its loads, and asks for them.
+	m.loads.reset()
+}
+
+func (m *Machine) forgetInactiveLoads() {
+	m.loads.retainActive(func(t Task) bool { return m.tracker.active.has(t) })
 }
 
 // loseEverything tells the application every held task is lost and
@@ -416,7 +470,9 @@ func (m *Machine) loseEverything() {
 }
 
 func (m *Machine) loseEverythingButID() {
-	if lost := m.tracker.reset(); len(lost) > 0 {
+	lost := m.tracker.reset()
+	m.forgetInactiveLoads()
+	if len(lost) > 0 {
 		m.events = append(m.events, Event{Type: EventLost, Tasks: lost})
 	}
 }

@@ -84,7 +84,11 @@ func Start(ctx context.Context, config Config, listener Listener) (*Member, erro
 		MemberName: config.MemberName, Topics: append([]string{}, config.Topics...),
 		Rack: config.Rack, Capacity: config.Capacity, IDPrefix: prefix,
 		Endpoint: config.Endpoint, Metadata: copyMetadata(config.Metadata),
+		LoadThreshold: config.LoadThreshold,
 	}, 0, config.Logger)
+	if config.LoadCapacity != 0 {
+		m.machine.SetLoadCapacity(&config.LoadCapacity)
+	}
 	go m.run()
 	go m.dispatch()
 	return m, nil
@@ -171,6 +175,54 @@ func (m *Member) SetEndpoint(endpoint string, metadata map[string]string) error 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.machine.SetEndpoint(endpoint, metadata)
+	return nil
+}
+
+// SetLoad sets the current load of an active task, in the group's load
+// unit (records/s, bytes/s, …: whatever the group's load_unit names). It
+// goes with a later heartbeat once the host asks for loads: all of them
+// after a join or a coordinator change, else those that moved by more
+// than the config's LoadThreshold. A task not active here is ignored, and
+// a task's load is forgotten once it stops being active. It fails,
+// changing nothing, for a load that is not a number from 0 to LoadMax.
+func (m *Member) SetLoad(task Task, load float64) error {
+	return m.SetLoads(map[Task]float64{task: load})
+}
+
+// SetLoads is SetLoad for many tasks at once (all or none).
+func (m *Member) SetLoads(loads map[Task]float64) error {
+	for task, load := range loads {
+		if !ValidLoad(load) {
+			return fmt.Errorf("assignd: the load %v of %s is not a number from 0 to 1e15", load, task)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for task, load := range loads {
+		m.machine.SetLoad(task, load)
+	}
+	return nil
+}
+
+// SetUtilisation sets the member's measured use of its capacity (1.0:
+// fully used, at most UtilisationMax); nil: unknown. Reported like loads.
+func (m *Member) SetUtilisation(utilisation *float64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.machine.SetUtilisation(utilisation) {
+		return fmt.Errorf("assignd: a utilisation must be a number from 0 to 10, not %v", *utilisation)
+	}
+	return nil
+}
+
+// SetLoadCapacity sets the load this member can carry, in the group's
+// load unit (above 0, at most LoadMax); nil: unknown. Reported like loads.
+func (m *Member) SetLoadCapacity(capacity *float64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.machine.SetLoadCapacity(capacity) {
+		return fmt.Errorf("assignd: a load capacity must be above 0 and at most 1e15, not %v", *capacity)
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package assignd
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,6 +26,8 @@ type vector struct {
 		Endpoint   *string           `json:"endpoint"`
 		Metadata   map[string]string `json:"metadata"`
 		IDPrefix   string            `json:"id_prefix"`
+		// LoadThreshold: absent is the default.
+		LoadThreshold float64 `json:"load_threshold"`
 	} `json:"config"`
 	Steps []vectorStep `json:"steps"`
 }
@@ -95,6 +98,7 @@ func replayVector(t *testing.T, file string) {
 		config.Endpoint = *v.Config.Endpoint
 	}
 	config.Metadata = v.Config.Metadata
+	config.LoadThreshold = v.Config.LoadThreshold
 	// A vector's machine is made at time 0.
 	m := NewMachine(config, 0, nil)
 	for i, step := range v.Steps {
@@ -167,6 +171,29 @@ func applyStep(t *testing.T, m *Machine, step vectorStep) map[string]interface{}
 			endpoint = new(string)
 		}
 		m.SetEndpoint(*endpoint, metadata)
+	case "set_loads":
+		var rows [][]json.RawMessage
+		field("loads", &rows)
+		for _, row := range rows {
+			var task Task
+			var load float64
+			if json.Unmarshal(row[0], &task.Topic) != nil || json.Unmarshal(row[1], &task.Partition) != nil ||
+				json.Unmarshal(row[2], &load) != nil || !m.SetLoad(task, load) {
+				t.Fatalf("set_loads row %s", row)
+			}
+		}
+	case "set_utilisation":
+		var utilisation *float64
+		field("utilisation", &utilisation)
+		if !m.SetUtilisation(utilisation) {
+			t.Fatalf("set_utilisation %v", utilisation)
+		}
+	case "set_load_capacity":
+		var capacity *float64
+		field("load_capacity", &capacity)
+		if !m.SetLoadCapacity(capacity) {
+			t.Fatalf("set_load_capacity %v", capacity)
+		}
 	case "check":
 		var tasks []Task
 		field("may_process", &tasks)
@@ -291,6 +318,24 @@ func dropNulls(v interface{}) interface{} {
 		for i, x := range v {
 			v[i] = dropNulls(x)
 		}
+	case json.Number:
+		return sameNumber(v)
 	}
 	return v
+}
+
+// sameNumber reads a number so that 100 and 100.0 compare equal (a load
+// the Rust machine writes as 100.0, Go as 100); integers stay exact.
+func sameNumber(n json.Number) interface{} {
+	if i, err := n.Int64(); err == nil {
+		return i
+	}
+	f, err := n.Float64()
+	if err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		return int64(f)
+	}
+	if err != nil {
+		return n.String()
+	}
+	return f
 }

@@ -37,6 +37,11 @@ type HeartbeatRequest struct {
 	// Metadata goes with Endpoint; a pointer, since an empty map ({}:
 	// none now) differs from none sent.
 	Metadata *map[string]string `json:"metadata,omitempty"`
+	// Loads, Utilisation and LoadCapacity are sent only after an answer
+	// asked for loads (LoadReport).
+	Loads        *[]LoadItem `json:"loads,omitempty"`
+	Utilisation  *float64    `json:"utilisation,omitempty"`
+	LoadCapacity *float64    `json:"load_capacity,omitempty"`
 }
 
 // LagRow is how many records a member's state of a task is behind its
@@ -90,6 +95,8 @@ type HeartbeatResponse struct {
 	// UnreachedFlightMs bounds the unreached lease while a heartbeat is in
 	// flight: its send time plus this.
 	UnreachedFlightMs *int64
+	// LoadReport is what the next heartbeat reports of the member's loads.
+	LoadReport LoadReport
 }
 
 // responseBody is the answer as JSON; the pointers tell a missing field.
@@ -106,6 +113,7 @@ type responseBody struct {
 	LeaseMs             *int64     `json:"lease_ms"`
 	UnreachedLeaseMs    *int64     `json:"unreached_lease_ms"`
 	UnreachedFlightMs   *int64     `json:"unreached_flight_ms"`
+	LoadReport          *string    `json:"load_report"`
 }
 
 // ParseResponse reads a heartbeat's 200 answer.
@@ -142,6 +150,7 @@ func ParseResponse(data []byte) (*HeartbeatResponse, error) {
 		LeaseMs:             body.LeaseMs,
 		UnreachedLeaseMs:    body.UnreachedLeaseMs,
 		UnreachedFlightMs:   body.UnreachedFlightMs,
+		LoadReport:          readLoadReport(body.LoadReport),
 	}, nil
 }
 

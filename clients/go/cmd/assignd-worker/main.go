@@ -29,6 +29,9 @@ type options struct {
 	metadata                                            metadataFlag
 	replayRate, changelogLen, processRate               uint64
 	drainAfter                                          float64
+	// loadPerTask is the synthetic load reported for every active task;
+	// negative: none.
+	loadPerTask float64
 }
 
 // metadataFlag is a repeatable --metadata KEY=VALUE.
@@ -59,6 +62,8 @@ func parseFlags() options {
 	flag.StringVar(&o.token, "token", "", "the group's member token (default $ASSIGND_MEMBER_TOKEN)")
 	flag.StringVar(&o.endpoint, "endpoint", "", "where this worker serves, published in the routing table")
 	flag.Var(o.metadata, "metadata", "KEY=VALUE published with the endpoint (repeatable)")
+	flag.Float64Var(&o.loadPerTask, "load-per-task", -1,
+		"report this load for every active task (a synthetic load, in the group's load unit)")
 	flag.Parse()
 	if o.token == "" {
 		o.token = os.Getenv("ASSIGND_MEMBER_TOKEN")
@@ -95,7 +100,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(2)
 	}
-	os.Exit(run(member, sim, out, signals, o.drainAfter))
+	os.Exit(run(member, sim, out, signals, o))
 }
 
 // listener prints every event and keeps the simulation's roles in step.
@@ -126,7 +131,8 @@ func listener(out *output, sim *tasks, static bool) assignd.Listener {
 // run advances the simulation until the member stops, drains on the first
 // signal (or after drainAfter seconds) and leaves on the second. It
 // returns the exit code.
-func run(member *assignd.Member, sim *tasks, out *output, signals <-chan os.Signal, drainAfter float64) int {
+func run(member *assignd.Member, sim *tasks, out *output, signals <-chan os.Signal, o options) int {
+	drainAfter := o.drainAfter
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	var drainTimer <-chan time.Time
@@ -141,6 +147,7 @@ func run(member *assignd.Member, sim *tasks, out *output, signals <-chan os.Sign
 		case now := <-ticker.C:
 			if !leaving {
 				sim.tick(now.Sub(last), member.MayProcess)
+				reportLoad(member, o.loadPerTask)
 			}
 			last = now
 		case <-drainTimer:
@@ -162,6 +169,21 @@ func run(member *assignd.Member, sim *tasks, out *output, signals <-chan os.Sign
 			}
 			return 1
 		}
+	}
+}
+
+// reportLoad sets load for every active task (sent once the host asks,
+// and only what moved); negative: nothing.
+func reportLoad(member *assignd.Member, load float64) {
+	if load < 0 {
+		return
+	}
+	loads := map[assignd.Task]float64{}
+	for _, task := range member.Assignment().Active {
+		loads[task] = load
+	}
+	if err := member.SetLoads(loads); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
 	}
 }
 
