@@ -234,6 +234,10 @@ fn metrics_are_described_and_move_as_a_group_forms() {
         "{text}"
     );
     assert!(
+        sample(&text, "assignd_rebalances_total", &[("reason", "join")]) >= 1.0,
+        "the members' joins asked for the target: {text}"
+    );
+    assert!(
         sample(&text, "assignd_rebalance_seconds_count", &[]) >= 1.0,
         "{text}"
     );
@@ -487,7 +491,8 @@ fn every_metric_is_described_at_the_first_scrape() {
         "assignd_members{state=\"revoking\"}",
         "assignd_tasks_revoking",
         "assignd_learners_pending",
-        "assignd_rebalances_total",
+        "assignd_rebalances_total{reason=\"join\"}",
+        "assignd_rebalances_total{reason=\"load\"}",
         "assignd_members_removed_total{reason=\"expired\"}",
         "assignd_members_removed_total{reason=\"fenced\"}",
         "assignd_assignor_calls_total{module=\"sticky\"}",

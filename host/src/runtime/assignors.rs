@@ -58,6 +58,7 @@ impl Runtime {
                     limits: binding,
                     fallback,
                     input,
+                    reason: _,
                 } = call;
                 let limits = self.limits_of(&binding);
                 let answered = self
@@ -212,6 +213,7 @@ fn assignor_call_span(call: &AssignorCall) -> tracing::Span {
         group = call.group.as_str(),
         epoch = call.epoch,
         module = call.assignor.as_str(),
+        reason = call.reason.label(),
     )
 }
 

@@ -319,7 +319,10 @@ fn queue_records(
     now: Millis,
 ) -> Durable {
     if !records.is_empty() {
-        served.rebalances.observe(&records, now, observe::record);
+        let core = &served.core;
+        served
+            .rebalances
+            .observe(&records, now, |event| observe::record(event, core));
     }
     if let Some(deadline) = served.core.poll_timeout() {
         shard.wake_before(deadline);

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use metrics::Unit;
 
 use crate::protocol::core::Coordinator;
-use crate::protocol::group::{Group, Millis, Phase, Record, RemovalReason};
+use crate::protocol::group::{Group, Millis, Phase, RebalanceReason, Record, RemovalReason};
 use crate::protocol::reconcile::MemberState;
 use crate::telemetry::{Family, Kind};
 
@@ -260,11 +260,16 @@ impl Rebalances {
     }
 }
 
-/// Counts or times one event in the metrics.
-pub fn record(event: RebalanceEvent<'_>) {
+/// Counts or times one event in the metrics; `core` has applied the
+/// records the event comes from (it knows why a target was installed).
+pub fn record(event: RebalanceEvent<'_>, core: &Coordinator) {
     match event {
-        RebalanceEvent::Installed { .. } => {
-            metrics::counter!("assignd_rebalances_total").increment(1)
+        RebalanceEvent::Installed { group } => {
+            let reason = core
+                .liveness(group)
+                .and_then(|l| l.rebalances.last)
+                .map_or(RebalanceReason::Recovered, |last| last.reason);
+            metrics::counter!("assignd_rebalances_total", "reason" => reason.label()).increment(1)
         }
         RebalanceEvent::Finished { seconds, .. } => {
             metrics::histogram!("assignd_rebalance_seconds").record(seconds)
@@ -318,7 +323,7 @@ pub const GROUP_FAMILIES: &[Family] = &[
         "assignd_rebalances_total",
         Kind::Counter,
         Unit::Count,
-        "Targets installed (one per assignment the host accepted), every group",
+        "Targets installed (one per assignment the host accepted), every group, by reason (the first change of the batch a target answers: join, leave, expiry, fence, subscription, config, caught_up, probing, drain, load, recovered)",
     ),
     Family::new(
         "assignd_rebalance_seconds",
@@ -345,7 +350,9 @@ pub fn zero_group_series() {
     }
     metrics::gauge!("assignd_tasks_revoking").set(0.0);
     metrics::gauge!("assignd_learners_pending").set(0.0);
-    metrics::counter!("assignd_rebalances_total").absolute(0);
+    for reason in RebalanceReason::ALL {
+        metrics::counter!("assignd_rebalances_total", "reason" => reason.label()).absolute(0);
+    }
     for reason in [
         RemovalReason::Left,
         RemovalReason::Expired,

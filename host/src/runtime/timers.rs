@@ -28,6 +28,7 @@ impl Runtime {
 
     async fn tick_shard(self: &Arc<Self>, shard: &shard::Shard) -> Result<(), RuntimeError> {
         self.execute_on(shard, Scope::Shard, Weight::Light, |served, now| {
+            self.describe_assignors(&mut served.core);
             let output = served.core.tick_loaded(now, self.lateness.load(now));
             ::metrics::counter!("assignd_timer_ticks_total").increment(1);
             ::metrics::counter!("assignd_timer_groups_visited_total")
@@ -35,6 +36,19 @@ impl Runtime {
             Ok(((), output))
         })
         .await
+    }
+
+    /// Tells the core whether each assignor its load trigger asked about
+    /// balances load (its `capabilities.load`). A built-in is compiled at
+    /// start (`preload_builtins`) and an upload is held in memory, so this
+    /// is a lookup; a reference that does not resolve is asked about
+    /// again at the next tick.
+    fn describe_assignors(&self, core: &mut crate::protocol::core::Coordinator) {
+        for reference in core.assignors_to_describe() {
+            if let Ok(module) = self.registry.load(&reference) {
+                core.describe_assignor_load(&reference, module.info.capabilities.load);
+            }
+        }
     }
 
     /// Starts the timers of every served shard, and of every shard loaded

@@ -3,7 +3,7 @@
 //! effect at the next group epoch.
 
 use super::{Coordinator, Output, ProtocolError, config::check_config};
-use crate::protocol::group::{Binding, BindingSpec, Millis, Record};
+use crate::protocol::group::{Binding, BindingSpec, Millis, RebalanceReason, Record};
 
 impl Coordinator {
     /// Records a binding of `group` to `assignor` and `params`, taking
@@ -96,7 +96,7 @@ impl Coordinator {
             self.emit_binding(name, current, None, now, out);
         }
         self.emit_binding(name, spec, rollback_to, now, out);
-        self.bump_urgently(name, now, out);
+        self.bump_urgently(name, RebalanceReason::Config, now, out);
         self.maybe_call_assignor(name, now, out);
     }
 }

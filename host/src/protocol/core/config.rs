@@ -11,7 +11,7 @@ use super::{
     PARTITIONS_PER_TOPIC_MAX, ProtocolError, TASKS_PER_GROUP_MAX, TIMEOUT_MS_MAX,
     TOPICS_PER_GROUP_MAX, invalid, refuse_invisible,
 };
-use crate::protocol::group::{GroupConfig, Millis, Record};
+use crate::protocol::group::{GroupConfig, Millis, RebalanceReason, Record};
 
 impl Coordinator {
     /// Creates a group or replaces its config. A change to the topics or
@@ -39,6 +39,8 @@ impl Coordinator {
                 || g.config.learners != config.learners
                 || g.config.acceptable_recovery_lag != config.acceptable_recovery_lag
                 || g.config.max_learners != config.max_learners
+                // Unfrozen: what the freeze held back may move now.
+                || (g.config.frozen && !config.frozen)
         });
         if self.group(name).is_some_and(|g| g.config == config) {
             return Ok(out);
@@ -58,7 +60,7 @@ impl Coordinator {
             self.emit_binding(name, spec, None, now, &mut out);
         }
         if retarget {
-            self.bump(name, now, &mut out);
+            self.bump(name, RebalanceReason::Config, now, &mut out);
         }
         Ok(out)
     }

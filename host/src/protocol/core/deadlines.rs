@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::Coordinator;
+use super::load_trigger::load_check_at;
 use super::targets::call_due_ms;
 use crate::protocol::group::{Group, Liveness, Millis, Slot, answer_wait_ms};
 
@@ -47,10 +48,12 @@ pub enum TimerKind {
     Probing,
     /// An assignor call's answer never came back: it is asked again.
     AnswerOverdue,
+    /// The load trigger looks at the group's loads again.
+    LoadCheck,
 }
 
 impl TimerKind {
-    pub const ALL: [TimerKind; 10] = [
+    pub const ALL: [TimerKind; 11] = [
         TimerKind::Start,
         TimerKind::Session,
         TimerKind::Registration,
@@ -61,6 +64,7 @@ impl TimerKind {
         TimerKind::AssignorRetry,
         TimerKind::Probing,
         TimerKind::AnswerOverdue,
+        TimerKind::LoadCheck,
     ];
 
     /// The name `/metrics` and `GET /v1/shards` show.
@@ -76,6 +80,7 @@ impl TimerKind {
             TimerKind::AssignorRetry => "assignor_retry",
             TimerKind::Probing => "probing",
             TimerKind::AnswerOverdue => "answer_overdue",
+            TimerKind::LoadCheck => "load_check",
         }
     }
 
@@ -164,7 +169,7 @@ pub fn slot_deadline(group: &Group, liveness: Option<&Liveness>, slot: &Slot) ->
 /// The earliest moment [`Coordinator::tick`] may act on `group` as a
 /// whole: a batch recovered without its start, the expansion wait (or the
 /// assignor's backoff) of the batch under way, the probing interval while
-/// learners exist.
+/// learners exist, the next check of its loads (load_trigger.rs).
 pub fn group_deadline(group: &Group, liveness: Option<&Liveness>) -> Option<Deadline> {
     let start = Deadline {
         at_ms: 0,
@@ -204,10 +209,18 @@ pub fn group_deadline(group: &Group, liveness: Option<&Liveness>) -> Option<Dead
         });
     }
     let learners = group.target.values().any(|t| !t.learner.is_empty());
-    (learners && !computing).then(|| Deadline {
+    let probing = (learners && !computing).then(|| Deadline {
         at_ms: last_call.saturating_add(group.config.probing_interval_ms),
         kind: TimerKind::Probing,
-    })
+    });
+    let load = load_check_at(group, liveness).map(|at_ms| Deadline {
+        at_ms,
+        kind: TimerKind::LoadCheck,
+    });
+    match (probing, load) {
+        (Some(probing), load) => Some(Deadline::earliest(load, probing)),
+        (None, load) => load,
+    }
 }
 
 /// One group's deadlines.

@@ -16,7 +16,9 @@ use super::{
     ProtocolError, TASKS_PER_GROUP_MAX, TOPICS_PER_GROUP_MAX, invalid, leases::member_timeout_ms,
     load_reports::load_report, membership::check_member_id, refuse_invisible,
 };
-use crate::protocol::group::{Group, Handover, Member, Millis, Record, Slot, SlotTarget, Task};
+use crate::protocol::group::{
+    Group, Handover, Member, Millis, RebalanceReason, Record, Slot, SlotTarget, Task,
+};
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
 
 impl Coordinator {
@@ -184,7 +186,7 @@ impl Coordinator {
                     member,
                 },
             );
-            self.bump(&request.group, now, out);
+            self.bump(&request.group, RebalanceReason::Subscription, now, out);
         }
         Ok(slot)
     }

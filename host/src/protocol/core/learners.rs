@@ -1,14 +1,16 @@
 //! Learners: a learner that reports catching up asks for a new target at
 //! once, and [`safe_target`] turns any assignor's answer into a target that
 //! keeps the host's learner safety (invariant 5 of docs/design.md: no active
-//! task moves cold from a live holder).
+//! task moves cold from a live holder), and a frozen group's freeze.
 
 use std::collections::BTreeMap;
 
 use assignd_guest_sdk::{Assignment, NO_MEMBER};
 
-use super::{Coordinator, Output, swaps::Swaps};
-use crate::protocol::group::{Group, LearnerMode, Liveness, Millis, Slot, SlotTarget, Task};
+use super::{Coordinator, Output, freeze::hold_frozen, swaps::Swaps};
+use crate::protocol::group::{
+    Group, LearnerMode, Liveness, Millis, RebalanceReason, Slot, SlotTarget, Task,
+};
 
 impl Coordinator {
     /// A learner that reports it has caught up asks for a new target at
@@ -36,7 +38,7 @@ impl Coordinator {
         if caught_up {
             let liveness = self.liveness_mut(group_name);
             let paced = liveness.pending_since_ms.is_none() || liveness.catch_up_only;
-            self.bump_urgently(group_name, now, out);
+            self.bump_urgently(group_name, RebalanceReason::CaughtUp, now, out);
             // A batch of catch-ups alone waits for the pace of the last
             // install (targets.rs); a member's failure or arrival in it
             // does not.
@@ -52,6 +54,8 @@ impl Coordinator {
 /// the new member is caught up on, that one moves instead (same balance,
 /// no cold move); otherwise the new member gets a learner for it, at most
 /// `max_learners` in the group. Invariant 5 of docs/design.md, for any assignor.
+/// A frozen group's answer is first held to its installed target
+/// (freeze.rs).
 pub(super) fn safe_target(
     group: &Group,
     liveness: &Liveness,
@@ -59,7 +63,11 @@ pub(super) fn safe_target(
     tasks: &[Task],
     assignment: &Assignment,
 ) -> BTreeMap<Slot, SlotTarget> {
-    let (mut target, learners) = answer_as_target(group, slots, tasks, assignment);
+    let (mut target, mut learners) = answer_as_target(group, slots, tasks, assignment);
+    if group.config.frozen {
+        hold_frozen(group, &mut target);
+        learners = target.values().map(|t| t.learner.len() as u32).sum();
+    }
     if group.config.learners == LearnerMode::Host {
         let learners = warm_free_tasks(group, liveness, &mut target, learners);
         keep_cold_moves_on_their_holders(group, liveness, &mut target, learners);

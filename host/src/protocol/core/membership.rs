@@ -12,7 +12,8 @@ use super::{
     invalid,
 };
 use crate::protocol::group::{
-    FENCED_MEMBER_IDS_MAX, Group, Member, Millis, Record, RemovalReason, Slot, Task,
+    FENCED_MEMBER_IDS_MAX, Group, Member, Millis, RebalanceReason, Record, RemovalReason, Slot,
+    Task,
 };
 use crate::protocol::splitmix::splitmix;
 
@@ -55,7 +56,7 @@ impl Coordinator {
         );
         let liveness = self.liveness_mut(group_name);
         liveness.draining_since_ms.insert(slot.to_owned(), now);
-        self.bump_urgently(group_name, now, out);
+        self.bump_urgently(group_name, RebalanceReason::Drain, now, out);
     }
 
     /// An admin asks a member to drain; `member` is a member id or a static
@@ -203,7 +204,7 @@ impl Coordinator {
             );
         }
         if needs_target {
-            self.bump(&group_name, now, out);
+            self.bump(&group_name, RebalanceReason::Join, now, out);
         }
         Ok(slot)
     }
@@ -353,7 +354,8 @@ impl Coordinator {
         // expiry, a fence, a drain that ran out) leaves tasks without an
         // owner, so the next target is asked for at once (as KIP-848's
         // coordinator does), together with whatever the batch holds.
-        self.bump_urgently(group_name, now, out);
+        let why = RebalanceReason::of_removal(reason);
+        self.bump_urgently(group_name, why, now, out);
     }
 }
 

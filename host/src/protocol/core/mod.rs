@@ -22,6 +22,8 @@
 //! - `swaps`: the index of tasks a learner safety's swap may move;
 //! - `input`: what an assignor sees, and previews;
 //! - `timers`: `tick`, over the groups that are due;
+//! - `load_trigger`: when a group rebalances for load;
+//! - `freeze`: what a frozen group's target keeps;
 //! - `deadlines`: the timer table, `poll_timeout`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,16 +31,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use assignd_guest_sdk::GroupInput;
 use assignd_wire::{ErrorCode, LoadItem, LoadReport};
 
-use super::group::{CallLimits, Group, Liveness, Millis, Record, Slot, Task};
+use super::group::{CallLimits, Group, Liveness, Millis, RebalanceReason, Record, Slot, Task};
 
 mod bindings;
 mod config;
 mod deadlines;
+mod freeze;
 mod heartbeat;
 mod input;
 mod learners;
 mod leases;
 mod load_reports;
+mod load_trigger;
 mod loads;
 mod membership;
 mod routes;
@@ -46,6 +50,7 @@ mod swaps;
 mod targets;
 mod timers;
 
+pub use load_trigger::LOAD_CHECK_MS_MIN;
 pub use routes::ROUTES_VALID_MS_MAX;
 
 pub(crate) use loads::load_view;
@@ -270,6 +275,9 @@ pub struct AssignorCall {
     pub assignor: String,
     /// The binding's limits on the call, under the host's ceilings.
     pub limits: CallLimits,
+    /// Why the group wants a new target: the first change of the batch
+    /// (a retry keeps its call's).
+    pub reason: RebalanceReason,
     /// The assignor to ask when `assignor` fails; its answer goes back
     /// through [`Coordinator::fallback_computed`].
     pub fallback: Option<String>,
@@ -314,6 +322,8 @@ pub struct Coordinator {
     unreached_grace_ms: u64,
 }
 
+    /// Which assignors balance load, as the runtime said.
+    assignor_loads: load_trigger::AssignorLoads,
 /// A group: its durable state, which records change, and what the core
 /// keeps of it besides (rebuilt after a restart, never logged).
 #[derive(Clone, Debug, PartialEq)]
@@ -520,9 +530,9 @@ impl Coordinator {
         );
     }
 
-    /// The group needs a new target: bump its epoch and start (or join) the
-    /// current batch of changes.
-    fn bump(&mut self, group: &str, now: Millis, out: &mut Output) {
+    /// The group needs a new target for `reason`: bump its epoch and start
+    /// (or join) the current batch of changes.
+    fn bump(&mut self, group: &str, reason: RebalanceReason, now: Millis, out: &mut Output) {
         let epoch = self.group_at(group).group_epoch + 1;
         self.emit(
             out,
@@ -535,12 +545,19 @@ impl Coordinator {
         liveness.pending_since_ms.get_or_insert(now);
         // Any change but a catch-up is served without the pace.
         liveness.catch_up_only = false;
+        liveness.rebalances.asked(reason);
     }
 
     /// [`Coordinator::bump`], and the target is asked for at once, without
     /// the expansion wait: tasks are without an owner, or waiting.
-    fn bump_urgently(&mut self, group: &str, now: Millis, out: &mut Output) {
-        self.bump(group, now, out);
+    fn bump_urgently(
+        &mut self,
+        group: &str,
+        reason: RebalanceReason,
+        now: Millis,
+        out: &mut Output,
+    ) {
+        self.bump(group, reason, now, out);
         self.liveness_mut(group).urgent = true;
     }
 

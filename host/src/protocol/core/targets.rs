@@ -62,6 +62,7 @@ impl Coordinator {
         liveness.catch_up_only = false;
         liveness.last_call_ms = Some(now);
         liveness.computing_epoch = Some(group.group_epoch);
+        let reason = liveness.rebalances.call_started();
         let (input, slots, tasks) = assignor_input(group, liveness);
         entry.call = Some(CallInFlight {
             epoch: group.group_epoch,
@@ -73,6 +74,7 @@ impl Coordinator {
             group: group_name.to_owned(),
             epoch: group.group_epoch,
             assignor: group.config.assignor.clone(),
+            reason,
             limits: group.config.assignor_limits,
             fallback: group.config.fallback_assignor.clone(),
             input,
@@ -178,6 +180,7 @@ impl Coordinator {
         // longer a learner of that slot, a later warm-up must signal anew.
         let (group, liveness) = self.entry_mut(group_name);
         liveness.paced_until_ms = Some(now.saturating_add(pace_ms(group)));
+        liveness.rebalances.installed(epoch, now);
         liveness.caught_up_signalled.retain(|(slot, task)| {
             group
                 .target

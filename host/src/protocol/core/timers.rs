@@ -3,12 +3,13 @@
 //! or registration timeout, its release and its drain deadline (allowing
 //! for the host's own lateness, never before a lease it was given ends),
 //! reopens a batch recovered from the log, probes while learners exist,
-//! and starts the assignor calls that are due.
+//! checks loads (load_trigger.rs), and starts the assignor calls that are
+//! due.
 
 use std::collections::BTreeSet;
 
 use super::{Coordinator, HostLoad, Output};
-use crate::protocol::group::{Millis, RemovalReason, answer_wait_ms};
+use crate::protocol::group::{Millis, RebalanceReason, RemovalReason, answer_wait_ms};
 
 impl Coordinator {
     /// Advances timers: expired members, members that did not release in
@@ -126,8 +127,9 @@ impl Coordinator {
                 self.remove(name, &slot, reason, now, out);
             }
             if probe {
-                self.bump_urgently(name, now, out);
+                self.bump_urgently(name, RebalanceReason::Probing, now, out);
             }
+            self.check_load(name, now, out);
             self.maybe_call_assignor(name, now, out);
         }
     }

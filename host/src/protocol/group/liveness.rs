@@ -73,6 +73,8 @@ pub struct Liveness {
     /// The group's assignor failures since this host started (none if its
     /// assignor never failed): transient, not in the log.
     pub failures: Option<AssignorFailures>,
+    /// Why the group rebalances, and its load trigger's clock.
+    pub rebalances: super::Rebalances,
     /// The latest end of the promise of a routing table served
     /// (`routes_valid_ms` after it was served).
     pub routes_promised_until_ms: Option<Millis>,

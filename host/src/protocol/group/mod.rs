@@ -18,6 +18,7 @@ mod bindings;
 mod config;
 mod liveness;
 mod loads;
+mod rebalance;
 mod records;
 mod state;
 
@@ -32,6 +33,7 @@ pub use liveness::{
     Liveness, answer_wait_ms, assignor_retry_ms,
 };
 pub use loads::{Estimate, LoadBook, MemberLoads};
+pub use rebalance::{LastRebalance, LoadClock, RebalanceReason, Rebalances};
 pub use records::{Record, RemovalReason};
 pub(crate) use state::holdings_by_slot;
 pub use state::{FENCED_MEMBER_IDS_MAX, Group, Member, Phase, SlotTarget};
