@@ -37,6 +37,8 @@ interface Args {
   token: string | null;
   endpoint: string | null;
   metadata: Record<string, string>;
+  /** The synthetic load reported for every active task; null: none. */
+  loadPerTask: number | null;
 }
 
 function count(flag: string, value: string | undefined, fallback: number): number {
@@ -46,11 +48,19 @@ function count(flag: string, value: string | undefined, fallback: number): numbe
   return n;
 }
 
+function load(value: string): number {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n < 0 || n > 1e15) {
+    usage(`--load-per-task must be a number from 0 to 1e15, not ${JSON.stringify(value)}`);
+  }
+  return n;
+}
+
 function usage(message: string): never {
   process.stderr.write(
     `worker: ${message}\nusage: worker --group NAME --topics A,B [--url URL[,URL...]] [--name NAME] ` +
       `[--replay-rate N] [--changelog-len N] [--process-rate N] [--state-dir DIR] [--drain-after S] [--token TOKEN]\n` +
-      `              [--endpoint URL] [--metadata KEY=VALUE]...\n`,
+      `              [--endpoint URL] [--metadata KEY=VALUE]... [--load-per-task LOAD]\n`,
   );
   process.exit(2);
 }
@@ -73,6 +83,7 @@ function parse(argv: string[]): Args {
         token: { type: "string" },
         endpoint: { type: "string" },
         metadata: { type: "string", multiple: true },
+        "load-per-task": { type: "string" },
       },
       strict: true,
       allowPositionals: false,
@@ -107,6 +118,7 @@ function parse(argv: string[]): Args {
     token: values.token ?? process.env.ASSIGND_MEMBER_TOKEN ?? null,
     endpoint: values.endpoint ?? null,
     metadata,
+    loadPerTask: values["load-per-task"] === undefined ? null : load(values["load-per-task"]),
   };
 }
 
@@ -177,6 +189,9 @@ function main(): void {
     const now = performance.now();
     states.tick(now - last, (t) => member.mayProcess(t));
     last = now;
+    // Sent only once the host asks, and only what moved.
+    const perTask = args.loadPerTask;
+    if (perTask !== null) member.reportLoad(member.assignment.active.map((t) => [t, perTask] as const));
   }, TICK_MS);
   const drainTimer = args.drainAfterS === null ? null : setTimeout(() => member.drain(), args.drainAfterS * 1000);
 

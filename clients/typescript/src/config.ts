@@ -3,6 +3,7 @@
 import { Logger } from "./logger";
 import { Assignment } from "./tracker";
 import { LagRow } from "./wire";
+import { validLoadCapacity } from "./loads";
 
 /** How long one heartbeat may take before it counts as lost, by default. */
 export const REQUEST_TIMEOUT_DEFAULT_MS = 5_000;
@@ -40,6 +41,10 @@ export interface MemberConfig {
   readonly endpoint?: string | null;
   /** Small string pairs published with the endpoint (zone, version, …). */
   readonly metadata?: Readonly<Record<string, string>>;
+  /** The load this member can carry, in the group's load unit, reported when the host asks for loads; change it with `member.reportLoad`. */
+  readonly loadCapacity?: number | null;
+  /** How far (relative) a task's load may move from the value the host has before it is sent again (default 0.1: 10 %). */
+  readonly loadThreshold?: number;
   /** Lag figures for every heartbeat (default: none). */
   readonly lags?: LagSource;
   /** Where the member logs (default: JSON lines on stderr, warnings and errors). */
@@ -71,6 +76,9 @@ export function checkConfig(config: MemberConfig): void {
   if (token !== undefined && token !== null && !/^[\x21-\x7e]+$/.test(token)) {
     fail("a member token must be visible ASCII characters, at least one");
   }
+  const threshold = config.loadThreshold ?? 0.1;
+  if (!(threshold >= 0) || !Number.isFinite(threshold)) fail("the load threshold must be a finite number, 0 or more");
+  if (!validLoadCapacity(config.loadCapacity ?? null)) fail("a load capacity must be above 0 and at most 1e15");
   checkEndpoint(config.endpoint ?? null, config.metadata ?? {});
 }
 

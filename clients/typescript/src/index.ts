@@ -40,6 +40,7 @@ export { MemberEvent, MemberListener } from "./events";
 export { Codes, Failure, HeartbeatError } from "./failure";
 export { Key, keyBytes, murmur2, partitionForKey } from "./keys";
 export { jsonLogger, LogFields, Logger, LogLevel, silentLogger } from "./logger";
+export { LOAD_MAX, LOAD_THRESHOLD_DEFAULT, LoadItem, LoadReport, UTILISATION_MAX } from "./loads";
 export { MachineConfig, MachineEvent, MemberMachine, retryBackoffMs, StopReason } from "./machine";
 export { Member, MemberStopReason } from "./member";
 export { readRuns, readTasks, TaskRun, TASKS_PER_LIST_MAX, TaskItem, WireError, writeTasks } from "./ranges";

@@ -14,6 +14,7 @@
 
 import { Codes, Failure, failureCode, isTransient, retryAfterMs } from "./failure";
 import { Lease } from "./lease";
+import { LOAD_THRESHOLD_DEFAULT, LoadBook, LoadFields, validLoad, validLoadCapacity, validUtilisation } from "./loads";
 import { Logger, silentLogger } from "./logger";
 import { Task } from "./task";
 import { Assignment, Change, Tracker } from "./tracker";
@@ -43,6 +44,8 @@ export interface MachineConfig {
   readonly endpoint?: string | null;
   /** Small string pairs shown with the member in the routing table; sent on every join unless empty. */
   readonly metadata?: Readonly<Record<string, string>>;
+  /** How far (relative) a task's load moves from the acknowledged value before it is sent again; absent: 0.1. */
+  readonly loadThreshold?: number;
 }
 
 /** What the application must learn, in order. */
@@ -89,6 +92,8 @@ export class MemberMachine {
   private drainAsked = false;
   private leaveAsked = false;
   private lags: LagRow[] = [];
+  /** The loads the application set, and what the host has of them. */
+  private readonly loads: LoadBook;
   /** The endpoint and metadata changed since the last request that carried them was sent: the next one carries them. */
   private endpointChanged = false;
   private due: number;
@@ -110,6 +115,7 @@ export class MemberMachine {
     private readonly log: Logger = silentLogger,
   ) {
     this.due = now;
+    this.loads = new LoadBook(config.loadThreshold ?? LOAD_THRESHOLD_DEFAULT);
     this.chooseJoinId();
   }
 
@@ -150,6 +156,32 @@ export class MemberMachine {
     this.lags = [...lags];
   }
 
+  /**
+   * The application's current load of `task`, in the group's unit; a task
+   * not active here is ignored (a task's load is forgotten once it stops
+   * being active). Returns whether the load is one the host accepts (0 to
+   * 1e15); an invalid one changes nothing.
+   */
+  setLoad(task: Task, load: number): boolean {
+    if (!validLoad(load)) return false;
+    if (this.tracker.isActive(task)) this.loads.setLoad(task, load);
+    return true;
+  }
+
+  /** The member's measured utilisation (1.0: fully used; null: unknown); returns whether the host accepts it. */
+  setUtilisation(utilisation: number | null): boolean {
+    if (!validUtilisation(utilisation)) return false;
+    this.loads.utilisation = utilisation;
+    return true;
+  }
+
+  /** The load the member can carry (null: unknown); returns whether the host accepts it. */
+  setLoadCapacity(capacity: number | null): boolean {
+    if (!validLoadCapacity(capacity)) return false;
+    this.loads.loadCapacity = capacity;
+    return true;
+  }
+
   /** The request to send now, if one is due; it is in flight until an answer or failure. */
   pollRequest(now: number): HeartbeatRequest | null {
     if (!this.requestDue(now)) return null;
@@ -163,7 +195,7 @@ export class MemberMachine {
       this.loseEverythingButId();
       return this.leaveRequest();
     }
-    const request = this.heartbeatRequest();
+    const request = this.heartbeatRequest(this.loads.build());
     this.endpointChanged = false;
     return request;
   }
@@ -193,10 +225,11 @@ export class MemberMachine {
     return { endpoint: null, metadata: null };
   }
 
-  private heartbeatRequest(): HeartbeatRequest {
+  private heartbeatRequest(loads: LoadFields): HeartbeatRequest {
     const joining = this.memberIdValue === "";
     return {
       ...this.endpointFields(joining),
+      ...loads,
       memberId: joining ? this.joinId : this.memberIdValue,
       memberName: this.config.memberName,
       memberEpoch: this.epoch,
@@ -241,6 +274,8 @@ export class MemberMachine {
     this.epoch = response.memberEpoch;
     this.intervalMs = Math.max(response.heartbeatIntervalMs, INTERVAL_MIN_MS);
     const changes = this.tracker.onResponse(response);
+    this.loads.answered(response.loadReport);
+    this.forgetInactiveLoads();
     if (joined) this.events.push({ type: "joined", memberId: response.memberId });
     this.events.push(...changes);
     this.due = flight.sent + this.intervalMs;
@@ -257,6 +292,7 @@ export class MemberMachine {
     if (flight.leave) {
       this.leaveFailed(failure, now);
     } else {
+      this.loads.failed();
       this.judgeLease(failure);
       this.heartbeatFailed(failure, flight.sent, now);
       this.afterHeartbeat(now);
@@ -516,6 +552,7 @@ export class MemberMachine {
 
   private loseEverythingButId(): void {
     const lost = this.tracker.reset();
+    this.forgetInactiveLoads();
     if (lost.length > 0) this.events.push({ type: "lost", tasks: lost });
   }
 
@@ -524,6 +561,12 @@ export class MemberMachine {
     this.memberIdValue = "";
     this.chooseJoinId();
     this.epoch = JOIN_EPOCH;
+    // A new member's host has none of its loads, and asks for them.
+    this.loads.reset();
+  }
+
+  private forgetInactiveLoads(): void {
+    this.loads.retainActive((task) => this.tracker.isActive(task));
   }
 
   private chooseJoinId(): void {

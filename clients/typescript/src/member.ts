@@ -15,8 +15,9 @@ import { checkConfig, checkEndpoint, LagSource, MemberConfig, REQUEST_TIMEOUT_DE
 import { dispatch, MemberEvent, MemberListener } from "./events";
 import { HeartbeatError } from "./failure";
 import { jsonLogger, Logger } from "./logger";
+import { validLoad, validLoadCapacity, validUtilisation } from "./loads";
 import { MachineEvent, MemberMachine, StopReason } from "./machine";
-import { Task } from "./task";
+import { formatTask, Task } from "./task";
 import { Assignment } from "./tracker";
 import { HeartbeatResult, Transport } from "./transport";
 import { HeartbeatRequest } from "./wire";
@@ -78,10 +79,12 @@ export class Member extends EventEmitter {
         idPrefix: chooseIdPrefix(),
         endpoint: config.endpoint ?? null,
         metadata: { ...(config.metadata ?? {}) },
+        loadThreshold: config.loadThreshold,
       },
       this.now(),
       this.log,
     );
+    this.machine.setLoadCapacity(config.loadCapacity ?? null);
     this.closed = new Promise((resolve) => (this.settle = resolve));
   }
 
@@ -158,6 +161,36 @@ export class Member extends EventEmitter {
   setEndpoint(endpoint: string | null, metadata: Readonly<Record<string, string>> = {}): void {
     checkEndpoint(endpoint, metadata);
     this.machine.setEndpoint(endpoint, metadata);
+  }
+
+  /**
+   * Sets the current load of active tasks, in the group's load unit
+   * (`[task, load]` pairs or a `Map`), and, when given, the member's
+   * measured `utilisation` (1.0: fully used) and the `loadCapacity` it can
+   * carry. They go with a later heartbeat once the host asks for loads:
+   * all of them after a join or a coordinator change, else those that
+   * moved by more than the config's `loadThreshold`. A task not active
+   * here is ignored, and a task's load is forgotten once it stops being
+   * active. Throws a `TypeError` for a value the host would refuse,
+   * changing nothing; it sends no heartbeat itself.
+   */
+  reportLoad(
+    loads: Iterable<readonly [Task, number]>,
+    options: { readonly utilisation?: number; readonly loadCapacity?: number } = {},
+  ): void {
+    const pairs = [...loads];
+    for (const [task, load] of pairs) {
+      if (!validLoad(load)) throw new TypeError(`the load ${load} of ${formatTask(task)} is not a number from 0 to 1e15`);
+    }
+    if (options.utilisation !== undefined && !validUtilisation(options.utilisation)) {
+      throw new TypeError(`a utilisation must be a number from 0 to 10, not ${options.utilisation}`);
+    }
+    if (options.loadCapacity !== undefined && !validLoadCapacity(options.loadCapacity)) {
+      throw new TypeError(`a load capacity must be above 0 and at most 1e15, not ${options.loadCapacity}`);
+    }
+    for (const [task, load] of pairs) this.machine.setLoad(task, load);
+    if (options.utilisation !== undefined) this.machine.setUtilisation(options.utilisation);
+    if (options.loadCapacity !== undefined) this.machine.setLoadCapacity(options.loadCapacity);
   }
 
   /**

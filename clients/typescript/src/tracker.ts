@@ -129,6 +129,11 @@ export class Tracker {
     return this.revoking.size > 0;
   }
 
+  /** Whether `task` is active here (not being released). */
+  isActive(task: Task): boolean {
+    return this.active.has(task);
+  }
+
   /** Whether `task` is active or being released here. */
   holds(t: Task): boolean {
     return this.active.has(t) || this.revoking.has(taskKey(t));

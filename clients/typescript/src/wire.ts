@@ -6,6 +6,7 @@
  */
 
 import { readTasks, TaskItem, WireError, writeTasks } from "./ranges";
+import { LoadItem, LoadReport, readLoadReport } from "./loads";
 import { Task } from "./task";
 
 /** The member epoch a join sends. */
@@ -36,6 +37,10 @@ export interface HeartbeatRequest {
   readonly endpoint?: string | null;
   /** The pairs shown with the endpoint, replacing the host's; null or absent leaves them as they are. */
   readonly metadata?: Readonly<Record<string, string>> | null;
+  /** Load items, sent only after an answer asked for loads; null or absent: none. */
+  readonly loads?: readonly LoadItem[] | null;
+  readonly utilisation?: number | null;
+  readonly loadCapacity?: number | null;
 }
 
 /** The request as its JSON body: absent fields are left out. */
@@ -53,6 +58,9 @@ export function encodeRequest(request: HeartbeatRequest): Record<string, unknown
   body.task_ranges = true;
   if (request.endpoint !== undefined && request.endpoint !== null) body.endpoint = request.endpoint;
   if (request.metadata !== undefined && request.metadata !== null) body.metadata = { ...request.metadata };
+  if (request.loads !== undefined && request.loads !== null) body.loads = request.loads.map((item) => [...item]);
+  if (request.utilisation !== undefined && request.utilisation !== null) body.utilisation = request.utilisation;
+  if (request.loadCapacity !== undefined && request.loadCapacity !== null) body.load_capacity = request.loadCapacity;
   return body;
 }
 
@@ -73,6 +81,8 @@ export interface HeartbeatResponse {
   readonly unreachedLeaseMs: number | null;
   /** While a heartbeat is in flight, the unreached lease ends at its send time plus this. */
   readonly unreachedFlightMs: number | null;
+  /** What the next heartbeat reports of the member's loads ("none" when absent or unknown). */
+  readonly loadReport: LoadReport;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -119,6 +129,7 @@ export function decodeResponse(body: unknown): HeartbeatResponse {
     leaseMs: optionalCount(body, "lease_ms"),
     unreachedLeaseMs: optionalCount(body, "unreached_lease_ms"),
     unreachedFlightMs: optionalCount(body, "unreached_flight_ms"),
+    loadReport: readLoadReport(body.load_report),
   };
 }
 

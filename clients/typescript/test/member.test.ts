@@ -147,4 +147,34 @@ describe("the member", () => {
     await member.leave();
     assert.ok(!("endpoint" in h.seen[h.seen.length - 1].body));
   });
+
+  it("reports loads once the host asks, and refuses values the host would refuse", async () => {
+    const h = await host((seen, res) => {
+      if (isLeave(seen)) return json(res, 200, answer("m", 0));
+      const report = seen.body.member_epoch === 0 ? {} : { load_report: "full" };
+      json(res, 200, answer("m", 1, [["orders", 0, 2]], { heartbeat_interval_ms: 20, ...report }));
+    });
+    const { member } = start(h.base, { loadCapacity: 300 });
+    await until("assigned", () => member.assignment.active.length === 3);
+    assert.throws(() => member.reportLoad([[task("orders", 0), Number.NaN]]), /load/);
+    assert.throws(() => member.reportLoad([], { utilisation: 11 }), /utilisation/);
+    member.reportLoad(
+      [
+        [task("orders", 0), 7],
+        [task("orders", 1), 7],
+        [task("orders", 2), 2.5],
+      ],
+      { utilisation: 0.25 },
+    );
+    const carries = (s: Seen): boolean => Array.isArray(s.body.loads) && (s.body.loads as unknown[]).length === 2;
+    await until("the loads are sent", () => h.seen.some(carries));
+    const body = h.seen.find(carries)!.body;
+    assert.deepEqual([body.loads, body.utilisation, body.load_capacity], [[["orders", 0, 1, 7], ["orders", 2, 2.5]], 0.25, 300]);
+    await member.leave();
+  });
+
+  it("refuses a load config the host would refuse", () => {
+    assert.throws(() => start("http://127.0.0.1:1", { loadCapacity: 0 }), /load capacity/);
+    assert.throws(() => start("http://127.0.0.1:1", { loadThreshold: -1 }), /load threshold/);
+  });
 });

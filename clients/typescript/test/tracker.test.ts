@@ -24,6 +24,7 @@ function answer(active: number[], revoking: number[] = [], learner: number[] = [
     leaseMs: null,
     unreachedLeaseMs: null,
     unreachedFlightMs: null,
+    loadReport: "none",
   };
 }
 

@@ -39,6 +39,7 @@ interface Vector {
     id_prefix: string;
     endpoint?: string | null;
     metadata?: Record<string, string>;
+    load_threshold?: number;
   };
   steps: Step[];
 }
@@ -149,6 +150,17 @@ function apply(machine: MemberMachine, step: Step): { [key: string]: Json } {
     case "set_endpoint":
       machine.setEndpoint(input.endpoint as string | null, input.metadata as Record<string, string>);
       return {};
+    case "set_loads":
+      for (const [topic, partition, load] of input.loads as [string, number, number][]) {
+        assert.ok(machine.setLoad({ topic, partition }, load), `set_loads ${topic} ${partition} ${load}`);
+      }
+      return {};
+    case "set_utilisation":
+      assert.ok(machine.setUtilisation(input.utilisation as number | null));
+      return {};
+    case "set_load_capacity":
+      assert.ok(machine.setLoadCapacity(input.load_capacity as number | null));
+      return {};
     case "check":
       return { may_process: readTasks(input.may_process).map((t) => machine.mayProcess(t, at)) };
     default:
@@ -182,6 +194,7 @@ function replay(vector: Vector): void {
       idPrefix: c.id_prefix,
       endpoint: c.endpoint ?? null,
       metadata: c.metadata ?? {},
+      loadThreshold: c.load_threshold,
     },
     0,
   );
