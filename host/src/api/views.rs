@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 
 use crate::protocol::core::Coordinator;
 use crate::protocol::group::{
-    AssignorFailures, Binding, Group, GroupConfig, Member, Phase, Slot, Task,
+    AssignorFailures, Binding, Group, GroupConfig, LoadClock, Member, Phase, Slot, Task,
 };
 use crate::protocol::reconcile::MemberState;
 
 use super::wire::{
-    AssignorFailuresView, BindingView, GroupState, GroupSummary, GroupView, LagRow, LearnerView,
-    MemberView, ReconcileState, TargetView,
+    AssignorFailuresView, BindingView, GroupState, GroupSummary, GroupView, LagRow,
+    LastRebalanceView, LearnerView, LoadTriggerView, MemberView, ReconcileState, TargetView,
 };
 
 /// The group's state on the wire: its [`Group::phase`] (the metrics count
@@ -71,6 +71,16 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
         assignor_failures: liveness
             .and_then(|l| l.failures.as_ref())
             .map(failures_view),
+        last_rebalance: liveness
+            .and_then(|l| l.rebalances.last)
+            .map(|last| LastRebalanceView {
+                epoch: last.epoch,
+                reason: last.reason.label().to_owned(),
+                at_ms: last.at_ms,
+            }),
+        load_trigger: liveness
+            .filter(|_| group.config.load_unit.is_some())
+            .map(|l| load_trigger_view(&group.config, &l.rebalances.load)),
     })
 }
 
@@ -143,6 +153,17 @@ fn binding_view(binding: &Binding) -> BindingView {
         epoch: binding.epoch,
         at_ms: binding.at_ms,
         rollback_to: binding.rollback_to,
+    }
+}
+
+fn load_trigger_view(config: &GroupConfig, clock: &LoadClock) -> LoadTriggerView {
+    LoadTriggerView {
+        outside_band_since_ms: clock.outside_since_ms,
+        last_load_rebalance_ms: clock.last_load_ms,
+        cooldown_until_ms: clock
+            .last_load_ms
+            .or(clock.took_ms)
+            .map(|from| from.saturating_add(config.load_cooldown_ms)),
     }
 }
 

@@ -208,6 +208,44 @@ pub struct GroupView {
     /// kept across a restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignor_failures: Option<AssignorFailuresView>,
+    /// The last target this host process installed, and why (absent until
+    /// it installs one): transient state, not kept across a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_rebalance: Option<LastRebalanceView>,
+    /// Where the load trigger stands (absent when the group has no
+    /// `load_unit`): transient state, started over by a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_trigger: Option<LoadTriggerView>,
+}
+
+/// A target installed, and what asked for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LastRebalanceView {
+    /// The group epoch the target answers.
+    pub epoch: u64,
+    /// The first change of the batch it answers: `join`, `leave`,
+    /// `expiry`, `fence`, `subscription`, `config`, `caught_up`,
+    /// `probing`, `drain`, `load` or `recovered` (a target the group
+    /// waited for when this host took it).
+    pub reason: String,
+    /// When it was installed: host milliseconds (since that host process
+    /// started).
+    pub at_ms: u64,
+}
+
+/// The load trigger of a group with a `load_unit` (host ms, since that host
+/// process started).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LoadTriggerView {
+    /// Since when the checks in a row found the loads outside their band,
+    /// if they do; a load rebalance follows `load_window_ms` after it, once
+    /// the cooldown has passed.
+    pub outside_band_since_ms: Option<u64>,
+    /// The last load rebalance this host asked for, if any.
+    pub last_load_rebalance_ms: Option<u64>,
+    /// No load rebalance before then: `load_cooldown_ms` after the last,
+    /// or after this host took the group.
+    pub cooldown_until_ms: Option<u64>,
 }
 
 /// Serializes a config without its token digests, whatever they hold.
