@@ -23,6 +23,9 @@ import java.util.Map;
  *                    it out (the host keeps what it has)
  * @param metadata    the pairs published with it ({@code {}} for none), or {@code null} to
  *                    leave them out
+ * @param loads       load items, sent only after an answer asked for loads, or {@code null}
+ * @param utilisation the member's measured utilisation, or {@code null}
+ * @param loadCapacity the load it can carry, or {@code null}
  */
 public record HeartbeatRequest(
         String memberId,
@@ -36,7 +39,10 @@ public record HeartbeatRequest(
         boolean drain,
         boolean taskRanges,
         String endpoint,
-        Map<String, String> metadata) {
+        Map<String, String> metadata,
+        List<LoadItem> loads,
+        Double utilisation,
+        Double loadCapacity) {
 
     /** The member epoch a join sends. */
     public static final long JOIN_EPOCH = 0;
@@ -49,11 +55,20 @@ public record HeartbeatRequest(
         this(memberId, memberName, memberEpoch, topics, rack, capacity, owned, lags, drain, taskRanges, null, null);
     }
 
+    /** A request that carries no load fields. */
+    public HeartbeatRequest(String memberId, String memberName, long memberEpoch, List<String> topics, String rack,
+            Integer capacity, List<Task> owned, List<Lag> lags, boolean drain, boolean taskRanges, String endpoint,
+            Map<String, String> metadata) {
+        this(memberId, memberName, memberEpoch, topics, rack, capacity, owned, lags, drain, taskRanges, endpoint,
+                metadata, null, null, null);
+    }
+
     public HeartbeatRequest {
         metadata = metadata == null ? null : Map.copyOf(metadata);
         topics = topics == null ? null : List.copyOf(topics);
         owned = owned == null ? null : List.copyOf(owned);
         lags = lags == null ? null : List.copyOf(lags);
+        loads = loads == null ? null : List.copyOf(loads);
     }
 
     public boolean isLeave() {

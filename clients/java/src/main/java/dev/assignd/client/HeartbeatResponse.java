@@ -15,6 +15,7 @@ import java.util.TreeSet;
  *                          {@code null} from a host before it
  * @param unreachedFlightMs while a heartbeat is in flight, the unreached lease
  *                          counts only up to that heartbeat's send time plus this
+ * @param loadReport        what the next heartbeat reports of the member's loads
  */
 public record HeartbeatResponse(
         String memberId,
@@ -28,13 +29,23 @@ public record HeartbeatResponse(
         boolean drained,
         Long leaseMs,
         Long unreachedLeaseMs,
-        Long unreachedFlightMs) {
+        Long unreachedFlightMs,
+        LoadReport loadReport) {
+
+    /** An answer from a host without loads. */
+    public HeartbeatResponse(String memberId, long memberEpoch, long heartbeatIntervalMs, SortedSet<Task> active,
+            SortedSet<Task> revoking, SortedSet<Task> learner, SortedSet<Task> standby, boolean draining,
+            boolean drained, Long leaseMs, Long unreachedLeaseMs, Long unreachedFlightMs) {
+        this(memberId, memberEpoch, heartbeatIntervalMs, active, revoking, learner, standby, draining, drained, leaseMs,
+                unreachedLeaseMs, unreachedFlightMs, LoadReport.NONE);
+    }
 
     public HeartbeatResponse {
         active = frozen(active);
         revoking = frozen(revoking);
         learner = frozen(learner);
         standby = frozen(standby);
+        loadReport = loadReport == null ? LoadReport.NONE : loadReport;
     }
 
     private static SortedSet<Task> frozen(SortedSet<Task> tasks) {

@@ -19,13 +19,21 @@ import java.util.Objects;
  * @param endpoint   where the member serves (a URL or {@code host:port}), for the group's
  *                   routing table; {@code null} publishes none. Sent on every join.
  * @param metadata   small string pairs published with it; sent on every join unless empty
+ * @param loadThreshold how far (relative) a task's load moves from the value the host acknowledged
+ *                   before it is sent again
  */
 public record MachineConfig(String memberName, List<String> topics, String rack, int capacity, String idPrefix,
-        String endpoint, Map<String, String> metadata) {
+        String endpoint, Map<String, String> metadata, double loadThreshold) {
 
     /** A member that publishes no endpoint. */
     public MachineConfig(String memberName, List<String> topics, String rack, int capacity, String idPrefix) {
         this(memberName, topics, rack, capacity, idPrefix, null, Map.of());
+    }
+
+    /** A member with the default load threshold (10 %). */
+    public MachineConfig(String memberName, List<String> topics, String rack, int capacity, String idPrefix,
+            String endpoint, Map<String, String> metadata) {
+        this(memberName, topics, rack, capacity, idPrefix, endpoint, metadata, LoadBook.LOAD_THRESHOLD_DEFAULT);
     }
 
     public MachineConfig {
@@ -39,6 +47,6 @@ public record MachineConfig(String memberName, List<String> topics, String rack,
 
     /** The same member, serving at {@code endpoint} ({@code null}: nowhere) with {@code metadata}. */
     public MachineConfig withEndpoint(String endpoint, Map<String, String> metadata) {
-        return new MachineConfig(memberName, topics, rack, capacity, idPrefix, endpoint, metadata);
+        return new MachineConfig(memberName, topics, rack, capacity, idPrefix, endpoint, metadata, loadThreshold);
     }
 }

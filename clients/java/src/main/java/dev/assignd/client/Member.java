@@ -53,9 +53,11 @@ public final class Member implements AutoCloseable {
         Transport transport = new Transport(config.url(), config.group(), config.memberToken(),
                 config.requestTimeout());
         MachineConfig machineConfig = new MachineConfig(config.memberName(), config.topics(), config.rack(),
-                config.capacity(), chooseIdPrefix(), config.endpoint(), config.metadata());
+                config.capacity(), chooseIdPrefix(), config.endpoint(), config.metadata(), config.loadThreshold());
         String name = config.group() + (config.memberName() == null ? "" : "-" + config.memberName());
-        MemberLoop loop = new MemberLoop(new MemberMachine(machineConfig, 0), transport, lagSource, listener, name);
+        MemberMachine machine = new MemberMachine(machineConfig, 0);
+        machine.setLoadCapacity(config.loadCapacity());
+        MemberLoop loop = new MemberLoop(machine, transport, lagSource, listener, name);
         Member member = new Member(loop, name);
         member.thread.start();
         return member;
@@ -126,6 +128,44 @@ public final class Member implements AutoCloseable {
     public void setEndpoint(String endpoint, Map<String, String> metadata) {
         MemberConfig.checkEndpoint(endpoint, metadata);
         loop.setEndpoint(endpoint, Map.copyOf(metadata));
+    }
+
+    /**
+     * Sets the current load of active tasks, in the group's load unit (records/s,
+     * bytes/s, ...: whatever the group's {@code load_unit} names). They go with a
+     * later heartbeat once the host asks for loads: all of them after a join or a
+     * coordinator change, else those that moved by more than the config's
+     * {@code loadThreshold}. A task not active here is ignored, and a task's load
+     * is forgotten once it stops being active. No heartbeat is sent for it.
+     *
+     * @throws IllegalArgumentException for a load that is not a finite number from 0
+     *                                  to 1e15 (nothing changes)
+     */
+    public void reportLoad(Map<Task, Double> loads) {
+        reportLoad(loads, null, null);
+    }
+
+    /**
+     * {@link #reportLoad(Map)}, with the member's measured {@code utilisation} (1.0:
+     * fully used, at most 10) and the {@code loadCapacity} it can carry (above 0, at
+     * most 1e15); {@code null} leaves either as it is.
+     *
+     * @throws IllegalArgumentException for a value the host would refuse (nothing changes)
+     */
+    public void reportLoad(Map<Task, Double> loads, Double utilisation, Double loadCapacity) {
+        loads.forEach((task, load) -> {
+            if (load == null || !LoadBook.validLoad(load)) {
+                throw new IllegalArgumentException("the load " + load + " of " + task
+                        + " is not a finite number from 0 to 1e15");
+            }
+        });
+        if (!LoadBook.validUtilisation(utilisation)) {
+            throw new IllegalArgumentException("a utilisation must be a finite number from 0 to 10, not " + utilisation);
+        }
+        if (!LoadBook.validLoadCapacity(loadCapacity)) {
+            throw new IllegalArgumentException("a load capacity must be above 0 and at most 1e15, not " + loadCapacity);
+        }
+        loop.reportLoad(Map.copyOf(loads), utilisation, loadCapacity);
     }
 
     /**

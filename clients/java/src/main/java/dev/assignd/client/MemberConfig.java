@@ -26,6 +26,10 @@ import java.util.TreeMap;
  * @param endpoint       where this member serves (a URL or {@code host:port}), published in
  *                       the group's routing table for routers to send its keys to;
  *                       {@code null} publishes none. {@link Member#setEndpoint} changes it.
+ * @param loadCapacity   the load it can carry, in the group's load unit, reported when the host
+ *                       asks for loads; {@code null}: none
+ * @param loadThreshold  how far (relative) a task's load moves from what the host has before it
+ *                       is sent again (default 0.1: 10 %)
  * @param metadata       small string pairs published with it (zone, version, ...), at most
  *                       {@link #METADATA_PAIRS_MAX}
  */
@@ -39,7 +43,9 @@ public record MemberConfig(
         String memberToken,
         Duration requestTimeout,
         String endpoint,
-        Map<String, String> metadata) {
+        Map<String, String> metadata,
+        Double loadCapacity,
+        double loadThreshold) {
 
     /** How long one heartbeat may take by default. */
     public static final Duration REQUEST_TIMEOUT_DEFAULT = Duration.ofSeconds(5);
@@ -59,31 +65,32 @@ public record MemberConfig(
 
     /** A dynamic member of {@code group} at {@code url} subscribing to {@code topics}, capacity 1, no rack. */
     public static MemberConfig of(String url, String group, List<String> topics) {
-        return new MemberConfig(url, group, null, topics, null, 1, null, REQUEST_TIMEOUT_DEFAULT, null, Map.of());
+        return new MemberConfig(url, group, null, topics, null, 1, null, REQUEST_TIMEOUT_DEFAULT, null, Map.of(), null,
+                LoadBook.LOAD_THRESHOLD_DEFAULT);
     }
 
     /** Makes this a static member named {@code name}. */
     public MemberConfig withName(String name) {
-        return new MemberConfig(url, group, name, topics, rack, capacity, memberToken, requestTimeout, endpoint, metadata);
+        return new MemberConfig(url, group, name, topics, rack, capacity, memberToken, requestTimeout, endpoint, metadata, loadCapacity, loadThreshold);
     }
 
     public MemberConfig withRack(String rack) {
-        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint, metadata);
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint, metadata, loadCapacity, loadThreshold);
     }
 
     public MemberConfig withCapacity(int capacity) {
-        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint, metadata);
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint, metadata, loadCapacity, loadThreshold);
     }
 
     /** Sends {@code token} as the group's member token. */
     public MemberConfig withMemberToken(String token) {
-        return new MemberConfig(url, group, memberName, topics, rack, capacity, token, requestTimeout, endpoint, metadata);
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, token, requestTimeout, endpoint, metadata, loadCapacity, loadThreshold);
     }
 
     /** Publishes {@code endpoint} (a URL or {@code host:port}, visible ASCII) as where this member serves. */
     public MemberConfig withEndpoint(String endpoint) {
         return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint,
-                metadata);
+                metadata, loadCapacity, loadThreshold);
     }
 
     /** Publishes the pair {@code key} = {@code value} with the endpoint. */
@@ -91,11 +98,23 @@ public record MemberConfig(
         Map<String, String> more = new TreeMap<>(metadata);
         more.put(key, value);
         return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint,
-                more);
+                more, loadCapacity, loadThreshold);
     }
 
     public MemberConfig withRequestTimeout(Duration timeout) {
-        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, timeout, endpoint, metadata);
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, timeout, endpoint, metadata, loadCapacity, loadThreshold);
+    }
+
+    /** Reports {@code capacity} (in the group's load unit) as the load this member can carry, when the host asks. */
+    public MemberConfig withLoadCapacity(double load) {
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint,
+                metadata, load, loadThreshold);
+    }
+
+    /** Resends a task's load once it moved by more than {@code threshold} (relative: 0.1 for 10 %) from what the host has. */
+    public MemberConfig withLoadThreshold(double threshold) {
+        return new MemberConfig(url, group, memberName, topics, rack, capacity, memberToken, requestTimeout, endpoint,
+                metadata, loadCapacity, threshold);
     }
 
     /**
@@ -121,6 +140,12 @@ public record MemberConfig(
         }
         if (memberToken != null && (memberToken.isEmpty() || !memberToken.chars().allMatch(c -> c > 0x20 && c < 0x7f))) {
             throw new IllegalArgumentException("a member token must be visible ASCII characters, at least one");
+        }
+        if (!Double.isFinite(loadThreshold) || loadThreshold < 0) {
+            throw new IllegalArgumentException("the load threshold must be a finite number, 0 or more");
+        }
+        if (!LoadBook.validLoadCapacity(loadCapacity)) {
+            throw new IllegalArgumentException("a load capacity must be above 0 and at most 1e15");
         }
         HeartbeatUrls.all(url, group);
         checkEndpoint(endpoint, metadata);

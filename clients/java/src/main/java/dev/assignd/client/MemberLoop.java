@@ -37,6 +37,10 @@ final class MemberLoop implements Runnable {
         record SetEndpoint(String endpoint, Map<String, String> metadata) implements Input {
         }
 
+        /** Loads, and the utilisation and load capacity when not {@code null}. */
+        record ReportLoad(Map<Task, Double> loads, Double utilisation, Double loadCapacity) implements Input {
+        }
+
         record Leave() implements Input {
         }
 
@@ -104,6 +108,10 @@ final class MemberLoop implements Runnable {
 
     void setEndpoint(String endpoint, Map<String, String> metadata) {
         inbox.add(new Input.SetEndpoint(endpoint, metadata));
+    }
+
+    void reportLoad(Map<Task, Double> loads, Double utilisation, Double loadCapacity) {
+        inbox.add(new Input.ReportLoad(loads, utilisation, loadCapacity));
     }
 
     void leave() {
@@ -222,6 +230,14 @@ final class MemberLoop implements Runnable {
             machine.drain(now);
         } else if (input instanceof Input.SetEndpoint change) {
             machine.setEndpoint(change.endpoint(), change.metadata());
+        } else if (input instanceof Input.ReportLoad report) {
+            report.loads().forEach(machine::setLoad);
+            if (report.utilisation() != null) {
+                machine.setUtilisation(report.utilisation());
+            }
+            if (report.loadCapacity() != null) {
+                machine.setLoadCapacity(report.loadCapacity());
+            }
         } else if (input instanceof Input.Leave) {
             machine.leave(now);
         } else if (input instanceof Input.Abort) {

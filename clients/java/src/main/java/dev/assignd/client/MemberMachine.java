@@ -43,6 +43,8 @@ public final class MemberMachine {
     /** Replaced by {@link #setEndpoint}. */
     private MachineConfig config;
     private final Tracker tracker = new Tracker();
+    /** The loads the application set, and what the host has of them. */
+    private final LoadBook loads;
     private final Lease lease = new Lease();
     private final Deque<MemberEvent> events = new ArrayDeque<>();
     /** Empty until joined (and again before a rejoin). */
@@ -89,6 +91,7 @@ public final class MemberMachine {
     public MemberMachine(MachineConfig config, long now) {
         this.config = config;
         this.due = now;
+        this.loads = new LoadBook(config.loadThreshold());
         chooseJoinId();
     }
 
@@ -198,6 +201,40 @@ public final class MemberMachine {
 
     // ---- inputs ----
 
+    /**
+     * The application's current load of {@code task}, in the group's unit; a task
+     * not active here is ignored (a task's load is forgotten once it stops being
+     * active). Returns whether the load is one the host accepts (0 to 1e15); an
+     * invalid one changes nothing.
+     */
+    public boolean setLoad(Task task, double load) {
+        if (!LoadBook.validLoad(load)) {
+            return false;
+        }
+        if (tracker.isActive(task)) {
+            loads.setLoad(task, load);
+        }
+        return true;
+    }
+
+    /** The member's measured utilisation (1.0: fully used; {@code null}: unknown); returns whether the host accepts it. */
+    public boolean setUtilisation(Double utilisation) {
+        if (!LoadBook.validUtilisation(utilisation)) {
+            return false;
+        }
+        loads.utilisation = utilisation;
+        return true;
+    }
+
+    /** The load the member can carry ({@code null}: unknown); returns whether the host accepts it. */
+    public boolean setLoadCapacity(Double capacity) {
+        if (!LoadBook.validLoadCapacity(capacity)) {
+            return false;
+        }
+        loads.loadCapacity = capacity;
+        return true;
+    }
+
     /** The application's lag figures; they replace the last report and go in every later heartbeat. */
     public void reportLags(List<Lag> rows) {
         lags = List.copyOf(rows);
@@ -222,7 +259,7 @@ public final class MemberMachine {
             loseEverythingButId();
             return Optional.of(leaveRequest());
         }
-        HeartbeatRequest request = heartbeatRequest();
+        HeartbeatRequest request = heartbeatRequest(loads.build());
         endpointChanged = false;
         return Optional.of(request);
     }
@@ -256,6 +293,8 @@ public final class MemberMachine {
         epoch = response.memberEpoch();
         intervalMs = Math.max(response.heartbeatIntervalMs(), INTERVAL_MIN_MS);
         List<MemberEvent> changes = tracker.onResponse(response);
+        loads.answered(response.loadReport());
+        forgetInactiveLoads();
         if (joined) {
             events.addLast(new MemberEvent.Joined(response.memberId()));
         }
@@ -280,6 +319,7 @@ public final class MemberMachine {
         if (inFlightLeave) {
             leaveFailed(failure, now);
         } else {
+            loads.failed();
             lease.failed(failure, tracker.isReleasing(), memberId);
             FailurePolicy.apply(this, failure, sent, now);
             afterHeartbeat(now);
@@ -425,6 +465,7 @@ public final class MemberMachine {
 
     void loseEverythingButId() {
         List<Task> lost = tracker.reset();
+        forgetInactiveLoads();
         if (!lost.isEmpty()) {
             events.addLast(new MemberEvent.Lost(lost));
         }
@@ -435,6 +476,12 @@ public final class MemberMachine {
         memberId = "";
         chooseJoinId();
         epoch = HeartbeatRequest.JOIN_EPOCH;
+        // A new member's host has none of its loads, and asks for them.
+        loads.reset();
+    }
+
+    private void forgetInactiveLoads() {
+        loads.retainActive(tracker::isActive);
     }
 
     void chooseJoinId() {
@@ -450,7 +497,7 @@ public final class MemberMachine {
      * that carried them; else a join carries those set; else neither (the host
      * keeps what it has).
      */
-    private HeartbeatRequest heartbeatRequest() {
+    private HeartbeatRequest heartbeatRequest(LoadBook.Fields load) {
         boolean joining = memberId.isEmpty();
         String endpoint = null;
         Map<String, String> metadata = null;
@@ -473,7 +520,10 @@ public final class MemberMachine {
                 drain,
                 true,
                 endpoint,
-                metadata);
+                metadata,
+                load.loads(),
+                load.utilisation(),
+                load.loadCapacity());
     }
 
     private HeartbeatRequest leaveRequest() {

@@ -116,6 +116,11 @@ final class Tracker {
         return changes;
     }
 
+    /** Whether {@code task} is active here (not being released). */
+    boolean isActive(Task task) {
+        return active.contains(task);
+    }
+
     boolean holdsAny() {
         return !active.isEmpty() || !revoking.isEmpty();
     }

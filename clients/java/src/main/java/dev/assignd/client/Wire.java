@@ -60,6 +60,22 @@ public final class Wire {
             ObjectNode metadata = body.putObject("metadata");
             new TreeMap<>(request.metadata()).forEach(metadata::put);
         }
+        if (request.loads() != null) {
+            ArrayNode loads = body.putArray("loads");
+            for (LoadItem item : request.loads()) {
+                ArrayNode row = loads.addArray().add(item.topic()).add(item.first());
+                if (item.first() != item.last()) {
+                    row.add(item.last());
+                }
+                row.add(item.load());
+            }
+        }
+        if (request.utilisation() != null) {
+            body.put("utilisation", request.utilisation());
+        }
+        if (request.loadCapacity() != null) {
+            body.put("load_capacity", request.loadCapacity());
+        }
         return body;
     }
 
@@ -97,7 +113,8 @@ public final class Wire {
                 flag(body, "drained"),
                 optional(body, "lease_ms"),
                 optional(body, "unreached_lease_ms"),
-                optional(body, "unreached_flight_ms"));
+                optional(body, "unreached_flight_ms"),
+                LoadReport.fromWire(body.path("load_report").textValue()));
     }
 
     /** The error body's code and message, or {@code null} if {@code body} is not one. */

@@ -77,7 +77,7 @@ class ConformanceVectorsTest {
         config.get("topics").forEach(topic -> topics.add(topic.textValue()));
         return new MachineConfig(text(config.get("member_name")), topics, text(config.get("rack")),
                 config.get("capacity").intValue(), config.get("id_prefix").textValue(), text(config.get("endpoint")),
-                pairs(config.get("metadata")));
+                pairs(config.get("metadata")), config.path("load_threshold").asDouble(0.1));
     }
 
     /** Feeds one input to the machine; returns every output it is checked on. */
@@ -113,6 +113,18 @@ class ConformanceVectorsTest {
                 break;
             case "set_endpoint":
                 machine.setEndpoint(text(input.get("endpoint")), pairs(input.get("metadata")));
+                break;
+            case "set_loads":
+                for (JsonNode row : input.get("loads")) {
+                    assertTrue(machine.setLoad(new Task(row.get(0).textValue(), row.get(1).intValue()),
+                            row.get(2).doubleValue()), "set_loads " + row);
+                }
+                break;
+            case "set_utilisation":
+                assertTrue(machine.setUtilisation(number(input.get("utilisation"))));
+                break;
+            case "set_load_capacity":
+                assertTrue(machine.setLoadCapacity(number(input.get("load_capacity"))));
                 break;
             case "check": {
                 ArrayNode answers = outputs.putArray("may_process");
@@ -162,6 +174,10 @@ class ConformanceVectorsTest {
             node.fields().forEachRemaining(e -> out.put(e.getKey(), e.getValue().textValue()));
         }
         return out;
+    }
+
+    private static Double number(JsonNode node) {
+        return node == null || node.isNull() ? null : node.doubleValue();
     }
 
     private static String text(JsonNode node) {

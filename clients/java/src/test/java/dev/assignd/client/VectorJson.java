@@ -123,6 +123,12 @@ final class VectorJson {
         if (node == null) {
             return JSON.nullNode();
         }
+        if (node.isFloatingPointNumber()) {
+            // A load the Rust machine writes as 100.0 and a port as 100 are one value.
+            double value = node.doubleValue();
+            return value == Math.rint(value) && Math.abs(value) < 0x1p53 ? JSON.numberNode((long) value)
+                    : JSON.numberNode(value);
+        }
         if (node.isIntegralNumber()) {
             BigInteger value = node.bigIntegerValue();
             return value.bitLength() < 64 ? JSON.numberNode(value.longValue()) : JSON.numberNode(value);

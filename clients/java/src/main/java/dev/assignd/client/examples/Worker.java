@@ -98,6 +98,12 @@ public final class Worker implements RebalanceListener {
                 }
             }
             last[0] = now;
+            if (args.loadPerTask() != null) {
+                // Sent only once the host asks, and only what moved.
+                Map<Task, Double> loads = new java.util.HashMap<>();
+                member.assignment().active().forEach(task -> loads.put(task, args.loadPerTask()));
+                member.reportLoad(loads);
+            }
         }, TICK_MS, TICK_MS, TimeUnit.MILLISECONDS);
         if (args.drainAfterS() != null) {
             timers.schedule(member::drain, args.drainAfterS(), TimeUnit.SECONDS);

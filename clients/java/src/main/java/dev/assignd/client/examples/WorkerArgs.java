@@ -19,7 +19,8 @@ record WorkerArgs(
         Long drainAfterS,
         String token,
         String endpoint,
-        Map<String, String> metadata) {
+        Map<String, String> metadata,
+        Double loadPerTask) {
 
     static final String USAGE = String.join("\n",
             "usage: worker --group NAME --topics A,B [options]",
@@ -32,7 +33,8 @@ record WorkerArgs(
             "  --drain-after S      drain after S seconds",
             "  --token TOKEN        the group's member token (default $ASSIGND_MEMBER_TOKEN)",
             "  --endpoint URL       where this worker serves, published in the routing table",
-            "  --metadata KEY=VALUE published with the endpoint (repeatable)");
+            "  --metadata KEY=VALUE published with the endpoint (repeatable)",
+            "  --load-per-task LOAD report this load for every active task (a synthetic load)");
 
     /**
      * Reads {@code --flag value} and {@code --flag=value} arguments.
@@ -52,6 +54,7 @@ record WorkerArgs(
         String token = env.get("ASSIGND_MEMBER_TOKEN");
         String endpoint = null;
         Map<String, String> metadata = new TreeMap<>();
+        Double loadPerTask = null;
         for (int i = 0; i < args.length; i++) {
             String flag = args[i];
             String value;
@@ -89,6 +92,7 @@ record WorkerArgs(
                     }
                     metadata.put(value.substring(0, split), value.substring(split + 1));
                 }
+                case "--load-per-task" -> loadPerTask = load(value);
                 default -> throw new IllegalArgumentException("unknown flag " + flag);
             }
         }
@@ -99,7 +103,19 @@ record WorkerArgs(
             throw new IllegalArgumentException("--topics is required");
         }
         return new WorkerArgs(url, group, name, topics, replayRate, changelogLen, processRate, stateDir, drainAfter,
-                token, endpoint, Map.copyOf(metadata));
+                token, endpoint, Map.copyOf(metadata), loadPerTask);
+    }
+
+    private static double load(String value) {
+        try {
+            double load = Double.parseDouble(value.trim());
+            if (!Double.isFinite(load) || load < 0 || load > 1e15) {
+                throw new NumberFormatException();
+            }
+            return load;
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--load-per-task takes a number from 0 to 1e15, not " + value);
+        }
     }
 
     private static long number(String flag, String value) {
