@@ -66,27 +66,20 @@ impl<'a> Balancer<'a> {
         let member_count = input.members.len();
         let capacity: Vec<u32> = input.members.iter().map(|m| m.capacity.max(1)).collect();
         let member_set: Vec<u32> = input.members.iter().map(|m| m.subscription).collect();
-        let mut set_used = vec![false; input.subscriptions.len()];
-        for &s in &member_set {
-            set_used[s as usize] = true;
-        }
-        let (topic_comp, comp_count) = topic_components(input, &set_used);
+        let Components {
+            set_used,
+            topic_comp,
+            member_comp,
+            comp_uniform,
+            comp_topic_start,
+            comp_topics,
+            comp_member_start,
+            comp_members,
+        } = Components::new(input);
         let set_comp = |s: u32| {
             let topics = &input.subscriptions[s as usize];
             topics.first().map_or(NIL, |&t| topic_comp[t as usize])
         };
-        let member_comp: Vec<u32> = member_set.iter().map(|&s| set_comp(s)).collect();
-        let (comp_topic_start, comp_topics) = group_by(comp_count, &topic_comp);
-        let (comp_member_start, comp_members) = group_by(comp_count, &member_comp);
-        let mut comp_uniform = vec![true; comp_count as usize];
-        for (s, topics) in input.subscriptions.iter().enumerate() {
-            let c = set_comp(s as u32);
-            if set_used[s] && c != NIL {
-                let topics_in_comp =
-                    comp_topic_start[c as usize + 1] - comp_topic_start[c as usize];
-                comp_uniform[c as usize] &= topics.len() as u32 == topics_in_comp;
-            }
-        }
 
         // Classes, needed by mixed components only: a uniform component of
         // 10,000 members × 100 topics would spend more time building
@@ -239,6 +232,78 @@ impl<'a> Balancer<'a> {
         self.owner[task as usize] = NO_MEMBER;
         self.count[m as usize] -= 1;
         task
+    }
+}
+
+/// The input split into components: topics linked by shared subscribers,
+/// with their members; shared by the count and the load balancers.
+pub(crate) struct Components {
+    /// Whether some member uses subscription set `s`.
+    pub set_used: Vec<bool>,
+    /// Component of every topic.
+    pub topic_comp: Vec<u32>,
+    /// Component of every member (`NIL` for a member subscribed to nothing).
+    pub member_comp: Vec<u32>,
+    /// Whether every member of the component subscribes to all its topics.
+    pub comp_uniform: Vec<bool>,
+    /// Topics of component `c`: `comp_topics[comp_topic_start[c]..]`,
+    /// ascending; likewise members.
+    pub comp_topic_start: Vec<u32>,
+    pub comp_topics: Vec<u32>,
+    pub comp_member_start: Vec<u32>,
+    pub comp_members: Vec<u32>,
+}
+
+impl Components {
+    pub(crate) fn new(input: &GroupInput) -> Self {
+        let mut set_used = vec![false; input.subscriptions.len()];
+        for m in &input.members {
+            set_used[m.subscription as usize] = true;
+        }
+        let (topic_comp, comp_count) = topic_components(input, &set_used);
+        let set_comp = |s: u32| {
+            let topics = &input.subscriptions[s as usize];
+            topics.first().map_or(NIL, |&t| topic_comp[t as usize])
+        };
+        let member_comp: Vec<u32> = input
+            .members
+            .iter()
+            .map(|m| set_comp(m.subscription))
+            .collect();
+        let (comp_topic_start, comp_topics) = group_by(comp_count, &topic_comp);
+        let (comp_member_start, comp_members) = group_by(comp_count, &member_comp);
+        let mut comp_uniform = vec![true; comp_count as usize];
+        for (s, topics) in input.subscriptions.iter().enumerate() {
+            let c = set_comp(s as u32);
+            if set_used[s] && c != NIL {
+                let topics_in_comp =
+                    comp_topic_start[c as usize + 1] - comp_topic_start[c as usize];
+                comp_uniform[c as usize] &= topics.len() as u32 == topics_in_comp;
+            }
+        }
+        Components {
+            set_used,
+            topic_comp,
+            member_comp,
+            comp_uniform,
+            comp_topic_start,
+            comp_topics,
+            comp_member_start,
+            comp_members,
+        }
+    }
+
+    pub(crate) fn count(&self) -> usize {
+        self.comp_topic_start.len() - 1
+    }
+
+    pub(crate) fn topics(&self, c: usize) -> &[u32] {
+        &self.comp_topics[self.comp_topic_start[c] as usize..self.comp_topic_start[c + 1] as usize]
+    }
+
+    pub(crate) fn members(&self, c: usize) -> &[u32] {
+        &self.comp_members
+            [self.comp_member_start[c] as usize..self.comp_member_start[c + 1] as usize]
     }
 }
 

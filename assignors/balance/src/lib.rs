@@ -22,14 +22,21 @@
 //! Every tie is broken by member or task index, so the answer is a pure
 //! function of the input.
 //!
+//! When the group reports its tasks' loads, [`balance_by_load`] keeps each
+//! member's load within a band of its share instead (`load_band`), and
+//! falls back to this count balance when there are none.
+//!
 //! This file holds the public entry points and the balance criterion;
-//! `balancer` solves the components, `loads` orders members by load.
+//! `balancer` solves the components, `loads` orders members by count,
+//! `load_band` balances by load.
 
 mod balancer;
+mod load_band;
 mod loads;
 
-use assignd_guest_sdk::{GroupInput, NO_MEMBER};
+use assignd_guest_sdk::{AssignError, GroupInput, NO_MEMBER};
 
+pub use load_band::{EXACT_LEAVES_MAX, LoadOptions, RATIO_EPSILON, balance_by_load, uses_loads};
 pub use loads::load_less;
 use loads::ratio_cmp;
 
@@ -44,6 +51,13 @@ use loads::ratio_cmp;
 /// lowers the larger load of the two members involved.
 pub fn balance(input: &GroupInput) -> Vec<u32> {
     balancer::Balancer::new(input).run()
+}
+
+/// The target active owner of every task for the built-in assignors: by
+/// load within the `load_band` param's band when `input` has loads, else
+/// [`balance`]. Fails only on a `load_band` param that is not a band.
+pub fn balance_target(input: &GroupInput) -> Result<Vec<u32>, AssignError> {
+    Ok(balance_by_load(input, LoadOptions::of(input)?))
 }
 
 /// A single task move that would strictly improve balance: `to` subscribes
