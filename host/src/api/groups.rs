@@ -17,7 +17,7 @@ use crate::runtime::Runtime;
 /// Reads the view of `group` (404 if it does not exist).
 async fn view(runtime: &Arc<Runtime>, group: &str) -> Result<GroupView, ApiError> {
     runtime
-        .read(group, |core, _| group_view(core, group))
+        .read(group, |core, now| group_view(core, group, now))
         .await?
         .ok_or_else(|| ProtocolError::UnknownGroup(group.to_owned()).into())
 }

@@ -32,7 +32,8 @@ use crate::runtime::Runtime;
     params(("groups" = Option<bool>, Query,
             description = "`true` adds the per-group gauges of the last scan \
                            (`assignd_group_*{group}`: members by state, epochs, tasks moving, \
-                           learners): a few series per group, so that scrape grows with the groups")),
+                           learners, and a group's load, imbalance and whether its loads are \
+                           complete): a few series per group, so that scrape grows with the groups")),
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", body = String,
          content_type = "text/plain; version=0.0.4"),
@@ -64,6 +65,7 @@ pub async fn metrics(
     let mut text = crate::telemetry::render();
     if groups {
         crate::runtime::observe::render_groups(&mut text);
+        crate::runtime::load_gauges::render_groups(&mut text);
     }
     Ok((
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

@@ -15,6 +15,7 @@ pub mod auth;
 mod error;
 mod groups;
 mod large_bodies;
+mod load_views;
 mod members;
 pub mod metric_families;
 mod metrics;

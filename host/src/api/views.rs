@@ -3,11 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::protocol::core::Coordinator;
+use crate::protocol::core::{Coordinator, load_view};
 use crate::protocol::group::{
     AssignorFailures, Binding, Group, GroupConfig, LoadClock, Member, Phase, Slot, Task,
 };
 use crate::protocol::reconcile::MemberState;
+
+use super::load_views::{group_load_view, member_load_view};
 
 use super::wire::{
     AssignorFailuresView, BindingView, GroupState, GroupSummary, GroupView, LagRow,
@@ -42,16 +44,25 @@ fn tasks<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Vec<Task> {
 /// A slot's last reported lags, per task.
 type SlotLags = BTreeMap<Task, u64>;
 
-/// The full view of group `name`, if it exists.
-pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
+/// The full view of group `name` at `now`, if it exists.
+pub fn group_view(
+    core: &Coordinator,
+    name: &str,
+    now: crate::protocol::group::Millis,
+) -> Option<GroupView> {
     let group = core.group(name)?;
     let liveness = core.liveness(name);
     let lags_of = |slot: &Slot| liveness.and_then(|l| l.lags.get(slot));
-    let members = group
+    let loads = liveness.and_then(|l| load_view(group, l, now));
+    let mut members: Vec<MemberView> = group
         .members
         .iter()
         .map(|(slot, member)| member_view(group, slot, member, lags_of(slot)))
         .collect();
+    // Both are in slot order.
+    for (view, load) in members.iter_mut().zip(loads.iter().flat_map(|v| &v.members)) {
+        view.load = Some(member_load_view(load));
+    }
     Some(GroupView {
         name: group.name.clone(),
         config: GroupConfig {
@@ -66,6 +77,7 @@ pub fn group_view(core: &Coordinator, name: &str) -> Option<GroupView> {
         state: group_state(group),
         learner_count: group.learner_count(),
         members,
+        loads: loads.as_ref().map(group_load_view),
         learners: learner_views(group, lags_of),
         bindings: group.bindings.iter().map(binding_view).collect(),
         assignor_failures: liveness
@@ -117,6 +129,7 @@ fn member_view(group: &Group, slot: &Slot, member: &Member, lags: Option<&SlotLa
             .flatten()
             .map(|(task, &lag)| LagRow(task.topic.clone(), task.partition, lag))
             .collect(),
+        load: None,
     }
 }
 

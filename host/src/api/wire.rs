@@ -137,7 +137,7 @@ pub struct TargetView {
 }
 
 /// One member slot of a group.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct MemberView {
     /// The slot key: the member id of a dynamic member, `static:{name}`
     /// for a static one.
@@ -166,6 +166,10 @@ pub struct MemberView {
     pub target: TargetView,
     /// The lags the member last reported.
     pub lags: Vec<LagRow>,
+    /// Its load against its share (absent when the group has no
+    /// `load_unit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<super::load_views::MemberLoadView>,
 }
 
 /// A learner in the installed target, with the lag its member last
@@ -199,6 +203,10 @@ pub struct GroupView {
     pub state: GroupState,
     pub learner_count: usize,
     pub members: Vec<MemberView>,
+    /// The group's loads: unit, total, imbalance, whether every load is
+    /// known (absent when the group has no `load_unit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loads: Option<super::load_views::GroupLoadView>,
     pub learners: Vec<LearnerView>,
     /// The last assignor bindings (at most 32), oldest first; the last is
     /// the current one (`config.assignor`, `config.params`).

@@ -10,7 +10,7 @@ use crate::protocol::core::TimerKind;
 use crate::telemetry::{Family, Kind};
 
 use super::execute::lock_shard;
-use super::{Runtime, observe};
+use super::{Runtime, load_gauges, observe};
 
 impl Runtime {
     /// Scans every served shard once (under its lock, one at a time) and
@@ -19,11 +19,14 @@ impl Runtime {
     /// spends nothing on them between scrapes.
     pub fn refresh_gauges(&self) {
         let mut figures = Vec::new();
+        let mut loads = Vec::new();
+        let now = self.clock.now();
         let mut served_count = 0;
         let mut timers = [0usize; TimerKind::ALL.len()];
         for shard in self.shards.iter() {
             if let Some(served) = lock_shard(shard).as_mut() {
                 figures.extend(observe::scan(&served.core));
+                loads.extend(load_gauges::scan(&served.core, now));
                 for (i, (_, n)) in served.core.timers_by_kind().into_iter().enumerate() {
                     timers[i] += n;
                 }
@@ -37,6 +40,7 @@ impl Runtime {
             .set(self.lateness.late_ms(self.clock.now()) as f64 / 1000.0);
         figures.sort_by(|a, b| a.name.cmp(&b.name));
         observe::publish(&figures);
+        load_gauges::publish(loads);
         self.publish_shard_counts(served_count);
     }
 

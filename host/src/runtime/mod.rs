@@ -45,6 +45,7 @@ mod gauges;
 mod group_cap;
 mod lateness;
 mod lifecycle;
+pub mod load_gauges;
 mod member_token;
 mod modules;
 pub mod observe;

@@ -1,5 +1,6 @@
 //! What an assignor sees: a group's `GroupInput` built from its members,
-//! installed target and reported lags, with the slot of each member index and
+//! installed target, reported lags and loads (estimated at the latest time
+//! the core has seen), with the slot of each member index and
 //! the task of each task index; and the preview, which shows the target the
 //! host would install for a candidate's answer, changing nothing.
 
@@ -8,14 +9,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use assignd_guest_sdk::{Assignment, GroupInput, Member as InputMember, NO_MEMBER, Topic};
 
 use super::{Coordinator, HOST_PARAMS, PreviewInput, ProtocolError, learners::safe_target};
-use crate::protocol::group::{Group, Liveness, Slot, SlotTarget, Task};
+use crate::protocol::group::{Group, Liveness, Millis, Slot, SlotTarget, Task};
 
 impl Coordinator {
     /// The group's current input for its assignor, as the next call would
     /// see it.
     pub fn assignor_input(&self, group_name: &str) -> Option<GroupInput> {
         let (group, liveness) = self.entry(group_name)?;
-        Some(assignor_input(group, liveness).0)
+        Some(assignor_input(group, liveness, self.latest_ms).0)
     }
 
     /// What a preview runs its candidate on: the group's current assignor
@@ -26,19 +27,30 @@ impl Coordinator {
         group_name: &str,
         params: Option<BTreeMap<String, String>>,
     ) -> Option<PreviewInput> {
+        self.preview_input_at(group_name, params, self.latest_ms)
+    }
+
+    /// [`Coordinator::preview_input`] with the loads estimated at `at_ms`.
+    fn preview_input_at(
+        &self,
+        group_name: &str,
+        params: Option<BTreeMap<String, String>>,
+        at_ms: Millis,
+    ) -> Option<PreviewInput> {
         let (group, liveness) = self.entry(group_name)?;
         let (input, slots, tasks) = match params {
-            None => assignor_input(group, liveness),
+            None => assignor_input(group, liveness, at_ms),
             Some(params) => {
                 let mut group = group.clone();
                 group.config.params = params;
-                assignor_input(&group, liveness)
+                assignor_input(&group, liveness, at_ms)
             }
         };
         Some(PreviewInput {
             input,
             slots,
             tasks,
+            at_ms,
         })
     }
 
@@ -57,7 +69,13 @@ impl Coordinator {
         let (group, liveness) = self
             .entry(group_name)
             .ok_or_else(|| ProtocolError::UnknownGroup(group_name.to_owned()))?;
-        let now = self.preview_input(group_name, Some(prepared.input.params.clone()));
+        // Loads as they were estimated for the prepared input: only a
+        // change of the group (or a new report) is a change.
+        let now = self.preview_input_at(
+            group_name,
+            Some(prepared.input.params.clone()),
+            prepared.at_ms,
+        );
         if now.as_ref() != Some(prepared) {
             return Err(ProtocolError::Invalid(format!(
                 "group {group_name:?} changed while the preview ran; try again"
@@ -92,10 +110,12 @@ impl Coordinator {
 /// The group's GroupInput for its assignor, with the slot of each member
 /// index and the task of each task index. Draining members are left out:
 /// their tasks look free to the assignor, and the host's learner safety
-/// keeps them on the draining member until a new owner is warm.
+/// keeps them on the draining member until a new owner is warm. Loads are
+/// estimated at `now`, and only for a group with a load unit.
 pub(super) fn assignor_input(
     group: &Group,
     liveness: &Liveness,
+    now: Millis,
 ) -> (GroupInput, Vec<Slot>, Vec<Task>) {
     let topic_index: BTreeMap<&str, u32> = group
         .config
@@ -118,14 +138,15 @@ pub(super) fn assignor_input(
             .collect();
         let subscription = input.intern_subscription(subscribed);
         let index = input.members.len() as u32;
+        let (load_capacity, utilisation) = member_loads(group, liveness, slot, now);
         input.members.push(InputMember {
             id: member.member_id.clone(),
             name: member.name.clone(),
             rack: member.rack.clone(),
             capacity: member.capacity,
             subscription,
-            load_capacity: None,
-            utilisation: None,
+            load_capacity,
+            utilisation,
         });
         // The previous assignment is the installed target: where the group
         // is going, which is what stickiness should preserve.
@@ -139,7 +160,52 @@ pub(super) fn assignor_input(
         }
         slots.push(slot.clone());
     }
+    add_loads(&mut input, group, liveness, now);
     (input, slots, tasks)
+}
+
+/// A member's load capacity and utilisation (estimated at `now`), if the
+/// group takes loads and the member reported them.
+fn member_loads(
+    group: &Group,
+    liveness: &Liveness,
+    slot: &Slot,
+    now: Millis,
+) -> (Option<f64>, Option<f64>) {
+    let reported = group
+        .config
+        .load_unit
+        .as_ref()
+        .and_then(|_| liveness.loads.member(slot));
+    let half_life_ms = group.config.load_half_life_ms;
+    (
+        reported.and_then(|m| m.load_capacity),
+        reported
+            .and_then(|m| m.utilisation)
+            .map(|u| u.at(now, half_life_ms)),
+    )
+}
+
+/// The group's load unit, and a row for every task whose load is known,
+/// estimated at `now`, in task index order. A task without a row has an
+/// unknown load.
+fn add_loads(input: &mut GroupInput, group: &Group, liveness: &Liveness, now: Millis) {
+    let Some(unit) = &group.config.load_unit else {
+        return;
+    };
+    input.load_unit = Some(unit.clone());
+    let half_life_ms = group.config.load_half_life_ms;
+    let mut first = 0u32;
+    for topic in &group.config.topics {
+        for (partition, estimate) in liveness.loads.topic_estimates(&topic.name) {
+            if partition < topic.partitions {
+                input
+                    .loads
+                    .push(first + partition, estimate.at(now, half_life_ms));
+            }
+        }
+        first += topic.partitions;
+    }
 }
 
 /// A task's index in the assignor's input: its topic's first index plus

@@ -264,6 +264,8 @@ pub struct PreviewInput {
     pub input: GroupInput,
     pub slots: Vec<Slot>,
     pub tasks: Vec<Task>,
+    /// The time the input's loads are estimated at.
+    pub at_ms: Millis,
 }
 
 /// A target computation the runtime must run (off any request path) and

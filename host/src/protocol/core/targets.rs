@@ -63,7 +63,7 @@ impl Coordinator {
         liveness.last_call_ms = Some(now);
         liveness.computing_epoch = Some(group.group_epoch);
         let reason = liveness.rebalances.call_started();
-        let (input, slots, tasks) = assignor_input(group, liveness);
+        let (input, slots, tasks) = assignor_input(group, liveness, now);
         entry.call = Some(CallInFlight {
             epoch: group.group_epoch,
             slots,

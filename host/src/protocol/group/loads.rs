@@ -118,6 +118,14 @@ impl LoadBook {
         }
     }
 
+    /// The estimates of topic `topic`'s tasks, by partition.
+    pub fn topic_estimates(&self, topic: &str) -> impl Iterator<Item = (u32, &Estimate)> {
+        self.tasks
+            .get(topic)
+            .into_iter()
+            .flat_map(|estimates| estimates.iter().map(|(&p, e)| (p, e)))
+    }
+
     /// How many tasks have an estimate.
     pub fn known_tasks(&self) -> usize {
         self.tasks.values().map(BTreeMap::len).sum()
