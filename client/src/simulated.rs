@@ -424,6 +424,16 @@ impl<S: StateStore> SimulatedWorker<S> {
         }
     }
 
+    /// Sets the current loads of active tasks, as
+    /// [`MemberHandle::set_loads`]: the simulation has no load of its own,
+    /// a load generator says what each task carries.
+    pub fn set_loads(&self, loads: Vec<(Task, f64)>) -> Result<(), ClientError> {
+        match &self.member {
+            Some(member) => member.set_loads(loads),
+            None => Ok(()),
+        }
+    }
+
     /// Asks the host to drain this worker; it leaves once its tasks moved.
     pub fn drain(&self) {
         lock(&self.inner).draining = true;
