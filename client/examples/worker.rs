@@ -70,6 +70,18 @@ struct Args {
     /// A pair published with the endpoint; repeatable.
     #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
     metadata: Vec<(String, String)>,
+    /// Report this load for every active task (a synthetic load, in the
+    /// group's load unit), once the host asks for loads.
+    #[arg(long, value_name = "LOAD", value_parser = load)]
+    load_per_task: Option<f64>,
+}
+
+/// A load the host accepts: a number from 0 to 1e15.
+fn load(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|&load| assignd_client::loads::valid_load(load))
+        .ok_or_else(|| format!("{text:?} is not a number from 0 to 1e15"))
 }
 
 /// `KEY=VALUE`, split at the first `=`.
@@ -262,6 +274,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let at = now.into_std();
                 let _ = sim.lock().unwrap().tick(now - last, |task| status.may_process(task, at));
                 last = now;
+                if let Some(load) = args.load_per_task {
+                    // Sent only once the host asks, and only what moved.
+                    let loads = status.assignment.active.iter().map(|task| (task.clone(), load));
+                    let _ = member.set_loads(loads.collect());
+                }
             }
             () = &mut drain, if !drain_asked => {
                 drain_asked = true;
