@@ -1,19 +1,22 @@
-//! Upgrades through the real binaries: a 3-node cluster of the previous
-//! release (built here from its tagged commit) upgraded one node at a
-//! time to this build under member load loses nothing, rebalances
-//! nothing and stops no member; the cluster's record format level rises
-//! only once every live node reads the higher version, a node that
+//! Upgrades through the real binaries: a 3-node cluster of an older build
+//! (the previous release, and the last build whose newest format is 5,
+//! each built here from its commit) upgraded one node at a time to this
+//! build under member load loses nothing, rebalances nothing and stops no
+//! member, refuses load settings until the last node is upgraded, then
+//! rises to format 6 and takes them; the cluster's record format level
+//! rises only once every live node reads the higher version, a node that
 //! cannot read it refuses to join, and a node of the previous release
 //! that joins anyway refuses to load a shard it cannot read and gets
 //! none placed on it; a data dir written at a newer version refuses to
 //! open under an older binary.
 //!
-//! This build reads and writes format version 5 and still writes 4, the
-//! previous release's: a rolling upgrade runs at level 4 until its last
-//! node is upgraded, then rises to 5. The gating between two builds of
-//! this release needs a version above this build's: the test-only version
-//! 6 (`ASSIGND_TEST_FORMAT_VERSION_6=1`, version 5's payloads under the
-//! next number; docs/architecture.md, "Cluster mode").
+//! This build reads and writes format version 6 and still writes 5 and
+//! 4: a rolling upgrade runs at the old build's level (4 for the previous
+//! release, 5 for the format 5 build) until its last node is upgraded,
+//! then rises to 6. The gating between two builds of this release needs a
+//! version above this build's: the test-only version 7
+//! (`ASSIGND_TEST_FORMAT_VERSION_7=1`, version 6's payloads under the next
+//! number; docs/architecture.md, "Cluster mode").
 
 use crate::common;
 
@@ -28,9 +31,25 @@ use crate::common::members::Members;
 use assignd::cluster::local_etcd::LocalEtcd;
 use serde_json::{Value, json};
 
-/// The previous release: its tag, and its commit for a clone without tags.
-const PREVIOUS_TAG: &str = "v0.1.0";
-const PREVIOUS_COMMIT: &str = "c58fcd9754d2678f5ede454d35cfad9d5b4cb137";
+/// An older build: its tag, if it has one, and its commit for a clone
+/// without tags.
+struct Release {
+    tag: Option<&'static str>,
+    commit: &'static str,
+}
+
+/// The previous release: record format 4, before the feature levels.
+const PREVIOUS: Release = Release {
+    tag: Some("v0.1.0"),
+    commit: "c58fcd9754d2678f5ede454d35cfad9d5b4cb137",
+};
+/// The last build whose newest record format is 5 (routing tables, no
+/// load settings), untagged: what a cluster of this release's previous
+/// format runs.
+const FORMAT_5: Release = Release {
+    tag: None,
+    commit: "1f760d05c964a6396ebad22ed54a7f7d463b9f6b",
+};
 
 const SHARDS: u64 = 8;
 const LEASE_TTL_MS: u64 = 2_000;
@@ -38,56 +57,65 @@ const LEASE_TTL_MS: u64 = 2_000;
 /// wait.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
 const GROUPS: [&str; 8] = ["g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7"];
-const TEST_VERSION_ENV: (&str, &str) = ("ASSIGND_TEST_FORMAT_VERSION_6", "1");
+const TEST_VERSION_ENV: (&str, &str) = ("ASSIGND_TEST_FORMAT_VERSION_7", "1");
 
-/// The previous release's `assignd`, built on first use under
-/// `target/upgrade/COMMIT/` (kept: a later run finds it there).
+/// The previous release's `assignd`.
 fn previous_release() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let root = common::workspace_root();
-        let commit = previous_commit(&root);
-        let dir = root.join("target").join("upgrade").join(&commit);
-        let binary = dir.join("target").join("debug").join("assignd");
-        if binary.exists() {
-            return binary;
-        }
-        let src = dir.join("src");
-        let _ = std::fs::remove_dir_all(&src);
-        std::fs::create_dir_all(&src).expect("a source folder");
-        let archive = dir.join("src.tar");
-        run(Command::new("git")
-            .arg("-C")
-            .arg(&root)
-            .args(["archive", "--format=tar", "-o"])
-            .arg(&archive)
-            .arg(&commit));
-        run(Command::new("tar")
-            .arg("-xf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(&src));
-        let started = Instant::now();
-        run(Command::new("cargo")
-            .args(["build", "-p", "assignd"])
-            .current_dir(&src)
-            .env("CARGO_TARGET_DIR", dir.join("target"))
-            .env_remove("RUSTUP_TOOLCHAIN"));
-        eprintln!(
-            "built the previous release ({PREVIOUS_TAG}, {commit}) in {} s",
-            started.elapsed().as_secs()
-        );
-        binary
-    })
+    BINARY.get_or_init(|| build(&PREVIOUS))
 }
 
-/// The previous release's commit, by its tag or else by its hash; a
-/// clone that has neither (a shallow one) fails saying what to fetch.
-fn previous_commit(root: &Path) -> String {
-    for name in [
-        format!("{PREVIOUS_TAG}^{{commit}}"),
-        format!("{PREVIOUS_COMMIT}^{{commit}}"),
-    ] {
+/// The `assignd` of [`FORMAT_5`].
+fn format_5_build() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| build(&FORMAT_5))
+}
+
+/// `release`'s `assignd`, built on first use under
+/// `target/upgrade/COMMIT/` (kept: a later run finds it there).
+fn build(release: &Release) -> PathBuf {
+    let root = common::workspace_root();
+    let commit = release_commit(&root, release);
+    let dir = root.join("target").join("upgrade").join(&commit);
+    let binary = dir.join("target").join("debug").join("assignd");
+    if binary.exists() {
+        return binary;
+    }
+    let src = dir.join("src");
+    let _ = std::fs::remove_dir_all(&src);
+    std::fs::create_dir_all(&src).expect("a source folder");
+    let archive = dir.join("src.tar");
+    run(Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["archive", "--format=tar", "-o"])
+        .arg(&archive)
+        .arg(&commit));
+    run(Command::new("tar")
+        .arg("-xf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&src));
+    let started = Instant::now();
+    run(Command::new("cargo")
+        .args(["build", "-p", "assignd"])
+        .current_dir(&src)
+        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .env_remove("RUSTUP_TOOLCHAIN"));
+    eprintln!(
+        "built {commit} ({:?}) in {} s",
+        release.tag,
+        started.elapsed().as_secs()
+    );
+    binary
+}
+
+/// `release`'s commit, by its tag or else by its hash; a clone that has
+/// neither (a shallow one) fails saying what to fetch.
+fn release_commit(root: &Path, release: &Release) -> String {
+    let by_tag = release.tag.map(|tag| format!("{tag}^{{commit}}"));
+    let by_hash = format!("{}^{{commit}}", release.commit);
+    for name in by_tag.into_iter().chain([by_hash]) {
         let found = Command::new("git")
             .arg("-C")
             .arg(root)
@@ -98,9 +126,11 @@ fn previous_commit(root: &Path) -> String {
             return String::from_utf8_lossy(&found.stdout).trim().to_owned();
         }
     }
+    let commit = release.commit;
     panic!(
-        "the previous release's commit {PREVIOUS_COMMIT} ({PREVIOUS_TAG}) is not in this clone: \
-         fetch it (`git fetch --unshallow`, or `git fetch origin {PREVIOUS_COMMIT}`) and run again"
+        "the older build's commit {commit} ({:?}) is not in this clone: \
+         fetch it (`git fetch --unshallow`, or `git fetch origin {commit}`) and run again",
+        release.tag
     );
 }
 
@@ -374,13 +404,22 @@ fn durable_parts(node: &Server) -> Vec<Value> {
                 .iter()
                 .map(|m| json!([m["slot"], m["member_id"], m["member_epoch"], m["active"]]))
                 .collect();
-            // This build's view shows the routes promise, which the
-            // previous release does not have, at its default.
+            // This build's view shows the routes promise and the load
+            // settings, which older builds do not have, at their defaults.
             let mut config = view["config"].clone();
-            if let Some(config) = config.as_object_mut()
-                && config.get("routes_valid_ms") == Some(&json!(2_000))
-            {
-                config.remove("routes_valid_ms");
+            if let Some(config) = config.as_object_mut() {
+                for (field, default) in [
+                    ("routes_valid_ms", json!(2_000)),
+                    ("load_unit", Value::Null),
+                    ("load_half_life_ms", json!(30_000)),
+                    ("load_window_ms", json!(60_000)),
+                    ("load_cooldown_ms", json!(300_000)),
+                    ("frozen", json!(false)),
+                ] {
+                    if config.get(field) == Some(&default) {
+                        config.remove(field);
+                    }
+                }
             }
             json!({
                 "config": config,
@@ -405,20 +444,31 @@ fn announced(features: &Value) -> BTreeMap<String, bool> {
 
 #[test]
 fn a_rolling_upgrade_from_the_previous_release_loses_nothing_and_stops_no_member() {
-    let previous = previous_release();
+    rolling_upgrade(previous_release(), 4, "upgrade");
+}
+
+#[test]
+fn a_rolling_upgrade_from_format_5_rises_to_6_and_takes_load_settings_only_then() {
+    rolling_upgrade(format_5_build(), 5, "upgrade5");
+}
+
+/// A 3-node cluster of `old` (which writes format `old_level` at most)
+/// under member load, each node stopped with SIGTERM and started as this
+/// build on the same name, port and data dir, one after the other: no
+/// member sees an error, every group's config, epochs and assignment stay
+/// as they were (no rebalance), and load settings are refused (409) until
+/// the last node is upgraded; then the level rises to 6 by itself and
+/// they are taken, framed at 6.
+fn rolling_upgrade(old: &Path, old_level: u8, name: &str) {
     let _turn = one_at_a_time();
-    let cluster = Cluster::start("upgrade");
+    let cluster = Cluster::start(name);
     let seats = ["n1", "n2", "n3"].map(|name| cluster.seat(name));
     let mut nodes: Vec<Server> = seats
         .iter()
-        .map(|seat| {
-            cluster
-                .node(previous, seat, &[])
-                .expect("an old node starts")
-                .0
-        })
+        .map(|seat| cluster.node(old, seat, &[]).expect("an old node starts").0)
         .collect();
     wait_settled(&nodes.iter().collect::<Vec<_>>());
+    wait_level(&cluster, old_level);
     create_groups(&nodes[0], &group_config(100));
     let bootstrap: Vec<String> = nodes.iter().map(|n| n.base.clone()).collect();
     let members = Members::start(&bootstrap.join(","), &GROUPS, &["worker-1", "worker-2"]);
@@ -444,12 +494,13 @@ fn a_rolling_upgrade_from_the_previous_release_loses_nothing_and_stops_no_member
         );
         let features = cluster.features(&[]);
         if i + 1 < seats.len() {
-            assert_eq!(features["format_version"], 4, "{features}");
+            assert_eq!(features["format_version"], old_level, "{features}");
+            assert_load_settings_refused(&nodes[..=i]);
         }
         let expected: BTreeMap<String, bool> = seats
             .iter()
             .enumerate()
-            .map(|(j, s)| (s.name.to_owned(), j <= i))
+            .map(|(j, s)| (s.name.to_owned(), j <= i || old_level >= 5))
             .collect();
         assert_eq!(announced(&features), expected, "{features}");
     }
@@ -464,17 +515,54 @@ fn a_rolling_upgrade_from_the_previous_release_loses_nothing_and_stops_no_member
         (members.trouble(), members.errors()),
         (Vec::<String>::new(), Vec::<String>::new())
     );
-    // Every node reads 5 now: the level rises by itself.
+    // Every node reads 6 now: the level rises by itself, and load
+    // settings are taken, framed at 6.
+    wait_level(&cluster, 6);
+    let loads = load_settings_config();
+    let (status, body) = nodes[0].put_group_retrying(GROUPS[0], &loads, SETTLE_WITHIN);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["config"]["load_unit"], "records/s", "{body}");
+    let versions = cluster.frame_versions();
+    // A cluster starts at level 4 until its first levelled node raises it.
+    let written: BTreeSet<u8> = [4, old_level, 6].into();
+    assert!(versions.is_subset(&written), "{versions:?}");
+    assert!(versions.contains(&6), "{versions:?}");
+}
+
+/// Waits until the cluster's format level is `level`.
+fn wait_level(cluster: &Cluster, level: u8) {
     let deadline = Instant::now() + SETTLE_WITHIN;
-    while cluster.features(&[])["format_version"] != 5 {
-        assert!(Instant::now() < deadline, "the level never rose to 5");
+    while cluster.features(&[])["format_version"] != level {
+        assert!(Instant::now() < deadline, "the level never became {level}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        cluster.frame_versions().is_subset(&BTreeSet::from([4, 5])),
-        "{:?}",
-        cluster.frame_versions()
-    );
+}
+
+/// [`group_config`] with a load unit and the group frozen: what only
+/// format 6 keeps.
+fn load_settings_config() -> Value {
+    let mut config = group_config(100);
+    config["load_unit"] = json!("records/s");
+    config["frozen"] = json!(true);
+    config
+}
+
+/// Asks each group's coordinator among the upgraded `nodes` to set load
+/// settings, while the cluster writes an older format: each refuses with
+/// 409 `format_level_too_low` (nothing changes; the caller checks).
+fn assert_load_settings_refused(nodes: &[Server]) {
+    let mut asked = 0;
+    for group in GROUPS {
+        let shard = u64::from(assignd::protocol::shard::shard_of(group, SHARDS as u32));
+        let Some(node) = nodes.iter().find(|n| n.served_shards().contains(&shard)) else {
+            continue;
+        };
+        let (status, body) = node.put_group_retrying(group, &load_settings_config(), SETTLE_WITHIN);
+        assert_eq!(status, 409, "{group}: {body}");
+        assert_eq!(body["error"]["code"], "format_level_too_low", "{body}");
+        asked += 1;
+    }
+    assert!(asked > 0, "no group on an upgraded node");
 }
 
 #[test]
@@ -483,7 +571,7 @@ fn the_format_version_rises_only_once_every_node_reads_it_and_older_nodes_stay_o
     let _turn = one_at_a_time();
     let cluster = Cluster::start("gate");
     let [a_seat, b_seat, c_seat, d_seat] = ["a", "b", "c", "d"].map(|name| cluster.seat(name));
-    // b first: a alone would raise the level to 6 before b joins, and b
+    // b first: a alone would raise the level to 7 before b joins, and b
     // would be refused.
     let (b, _) = cluster.node(this_build(), &b_seat, &[]).unwrap();
     let (mut a, _) = cluster
@@ -492,40 +580,36 @@ fn the_format_version_rises_only_once_every_node_reads_it_and_older_nodes_stay_o
     wait_settled(&[&a, &b]);
     create_groups(&a, &group_config(100));
     let features = cluster.features(&[]);
-    assert_eq!(features["format_version"], 5, "b reads only 5: {features}");
-    assert_eq!(features["highest_safe"], 5, "{features}");
+    assert_eq!(features["format_version"], 6, "b reads only 6: {features}");
+    assert_eq!(features["highest_safe"], 6, "{features}");
     let refused = Command::new(this_build())
         .args(["cluster", "features", "--etcd"])
         .arg(cluster.etcd.endpoints().join(","))
-        .args(["--etcd-prefix", &cluster.prefix, "--set", "6"])
+        .args(["--etcd-prefix", &cluster.prefix, "--set", "7"])
         .env("ASSIGND_ADMIN_TOKEN", common::ADMIN_TOKEN)
         .output()
         .unwrap();
-    common::assert_one_error_line(&refused, 1, "node b reads format versions 1 to 5");
+    common::assert_one_error_line(&refused, 1, "node b reads format versions 1 to 6");
 
-    // b upgraded: every node reads 6, and the level rises by itself.
+    // b upgraded: every node reads 7, and the level rises by itself.
     stop(b);
     let (b, _) = cluster
         .node(this_build(), &b_seat, &[TEST_VERSION_ENV])
         .unwrap();
-    let deadline = Instant::now() + SETTLE_WITHIN;
-    while cluster.features(&[])["format_version"] != 6 {
-        assert!(Instant::now() < deadline, "the level never rose");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_level(&cluster, 7);
     wait_settled(&[&a, &b]);
-    // Writes after the rise are framed at 6: every group's config.
+    // Writes after the rise are framed at 7: every group's config.
     create_groups(&a, &group_config(200));
     let before = durable_parts(&a);
-    assert_eq!(cluster.frame_versions(), BTreeSet::from([5, 6]));
+    assert_eq!(cluster.frame_versions(), BTreeSet::from([6, 7]));
 
-    // A node that reads only 5 refuses to join.
+    // A node that reads only 6 refuses to join.
     let Err(refused) = cluster.node(this_build(), &c_seat, &[]) else {
         panic!("c joined a cluster whose level it cannot read");
     };
     assert!(
         refused.contains(
-            "cannot join the cluster: this cluster writes record format version 6, newer than this assignd reads (1 to 5)"
+            "cannot join the cluster: this cluster writes record format version 7, newer than this assignd reads (1 to 6)"
         ),
         "{refused}"
     );
@@ -578,8 +662,12 @@ fn a_data_dir_written_at_a_newer_format_version_refuses_to_open_under_an_older_b
     let before = durable_parts(&newer);
     stop(newer);
 
-    for (older, reads) in [(this_build(), "1 to 5"), (previous, "1 to 4")] {
-        let reason = format!("format version 6 is newer than this assignd reads ({reads})");
+    for (older, reads) in [
+        (this_build(), "1 to 6"),
+        (format_5_build(), "1 to 5"),
+        (previous, "1 to 4"),
+    ] {
+        let reason = format!("format version 7 is newer than this assignd reads ({reads})");
         let refused = serve(older, &data_dir, port, &[], &[])
             .err()
             .unwrap_or_else(|| panic!("{} opened it", older.display()));
