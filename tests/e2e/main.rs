@@ -33,6 +33,7 @@ mod kv_cluster;
 mod languages;
 mod limits;
 mod loadgen;
+mod loads;
 mod logs;
 mod metrics;
 mod openapi_statuses;

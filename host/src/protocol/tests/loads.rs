@@ -333,3 +333,31 @@ fn every_bound_is_refused_with_nothing_changed() {
     );
     assert_eq!(h.send(at_bounds).unwrap().load_report, LoadReport::Changes);
 }
+
+/// The assignor sees the unit, a row for each task whose load is known
+/// (estimated now, smoothed) and no row for the others, and each member's
+/// load capacity and utilisation; a group without a unit sees none.
+#[test]
+fn the_assignor_input_carries_the_known_loads() {
+    let mut h = Harness::with_config(GroupConfig {
+        load_half_life_ms: 2_000,
+        ..load_config(4)
+    });
+    let (a, b) = two_members(&mut h);
+    let first = a.active.iter().next().unwrap().partition;
+    h.send(report(&a, vec![item(first, 100.0)], Some(0.5), Some(400.0)))
+        .unwrap();
+    h.at(h.now + 2_000);
+    h.send(report(&a, vec![item(first, 200.0)], Some(1.0), None))
+        .unwrap();
+    h.at(h.now + 2_000);
+    let input = h.core.assignor_input(GROUP).unwrap();
+    assert_eq!(input.load_unit.as_deref(), Some(UNIT));
+    assert_eq!(input.loads.iter().collect::<Vec<_>>(), [(first, 150.0)]);
+    let member = |id: &str| input.members.iter().find(|m| m.id == id).unwrap();
+    assert_eq!(member(&a.member_id).load_capacity, Some(400.0));
+    assert_eq!(member(&a.member_id).utilisation, Some(0.75));
+    assert_eq!(member(&b.member_id).load_capacity, None);
+    let plain = Harness::new(4).core.assignor_input(GROUP).unwrap();
+    assert_eq!((plain.load_unit, plain.loads.len()), (None, 0));
+}
