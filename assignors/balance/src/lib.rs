@@ -36,7 +36,9 @@ mod loads;
 
 use assignd_guest_sdk::{AssignError, GroupInput, NO_MEMBER};
 
-pub use load_band::{EXACT_LEAVES_MAX, LoadOptions, RATIO_EPSILON, balance_by_load, uses_loads};
+pub use load_band::{
+    EXACT_LEAVES_MAX, LoadOptions, RATIO_EPSILON, balance_by_load, load_view, uses_loads,
+};
 pub use loads::load_less;
 use loads::ratio_cmp;
 
@@ -59,6 +61,12 @@ pub fn balance(input: &GroupInput) -> Vec<u32> {
 pub fn balance_target(input: &GroupInput) -> Result<Vec<u32>, AssignError> {
     Ok(balance_by_load(input, LoadOptions::of(input)?))
 }
+
+/// The `load_band` param as the built-in assignors declare it.
+pub const LOAD_BAND_DESCRIPTION: &str = "how far a member's load may stray from its share of \
+     the load (by load_capacity when every member declares one, else capacity) when the group \
+     reports loads: tight (5 %), default (10 %), loose (25 %) or a fraction in (0, 1]; moves \
+     are the fewest that bring every member inside, tasks of unknown load stay";
 
 /// A single task move that would strictly improve balance: `to` subscribes
 /// to the task's topic and `(count(to) + 1) / cap(to) < count(from) / cap(from)`.

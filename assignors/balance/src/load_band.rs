@@ -116,6 +116,13 @@ pub fn uses_loads(input: &GroupInput) -> bool {
     estimates(input).is_some()
 }
 
+/// Each task's load as the balancer counts it (known, or the mean known
+/// load), and each member's weight; `None` when `input` has no loads.
+pub fn load_view(input: &GroupInput) -> Option<(Vec<f64>, Vec<f64>)> {
+    let (estimate, _) = estimates(input)?;
+    Some((estimate, weights(input)))
+}
+
 /// Each task's load (known, or the mean known load) and whether it is
 /// known; `None` when the input has no load unit or no valid known load.
 fn estimates(input: &GroupInput) -> Option<(Vec<f64>, Vec<bool>)> {

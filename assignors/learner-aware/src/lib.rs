@@ -4,11 +4,13 @@
 //! cold target warms up, which tasks get the limited learner slots, and
 //! where standbys go.
 //!
-//! 1. The balanced sticky target comes from [`assignor_balance::balance`].
+//! 1. The balanced sticky target comes from
+//!    [`assignor_balance::balance_target`]: by load within the `load_band`
+//!    param's band when the group reports loads, else by count.
 //! 2. A task goes active to its target only if the target is caught up
 //!    (lag ≤ `acceptable_recovery_lag`), or if no subscribed member is.
 //!    Otherwise it stays on its caught-up current owner (or the least-loaded
-//!    caught-up subscriber), and the target warms up as a learner — at most
+//!    caught-up subscriber, by load when there are loads), and the target warms up as a learner — at most
 //!    `max_learners` learners in the group, continuing learners first.
 //! 3. `num_standby` standbys per task, away from the active owner's rack
 //!    where racks allow, sticky, then on the members with fewest standbys.
@@ -16,6 +18,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
+use assignd_guest_sdk::load::BAND_PARAM;
 use assignd_guest_sdk::{
     AssignError, Assignment, Assignor, Capabilities, GroupIndex, GroupInput, Info, NO_MEMBER,
     TaskMembers,
@@ -38,13 +41,14 @@ impl Assignor for LearnerAware {
             "learner-aware",
             "1.0.0",
             "KIP-441 high availability: balanced sticky target, actives only on caught-up members, \
-             cold targets warm up as learners, rack-aware standbys",
+             cold targets warm up as learners, rack-aware standbys; with loads, each member's \
+             load within a band of its share",
         )
         .with_capabilities(Capabilities {
             learners: true,
             standbys: true,
             racks: true,
-            load: false,
+            load: true,
         })
         .with_param(
             ACCEPTABLE_RECOVERY_LAG,
@@ -61,6 +65,11 @@ impl Assignor for LearnerAware {
             &NUM_STANDBY_DEFAULT.to_string(),
             "standbys (hot copies for failover) per task",
         )
+        .with_param(
+            BAND_PARAM,
+            "default",
+            assignor_balance::LOAD_BAND_DESCRIPTION,
+        )
     }
 
     fn assign(input: &GroupInput) -> Result<Assignment, AssignError> {
@@ -73,7 +82,7 @@ impl Assignor for LearnerAware {
                 .unwrap_or(usize::MAX),
         };
         let index = GroupIndex::new(input);
-        let target = assignor_balance::balance(input);
+        let target = assignor_balance::balance_target(input)?;
         let (active_owner, learners) = place_actives(input, &index, &target, &params);
         let standbys = place_standbys(input, &index, &active_owner, &learners, params.num_standby);
         Ok(Assignment {
@@ -159,15 +168,70 @@ fn place_actives(
             goal
         };
     }
+    place_homeless(input, &homeless, &mut active, |task| {
+        caught_up_subscribers(task).collect()
+    });
+
+    // Learner slots: continuing learners first, then the least lagging
+    // target, then task order.
+    let mut candidates: Vec<(bool, u64, u32)> = (0..task_count as u32)
+        .filter(|&task| {
+            let goal = target[task as usize];
+            goal != NO_MEMBER && goal != active[task as usize]
+        })
+        .map(|task| {
+            let goal = target[task as usize];
+            let continuing = index.learners(task).contains(&goal);
+            let lag = index.lag(input, task, goal).unwrap_or(u64::MAX);
+            (!continuing, lag, task)
+        })
+        .collect();
+    candidates.sort_unstable();
+    let mut learners = TaskMembers::default();
+    for &(_, _, task) in candidates.iter().take(params.max_learners) {
+        learners.push(task, target[task as usize]);
+    }
+    (active, learners)
+}
+
+/// Gives each homeless task to its least-loaded caught-up subscriber
+/// (`candidates`, never empty), in task order: by load for its weight when
+/// the group reports loads, else by count for its capacity; ties by
+/// index.
+fn place_homeless(
+    input: &GroupInput,
+    homeless: &[u32],
+    active: &mut [u32],
+    candidates: impl Fn(u32) -> Vec<u32>,
+) {
+    if let Some((load, weight)) = assignor_balance::load_view(input) {
+        let mut held = vec![0.0; input.members.len()];
+        for (task, &owner) in active.iter().enumerate() {
+            if owner != NO_MEMBER {
+                held[owner as usize] += load[task];
+            }
+        }
+        for &task in homeless {
+            let after = |m: u32| (held[m as usize] + load[task as usize]) / weight[m as usize];
+            let best = candidates(task)
+                .into_iter()
+                .min_by(|&a, &b| after(a).total_cmp(&after(b)).then(a.cmp(&b)))
+                .expect("homeless tasks have a caught-up subscriber");
+            active[task as usize] = best;
+            held[best as usize] += load[task as usize];
+        }
+        return;
+    }
     let mut count = vec![0u32; input.members.len()];
-    for &owner in &active {
+    for &owner in active.iter() {
         if owner != NO_MEMBER {
             count[owner as usize] += 1;
         }
     }
-    for task in homeless {
-        let capacity = |m: u32| input.members[m as usize].capacity.max(1);
-        let best = caught_up_subscribers(task)
+    let capacity = |m: u32| input.members[m as usize].capacity.max(1);
+    for &task in homeless {
+        let best = candidates(task)
+            .into_iter()
             .reduce(|best, m| {
                 let lighter = load_less(
                     count[m as usize] + 1,
@@ -191,27 +255,6 @@ fn place_actives(
         active[task as usize] = best;
         count[best as usize] += 1;
     }
-
-    // Learner slots: continuing learners first, then the least lagging
-    // target, then task order.
-    let mut candidates: Vec<(bool, u64, u32)> = (0..task_count as u32)
-        .filter(|&task| {
-            let goal = target[task as usize];
-            goal != NO_MEMBER && goal != active[task as usize]
-        })
-        .map(|task| {
-            let goal = target[task as usize];
-            let continuing = index.learners(task).contains(&goal);
-            let lag = index.lag(input, task, goal).unwrap_or(u64::MAX);
-            (!continuing, lag, task)
-        })
-        .collect();
-    candidates.sort_unstable();
-    let mut learners = TaskMembers::default();
-    for &(_, _, task) in candidates.iter().take(params.max_learners) {
-        learners.push(task, target[task as usize]);
-    }
-    (active, learners)
 }
 
 /// Subscribers of one rack as (standby count, member), fewest first.

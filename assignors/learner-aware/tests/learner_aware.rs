@@ -109,6 +109,7 @@ fn info_lists_capabilities_and_params() {
         ("learner-aware", "1.0.0")
     );
     assert!(info.capabilities.learners && info.capabilities.standbys && info.capabilities.racks);
+    assert!(info.capabilities.load);
     let params: Vec<(&str, &str)> = info
         .params
         .iter()
@@ -119,7 +120,8 @@ fn info_lists_capabilities_and_params() {
         [
             ("acceptable_recovery_lag", "10000"),
             ("max_learners", "2"),
-            ("num_standby", "0")
+            ("num_standby", "0"),
+            ("load_band", "default")
         ]
     );
     assert!(info.params.iter().all(|p| !p.description.is_empty()));

@@ -77,8 +77,14 @@ fn info_names_the_assignor() {
         (info.name.as_str(), info.version.as_str()),
         ("sticky", "1.0.0")
     );
-    assert!(info.params.is_empty());
+    let params: Vec<(&str, &str)> = info
+        .params
+        .iter()
+        .map(|p| (p.name.as_str(), p.default_value.as_str()))
+        .collect();
+    assert_eq!(params, [("load_band", "default")]);
     assert!(!info.capabilities.learners && !info.capabilities.standbys && !info.capabilities.racks);
+    assert!(info.capabilities.load);
 }
 
 #[test]
