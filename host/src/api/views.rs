@@ -92,7 +92,10 @@ pub fn group_view(
             }),
         load_trigger: liveness
             .filter(|_| group.config.load_unit.is_some())
-            .map(|l| load_trigger_view(&group.config, &l.rebalances.load)),
+            .map(|l| {
+                let balances = core.assignor_balances_load(&group.config.assignor);
+                load_trigger_view(&group.config, &l.rebalances.load, balances)
+            }),
     })
 }
 
@@ -169,7 +172,11 @@ fn binding_view(binding: &Binding) -> BindingView {
     }
 }
 
-fn load_trigger_view(config: &GroupConfig, clock: &LoadClock) -> LoadTriggerView {
+fn load_trigger_view(
+    config: &GroupConfig,
+    clock: &LoadClock,
+    assignor_balances_load: Option<bool>,
+) -> LoadTriggerView {
     LoadTriggerView {
         outside_band_since_ms: clock.outside_since_ms,
         last_load_rebalance_ms: clock.last_load_ms,
@@ -177,6 +184,7 @@ fn load_trigger_view(config: &GroupConfig, clock: &LoadClock) -> LoadTriggerView
             .last_load_ms
             .or(clock.took_ms)
             .map(|from| from.saturating_add(config.load_cooldown_ms)),
+        assignor_balances_load,
     }
 }
 

@@ -254,6 +254,10 @@ pub struct LoadTriggerView {
     /// No load rebalance before then: `load_cooldown_ms` after the last,
     /// or after this host took the group.
     pub cooldown_until_ms: Option<u64>,
+    /// Whether the bound assignor balances load (its `capabilities.load`;
+    /// only then does the group rebalance for load); absent until the
+    /// host has looked.
+    pub assignor_balances_load: Option<bool>,
 }
 
 /// Serializes a config without its token digests, whatever they hold.

@@ -14,6 +14,7 @@ mod auth;
 mod bindings;
 mod errors;
 mod groups_and_members;
+mod load_trigger;
 mod member_tokens;
 mod openapi;
 mod preview;

@@ -60,6 +60,12 @@ impl Coordinator {
         self.assignor_loads.known.insert(reference.to_owned(), load);
     }
 
+    /// Whether the assignor `reference` balances load, as the runtime
+    /// said; `None` until it has.
+    pub fn assignor_balances_load(&self, reference: &str) -> Option<bool> {
+        self.assignor_loads.known.get(reference).copied()
+    }
+
     /// The group's load check, at its deadline ([`load_check_at`]): a
     /// sample of its loads against the band, and a bump for load when they
     /// stayed outside it for the window and the cooldown has passed.
