@@ -55,6 +55,10 @@ fn the_openapi_document_names_every_route() {
         "BindingView",
         "PreviewRequest",
         "PreviewView",
+        "LoadItem",
+        "LoadReport",
+        "GroupLoadView",
+        "MemberLoadView",
     ] {
         assert!(
             schemas.contains_key(name),
@@ -63,6 +67,20 @@ fn the_openapi_document_names_every_route() {
         );
     }
     assert_eq!(schemas["Task"]["prefixItems"].as_array().unwrap().len(), 2);
+    let load_forms = schemas["LoadItem"]["oneOf"].as_array().unwrap();
+    let lengths: Vec<usize> = load_forms
+        .iter()
+        .map(|form| form["prefixItems"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(
+        lengths,
+        [3, 4],
+        "[topic, partition, load], [topic, first, last, load]"
+    );
+    let request = &schemas["HeartbeatRequest"]["properties"];
+    for field in ["loads", "utilisation", "load_capacity"] {
+        assert!(request[field].is_object(), "{field}: {request}");
+    }
     // Every error response has the error body.
     let heartbeat = &paths["/v1/groups/{group}/heartbeat"]["post"]["responses"];
     for status in ["400", "404", "409", "413", "415"] {
