@@ -150,6 +150,51 @@ enum LoadgenMode {
     /// the host's CPU and RSS without and with them, and the time from a
     /// change of the table to each watcher's answer with it.
     Watchers(WatchersArgs),
+    /// Writes a GroupInput (`assignd run`'s format) of one topic whose
+    /// tasks carry --task-load's loads, every member holding an equal
+    /// count of them: load-aware assignment offline, for groups too large
+    /// for a fleet on one machine.
+    Input(InputArgs),
+    /// Weighs an input's current owners and an assignor's answer with the
+    /// input's loads: max/mean load before and after, in band or not,
+    /// tasks and load moved.
+    Score(ScoreArgs),
+}
+
+#[derive(Debug, Args)]
+struct InputArgs {
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    members: u32,
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    tasks: u32,
+    /// The tasks' loads: uniform[:MAX], zipf[:S], hot[:PERIOD_S] or
+    /// step[:AT_S:FACTOR], at time 0.
+    #[arg(long, value_name = "DIST", default_value = "zipf")]
+    task_load: String,
+    /// The seed of --task-load's draws.
+    #[arg(long, default_value_t = 1)]
+    load_seed: u64,
+    /// The input's load_unit; without it the input has no loads (a group
+    /// balancing counts).
+    #[arg(long, value_name = "UNIT")]
+    load_unit: Option<String>,
+    /// The input's load_band param.
+    #[arg(long, value_name = "BAND")]
+    load_band: Option<String>,
+    /// Write it here (default: standard output).
+    #[arg(long, value_name = "FILE.json")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct ScoreArgs {
+    /// The GroupInput with loads (its current assignment is "before").
+    #[arg(long, value_name = "FILE.json")]
+    input: PathBuf,
+    /// An assignor's answer (`assignd run`'s output) to that group, with or
+    /// without its loads.
+    #[arg(long, value_name = "FILE.json")]
+    assignment: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -206,25 +251,33 @@ struct WatchersArgs {
     token: Option<String>,
 }
 
-pub fn loadgen(args: LoadgenArgs) -> Result<(), Failure> {
-    if let Some(LoadgenMode::Watchers(watchers)) = args.mode {
-        return loadgen::watchers(WatchersSettings {
-            host: watchers.host,
-            watchers: watchers.watchers,
-            members: watchers.members,
-            tasks: watchers.tasks,
-            routes_valid_ms: watchers.routes_valid_ms,
-            wait_ms: watchers.wait_ms,
-            idle_s: watchers.idle_s,
-            changes: watchers.changes,
-            change_gap_ms: watchers.change_gap_ms,
-            host_pid: watchers.host_pid,
-            group: watchers.group,
-            report: watchers.report,
-            token: watchers.token,
+pub fn loadgen(mut args: LoadgenArgs) -> Result<(), Failure> {
+    match args.mode.take() {
+        Some(LoadgenMode::Input(a)) => input_run(a),
+        Some(LoadgenMode::Score(a)) => loadgen::offline::score(loadgen::offline::ScoreSettings {
+            input: a.input,
+            assignment: a.assignment,
         })
-        .map_err(Failure::from);
+        .map_err(Failure::from),
+        Some(LoadgenMode::Watchers(watchers)) => watchers_run(watchers),
+        None => fleet_run(args),
     }
+}
+
+fn input_run(a: InputArgs) -> Result<(), Failure> {
+    loadgen::offline::input(loadgen::offline::InputSettings {
+        members: a.members,
+        tasks: a.tasks,
+        task_load: a.task_load,
+        load_seed: a.load_seed,
+        load_unit: a.load_unit,
+        load_band: a.load_band,
+        out: a.out,
+    })
+    .map_err(Failure::from)
+}
+
+fn fleet_run(args: LoadgenArgs) -> Result<(), Failure> {
     loadgen::loadgen(LoadgenSettings {
         host: args.host,
         groups: args.groups,
@@ -257,6 +310,25 @@ pub fn loadgen(args: LoadgenArgs) -> Result<(), Failure> {
             load_sample_ms: args.load.load_sample_ms,
             host_pid: args.load.host_pid,
         },
+    })
+    .map_err(Failure::from)
+}
+
+fn watchers_run(watchers: WatchersArgs) -> Result<(), Failure> {
+    loadgen::watchers(WatchersSettings {
+        host: watchers.host,
+        watchers: watchers.watchers,
+        members: watchers.members,
+        tasks: watchers.tasks,
+        routes_valid_ms: watchers.routes_valid_ms,
+        wait_ms: watchers.wait_ms,
+        idle_s: watchers.idle_s,
+        changes: watchers.changes,
+        change_gap_ms: watchers.change_gap_ms,
+        host_pid: watchers.host_pid,
+        group: watchers.group,
+        report: watchers.report,
+        token: watchers.token,
     })
     .map_err(Failure::from)
 }

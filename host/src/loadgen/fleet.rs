@@ -4,6 +4,7 @@
 //! reporting what it holds to the ledger and its heartbeats to the
 //! heartbeat figures. It knows nothing of how the figures are printed.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +25,8 @@ use super::task_load::RunLoads;
 pub const TOPIC: &str = "orders";
 /// How often simulated state advances.
 pub const SIM_TICK: Duration = Duration::from_millis(50);
+/// How often the workers are told the loads of tasks they newly hold.
+pub const LOAD_REPORT_EVERY: Duration = Duration::from_millis(50);
 
 /// Heartbeats seen while measuring.
 pub struct Beats {
@@ -53,23 +56,40 @@ impl Beats {
     }
 }
 
-/// One worker's listener: its group and number in the ledger.
+/// One worker's listener: its group and number in the ledger, and the
+/// tasks it holds active for its load reports.
 struct Entry {
     ledger: Arc<Ledger>,
     beats: Arc<Beats>,
     group: usize,
     member: u64,
+    holding: Mutex<Holding>,
+}
+
+/// The partitions a worker holds active, and those whose load it has not
+/// been told yet.
+#[derive(Default)]
+struct Holding {
+    active: BTreeSet<u32>,
+    fresh: Vec<u32>,
 }
 
 impl Listener for Entry {
     fn active(&self, task: &Task, restoring: bool) {
         self.ledger.active(self.group, self.member, task, restoring);
+        let mut holding = lock(&self.holding);
+        holding.active.insert(task.partition);
+        holding.fresh.push(task.partition);
     }
     fn restored(&self, task: &Task) {
         self.ledger.restored(self.group, self.member, task);
     }
     fn released(&self, tasks: &[Task]) {
         self.ledger.released(self.group, self.member, tasks);
+        let mut holding = lock(&self.holding);
+        for task in tasks {
+            holding.active.remove(&task.partition);
+        }
     }
     fn member_status(&self, status: watch::Receiver<Status>) {
         self.ledger.watch(self.group, self.member, status);
@@ -109,6 +129,7 @@ pub struct MemberSpec {
 pub struct Worker {
     pub number: u64,
     pub worker: SimulatedWorker<MemoryStore>,
+    entry: Arc<Entry>,
 }
 
 /// The simulated members of one group.
@@ -129,6 +150,9 @@ pub struct Fleet {
     pub groups: Vec<GroupFleet>,
     pub ledger: Arc<Ledger>,
     pub beats: Arc<Beats>,
+    /// When the tasks' loads next change (seconds of the loads' clock),
+    /// once loads were first reported.
+    loads_until: Option<f64>,
 }
 
 impl Fleet {
@@ -151,6 +175,7 @@ impl Fleet {
             groups,
             ledger,
             beats: Arc::new(Beats::default()),
+            loads_until: None,
         }
     }
 
@@ -166,20 +191,25 @@ impl Fleet {
             urls.rotate_left(turn);
             let config = MemberConfig::new(urls.join(","), &group.name, [TOPIC])
                 .with_connections(self.spec.connections.clone());
-            let listener = Arc::new(Entry {
+            let entry = Arc::new(Entry {
                 ledger: self.ledger.clone(),
                 beats: self.beats.clone(),
                 group: group.index,
                 member: number,
+                holding: Mutex::new(Holding::default()),
             });
             let worker = SimulatedWorker::start(
                 config,
                 MemoryStore::new(group.changelogs.clone()),
                 self.spec.rates,
                 SIM_TICK,
-                listener,
+                entry.clone(),
             )?;
-            group.live.push(Worker { number, worker });
+            group.live.push(Worker {
+                number,
+                worker,
+                entry,
+            });
         }
         Ok(())
     }
@@ -235,6 +265,58 @@ impl Fleet {
             .chain(&group.draining)
             .map(|w| (w.number, w.worker.view()))
             .collect()
+    }
+
+    /// Tells every worker the loads of the tasks it newly holds, and of
+    /// all it holds when the loads changed since the last call (the
+    /// member sends the host only what moved past its threshold).
+    pub fn report_loads(&mut self) {
+        let Some(loads) = &self.spec.loads else {
+            return;
+        };
+        let t_s = loads.t_s();
+        let changed = self.loads_until.is_some_and(|until| t_s >= until);
+        if changed || self.loads_until.is_none() {
+            self.loads_until = Some(loads.loads.next_change(t_s).unwrap_or(f64::INFINITY));
+        }
+        for group in &self.groups {
+            for w in group.live.iter().chain(&group.draining) {
+                let partitions: Vec<u32> = {
+                    let mut holding = lock(&w.entry.holding);
+                    let fresh = std::mem::take(&mut holding.fresh);
+                    if changed {
+                        holding.active.iter().copied().collect()
+                    } else {
+                        fresh
+                    }
+                };
+                if partitions.is_empty() {
+                    continue;
+                }
+                let rows = partitions
+                    .into_iter()
+                    .map(|p| (Task::new(TOPIC, p), loads.loads.load(p, t_s)))
+                    .collect();
+                if let Err(e) = w.worker.set_loads(rows) {
+                    tracing::warn!(group = %group.name, member = w.number, "cannot set loads: {e}");
+                }
+            }
+        }
+    }
+
+    /// Awaits `work`, reporting loads every [`LOAD_REPORT_EVERY`] meanwhile.
+    pub async fn reporting_loads<F: std::future::Future>(&mut self, work: F) -> F::Output {
+        if self.spec.loads.is_none() {
+            return work.await;
+        }
+        tokio::pin!(work);
+        loop {
+            self.report_loads();
+            tokio::select! {
+                output = &mut work => return output,
+                () = tokio::time::sleep(LOAD_REPORT_EVERY) => {}
+            }
+        }
     }
 
     /// Every member leaves (concurrently).

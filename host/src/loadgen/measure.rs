@@ -179,7 +179,7 @@ async fn run(
         names: &names,
         tasks: u64::from(settings.tasks),
     };
-    settle_first(&groups, &fleet, &settings).await?;
+    settle_first(&groups, &mut fleet, &settings).await?;
     let mut measured = measure(&groups, &mut fleet, &churn, &settings, loads.as_ref()).await?;
     if let (Some(load), Some(run)) = (&mut measured.load, &loads) {
         load.task_load = run.spec.clone();
@@ -227,21 +227,22 @@ fn start_fleet(
 /// state: the first assignment is not measured, the baseline is steady.
 async fn settle_first(
     groups: &Groups<'_>,
-    fleet: &Fleet,
+    fleet: &mut Fleet,
     settings: &LoadgenSettings,
 ) -> Result<(), LoadTestError> {
     let deadline = Instant::now() + Duration::from_secs(SETTLE_FIRST_S);
     for name in groups.names {
         let started = Instant::now();
-        let settled = probe::probe(
-            groups.admin.clone(),
-            name.clone(),
-            settings.members as usize,
-            groups.tasks,
-            started,
-            deadline,
-        )
-        .await;
+        let settled = fleet
+            .reporting_loads(probe::probe(
+                groups.admin.clone(),
+                name.clone(),
+                settings.members as usize,
+                groups.tasks,
+                started,
+                deadline,
+            ))
+            .await;
         if settled.settled_s.is_none() {
             // Name the reason if the host refuses to show the group.
             groups
@@ -266,7 +267,9 @@ async fn settle_first(
                     .into(),
             ));
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        fleet
+            .reporting_loads(tokio::time::sleep(Duration::from_millis(50)))
+            .await;
     }
     Ok(())
 }
@@ -306,7 +309,9 @@ async fn measure(
     let mut figures = vec![baseline];
     let played = play_churn(groups, fleet, churn, &members, started, end).await?;
     figures.extend(played);
-    tokio::time::sleep_until(end.into()).await;
+    fleet
+        .reporting_loads(tokio::time::sleep_until(end.into()))
+        .await;
     fleet.beats.measuring.store(false, Ordering::Relaxed);
     let elapsed_s = started.elapsed().as_secs_f64();
     let heartbeats =
@@ -410,7 +415,9 @@ async fn play_churn(
     let mut figures = Vec::new();
     for (i, event) in churn.iter().enumerate() {
         let at = started + event.at;
-        tokio::time::sleep_until(at.into()).await;
+        fleet
+            .reporting_loads(tokio::time::sleep_until(at.into()))
+            .await;
         fleet.reap();
         let window = fleet.ledger.open_window();
         members = event.members_after(members);

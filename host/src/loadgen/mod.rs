@@ -23,6 +23,8 @@
 //! - [`task_load`]: the simulated tasks' loads (`--task-load`), and
 //!   `load_figures`: the members' loads, the band and the load
 //!   rebalances over a run.
+//! - [`offline`]: `assignd loadgen input` and `score`, load-aware
+//!   assignment offline on a generated input.
 //! - [`host_process`]: the host's CPU, memory and bytes from /proc.
 //! - [`settings`]: what each command runs with, by its flags' names.
 //!
@@ -39,6 +41,7 @@ pub mod ledger;
 pub mod load_figures;
 mod load_report;
 pub mod measure;
+pub mod offline;
 pub mod plot;
 pub mod probe;
 mod report;
