@@ -4,7 +4,9 @@
 //! the Rust one from `target/debug/examples/worker`) and speaks the
 //! contract of clients/README.md: one JSON line per event on stdout.
 //!
-//! - On a single node: a worker takes every task; a second one warms its
+//! - On a single node: a worker given `--load-per-task` in a group with a
+//!   `load_unit` has its tasks' loads shown in the group view; a worker
+//!   takes every task; a second one warms its
 //!   share up as learners before it takes it (promoted, not assigned);
 //!   SIGTERM drains it and it exits 0 once its tasks moved; a static
 //!   worker killed with -9 and restarted with its name gets exactly its
@@ -332,6 +334,45 @@ fn holds(count: usize) -> impl Fn(&Worker) -> bool {
     move |worker| worker.held().len() == count
 }
 
+/// A worker started with `--load-per-task` in a group with a `load_unit`:
+/// once the host asks, every task's load reaches the group view (the
+/// group's total, complete, and the member's load).
+fn reports_loads(command: &Path, server: &Server, dir: &Path, state: &str) {
+    const LOAD_PER_TASK: f64 = 5.0;
+    let mut config = group_config();
+    config["load_unit"] = json!("records/s");
+    let (status, body) = server.call("PUT", "/v1/groups/loads", Some(&config));
+    assert_eq!(status, 201, "{body}");
+    let mut args: Vec<&str> = worker_args(&server.base, state, Some("wl"))
+        .into_iter()
+        .map(|arg| if arg == "g" { "loads" } else { arg })
+        .collect();
+    args.extend(["--load-per-task", "5"]);
+    let mut worker = Worker::start(command, "wl", dir, &args);
+    worker.wait_for("held every task", holds(PARTITIONS as usize));
+    let total = LOAD_PER_TASK * f64::from(PARTITIONS);
+    let shown_within = Instant::now() + REACH_WITHIN;
+    loop {
+        let (_, view) = server.call("GET", "/v1/groups/loads", None);
+        let loads = &view["loads"];
+        let member_load = &view["members"][0]["load"]["load"];
+        if loads["complete"] == true
+            && loads["total"].as_f64() == Some(total)
+            && member_load.as_f64() == Some(total)
+        {
+            assert_eq!(loads["unit"], "records/s", "{view}");
+            break;
+        }
+        assert!(
+            Instant::now() < shown_within,
+            "the loads never reached the group view: {view}\n{}",
+            worker.diagnose()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    worker.kill();
+}
+
 fn single_node(lang: &str) {
     let Some(command) = worker_command(lang) else {
         return;
@@ -342,6 +383,7 @@ fn single_node(lang: &str) {
     assert_eq!(status, 201, "{body}");
     let state = dir.join("state");
     let state = state.to_str().unwrap();
+    reports_loads(&command, &server, &dir, state);
     let start = |label: &str, name: Option<&str>| {
         Worker::start(
             &command,
