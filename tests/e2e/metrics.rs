@@ -234,8 +234,8 @@ fn metrics_are_described_and_move_as_a_group_forms() {
         "{text}"
     );
     assert!(
-        sample(&text, "assignd_rebalances_total", &[("reason", "join")]) >= 1.0,
-        "the members' joins asked for the target: {text}"
+        sample(&text, "assignd_rebalances_total", &[("reason", "config")]) >= 1.0,
+        "the group's creation opened the batch its members joined in: {text}"
     );
     assert!(
         sample(&text, "assignd_rebalance_seconds_count", &[]) >= 1.0,
