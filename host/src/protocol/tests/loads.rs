@@ -270,6 +270,10 @@ fn a_new_incarnation_of_a_name_is_asked_for_a_full_report() {
     assert_eq!(book.member("static:w1"), None, "the old capacity is gone");
 }
 
+/// A refused report: the field named, its loads, utilisation and load
+/// capacity.
+type RefusedCase = (&'static str, Vec<LoadItem>, Option<f64>, Option<f64>);
+
 /// Each out-of-bounds field is refused with `invalid_request` naming it,
 /// and nothing changes: not the group, not what the host keeps.
 #[test]
@@ -283,7 +287,7 @@ fn every_bound_is_refused_with_nothing_changed() {
     });
     let joined = h.join(None);
     let whole = LoadItem::range("orders", 0, 99_999, 1.0);
-    let cases: Vec<(&str, Vec<LoadItem>, Option<f64>, Option<f64>)> = vec![
+    let cases: Vec<RefusedCase> = vec![
         ("loads", vec![item(0, -1.0)], None, None),
         ("loads", vec![item(0, LOAD_MAX * 2.0)], None, None),
         ("loads", vec![item(0, f64::NAN)], None, None),
