@@ -16,7 +16,7 @@
  * computes a fresh balanced assignment.
  *
  * The bindings (plugin.h, plugin.c, plugin_component_type.o) are generated
- * by `wit-bindgen c` from guest-sdk/wit (see build.sh). Their ownership
+ * by `wit-bindgen c` from guest-sdk/wit/v0.1 (see build.sh). Their ownership
  * rules, which this file follows:
  *   - An export owns its arguments: `assign` frees its input with
  *     exports_assignd_assignor_assignor_group_input_free().

@@ -35,6 +35,7 @@ pub fn info<A: Assignor>() -> wit::AssignorInfo {
             learners: info.capabilities.learners,
             standbys: info.capabilities.standbys,
             racks: info.capabilities.racks,
+            load: info.capabilities.load,
         },
         params: info
             .params
@@ -69,8 +70,8 @@ pub fn assign<A: Assignor>(input: wit::GroupInput) -> Result<wit::Assignment, wi
                 rack: m.rack,
                 capacity: m.capacity,
                 subscription: m.subscription,
-                load_capacity: None,
-                utilisation: None,
+                load_capacity: m.load_capacity,
+                utilisation: m.utilisation,
             })
             .collect(),
         subscriptions: input.subscriptions,
@@ -89,8 +90,11 @@ pub fn assign<A: Assignor>(input: wit::GroupInput) -> Result<wit::Assignment, wi
             lag: input.lags.lag,
         },
         params: input.params.into_iter().map(|p| (p.key, p.value)).collect(),
-        load_unit: None,
-        loads: TaskLoads::default(),
+        load_unit: input.load_unit,
+        loads: TaskLoads {
+            task: input.loads.task,
+            load: input.loads.load,
+        },
     };
     let answer = A::assign(&input);
     // The host drops the instance, its memory with it, after the call:

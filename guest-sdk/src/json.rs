@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::model::{Assignment, GroupInput, Member, NO_MEMBER, TaskMembers, Topic};
+use crate::model::{Assignment, GroupInput, Member, NO_MEMBER, TaskLoads, TaskMembers, Topic};
 use crate::validate::{InputLimits, InvalidInput, check_input};
 
 #[derive(Deserialize)]
@@ -18,6 +18,11 @@ struct InputDoc {
     members: Vec<MemberDoc>,
     #[serde(default)]
     params: Map<String, Value>,
+    #[serde(default)]
+    load_unit: Option<String>,
+    /// Rows `[topic, partition, load]`.
+    #[serde(default)]
+    loads: Vec<(String, i64, f64)>,
 }
 
 #[derive(Deserialize)]
@@ -39,6 +44,10 @@ struct MemberDoc {
     standby: Vec<(String, i64)>,
     #[serde(default)]
     lags: Vec<(String, i64, i64)>,
+    #[serde(default)]
+    load_capacity: Option<f64>,
+    #[serde(default)]
+    utilisation: Option<f64>,
 }
 
 fn invalid<T>(message: String) -> Result<T, InvalidInput> {
@@ -193,11 +202,13 @@ pub fn parse_input(text: &str, limits: &InputLimits) -> Result<GroupInput, Inval
             rack: doc_member.rack.clone(),
             capacity,
             subscription,
-            load_capacity: None,
-            utilisation: None,
+            load_capacity: doc_member.load_capacity,
+            utilisation: doc_member.utilisation,
         });
     }
     input.topics = topics;
+    input.load_unit = doc.load_unit;
+    input.loads = parse_loads(&input, &doc.loads)?;
     for (key, value) in doc.params {
         let value = match value {
             Value::String(s) => s,
@@ -213,6 +224,29 @@ pub fn parse_input(text: &str, limits: &InputLimits) -> Result<GroupInput, Inval
     }
     check_input(&input, limits)?;
     Ok(input)
+}
+
+/// The `loads` rows `[topic, partition, load]` as task rows, in the order
+/// given. A row of a topic or partition that does not exist is dropped (a
+/// report may predate the change); the values are checked by
+/// `check_input`.
+fn parse_loads(input: &GroupInput, rows: &[(String, i64, f64)]) -> Result<TaskLoads, InvalidInput> {
+    let offsets = input.topic_offsets();
+    let mut loads = TaskLoads::default();
+    for (topic, partition, load) in rows {
+        if *partition < 0 {
+            return invalid(format!(
+                "loads: partition {partition} of {topic:?} is negative"
+            ));
+        }
+        let Some(t) = input.topic_index(topic) else {
+            continue;
+        };
+        if *partition < i64::from(input.topics[t as usize].partitions) {
+            loads.push(offsets[t as usize] + *partition as u32, *load);
+        }
+    }
+    Ok(loads)
 }
 
 /// Parses `key=value` command-line params, later ones overriding `base`.
@@ -329,6 +363,12 @@ pub fn input_to_json(input: &GroupInput) -> Value {
                 doc.insert("rack".into(), json!(rack));
             }
             doc.insert("capacity".into(), json!(member.capacity));
+            if let Some(load_capacity) = member.load_capacity {
+                doc.insert("load_capacity".into(), json!(load_capacity));
+            }
+            if let Some(utilisation) = member.utilisation {
+                doc.insert("utilisation".into(), json!(utilisation));
+            }
             doc.insert(
                 "active".into(),
                 Value::Array(std::mem::take(&mut active[m])),
@@ -339,7 +379,29 @@ pub fn input_to_json(input: &GroupInput) -> Value {
             Value::Object(doc)
         })
         .collect();
-    json!({"topics": topics, "members": members, "params": input.params})
+    let mut doc = json!({"topics": topics, "members": members, "params": input.params});
+    if let Some(unit) = &input.load_unit {
+        doc["load_unit"] = json!(unit);
+    }
+    if !input.loads.is_empty() {
+        doc["loads"] = loads_to_json(input, &offsets);
+    }
+    doc
+}
+
+/// The `loads` rows `[topic, partition, load]`, in task order.
+fn loads_to_json(input: &GroupInput, offsets: &[u32]) -> Value {
+    let mut rows: Vec<(u32, f64)> = input.loads.iter().collect();
+    rows.sort_by_key(|row| row.0);
+    rows.into_iter()
+        .map(|(task, load)| {
+            let Value::Array(mut row) = task_pair(input, offsets, task) else {
+                unreachable!("task_pair returns an array")
+            };
+            row.push(json!(load));
+            Value::Array(row)
+        })
+        .collect()
 }
 
 /// Parses an Assignment document against the input it answers (the inverse

@@ -63,10 +63,19 @@ pub use model::{
 };
 
 /// The version of the WIT package this SDK speaks (`assignd:assignor@…`).
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// The WIT world, for tools that need its text (the host embeds it too).
 pub const WIT: &str = include_str!("../wit/assignor.wit");
+
+/// The versions of the WIT package the host runs, oldest first: components
+/// built for an older one keep working (they get its input, without what
+/// came later).
+pub const WIT_VERSIONS: [&str; 2] = ["0.1.0", WIT_VERSION];
+
+/// The text of version 0.1.0 of the world, byte for byte as published (the
+/// host runs components built for it).
+pub const WIT_0_1: &str = include_str!("../wit/v0.1/assignor.wit");
 
 /// An assignment strategy. Implement it and call [`export_assignor!`].
 pub trait Assignor {

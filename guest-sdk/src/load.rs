@@ -7,6 +7,21 @@ use std::collections::BTreeMap;
 
 use crate::model::{AssignError, GroupInput};
 
+/// The largest load a task or a member's capacity may have, in any unit.
+pub const LOAD_MAX: f64 = 1e15;
+
+/// The largest utilisation a member may report (1.0 is fully used).
+pub const UTILISATION_MAX: f64 = 10.0;
+
+/// The longest load unit, in bytes.
+pub const LOAD_UNIT_LEN_MAX: usize = 32;
+
+/// Whether `unit` is a load unit: 1 to [`LOAD_UNIT_LEN_MAX`] bytes of
+/// visible ASCII (e.g. "records/s").
+pub fn is_load_unit(unit: &str) -> bool {
+    (1..=LOAD_UNIT_LEN_MAX).contains(&unit.len()) && unit.bytes().all(|b| b.is_ascii_graphic())
+}
+
 /// The param naming the band: a preset or a number 0 < b <= 1.
 pub const BAND_PARAM: &str = "load_band";
 

@@ -236,6 +236,69 @@ pub fn check_input(input: &GroupInput, limits: &InputLimits) -> Result<(), Inval
             ));
         }
     }
+    check_loads(input, task_count, limits)
+}
+
+/// The loads: a unit of 1 to `LOAD_UNIT_LEN_MAX` visible ASCII bytes when
+/// there are any, rows of existing tasks with finite loads from 0 to
+/// `LOAD_MAX`, members' capacities above 0 and utilisations from 0 to
+/// `UTILISATION_MAX`.
+fn check_loads(
+    input: &GroupInput,
+    task_count: usize,
+    limits: &InputLimits,
+) -> Result<(), InvalidInput> {
+    use crate::load::{LOAD_MAX, LOAD_UNIT_LEN_MAX, UTILISATION_MAX};
+    match &input.load_unit {
+        Some(unit) if !crate::load::is_load_unit(unit) => {
+            return invalid(format!(
+                "load_unit {unit:?} must be 1 to {LOAD_UNIT_LEN_MAX} bytes of visible ASCII"
+            ));
+        }
+        None if !input.loads.is_empty() => {
+            return invalid("loads are given but no load_unit".into());
+        }
+        _ => {}
+    }
+    let loads = &input.loads;
+    if loads.task.len() != loads.load.len() {
+        return invalid("loads columns have different lengths".into());
+    }
+    if loads.len() > limits.rows_max {
+        return invalid(format!(
+            "{} loads rows, more than the limit of {}",
+            loads.len(),
+            limits.rows_max
+        ));
+    }
+    for (task, load) in loads.iter() {
+        if task as usize >= task_count {
+            return invalid(format!("loads: task {task} does not exist"));
+        }
+        if !(0.0..=LOAD_MAX).contains(&load) {
+            return invalid(format!(
+                "loads: task {task} has load {load}, not from 0 to {LOAD_MAX:e}"
+            ));
+        }
+    }
+    for member in &input.members {
+        if let Some(c) = member.load_capacity
+            && !(c > 0.0 && c <= LOAD_MAX)
+        {
+            return invalid(format!(
+                "member {:?}: load_capacity {c} must be above 0 and at most {LOAD_MAX:e}",
+                member.id
+            ));
+        }
+        if let Some(u) = member.utilisation
+            && !(0.0..=UTILISATION_MAX).contains(&u)
+        {
+            return invalid(format!(
+                "member {:?}: utilisation {u} must be from 0 to {UTILISATION_MAX}",
+                member.id
+            ));
+        }
+    }
     Ok(())
 }
 

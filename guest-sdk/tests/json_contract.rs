@@ -48,6 +48,107 @@ fn the_design_example_parses_into_dense_indices() {
     assert_eq!(input.param_u64("absent", 9), Ok(9));
 }
 
+const LOADS_EXAMPLE: &str = r#"{
+  "topics": {"orders": 4, "payments": 2},
+  "load_unit": "records/s",
+  "members": [
+    {"id": "m1", "topics": ["orders", "payments"], "load_capacity": 500, "utilisation": 0.7,
+     "active": [["orders", 0], ["orders", 1]]},
+    {"id": "m2", "topics": ["orders"], "active": [["orders", 2]]}
+  ],
+  "loads": [["orders", 0, 120.5], ["payments", 1, 0], ["gone", 0, 3], ["orders", 9, 1],
+            ["orders", 2, 40]]
+}"#;
+
+#[test]
+fn loads_parse_into_task_rows_and_render_back() {
+    let input = parse(LOADS_EXAMPLE).unwrap();
+    assert_eq!(input.load_unit.as_deref(), Some("records/s"));
+    assert_eq!(input.members[0].load_capacity, Some(500.0));
+    assert_eq!(input.members[0].utilisation, Some(0.7));
+    assert_eq!(
+        (input.members[1].load_capacity, input.members[1].utilisation),
+        (None, None)
+    );
+    // Rows of a topic or partition that does not exist are dropped.
+    assert_eq!(
+        input.loads.iter().collect::<Vec<_>>(),
+        vec![(0, 120.5), (5, 0.0), (2, 40.0)]
+    );
+    assert_eq!(
+        input.task_loads(),
+        vec![Some(120.5), None, Some(40.0), None, None, Some(0.0)]
+    );
+    let doc = input_to_json(&input);
+    assert_eq!(doc["load_unit"], "records/s");
+    assert_eq!(
+        doc["loads"],
+        serde_json::json!([
+            ["orders", 0, 120.5],
+            ["orders", 2, 40.0],
+            ["payments", 1, 0.0]
+        ])
+    );
+    assert_eq!(doc["members"][0]["load_capacity"], 500.0);
+    assert_eq!(doc["members"][0]["utilisation"], 0.7);
+    assert!(doc["members"][1].get("load_capacity").is_none());
+    let without = parse(r#"{"topics": {"t": 1}, "members": []}"#).unwrap();
+    let doc = input_to_json(&without);
+    assert!(
+        doc.get("load_unit").is_none() && doc.get("loads").is_none(),
+        "{doc}"
+    );
+}
+
+#[test]
+fn bad_loads_are_refused_naming_the_field() {
+    let doc = |unit: &str, member: &str, loads: &str| {
+        format!(
+            r#"{{"topics": {{"t": 2}}, {unit} "members": [{{"id": "a", "topics": ["t"] {member}}}],
+                "loads": [{loads}]}}"#
+        )
+    };
+    let unit = r#""load_unit": "records/s","#;
+    for (text, said) in [
+        (doc(unit, "", r#"["t", 0, -1]"#), "load -1"),
+        (doc(unit, "", r#"["t", 0, 2e15]"#), "task 0 has load"),
+        (doc(unit, "", r#"["t", -1, 1]"#), "partition -1"),
+        (doc("", "", r#"["t", 0, 1]"#), "no load_unit"),
+        (
+            doc(r#""load_unit": "records per s","#, "", ""),
+            "load_unit \"records per s\"",
+        ),
+        (doc(r#""load_unit": "","#, "", ""), "load_unit \"\""),
+        (doc(unit, r#", "load_capacity": 0"#, ""), "load_capacity 0"),
+        (
+            doc(unit, r#", "utilisation": 10.5"#, ""),
+            "utilisation 10.5",
+        ),
+        (
+            doc(unit, r#", "utilisation": -0.1"#, ""),
+            "utilisation -0.1",
+        ),
+    ] {
+        let error = parse(&text).expect_err(&text);
+        assert!(error.contains(said), "{said}: {error}");
+    }
+    let long = format!(r#""load_unit": "{}","#, "u".repeat(33));
+    assert!(
+        parse(&doc(&long, "", ""))
+            .unwrap_err()
+            .contains("1 to 32 bytes")
+    );
+    let longest = format!(r#""load_unit": "{}","#, "u".repeat(32));
+    assert!(
+        parse(&doc(
+            &longest,
+            r#", "load_capacity": 1e15, "utilisation": 10"#,
+            r#"["t", 1, 1e15]"#
+        ))
+        .is_ok()
+    );
+}
+
 #[test]
 fn optional_fields_take_their_defaults() {
     let input =
@@ -276,6 +377,9 @@ fn arbitrary_input() -> impl Strategy<Value = GroupInput> {
                     });
                 }
                 for (m, (subs, capacity, named, rack)) in members.iter().enumerate() {
+                    // Some members declare loads, some do not.
+                    let load_capacity = named.then(|| f64::from(*capacity) * 100.5);
+                    let utilisation = (*rack > 0).then(|| f64::from(*rack) * 0.35);
                     let subscribed = (0..topics as u32).filter(|&t| subs[t as usize]).collect();
                     let subscription = input.intern_subscription(subscribed);
                     input.members.push(assignd_guest_sdk::Member {
@@ -284,8 +388,8 @@ fn arbitrary_input() -> impl Strategy<Value = GroupInput> {
                         rack: (*rack > 0).then(|| format!("rack-{rack}")),
                         capacity: *capacity,
                         subscription,
-                        load_capacity: None,
-                        utilisation: None,
+                        load_capacity,
+                        utilisation,
                     });
                 }
                 let tasks = input.task_count() as u32;
@@ -296,7 +400,11 @@ fn arbitrary_input() -> impl Strategy<Value = GroupInput> {
                     for (task, member, lag, kind) in rows {
                         let (task, member) = (task % tasks, member % count);
                         match kind {
-                            0 => input.active_owner[task as usize] = member,
+                            0 => {
+                                input.active_owner[task as usize] = member;
+                                input.load_unit = Some("records/s".into());
+                                input.loads.push(task, lag as f64 / 7.0);
+                            }
                             1 => input.learners.push(task, member),
                             2 => input.standbys.push(task, member),
                             _ => {
@@ -314,6 +422,13 @@ fn arbitrary_input() -> impl Strategy<Value = GroupInput> {
 }
 
 fn canonical(mut input: GroupInput) -> GroupInput {
+    // Rendering sorts loads by task, keeping the order of a task's rows.
+    let mut loads: Vec<(u32, f64)> = input.loads.iter().collect();
+    loads.sort_by_key(|row| row.0);
+    input.loads = Default::default();
+    for (task, load) in loads {
+        input.loads.push(task, load);
+    }
     input.learners.sort();
     input.standbys.sort();
     let mut lags: Vec<_> = input.lags.iter().collect();

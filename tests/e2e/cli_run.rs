@@ -144,7 +144,7 @@ fn bad_modules_give_one_clear_line() {
         ),
         (
             write(&dir, "other.wasm", wat::parse_str(OTHER_WORLD_WAT).unwrap()),
-            "does not export `assignd:assignor/assignor@0.1.0` (it exports: hello)",
+            "does not export `assignd:assignor/assignor@0.2.0` or `assignd:assignor/assignor@0.1.0` (it exports: hello)",
         ),
         (
             write(&dir, "wasi.wasm", wat::parse_str(WASI_IMPORT_WAT).unwrap()),

@@ -45,3 +45,4 @@ mod routes_cluster;
 mod serve;
 mod shards;
 mod upgrade;
+mod wit_versions;

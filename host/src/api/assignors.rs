@@ -20,7 +20,7 @@ fn uploaded_view(entry: &Entry) -> AssignorView {
         name: entry.name.clone(),
         version: entry.version.clone(),
         builtin: false,
-        info: info_json(&entry.module.info),
+        info: info_json(&entry.module),
         size_bytes: entry.size_bytes,
         uploaded_at_ms: Some(entry.uploaded_at_ms),
     }
@@ -32,7 +32,7 @@ fn builtin_view(name: &str, module: &LoadedModule) -> AssignorView {
         name: name.to_owned(),
         version: module.info.version.clone(),
         builtin: true,
-        info: info_json(&module.info),
+        info: info_json(module),
         size_bytes: builtin_component(name).map_or(0, |b| b.len() as u64),
         uploaded_at_ms: None,
     }

@@ -141,10 +141,9 @@ pub fn info(args: InfoArgs) -> Result<(), Failure> {
     let (_engine, module) = load(&args.module, Limits::default().memory_max_bytes, bounds)?;
     // The id first, then what the registry shows of `info()`.
     let mut doc = json!({ "id": module.id });
-    if let (Some(doc), serde_json::Value::Object(info)) = (
-        doc.as_object_mut(),
-        crate::registry::info_json(&module.info),
-    ) {
+    if let (Some(doc), serde_json::Value::Object(info)) =
+        (doc.as_object_mut(), crate::registry::info_json(&module))
+    {
         doc.extend(info);
     }
     outln!(

@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 use assignd_guest_sdk::validate::{
     InputLimits, InvalidAssignment, check_assignment, check_input, rows_max_for,
 };
-use assignd_guest_sdk::{AssignError, Assignment, GroupInput, TaskMembers};
+use assignd_guest_sdk::{AssignError, Assignment, GroupInput};
 
-use super::bindings::assignd::assignor::types as wit;
 use super::engine::{LoadedModule, PluginEngine};
 use super::error::PluginError;
 use super::limits::Limits;
@@ -54,77 +53,12 @@ fn emit_logs(module: &str, logs: &[GuestLogLine], dropped: u64) {
     }
 }
 
-/// The records of an input the guest's `group-input` refers to, borrowed
-/// from the host's `GroupInput`: a member costs a few words here, and its
-/// strings are copied once, by wasmtime, straight into the guest's memory.
-struct WitRecords<'a> {
-    topics: Vec<wit::Topic<'a>>,
-    subscriptions: Vec<&'a [u32]>,
-    members: Vec<wit::Member<'a>>,
-    params: Vec<wit::Param<'a>>,
-}
-
-impl<'a> WitRecords<'a> {
-    fn new(input: &'a GroupInput) -> Self {
-        WitRecords {
-            topics: input
-                .topics
-                .iter()
-                .map(|t| wit::Topic {
-                    name: &t.name,
-                    partitions: t.partitions,
-                })
-                .collect(),
-            subscriptions: input.subscriptions.iter().map(Vec::as_slice).collect(),
-            members: input
-                .members
-                .iter()
-                .map(|m| wit::Member {
-                    id: &m.id,
-                    name: m.name.as_deref(),
-                    rack: m.rack.as_deref(),
-                    capacity: m.capacity,
-                    subscription: m.subscription,
-                })
-                .collect(),
-            params: input
-                .params
-                .iter()
-                .map(|(key, value)| wit::Param { key, value })
-                .collect(),
-        }
-    }
-
-    /// The guest's input: these records and `input`'s columns.
-    fn input<'b>(&'b self, input: &'b GroupInput) -> wit::GroupInput<'b> {
-        let rows = |rows: &'b TaskMembers| wit::TaskMembersParam {
-            task: &rows.task,
-            member: &rows.member,
-        };
-        wit::GroupInput {
-            topics: &self.topics,
-            subscriptions: &self.subscriptions,
-            members: &self.members,
-            active_owner: &input.active_owner,
-            learners: rows(&input.learners),
-            standbys: rows(&input.standbys),
-            lags: wit::TaskLags {
-                task: &input.lags.task,
-                member: &input.lags.member,
-                lag: &input.lags.lag,
-            },
-            params: &self.params,
-        }
-    }
-}
-
-fn refused(error: wit::AssignError, len_max: usize) -> PluginError {
+/// The guest's refusal, its message cut to `len_max` bytes.
+fn refused(error: AssignError, len_max: usize) -> PluginError {
     PluginError::Refused(match error {
-        wit::AssignError::InvalidParam(m) => AssignError::InvalidParam(truncate(m, len_max)),
-        wit::AssignError::UnsupportedInput(m) => {
-            AssignError::UnsupportedInput(truncate(m, len_max))
-        }
-        wit::AssignError::Failed(m) => AssignError::Failed(truncate(m, len_max)),
+        AssignError::InvalidParam(m) => AssignError::InvalidParam(truncate(m, len_max)),
+        AssignError::UnsupportedInput(m) => AssignError::UnsupportedInput(truncate(m, len_max)),
+        AssignError::Failed(m) => AssignError::Failed(truncate(m, len_max)),
     })
 }
 
@@ -186,20 +120,17 @@ impl PluginEngine {
             }
         };
         let instantiated = Instant::now();
-        let records = WitRecords::new(input);
-        let answer = plugin
-            .assignd_assignor_assignor()
-            .call_assign(&mut store, records.input(input));
+        // The input of the module's version: a 0.1 module gets no loads.
+        let answer = plugin.call_assign(&mut store, input);
         let called = Instant::now();
         let fuel_used = fuel - store.get_fuel().unwrap_or(0);
         *logs_dropped_out = store.data().logs_dropped;
         *logs_out = std::mem::take(&mut store.data_mut().logs);
-        let answer = match answer {
-            Ok(Ok(answer)) => answer,
+        let assignment = match answer {
+            Ok(Ok(assignment)) => assignment,
             Ok(Err(error)) => return Err(refused(error, limits.log_line_len_max)),
             Err(e) => return Err(classify(e, &store, limits, fuel)),
         };
-        let assignment = from_wit(answer);
         check_answer(input, &assignment, limits)?;
         let validated = Instant::now();
         // The host's work on the answer counts against the call's time:
@@ -223,21 +154,6 @@ impl PluginEngine {
             logs: Vec::new(),
             logs_dropped: 0,
         })
-    }
-}
-
-/// The guest's answer as the host's type.
-fn from_wit(answer: wit::Assignment) -> Assignment {
-    Assignment {
-        active_owner: answer.active_owner,
-        learners: TaskMembers {
-            task: answer.learners.task,
-            member: answer.learners.member,
-        },
-        standbys: TaskMembers {
-            task: answer.standbys.task,
-            member: answer.standbys.member,
-        },
     }
 }
 

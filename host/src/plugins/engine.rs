@@ -15,10 +15,9 @@ use std::time::{Duration, Instant};
 
 use assignd_guest_sdk::Info;
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::bindings::{Plugin, PluginPre};
 use super::builtin::{BUILTIN_NAMES, builtin_component};
 use super::compile::{CompilesRunning, compile_config, compile_in_child};
 use super::error::PluginError;
@@ -26,8 +25,8 @@ use super::limits::{
     CORE_INSTANCES_PER_CALL_MAX, CompileBounds, EPOCH_TICK_MS, EngineConfig, Limits,
     MEMORIES_PER_CALL_MAX, TABLES_PER_CALL_MAX,
 };
-use super::sandbox::{CallSlots, GuestState, InfoCall, call_info};
-use super::{WIT_ASSIGNOR_INTERFACE, WIT_LOG_INTERFACE, WIT_TYPES_INTERFACE};
+use super::sandbox::{CallSlots, GuestState};
+use super::world::{self, InfoCall, WitVersion, WorldPre, call_info, check_world};
 
 /// The sha256 of a component's bytes, lowercase hex.
 pub type ModuleId = String;
@@ -42,7 +41,9 @@ pub struct LoadedModule {
     pub compile_ms: f64,
     /// Whether the compiled artifact came from the on-disk cache.
     pub from_disk_cache: bool,
-    pub(super) pre: PluginPre<GuestState>,
+    /// The version of the assignor interface it exports.
+    pub wit_version: WitVersion,
+    pub(super) pre: WorldPre,
 }
 
 impl std::fmt::Debug for LoadedModule {
@@ -51,6 +52,7 @@ impl std::fmt::Debug for LoadedModule {
             .field("id", &self.id)
             .field("name", &self.info.name)
             .field("version", &self.info.version)
+            .field("wit_version", &self.wit_version)
             .finish()
     }
 }
@@ -96,7 +98,7 @@ impl PluginEngine {
         wasm_config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm_config)?;
         let mut linker = Linker::new(&engine);
-        Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        world::add_to_linker(&mut linker)?;
         anyhow::ensure!(
             config.guest_nice <= super::GUEST_NICE_MAX,
             "a guest nice increment of {} is out of range (0 to {})",
@@ -179,7 +181,7 @@ impl PluginEngine {
         }
         // Before any compile: a refusal must not cost a compile (seconds
         // for a 12 MB JavaScript guest) nor leave an artifact behind.
-        check_world(bytes)?;
+        let wit_version = check_world(bytes)?;
         let started = Instant::now();
         let (component, from_disk_cache) = self.compile(&id, bytes, shipped)?;
         let compile_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -189,8 +191,7 @@ impl PluginEngine {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| PluginError::ImportShape(format!("{e:#}")))?;
-        let pre =
-            PluginPre::new(instance_pre).map_err(|e| PluginError::WrongShape(format!("{e:#}")))?;
+        let pre = WorldPre::new(wit_version, instance_pre)?;
         // The module's own code: on a guest thread, as every guest call.
         let info_call = InfoCall {
             engine: self.engine.clone(),
@@ -210,6 +211,7 @@ impl PluginEngine {
             info,
             compile_ms,
             from_disk_cache,
+            wit_version,
             pre,
         });
         self.modules
@@ -398,52 +400,6 @@ fn check_header(bytes: &[u8]) -> Result<(), PluginError> {
         [0x0d, 0x00, 0x01, 0x00] => Ok(()),
         other => Err(PluginError::UnsupportedVersion { version: other }),
     }
-}
-
-/// Refuses components that import anything but our log and types
-/// interfaces, or that do not export our assignor interface, naming the
-/// offending item. Reads only the component's own import and export
-/// sections (not those of the modules and components nested in it), from
-/// the bytes: nothing is compiled.
-fn check_world(bytes: &[u8]) -> Result<(), PluginError> {
-    use wasmparser::{Parser, Payload};
-    let mut exports = Vec::new();
-    let mut depth = 0_u32;
-    for payload in Parser::new(0).parse_all(bytes) {
-        let payload = payload.map_err(|e| PluginError::Compile(e.to_string()))?;
-        match payload {
-            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
-            Payload::End(_) => depth = depth.saturating_sub(1),
-            Payload::ComponentImportSection(imports) if depth == 0 => {
-                for import in imports {
-                    let import = import.map_err(|e| PluginError::Compile(e.to_string()))?;
-                    let name = import.name.name;
-                    if name != WIT_LOG_INTERFACE && name != WIT_TYPES_INTERFACE {
-                        return Err(PluginError::ForeignImport {
-                            name: name.to_owned(),
-                        });
-                    }
-                }
-            }
-            Payload::ComponentExportSection(section) if depth == 0 => {
-                for export in section {
-                    let export = export.map_err(|e| PluginError::Compile(e.to_string()))?;
-                    exports.push(export.name.name.to_owned());
-                }
-            }
-            _ => {}
-        }
-    }
-    if !exports.iter().any(|e| e == WIT_ASSIGNOR_INTERFACE) {
-        return Err(PluginError::WrongWorld {
-            exports: if exports.is_empty() {
-                "nothing".into()
-            } else {
-                exports.join(", ")
-            },
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

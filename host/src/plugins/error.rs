@@ -7,8 +7,6 @@ use assignd_guest_sdk::AssignError;
 use assignd_guest_sdk::validate::{InvalidAssignment, InvalidInput};
 use assignd_wire::ErrorCode;
 
-use super::WIT_ASSIGNOR_INTERFACE;
-
 /// A plugin failure.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
@@ -66,7 +64,8 @@ pub enum PluginError {
     /// The component imports something besides our log interface.
     /// Checked before any compile.
     #[error(
-        "the component imports `{name}`, but an assignor may import only `assignd:assignor/log@{}` \
+        "the component imports `{name}`, but an assignor may import only the `log` of the version of \
+         the assignor interface it exports (`assignd:assignor/log@{}`, or `@0.1.0` for a 0.1 assignor) \
          (a guest is a pure function of its input: no WASI, clock, randomness, files or network). \
          Rebuild without it: Rust, for wasm32-unknown-unknown, not wasm32-wasip2; JavaScript \
          (componentize-js), with `--disable stdio random clocks http fetch-event`; Python \
@@ -76,21 +75,24 @@ pub enum PluginError {
     )]
     ForeignImport { name: String },
 
-    /// The component does not export the assignor interface of our version.
+    /// The component exports the assignor interface of no version the
+    /// host runs.
     #[error(
-        "the component does not export `{WIT_ASSIGNOR_INTERFACE}` (it exports: {exports}); is it an assignor built with this version of the guest SDK?"
+        "the component does not export {} (it exports: {exports}); is it an assignor built with the assignd guest SDK or its WIT?",
+        assignor_interfaces()
     )]
     WrongWorld { exports: String },
 
     /// The export exists but its functions have other types.
-    #[error("the component's `{WIT_ASSIGNOR_INTERFACE}` export has the wrong shape: {0}")]
+    #[error(
+        "the component's `assignd:assignor/assignor` export has the wrong shape for its version: {0}"
+    )]
     WrongShape(String),
 
     /// An import of our package whose functions or types are not the
     /// host's (a guest built against another version of the WIT world).
     #[error(
-        "the component's imports do not match the host's `assignd:assignor/log@{version}`: {0}; build it against this host's guest-sdk/wit",
-        version = assignd_guest_sdk::WIT_VERSION
+        "the component's imports do not match the host's `assignd:assignor/log` of the version it exports: {0}; build it against this host's guest-sdk/wit (0.2.0) or guest-sdk/wit/v0.1"
     )]
     ImportShape(String),
 
@@ -157,6 +159,17 @@ pub enum PluginError {
     /// Reading a module file failed.
     #[error("cannot read module {path}: {message}")]
     Read { path: String, message: String },
+}
+
+/// "`assignd:assignor/assignor@0.2.0` or `…@0.1.0`": the assignor
+/// interface of every version the host runs, newest first.
+fn assignor_interfaces() -> String {
+    assignd_guest_sdk::WIT_VERSIONS
+        .iter()
+        .rev()
+        .map(|version| format!("`assignd:assignor/assignor@{version}`"))
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 impl PluginError {

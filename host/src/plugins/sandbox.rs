@@ -2,20 +2,15 @@
 //! across all of the call's memories, the guest's log lines kept under a
 //! cap), the store itself (fuel, epoch deadline, resource limiter), the
 //! call slots every store is made under, the mapping of wasmtime's errors
-//! to [`PluginError`], and the `info()` call a load makes. It knows
-//! nothing of the module cache (`engine.rs`) or of assignments
-//! (`call.rs`).
+//! to [`PluginError`]. It knows nothing of the module cache (`engine.rs`),
+//! of assignments (`call.rs`) or of the interface's versions (`world.rs`).
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use assignd_guest_sdk::log::PANIC_PREFIX;
-use assignd_guest_sdk::{Capabilities, Info, ParamSpec};
 use wasmtime::{Engine, ResourceLimiter, Store, Trap};
 
-use super::bindings::PluginPre;
-use super::bindings::assignd::assignor::log::{Host as LogHost, Level};
-use super::bindings::assignd::assignor::types as wit;
 use super::error::PluginError;
 use super::limits::{EPOCH_TICK_MS, Limits};
 
@@ -151,16 +146,6 @@ impl ResourceLimiter for GuestState {
     }
 }
 
-fn level_name(level: Level) -> &'static str {
-    match level {
-        Level::Trace => "trace",
-        Level::Debug => "debug",
-        Level::Info => "info",
-        Level::Warn => "warn",
-        Level::Error => "error",
-    }
-}
-
 /// `message` cut to `len_max` bytes (at a char boundary) and marked so.
 /// A cut message is a fresh copy of the kept prefix: `String::truncate`
 /// would keep the whole allocation, and a guest's 64 MiB line would hold
@@ -179,12 +164,11 @@ pub(super) fn truncate(message: String, len_max: usize) -> String {
     kept
 }
 
-/// The types interface has no functions; the linker still wants it.
-impl wit::Host for GuestState {}
-
-impl LogHost for GuestState {
-    fn log(&mut self, level: Level, message: String) {
-        if matches!(level, Level::Error)
+impl GuestState {
+    /// A line the guest logged at `level` (the log import of every
+    /// version ends here).
+    pub(super) fn log_line(&mut self, level: &'static str, message: String) {
+        if level == "error"
             && let Some(panic) = message.strip_prefix(PANIC_PREFIX)
         {
             // Rust renders a panic as "panicked at FILE:LINE:COL:\nMESSAGE";
@@ -201,10 +185,7 @@ impl LogHost for GuestState {
             return;
         }
         self.log_bytes += message.len();
-        self.logs.push(GuestLogLine {
-            level: level_name(level),
-            message,
-        });
+        self.logs.push(GuestLogLine { level, message });
     }
 }
 
@@ -263,58 +244,6 @@ pub(super) fn classify(
     }
 }
 
-/// What an `info()` call needs of its engine, owned, so that it can run
-/// on a guest thread while the engine's `load` waits for it.
-pub(super) struct InfoCall {
-    pub engine: Engine,
-    pub slots: Arc<CallSlots>,
-    pub memory_ceiling_bytes: u64,
-    pub pre: PluginPre<GuestState>,
-}
-
-/// Calls `info()` on a fresh instance.
-pub(super) fn call_info(call: &InfoCall, limits: &Limits) -> Result<Info, PluginError> {
-    let limits = &capped(call.memory_ceiling_bytes, limits);
-    let fuel = limits.fuel_base;
-    let _slot = call.slots.acquire();
-    let mut store = new_store(&call.engine, limits, fuel);
-    let pre = &call.pre;
-    let plugin = match pre.instantiate(&mut store) {
-        Ok(plugin) => plugin,
-        Err(e) => {
-            return Err(PluginError::Instantiate(format!(
-                "{:#}",
-                classify(e, &store, limits, fuel)
-            )));
-        }
-    };
-    let info = plugin
-        .assignd_assignor_assignor()
-        .call_info(&mut store)
-        .map_err(|e| classify(e, &store, limits, fuel))?;
-    let len_max = limits.log_line_len_max;
-    Ok(Info {
-        name: truncate(info.name, len_max),
-        version: truncate(info.version, len_max),
-        description: truncate(info.description, len_max),
-        capabilities: Capabilities {
-            learners: info.capabilities.learners,
-            standbys: info.capabilities.standbys,
-            racks: info.capabilities.racks,
-            load: false,
-        },
-        params: info
-            .params
-            .into_iter()
-            .map(|p| ParamSpec {
-                name: truncate(p.name, len_max),
-                default_value: truncate(p.default_value, len_max),
-                description: truncate(p.description, len_max),
-            })
-            .collect(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,7 +290,7 @@ mod tests {
         let limits = Limits::default();
         let mut state = GuestState::new(&limits);
         for _ in 0..limits.log_lines_max {
-            state.log(Level::Info, "y".repeat(10 << 20));
+            state.log_line("info", "y".repeat(10 << 20));
         }
         let kept: usize = state.logs.iter().map(|l| l.message.len()).sum();
         assert!(kept <= limits.log_bytes_max, "{kept} bytes kept");

@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use assignd_guest_sdk::Info;
 use assignd_guest_sdk::testing::{GroupSpec, Subscriptions, group};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -581,16 +580,21 @@ fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An assignor's `info()` as JSON, as `assignd info` prints it.
-pub fn info_json(info: &Info) -> Value {
+/// An assignor's `info()` as JSON, as `assignd info` prints it, with the
+/// version of the assignor interface it was built for (`wit_version`; a
+/// 0.1 component never balances load).
+pub fn info_json(module: &LoadedModule) -> Value {
+    let info = &module.info;
     json!({
         "name": info.name,
         "version": info.version,
         "description": info.description,
+        "wit_version": module.wit_version.as_str(),
         "capabilities": {
             "learners": info.capabilities.learners,
             "standbys": info.capabilities.standbys,
             "racks": info.capabilities.racks,
+            "load": info.capabilities.load,
         },
         "params": info.params.iter().map(|p| json!({
             "name": p.name, "default": p.default_value, "description": p.description,

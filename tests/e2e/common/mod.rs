@@ -20,6 +20,8 @@ pub const BAD_GUESTS: &[&str] = &[
     "test-guest-panicking",
     "test-guest-invalid-output",
     "test-guest-spin-when-told",
+    // Not misbehaving: a 0.2 guest that shows the loads it got.
+    "test-guest-load-echo",
 ];
 
 pub fn workspace_root() -> PathBuf {
