@@ -111,6 +111,49 @@ proptest! {
     }
 }
 
+proptest! {
+    /// The greedy's guarantee: in a group where everyone subscribes to
+    /// everything and every load is known and at most `b·S_min`, every
+    /// member ends in band, whatever the start.
+    #[test]
+    fn fine_grained_loads_always_reach_the_band(
+        members in 1u32..=30,
+        tasks in 1u32..=2_000,
+        band_index in 0usize..BANDS.len(),
+        seed in any::<u64>(),
+    ) {
+        let band = BANDS[band_index];
+        let mut rng = Rng(seed);
+        let mut input = load_oracle_input(&[], &[], members);
+        input.topics[0].partitions = tasks;
+        for m in &mut input.members {
+            m.capacity = 1 + rng.below(3) as u32;
+        }
+        let loads: Vec<f64> = (0..tasks).map(|_| 1.0 + rng.below(10) as f64).collect();
+        let total: f64 = loads.iter().sum();
+        let weight: u32 = input.members.iter().map(|m| m.capacity).sum();
+        let smallest = input.members.iter().map(|m| m.capacity).min().unwrap();
+        let share_min = total * f64::from(smallest) / f64::from(weight);
+        if loads.iter().any(|&l| l > band * share_min) {
+            // Too coarse for the guarantee.
+            return Ok(());
+        }
+        for (task, &load) in loads.iter().enumerate() {
+            input.loads.push(task as u32, load);
+        }
+        input.active_owner = (0..tasks)
+            .map(|_| match rng.below(u64::from(members) + 1) as u32 {
+                m if m == members => NO_MEMBER,
+                m => m,
+            })
+            .collect();
+        let owners = balance_by_load(&input, greedy_only(band));
+        let view = View::of(&input).unwrap();
+        let held = view.held(&owners, members as usize);
+        prop_assert!(view.in_band(&held, band), "{held:?} shares {:?}", view.share);
+    }
+}
+
 #[test]
 fn the_lightest_single_move_that_reaches_the_band() {
     // Member 0 holds 10 + 6 + 5, member 1 holds 5: shares 13, loose band
