@@ -56,6 +56,10 @@
 //!   the vectors in `clients/conformance/`.
 //! - `tracker`: what the application has been told (sans-IO, driven by
 //!   the machine).
+//! - [`loads`]: which task loads, utilisation and load capacity the next
+//!   heartbeat reports (sans-IO, driven by the machine): nothing until
+//!   the host asks, then everything or what moved past the threshold
+//!   ([`MemberHandle::set_load`]).
 //! - `member`: the shell that runs the machine over HTTP, its handle and
 //!   events; [`listen`] hands the events to a [`Listener`] (assigned,
 //!   revoked, lost: the shape of every client's listener).
