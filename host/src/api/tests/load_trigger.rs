@@ -108,3 +108,26 @@ async fn a_group_whose_assignor_balances_counts_is_not_rebalanced_for_load() {
     assert_eq!(view["last_rebalance"]["reason"], "config");
     assert!(view["load_trigger"]["outside_band_since_ms"].is_null());
 }
+
+#[test]
+fn the_openapi_document_describes_the_views_of_the_trigger() {
+    let doc = serde_json::to_value(openapi()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let group = &schemas["GroupView"]["properties"];
+    for field in ["last_rebalance", "load_trigger"] {
+        assert!(group[field].is_object(), "GroupView lacks {field}");
+    }
+    let last = &schemas["LastRebalanceView"]["properties"];
+    for field in ["epoch", "reason", "at_ms"] {
+        assert!(last[field].is_object(), "LastRebalanceView lacks {field}");
+    }
+    let trigger = &schemas["LoadTriggerView"]["properties"];
+    for field in [
+        "outside_band_since_ms",
+        "last_load_rebalance_ms",
+        "cooldown_until_ms",
+        "assignor_balances_load",
+    ] {
+        assert!(trigger[field].is_object(), "LoadTriggerView lacks {field}");
+    }
+}
