@@ -2,7 +2,8 @@
 //! whose README says how each was made), read back to the exact records.
 //! Unlike `legacy.rs`, nothing here frames old records with the reader's
 //! own structs: version 4's segments are what the previous release's
-//! `assignd serve` wrote, and versions 1 to 3's are written by
+//! `assignd serve` wrote, version 5's what the last build whose newest
+//! format is 5 wrote, and versions 1 to 3's are written by
 //! [`old_segment`] with plain byte arithmetic from the layout
 //! docs/log-format.md documents (postcard varints, length-prefixed
 //! strings, fields in declaration order), as the writers of those
@@ -481,4 +482,91 @@ fn a_version_4_log_of_the_previous_release_reads_back_exactly() {
     let per_segment: Vec<u64> = read.segments.iter().map(|s| s.records).collect();
     assert_eq!(per_segment, [6, 2]);
     assert_eq!(read.records, expected_v4_records());
+}
+
+// ---- Version 5: written by the last build whose newest format is 5 ----
+
+/// What the format 5 build wrote (see golden/README.md), in order: the
+/// first run's records in segment 0, the second run's in segment 1. The
+/// config has a routes promise and the member an endpoint and metadata;
+/// both read back with the default load settings.
+fn expected_v5_records() -> Vec<Record> {
+    let g = || "g".to_owned();
+    let config = GroupConfig {
+        routes_valid_ms: 500,
+        ..expected_config(2)
+    };
+    let member = Member {
+        endpoint: Some("10.0.0.5:8080".into()),
+        metadata: [("zone".to_owned(), "a".to_owned())].into(),
+        ..expected_member()
+    };
+    // Bound 430 ms after the first run started.
+    let binding = Binding {
+        at_ms: 430,
+        ..expected_binding(2)
+    };
+    let target: BTreeMap<Slot, SlotTarget> = [(
+        Slot::named("a"),
+        SlotTarget {
+            active: orders_0_to_3(),
+            learner: BTreeSet::new(),
+            standby: BTreeSet::new(),
+        },
+    )]
+    .into();
+    let state = Group {
+        config: config.clone(),
+        members: [(Slot::named("a"), member.clone())].into(),
+        routes_epoch: 4,
+        ..v4_snapshot_state(&binding, &target)
+    };
+    vec![
+        Record::GroupConfigured { group: g(), config },
+        Record::AssignorBound {
+            group: g(),
+            binding,
+        },
+        Record::GroupEpochBumped {
+            group: g(),
+            epoch: 1,
+        },
+        Record::MemberJoined {
+            group: g(),
+            slot: Slot::named("a"),
+            member,
+        },
+        Record::GroupEpochBumped {
+            group: g(),
+            epoch: 2,
+        },
+        Record::TargetInstalled {
+            group: g(),
+            epoch: 2,
+            target: target.into(),
+        },
+        Record::MemberReconciled {
+            group: g(),
+            slot: Slot::named("a"),
+            assignment: reconciled(),
+        },
+        Record::GroupSnapshot {
+            group: g(),
+            state: Box::new(state),
+        },
+    ]
+}
+
+#[test]
+fn a_version_5_log_of_the_format_5_build_reads_back_exactly() {
+    let read = read_golden("v5");
+    assert_eq!(read.head, Some(1));
+    let kinds: Vec<_> = read.segments.iter().map(|s| s.kind).collect();
+    assert_eq!(
+        kinds,
+        [Some(SegmentKind::Base), Some(SegmentKind::Continuation)]
+    );
+    let per_segment: Vec<u64> = read.segments.iter().map(|s| s.records).collect();
+    assert_eq!(per_segment, [5, 3]);
+    assert_eq!(read.records, expected_v5_records());
 }
