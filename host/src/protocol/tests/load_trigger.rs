@@ -5,7 +5,10 @@
 //! never for a frozen group or an assignor that does not balance load.
 
 use super::harness::*;
-use crate::protocol::core::{Coordinator, Heartbeat, HeartbeatResponse, HostLoad};
+use crate::protocol::core::{
+    Coordinator, Heartbeat, HeartbeatResponse, HostLoad, LOAD_CHECK_MS_MIN, TimerKind,
+    group_deadline,
+};
 use crate::protocol::group::{GroupConfig, Millis, RebalanceReason, Task};
 
 const WINDOW_MS: u64 = 5_000;
@@ -214,4 +217,19 @@ fn after_a_restart_the_first_load_rebalance_waits_a_cooldown_from_then() {
     // The first tick after the restart, at 16 s, is when it took the group.
     let calls = run(&mut h, &mut members, 40_000, Some(hot_task));
     assert_eq!(calls, [16_000 + cooldown_ms]);
+}
+
+#[test]
+fn loads_are_checked_once_a_heartbeat_interval_but_never_more_often_than_the_floor() {
+    for (interval_ms, expected_ms) in [(1_000, 1_000), (10, LOAD_CHECK_MS_MIN)] {
+        let (mut h, mut members) = pair(GroupConfig {
+            heartbeat_interval_ms: interval_ms,
+            ..load_config(COOLDOWN_MS)
+        });
+        run(&mut h, &mut members, 3_000, Some(|_| 5.0));
+        let group = h.core.group(GROUP).unwrap();
+        let deadline = group_deadline(group, h.core.liveness(GROUP)).unwrap();
+        assert_eq!(deadline.kind, TimerKind::LoadCheck);
+        assert_eq!(deadline.at_ms, 3_000 + expected_ms);
+    }
 }
