@@ -36,7 +36,10 @@ pub use routes::{
 };
 #[cfg(feature = "openapi")]
 pub use schema::TaskItem;
-pub use size::{HEARTBEAT_BODY_BYTES_MAX, escaped_len_bytes, heartbeat_bytes_max};
+pub use size::{
+    HEARTBEAT_BODY_BYTES_MAX, escaped_len_bytes, heartbeat_bytes_max,
+    heartbeat_with_loads_bytes_max,
+};
 pub use task::{LagRow, Task};
 
 /// The most tasks one task list of a body may hold once its ranges are

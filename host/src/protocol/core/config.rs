@@ -268,20 +268,30 @@ fn check_names(config: &GroupConfig) -> Result<(), ProtocolError> {
 
 /// Refuses a group whose members' heartbeats could be past the host's
 /// body limit: a member holding every task, scattered so that no ranges
-/// form, with a lag on each, would be answered 413 on every beat and the
-/// group never settle. Refused here, it is one clear error up front.
+/// form, with a lag on each (and a load on each, when the group takes
+/// loads), would be answered 413 on every beat and the group never
+/// settle. Refused here, it is one clear error up front.
 fn check_heartbeat_fits(config: &GroupConfig) -> Result<(), ProtocolError> {
-    use assignd_wire::{HEARTBEAT_BODY_BYTES_MAX, heartbeat_bytes_max};
+    use assignd_wire::{
+        HEARTBEAT_BODY_BYTES_MAX, heartbeat_bytes_max, heartbeat_with_loads_bytes_max,
+    };
     let topics = config
         .topics
         .iter()
         .map(|t| (t.name.as_str(), t.partitions));
-    let len = heartbeat_bytes_max(topics);
+    let (len, each, fix) = match config.load_unit {
+        None => (heartbeat_bytes_max(topics), "a lag", ""),
+        Some(_) => (
+            heartbeat_with_loads_bytes_max(topics),
+            "a lag and a load",
+            ", or no load_unit",
+        ),
+    };
     if len > HEARTBEAT_BODY_BYTES_MAX {
         return invalid(format!(
             "a member holding every task of this group would send heartbeats of up to {len} bytes \
-             (tasks as [topic, partition] pairs with a lag each), more than the heartbeat body \
-             limit of {HEARTBEAT_BODY_BYTES_MAX}: use fewer tasks or shorter topic names"
+             (tasks as [topic, partition] pairs with {each} each), more than the heartbeat body \
+             limit of {HEARTBEAT_BODY_BYTES_MAX}: use fewer tasks or shorter topic names{fix}"
         ));
     }
     Ok(())
@@ -314,5 +324,23 @@ mod tests {
         };
         assert!(message.contains("heartbeat body limit"), "{message}");
         assert!(core.group("h").is_none());
+    }
+
+    /// A group that takes loads counts a load on every task too: the
+    /// names that fit without one are refused with one, naming the way out.
+    #[test]
+    fn a_group_that_takes_loads_counts_them_in_its_heartbeat() {
+        let mut core = Coordinator::new(7);
+        let mut config = topics(12);
+        config.load_unit = Some("records/s".to_owned());
+        let Err(ProtocolError::Invalid(message)) = core.configure("g", config, 0) else {
+            panic!("refused as invalid");
+        };
+        assert!(message.contains("or no load_unit"), "{message}");
+        assert!(core.group("g").is_none());
+        let mut config = topics(12);
+        config.topics.truncate(4);
+        config.load_unit = Some("records/s".to_owned());
+        assert!(core.configure("g", config, 0).is_ok());
     }
 }
