@@ -4,12 +4,12 @@
 //! - a component built for 0.1 (`tests/fixtures/sticky-wit-0.1.wasm`, the
 //!   built-in `sticky` before loads existed) answers an input with loads
 //!   offline (it gets the input without them), and, uploaded, serves a
-//!   group whose config names a load unit;
-//! - a 0.2 guest (`tests/guests/load-echo`) sees the loads: offline it
-//!   puts every task on the member with the largest load capacity, and
-//!   with `echo=yes` refuses naming the unit, the loads and the members'
-//!   capacities it got; live, its refusal on the group shows the group's
-//!   load unit.
+//!   group whose members report loads, through a join;
+//! - a 0.2 guest (`tests/guests/load-echo`) sees the loads: it puts every
+//!   task on the member with the largest load capacity, and with
+//!   `echo=yes` refuses naming the unit, the loads and the members'
+//!   capacities and utilisations it got: offline, and live, where they are
+//!   what the members reported.
 //!
 //! `assignd info` and the registry say which version each was built for
 //! and whether it balances load.
@@ -152,55 +152,131 @@ fn group_config(assignor: &str, params: Value) -> Value {
         "assignor": assignor,
         "params": params,
         "load_unit": "records/s",
+        // No smoothing: the input holds the latest reports as they are.
+        "load_half_life_ms": 0,
         "expansion_timeout_ms": 50,
         "learners": "off",
     })
 }
 
-#[test]
-fn uploaded_components_of_both_versions_serve_groups_with_a_load_unit() {
-    let server = Server::start(&common::scratch("live"), &[]);
+/// One heartbeat of `member` reporting its load capacity, its
+/// utilisation if given, and a load of `per_task(partition)` for each of
+/// its active tasks.
+fn beat_reporting(
+    server: &Server,
+    group: &str,
+    member: &mut Member,
+    capacity: f64,
+    utilisation: Option<f64>,
+    per_task: fn(u64) -> f64,
+) {
+    let loads: Vec<Value> = member
+        .active
+        .iter()
+        .map(|(topic, partition)| json!([topic, partition, per_task(*partition)]))
+        .collect();
+    let mut extra = json!({"load_capacity": capacity, "loads": loads});
+    if let Some(utilisation) = utilisation {
+        extra["utilisation"] = json!(utilisation);
+    }
+    let (status, answer) = member.try_heartbeat(server, group, extra);
+    assert_eq!(status, 200, "{answer}");
+}
 
+/// The message of the group's latest assignor failure once it contains
+/// `needle`, `member` heartbeating meanwhile.
+fn failure_containing(server: &Server, group: &str, member: &mut Member, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        member.heartbeat(server, group);
+        let (_, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
+        let message = view["assignor_failures"]["message"].as_str().unwrap_or("");
+        if message.contains(needle) {
+            return message.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no failure with {needle:?}: {view}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Binds the group `new` to load-echo with `params`.
+fn bind(server: &Server, params: Value) {
+    let (status, view) = server.call(
+        "PUT",
+        "/v1/groups/new/assignor",
+        Some(&json!({"module": "load-echo@0.2.0", "params": params})),
+    );
+    assert_eq!(status, 200, "{view}");
+}
+
+/// A 0.1 component serves a group whose members report loads: it gets the
+/// input without them, and the group converges, again after a join.
+#[test]
+fn a_0_1_component_serves_a_group_whose_members_report_loads() {
+    let server = Server::start(&common::scratch("live-0.1"), &[]);
     let bytes = std::fs::read(fixture_0_1()).unwrap();
     let (status, module) = server.upload("sticky-old", "0.1.0", &bytes);
     assert_eq!(status, 201, "{module}");
     assert_eq!(module["info"]["wit_version"], "0.1.0", "{module}");
-    let (status, view) = server.call(
-        "PUT",
-        "/v1/groups/old",
-        Some(&group_config("sticky-old@0.1.0", json!({}))),
-    );
+    assert_eq!(module["info"]["capabilities"]["load"], false, "{module}");
+    let config = group_config("sticky-old@0.1.0", json!({}));
+    let (status, view) = server.call("PUT", "/v1/groups/old", Some(&config));
     assert_eq!(status, 201, "{view}");
-    let mut members: Vec<Member> = ["m1", "m2", "m3"]
+    let mut members: Vec<Member> = ["m1", "m2"]
         .into_iter()
         .map(|name| Member::join(&server, "old", name))
         .collect();
+    converge(&server, "old", &mut members, 3);
+    for member in &mut members {
+        beat_reporting(&server, "old", member, 50.0, Some(0.5), |p| p as f64);
+    }
+    members.push(Member::join(&server, "old", "m3"));
     converge(&server, "old", &mut members, 2);
+    let (status, input) = server.call("GET", "/v1/groups/old/assignor-input", None);
+    assert_eq!(status, 200, "{input}");
+    assert_eq!(input["load_unit"], "records/s", "{input}");
+}
 
+/// A 0.2 guest sees what members report: their load capacities decide its
+/// answer, and its refusal names the tasks' loads and the utilisation.
+#[test]
+fn a_0_2_guest_sees_the_loads_members_report() {
+    let server = Server::start(&common::scratch("live-0.2"), &[]);
     let bytes = std::fs::read(load_echo()).unwrap();
     let (status, module) = server.upload("load-echo", "0.2.0", &bytes);
     assert_eq!(status, 201, "{module}");
     assert_eq!(module["info"]["capabilities"]["load"], true, "{module}");
-    let (status, view) = server.call(
-        "PUT",
-        "/v1/groups/new",
-        Some(&group_config("load-echo@0.2.0", json!({"echo": "yes"}))),
-    );
+    let config = group_config("load-echo@0.2.0", json!({}));
+    let (status, view) = server.call("PUT", "/v1/groups/new", Some(&config));
     assert_eq!(status, 201, "{view}");
-    let mut member = Member::join(&server, "new", "n1");
+    let mut small = Member::join(&server, "new", "small");
+    let mut big = Member::join(&server, "new", "big");
+    beat_reporting(&server, "new", &mut small, 100.0, None, |_| 0.0);
+    beat_reporting(&server, "new", &mut big, 400.0, Some(0.5), |_| 0.0);
+    // A new binding asks for a target: every task on the member with the
+    // larger capacity.
+    bind(&server, json!({"echo": "no"}));
     let deadline = Instant::now() + Duration::from_secs(60);
-    let message = loop {
-        member.heartbeat(&server, "new");
-        let (_, view) = server.call("GET", "/v1/groups/new", None);
-        if let Some(message) = view["assignor_failures"]["message"].as_str() {
-            break message.to_owned();
-        }
-        assert!(Instant::now() < deadline, "no refusal shown: {view}");
+    while big.active.len() < 6 || !small.held().is_empty() {
+        small.heartbeat(&server, "new");
+        big.heartbeat(&server, "new");
+        assert!(Instant::now() < deadline, "big never got every task");
         std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(message.contains("load_unit=records/s"), "{message}");
-    assert!(
-        message.contains(":cap=-:util=-]"),
-        "no capacity reported: {message}"
-    );
+    }
+    beat_reporting(&server, "new", &mut big, 400.0, Some(0.5), |p| {
+        10.0 * p as f64 + 0.5
+    });
+
+    bind(&server, json!({"echo": "yes"}));
+    let message = failure_containing(&server, "new", &mut big, "load_unit=records/s");
+    for said in [
+        "loads=[orders-0=0.5 orders-1=10.5 orders-2=20.5 orders-3=30.5 orders-4=40.5 orders-5=50.5]",
+        &format!("{}:cap=100:util=-", small.member_id),
+        &format!("{}:cap=400:util=0.5", big.member_id),
+    ] {
+        assert!(message.contains(said), "{said}: {message}");
+    }
 }
