@@ -32,6 +32,7 @@ mod kv;
 mod kv_cluster;
 mod languages;
 mod limits;
+mod load_balance;
 mod loadgen;
 mod loads;
 mod logs;

@@ -48,8 +48,13 @@ pub fn spread(loads: &[f64], band: f64) -> Option<Spread> {
     })
 }
 
+/// The reason of a target that promotes learners that caught up: it
+/// completes the moves of the rebalance that placed them.
+const CAUGHT_UP: &str = "caught_up";
+
 /// A rebalance the host's view showed, and the moves after it until the
-/// next one.
+/// next one (the moves of the learners it placed included, when they
+/// caught up).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Rebalance {
     /// Seconds after measuring started (when a sample first saw it).
@@ -123,6 +128,9 @@ struct GroupSampler {
     last_owner: Vec<u64>,
     last_epoch: Option<u64>,
     previous: Option<(f64, Spread)>,
+    /// The rebalance the moves seen now belong to: the last one, unless
+    /// that only promoted caught-up learners of an earlier one.
+    moving: Option<usize>,
 }
 
 /// Samples until `stop`, from `started` (time 0 of the loads); one
@@ -140,6 +148,7 @@ pub async fn sample(sampled: Sampled, started: Instant, stop: Arc<AtomicBool>) -
             last_owner: vec![0; tasks],
             last_epoch: None,
             previous: None,
+            moving: None,
         })
         .collect();
     // The owners when measuring starts are nobody's moves.
@@ -186,7 +195,7 @@ impl GroupSampler {
             if *last != 0 && *last != member {
                 self.figures.tasks_moved += 1;
                 self.figures.load_moved += load;
-                if let Some(r) = self.figures.rebalances.last_mut() {
+                if let Some(r) = self.moving.and_then(|i| self.figures.rebalances.get_mut(i)) {
                     r.tasks_moved += 1;
                     r.load_moved += load;
                 }
@@ -224,8 +233,7 @@ impl GroupSampler {
     /// `last_rebalance`) as a rebalance.
     fn see_view(&mut self, view: &serde_json::Value, t_s: f64) {
         self.figures.host_imbalance = view
-            .pointer("/load/imbalance")
-            .or_else(|| view.get("imbalance"))
+            .pointer("/loads/imbalance")
             .and_then(serde_json::Value::as_f64);
         let Some(last) = view.get("last_rebalance") else {
             return;
@@ -247,6 +255,9 @@ impl GroupSampler {
             .unwrap_or("unknown")
             .to_owned();
         let before = self.previous.map_or(0.0, |(_, s)| s.max_over_mean);
+        if reason != CAUGHT_UP || self.moving.is_none() {
+            self.moving = Some(self.figures.rebalances.len());
+        }
         self.figures.rebalances.push(Rebalance {
             at_s: t_s,
             epoch,
@@ -298,6 +309,7 @@ mod tests {
             last_owner: Vec::new(),
             last_epoch: None,
             previous: None,
+            moving: None,
         };
         let out = spread(&[20.0, 10.0], 0.1).unwrap();
         let inside = spread(&[10.0, 10.0], 0.1).unwrap();
@@ -313,20 +325,27 @@ mod tests {
     }
 
     #[test]
-    fn a_new_target_epoch_is_a_rebalance_with_its_reason() {
+    fn a_new_target_is_a_rebalance_and_caught_up_learners_complete_the_last() {
         let mut sampler = GroupSampler {
             figures: GroupLoad::default(),
             last_owner: Vec::new(),
             last_epoch: None,
             previous: None,
+            moving: None,
         };
         let view = |epoch: u64, reason: &str| serde_json::json!({"last_rebalance": {"epoch": epoch, "reason": reason, "at_ms": 1}});
         sampler.see_view(&view(3, "membership"), 0.0);
         sampler.see_view(&view(3, "membership"), 1.0);
         sampler.see_view(&view(4, "load"), 2.0);
         sampler.see_view(&view(4, "load"), 3.0);
+        // The learners it placed caught up: their moves are the load
+        // rebalance's.
+        sampler.see_view(&view(5, "caught_up"), 4.0);
+        assert_eq!(sampler.moving, Some(0));
+        sampler.see_view(&view(6, "join"), 5.0);
+        assert_eq!(sampler.moving, Some(2));
         let figures = sampler.finish();
-        assert_eq!(figures.rebalances.len(), 1, "{:?}", figures.rebalances);
+        assert_eq!(figures.rebalances.len(), 3, "{:?}", figures.rebalances);
         assert_eq!(figures.rebalances[0].reason, "load");
         assert_eq!(figures.rebalances[0].at_s, 2.0);
         assert_eq!(figures.load_rebalances(), 1);
