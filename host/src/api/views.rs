@@ -60,7 +60,10 @@ pub fn group_view(
         .map(|(slot, member)| member_view(group, slot, member, lags_of(slot)))
         .collect();
     // Both are in slot order.
-    for (view, load) in members.iter_mut().zip(loads.iter().flat_map(|v| &v.members)) {
+    for (view, load) in members
+        .iter_mut()
+        .zip(loads.iter().flat_map(|v| &v.members))
+    {
         view.load = Some(member_load_view(load));
     }
     Some(GroupView {
