@@ -235,9 +235,38 @@ fn a_0_1_component_serves_a_group_whose_members_report_loads() {
     }
     members.push(Member::join(&server, "old", "m3"));
     converge(&server, "old", &mut members, 2);
+    // The captured input carries the loads, and replays offline.
     let (status, input) = server.call("GET", "/v1/groups/old/assignor-input", None);
     assert_eq!(status, 200, "{input}");
     assert_eq!(input["load_unit"], "records/s", "{input}");
+    assert_eq!(input["loads"].as_array().map(Vec::len), Some(6), "{input}");
+    let capacities: Vec<&Value> = input["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["load_capacity"])
+        .collect();
+    assert_eq!(
+        capacities.iter().filter(|c| **c == 50.0).count(),
+        2,
+        "{input}"
+    );
+    let dir = common::scratch("live-0.1-capture");
+    let captured = common::write(&dir, "input.json", input.to_string());
+    let output = common::assignd(&[
+        "run",
+        "--module",
+        load_echo().to_str().unwrap(),
+        "--input",
+        captured.to_str().unwrap(),
+        "--param",
+        "echo=yes",
+    ]);
+    common::assert_one_error_line(
+        &output,
+        EXIT_GUEST_FAILED,
+        "loads=[orders-0=0 orders-1=1 orders-2=2 orders-3=3 orders-4=4 orders-5=5]",
+    );
 }
 
 /// A 0.2 guest sees what members report: their load capacities decide its
