@@ -37,8 +37,10 @@
 //! learners and standbys only as declared, and optionally independent of
 //! the members' order and of the previous assignment).
 //!
-//! This crate owns the guest side of the WIT world in `wit/assignor.wit` and
-//! the contract checks ([`validate`]) that the host applies to every answer.
+//! This crate owns the guest side of the WIT world in `wit/assignor.wit`
+//! (version [`WIT_VERSION`]; the text of 0.1, which the host still runs, is
+//! kept as published in `wit/v0.1`), the loads' helpers ([`load`]) and the
+//! contract checks ([`validate`]) that the host applies to every answer.
 //! It must not depend on anything that does not build for
 //! `wasm32-unknown-unknown`.
 
