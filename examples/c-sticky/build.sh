@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds target/c-sticky.wasm, an assignd assignor component, from sticky.c:
-#   1. wit-bindgen c      ../../guest-sdk/wit/v0.1 -> target/bindings/plugin.{h,c}, plugin_component_type.o
+#   1. wit-bindgen c      ../../guest-sdk/wit -> target/bindings/plugin.{h,c}, plugin_component_type.o
 #   2. clang (wasm32-wasi, wasi-libc for malloc; no stdio, so no WASI imports) -> target/c-sticky.core.wasm
 #   3. assignd component new -> target/c-sticky.wasm
 # Tools (./install-toolchain.sh installs them): wit-bindgen 0.63, clang + lld 14 with
@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-WIT_DIR=${WIT_DIR:-../../guest-sdk/wit/v0.1}
+WIT_DIR=${WIT_DIR:-../../guest-sdk/wit}
 WIT_BINDGEN=${WIT_BINDGEN:-wit-bindgen}
 CC=${CC:-clang-14}
 OUT=target
@@ -29,7 +29,7 @@ RESOURCE_DIR=$("$CC" --print-resource-dir 2>/dev/null) || die "$CC is not clang:
 [ -f "$RESOURCE_DIR/lib/wasi/libclang_rt.builtins-wasm32.a" ] || die "the wasm32 compiler-rt of $CC is missing: run ./install-toolchain.sh (apt-get install libclang-rt-14-dev-wasm32)"
 echo 'int main;' | "$CC" --target=wasm32-wasi -x c -fsyntax-only -include stdlib.h - 2>/dev/null || die "wasi-libc not found for $CC: run ./install-toolchain.sh (apt-get install wasi-libc)"
 [ -x "$(dirname "$(readlink -f "$(command -v "$CC")")")/wasm-ld" ] || command -v wasm-ld >/dev/null 2>&1 || die "wasm-ld not found: run ./install-toolchain.sh (apt-get install lld-14)"
-[ -d "$WIT_DIR" ] || die "no WIT at $WIT_DIR: set WIT_DIR to the clone's guest-sdk/wit/v0.1"
+[ -d "$WIT_DIR" ] || die "no WIT at $WIT_DIR: set WIT_DIR to the clone's guest-sdk/wit"
 
 mkdir -p "$OUT/bindings"
 # 1. Bindings: generated, never edited or committed.

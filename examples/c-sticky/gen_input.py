@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Inputs for `assignd run`, and a stickiness check.
 
-  gen_input.py gen --members 1000 --tasks 100000 [--topics 100] [--new 100] [--mixed] > big.json
+  gen_input.py gen --members 1000 --tasks 100000 [--topics 100] [--new 100] [--mixed] [--loads] > big.json
       A GroupInput: TOPICS topics sharing TASKS tasks; every 4th member has
       capacity 2; the first MEMBERS-NEW members hold the tasks round-robin
       (the last NEW members have just joined). --mixed: odd members subscribe
-      to the first half of the topics only.
+      to the first half of the topics only. --loads: the group measures
+      "records/s": every task has a load from 1 to 10, one in fifty 100 (`loads` rows
+      [topic, partition, load]) and every member a `load_capacity` of 1000
+      per unit of capacity.
   gen_input.py feed INPUT.json ASSIGNMENT.json > next.json
       INPUT with each member's `active` replaced by its tasks in ASSIGNMENT.
   gen_input.py moved A.json B.json
@@ -39,7 +42,18 @@ def gen(args):
                 i += 1
             members[i % old]["active"].append([name, p])
             i += 1
-    json.dump({"topics": topics, "members": members, "params": {}}, sys.stdout)
+    doc = {"topics": topics, "members": members, "params": {}}
+    if args.loads:
+        doc["load_unit"] = "records/s"
+        for member in members:
+            member["load_capacity"] = 1000 * member["capacity"]
+        # A deterministic spread of loads, a few tasks ten times the rest.
+        doc["loads"] = [
+            [name, p, 100 if (t * 31 + p) % 50 == 0 else 1 + (t * 7 + p * 13) % 10]
+            for t, (name, partitions) in enumerate(topics.items())
+            for p in range(partitions)
+        ]
+    json.dump(doc, sys.stdout)
 
 
 def feed(args):
@@ -72,6 +86,7 @@ p.add_argument("--tasks", type=int, default=100000)
 p.add_argument("--topics", type=int, default=100)
 p.add_argument("--new", type=int, default=100, help="members that hold nothing yet")
 p.add_argument("--mixed", action="store_true")
+p.add_argument("--loads", action="store_true", help="tasks' loads and members' load capacities")
 p.set_defaults(run=gen)
 p = sub.add_parser("feed")
 p.add_argument("input")

@@ -10,13 +10,18 @@
  *    subscriber_capacity(t)).
  * 2. Every other task goes to the least-loaded member subscribing to its
  *    topic, load being tasks / capacity, ties to the lower member index.
+ *    When the group reports loads (a load unit and at least one task's
+ *    load), load is the sum of the member's tasks' loads / its weight
+ *    instead: its load capacity if every member declared one, else its
+ *    capacity. A task whose load the host does not know (yet) counts as
+ *    the mean of the known ones: unknown is not zero.
  * 3. Tasks of topics nobody subscribes to get no owner (0xFFFFFFFF).
  *
  * Param `sticky` (default "true"): "false" ignores the current owners and
  * computes a fresh balanced assignment.
  *
  * The bindings (plugin.h, plugin.c, plugin_component_type.o) are generated
- * by `wit-bindgen c` from guest-sdk/wit/v0.1 (see build.sh). Their ownership
+ * by `wit-bindgen c` from guest-sdk/wit (see build.sh). Their ownership
  * rules, which this file follows:
  *   - An export owns its arguments: `assign` frees its input with
  *     exports_assignd_assignor_assignor_group_input_free().
@@ -100,14 +105,15 @@ static const plugin_string_t *param(const group_input_t *in, const char *key) {
 
 void exports_assignd_assignor_assignor_info(exports_assignd_assignor_assignor_assignor_info_t *ret) {
     plugin_string_dup(&ret->name, "c-sticky");
-    plugin_string_dup(&ret->version, "0.1.0");
+    plugin_string_dup(&ret->version, "0.2.0");
     plugin_string_dup(&ret->description,
                       "sticky, capacity-weighted (written in C): a task stays on its owner while the owner "
                       "subscribes to its topic and is under its fair share; the rest go to the least-loaded "
-                      "subscriber");
+                      "subscriber, by reported load when the group has loads");
     ret->capabilities.learners = false;
     ret->capabilities.standbys = false;
     ret->capabilities.racks = false;
+    ret->capabilities.load = true;
 
     ret->params.len = 1;
     ret->params.ptr = malloc(sizeof *ret->params.ptr);
@@ -131,8 +137,11 @@ typedef struct {
     uint32_t *sub_member;      /* member indices, ascending within a topic */
     uint64_t *topic_capacity;  /* n_topics: total capacity of the topic's subscribers */
     uint32_t *capacity;        /* n_members: at least 1 */
-    uint32_t *load;            /* n_members: tasks given so far */
-    uint32_t *quota;           /* n_members */
+    uint32_t *count;           /* n_members: tasks given so far */
+    uint32_t *quota;           /* n_members: the most tasks it keeps */
+    double *task_load;         /* n_tasks: each task's load, or NULL: the group reports no loads */
+    double *weight;            /* n_members: load capacity if all have one and there are loads, else capacity */
+    double *load;              /* n_members: what it was given so far, in tasks or (with loads) load */
     uint32_t *heap;            /* n_members: scratch for the least-loaded search */
     uint8_t *subscribed;       /* n_members: scratch, 1 for the subscribers of the current topic */
 } group_t;
@@ -150,11 +159,52 @@ static void group_free(group_t *g) {
     free(g->sub_member);
     free(g->topic_capacity);
     free(g->capacity);
-    free(g->load);
+    free(g->count);
     free(g->quota);
+    free(g->task_load);
+    free(g->weight);
+    free(g->load);
     free(g->heap);
     free(g->subscribed);
 }
+
+/* The tasks' loads, when the group reports any (else task_load stays NULL
+ * and everything counts tasks), and the members' weights; false when out
+ * of memory. */
+static bool loads_init(group_t *g) {
+    const group_input_t *in = g->in;
+    bool by_load = in->load_unit.is_some && in->loads.task.len > 0 && g->n_tasks > 0;
+    if (by_load) {
+        g->task_load = malloc(g->n_tasks * sizeof(double));
+        if (!g->task_load)
+            return false;
+        for (size_t t = 0; t < g->n_tasks; t++)
+            g->task_load[t] = NAN; /* unknown */
+        for (size_t i = 0; i < in->loads.task.len && i < in->loads.load.len; i++)
+            if (in->loads.task.ptr[i] < g->n_tasks)
+                g->task_load[in->loads.task.ptr[i]] = in->loads.load.ptr[i];
+        double known = 0.0, sum = 0.0;
+        for (size_t t = 0; t < g->n_tasks; t++)
+            if (!isnan(g->task_load[t])) {
+                known++;
+                sum += g->task_load[t];
+            }
+        for (size_t t = 0; t < g->n_tasks; t++)
+            if (isnan(g->task_load[t]))
+                g->task_load[t] = sum / known; /* unknown is not zero: the mean of the known */
+    }
+    bool all_declare = by_load;
+    for (size_t m = 0; m < g->n_members; m++) {
+        const plugin_option_f64_t *c = &in->members.ptr[m].load_capacity;
+        all_declare = all_declare && c->is_some && c->val > 0.0;
+    }
+    for (size_t m = 0; m < g->n_members; m++)
+        g->weight[m] = all_declare ? in->members.ptr[m].load_capacity.val : (double)g->capacity[m];
+    return true;
+}
+
+/* What task `task` weighs: its load, or 1 when the group reports none. */
+static double cost(const group_t *g, uint32_t task) { return g->task_load ? g->task_load[task] : 1.0; }
 
 /* Builds the index; false when out of memory. */
 static bool group_init(group_t *g, const group_input_t *in) {
@@ -173,16 +223,20 @@ static bool group_init(group_t *g, const group_input_t *in) {
     g->sub_member = malloc((n_sub ? n_sub : 1) * sizeof(uint32_t));
     g->topic_capacity = calloc(g->n_topics ? g->n_topics : 1, sizeof(uint64_t));
     g->capacity = malloc((g->n_members ? g->n_members : 1) * sizeof(uint32_t));
-    g->load = calloc(g->n_members ? g->n_members : 1, sizeof(uint32_t));
+    g->count = calloc(g->n_members ? g->n_members : 1, sizeof(uint32_t));
     g->quota = calloc(g->n_members ? g->n_members : 1, sizeof(uint32_t));
+    g->weight = malloc((g->n_members ? g->n_members : 1) * sizeof(double));
+    g->load = calloc(g->n_members ? g->n_members : 1, sizeof(double));
     g->heap = malloc((g->n_members ? g->n_members : 1) * sizeof(uint32_t));
     g->subscribed = calloc(g->n_members ? g->n_members : 1, 1);
-    if (!g->first_task || !g->sub_start || !g->sub_member || !g->topic_capacity || !g->capacity || !g->load || !g->quota ||
-        !g->heap || !g->subscribed)
+    if (!g->first_task || !g->sub_start || !g->sub_member || !g->topic_capacity || !g->capacity || !g->count ||
+        !g->quota || !g->weight || !g->load || !g->heap || !g->subscribed)
         return false;
 
     for (size_t m = 0; m < g->n_members; m++) /* the host guarantees >= 1; stay safe anyway */
         g->capacity[m] = in->members.ptr[m].capacity ? in->members.ptr[m].capacity : 1;
+    if (!loads_init(g))
+        return false;
 
     uint64_t total = 0;
     for (size_t t = 0; t < g->n_topics; t++) {
@@ -242,11 +296,11 @@ static bool group_init(group_t *g, const group_input_t *in) {
     return true;
 }
 
-/* Whether member a is less loaded than member b: load/capacity compared
- * exactly by cross multiplication, ties to the lower index. */
+/* Whether member a is less loaded than member b: load/weight compared by
+ * cross multiplication (exact for task counts), ties to the lower index. */
 static bool lighter(const group_t *g, uint32_t a, uint32_t b) {
-    uint64_t la = (uint64_t)g->load[a] * g->capacity[b];
-    uint64_t lb = (uint64_t)g->load[b] * g->capacity[a];
+    double la = g->load[a] * g->weight[b];
+    double lb = g->load[b] * g->weight[a];
     return la < lb || (la == lb && a < b);
 }
 
@@ -311,8 +365,9 @@ bool exports_assignd_assignor_assignor_assign(exports_assignd_assignor_assignor_
             g.subscribed[g.sub_member[i]] = 1;
         for (uint32_t task = g.first_task[t]; task < g.first_task[t + 1]; task++) {
             uint32_t o = owner[task];
-            if (sticky && o < g.n_members && g.subscribed[o] && g.load[o] < g.quota[o]) {
-                g.load[o]++;
+            if (sticky && o < g.n_members && g.subscribed[o] && g.count[o] < g.quota[o]) {
+                g.count[o]++;
+                g.load[o] += cost(&g, task);
                 kept++;
             } else {
                 owner[task] = NO_MEMBER;
@@ -323,8 +378,8 @@ bool exports_assignd_assignor_assignor_assign(exports_assignd_assignor_assignor_
     }
 
     /* 2. Everything else to the least-loaded subscriber: a min-heap of the
-     *    topic's subscribers; loads only grow, so sifting the root down
-     *    after each task keeps it valid. */
+     *    topic's subscribers; loads only grow (a load is never negative),
+     *    so sifting the root down after each task keeps it valid. */
     for (size_t t = 0; t < g.n_topics; t++) {
         size_t n = g.sub_start[t + 1] - g.sub_start[t];
         bool heap_ready = false;
@@ -343,7 +398,8 @@ bool exports_assignd_assignor_assignor_assign(exports_assignd_assignor_assignor_
             }
             uint32_t m = g.heap[0];
             owner[task] = m;
-            g.load[m]++;
+            g.count[m]++;
+            g.load[m] += cost(&g, task);
             placed++;
             sift_down(&g, g.heap, n, 0);
         }
@@ -368,6 +424,7 @@ bool exports_assignd_assignor_assignor_assign(exports_assignd_assignor_assignor_
     text_str(&msg, ", ");
     text_u64(&msg, orphaned);
     text_str(&msg, " without a subscriber");
+    text_str(&msg, g.task_load ? ", placed by load" : "");
     text_str(&msg, sticky ? "" : " (sticky=false)");
     log_text(ASSIGND_ASSIGNOR_LOG_LEVEL_INFO, &msg);
 

@@ -3,17 +3,17 @@
 #
 # --disable stdio random clocks http fetch-event turns off every WASI
 # feature of the JS engine, so the component imports only
-# assignd:assignor/log@0.1.0 (the host refuses any other import).
+# assignd:assignor/log@0.2.0 (the host refuses any other import).
 #
 # The WIT world: $ASSIGND_WIT (a folder or assignor.wit), else the clone's
-# guest-sdk/wit/v0.1 when this folder is examples/js-sticky in it.
+# guest-sdk/wit when this folder is examples/js-sticky in it.
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 
 die() { echo "build.sh: $*" >&2; exit 1; }
 
-WIT=${ASSIGND_WIT:-../../guest-sdk/wit/v0.1}
-[ -e "$WIT" ] || die "no WIT world at $WIT (No such file or directory): set ASSIGND_WIT to guest-sdk/wit/v0.1 of your assignd clone"
+WIT=${ASSIGND_WIT:-../../guest-sdk/wit}
+[ -e "$WIT" ] || die "no WIT world at $WIT (No such file or directory): set ASSIGND_WIT to guest-sdk/wit of your assignd clone"
 
 command -v node >/dev/null || die "node not found: install Node.js 20 or later (with npm)"
 command -v npm >/dev/null || die "npm not found: install npm (it comes with Node.js)"

@@ -10,7 +10,12 @@
 //    minus the sum of the floors. So a member that joins gets its share,
 //    and an answer fed back in as the input moves nothing.
 // 2. Every other task goes to the least-loaded (load / capacity) member
-//    subscribing to its topic, ties by member index.
+//    subscribing to its topic, ties by member index. Load is the tasks a
+//    member was given; when the group reports loads (a load unit and at
+//    least one task's load), it is the sum of their loads instead, and the
+//    weight is the members' load capacity if every member declared one
+//    (else their capacity). A task whose load the host does not know yet
+//    counts as the mean of the known ones: unknown is not zero.
 // 3. Tasks of topics nobody subscribes to get NO_MEMBER.
 //
 // Written for the sandbox. The JS engine (StarlingMonkey) interprets this
@@ -20,9 +25,9 @@
 // per step). So: indexed loops over typed arrays, nothing per member × topic
 // that can be done per distinct subscription set, no object, string, call
 // or heap operation per task. Moving tasks are handed out in bulk by
-// water-filling (see `fill`).
+// water-filling (see `fill`); by load, one heap step each (`placeByLoad`).
 
-import { log } from 'assignd:assignor/log@0.1.0';
+import { log } from 'assignd:assignor/log@0.2.0';
 
 const NO_MEMBER = 0xffffffff;
 const emptyPairs = () => ({ task: new Uint32Array(0), member: new Uint32Array(0) });
@@ -38,12 +43,13 @@ class Refusal {
 function info() {
   return {
     name: 'js-sticky',
-    version: '0.1.0',
+    version: '0.2.0',
     description:
       'sticky, capacity-weighted: a task stays on its owner while the owner ' +
       'subscribes and is within its fair share; the rest go to the least ' +
-      'loaded (load/capacity) subscriber. Written in JavaScript.',
-    capabilities: { learners: false, standbys: false, racks: false },
+      'loaded (load/capacity) subscriber, by the tasks\' reported loads when ' +
+      'the group has them. Written in JavaScript.',
+    capabilities: { learners: false, standbys: false, racks: false, load: true },
     params: [],
   };
 }
@@ -60,7 +66,7 @@ function assign(input) {
   }
 }
 
-function assignSticky({ topics, subscriptions, members, activeOwner }) {
+function assignSticky({ topics, subscriptions, members, activeOwner, loadUnit, loads }) {
   const topicCount = topics.length;
   const memberCount = members.length;
   const setCount = subscriptions.length;
@@ -161,8 +167,15 @@ function assignSticky({ topics, subscriptions, members, activeOwner }) {
       extras--;
     }
   }
+  // What each member carries so far: tasks, or with loads their load.
+  const cost = taskLoads(loadUnit, loads, taskCount);
+  const weight = cost === null ? capacity : loadWeights(members, capacity);
   const load = new Float64Array(memberCount);
-  for (let m = 0; m < memberCount; m++) load[m] = floorShare[m] - room[m];
+  if (cost === null) {
+    for (let m = 0; m < memberCount; m++) load[m] = floorShare[m] - room[m];
+  } else {
+    for (let task = 0; task < taskCount; task++) if (out[task] !== NO_MEMBER) load[out[task]] += cost[task];
+  }
 
   // 2. Place the rest. Topics subscribed by the same sets have the same
   //    candidates and form one pool, handed out together; the key of a
@@ -215,14 +228,18 @@ function assignSticky({ topics, subscriptions, members, activeOwner }) {
       candidates = concat(parts).sort();
     }
     placed += k;
-    changed += fill(moving.subarray(0, k), candidates, capacity, load, out, activeOwner);
+    changed +=
+      cost === null
+        ? fill(moving.subarray(0, k), candidates, capacity, load, out, activeOwner)
+        : placeByLoad(moving.subarray(0, k), candidates, cost, weight, load, out, activeOwner);
   }
 
   const kept = subscribedTasks - placed;
   log(
     'info',
     `js-sticky: ${taskCount} tasks, ${memberCount} members: ${kept} kept, ` +
-      `${placed} placed, ${changed} change owner`,
+      `${placed} placed ${cost === null ? 'by task count' : `by load (${loadUnit})`}, ` +
+      `${changed} change owner`,
   );
   return { activeOwner: out, learners: emptyPairs(), standbys: emptyPairs() };
 }
@@ -317,6 +334,81 @@ function fill(tasks, candidates, capacity, load, out, activeOwner) {
       p++;
     }
     if (p >= n) p = 0;
+  }
+  return changed;
+}
+
+/**
+ * Each task's load, or null when the group reports no loads (then tasks
+ * are counted). A task with no row counts as the mean of the known loads.
+ */
+function taskLoads(loadUnit, loads, taskCount) {
+  if (loadUnit == null || loads.task.length === 0) return null;
+  const cost = new Float64Array(taskCount).fill(NaN);
+  for (let i = 0; i < loads.task.length; i++) if (loads.task[i] < taskCount) cost[loads.task[i]] = loads.load[i];
+  let known = 0;
+  let sum = 0;
+  for (let task = 0; task < taskCount; task++) {
+    if (!Number.isNaN(cost[task])) {
+      known++;
+      sum += cost[task];
+    }
+  }
+  if (known === 0) return null;
+  for (let task = 0; task < taskCount; task++) if (Number.isNaN(cost[task])) cost[task] = sum / known;
+  return cost;
+}
+
+/** The members' load capacities if every member declared one, else their capacities. */
+function loadWeights(members, capacity) {
+  const weight = new Float64Array(members.length);
+  for (let m = 0; m < members.length; m++) {
+    const c = members[m].loadCapacity;
+    if (c == null || !(c > 0)) return capacity;
+    weight[m] = c;
+  }
+  return weight;
+}
+
+/**
+ * Give each of `tasks`, in order, to the candidate with the least
+ * load / weight, ties by member index: a min-heap of the candidates by
+ * that ratio. Loads only grow (a load is never negative), so sifting the
+ * root down after each task keeps the heap ordered. Updates `load` and
+ * `out`; returns how many tasks change owner.
+ */
+function placeByLoad(tasks, candidates, cost, weight, load, out, activeOwner) {
+  const n = candidates.length;
+  const heap = candidates.slice();
+  const key = new Float64Array(n); // key[i]: the ratio of heap[i]
+  for (let i = 0; i < n; i++) key[i] = load[heap[i]] / weight[heap[i]];
+  const siftDown = (i) => {
+    for (;;) {
+      let least = i;
+      const left = 2 * i + 1;
+      const right = left + 1;
+      if (left < n && (key[left] < key[least] || (key[left] === key[least] && heap[left] < heap[least]))) least = left;
+      if (right < n && (key[right] < key[least] || (key[right] === key[least] && heap[right] < heap[least]))) least = right;
+      if (least === i) return;
+      const m = heap[i];
+      heap[i] = heap[least];
+      heap[least] = m;
+      const k = key[i];
+      key[i] = key[least];
+      key[least] = k;
+      i = least;
+    }
+  };
+  for (let i = (n >> 1) - 1; i >= 0; i--) siftDown(i);
+  let changed = 0;
+  for (let j = 0; j < tasks.length; j++) {
+    const task = tasks[j];
+    const m = heap[0];
+    out[task] = m;
+    if (activeOwner[task] !== m) changed++;
+    load[m] += cost[task];
+    key[0] = load[m] / weight[m];
+    siftDown(0);
   }
   return changed;
 }

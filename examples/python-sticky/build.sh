@@ -9,7 +9,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
-wit="${ASSIGND_WIT:-$here/../../guest-sdk/wit/v0.1/assignor.wit}"
+wit="${ASSIGND_WIT:-$here/../../guest-sdk/wit/assignor.wit}"
 target="$here/target"
 venv="$target/venv"
 out="$target/python-sticky.wasm"
@@ -17,7 +17,7 @@ python="${PYTHON:-python3}"
 
 fail() { echo "build.sh: $*" >&2; exit 1; }
 
-[ -f "$wit" ] || fail "WIT not found at $wit (set ASSIGND_WIT to guest-sdk/wit/v0.1/assignor.wit of your assignd clone)"
+[ -f "$wit" ] || fail "WIT not found at $wit (set ASSIGND_WIT to guest-sdk/wit/assignor.wit of your assignd clone)"
 command -v "$python" >/dev/null || fail "$python not found: install Python 3.10 or later (or set PYTHON)"
 
 mkdir -p "$target"

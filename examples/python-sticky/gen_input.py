@@ -10,11 +10,27 @@ topic. To look like a group mid-rebalance, the first `--owners` members
 (default: 90%) hold all the tasks round-robin and the others are new; capacities
 cycle through `--capacities` (default "1"). The per-task data is in the
 members' `active` lists, as a live group's `assignor-input` shows it.
+`--loads`: the group measures "records/s": every task has a load (`loads`
+rows [topic, partition, load]: 1 to 10, one in fifty 100) and every member
+a `load_capacity` of 1000 per unit of capacity.
 """
 
 import argparse
 import json
 import sys
+
+
+def with_loads(doc: dict) -> dict:
+    """`doc` with a load unit, every task's load and every member's load capacity."""
+    doc["load_unit"] = "records/s"
+    for member in doc["members"]:
+        member["load_capacity"] = 1000 * member["capacity"]
+    doc["loads"] = [
+        [name, p, 100 if (t * 31 + p) % 50 == 0 else 1 + (t * 7 + p * 13) % 10]
+        for t, (name, partitions) in enumerate(doc["topics"].items())
+        for p in range(partitions)
+    ]
+    return doc
 
 
 def group_input(members: int, tasks: int, topics: int, owners: int, capacities: list[int]) -> dict:
@@ -49,6 +65,7 @@ def main() -> int:
     ap.add_argument("--topics", type=int, default=1)
     ap.add_argument("--owners", type=int, help="members holding the tasks now (default: 90%%, at least 1)")
     ap.add_argument("--capacities", default="1", help="comma-separated, cycled over the members")
+    ap.add_argument("--loads", action="store_true", help="tasks' loads and members' load capacities")
     ap.add_argument("--out", default="-", help="file to write, - for stdout (default)")
     a = ap.parse_args()
     if a.members < 1 or a.tasks < 0 or a.topics < 1:
@@ -64,6 +81,8 @@ def main() -> int:
         ap.error("--capacities must be at least 1")
 
     doc = group_input(a.members, a.tasks, a.topics, owners, capacities)
+    if a.loads:
+        doc = with_loads(doc)
     text = json.dumps(doc, separators=(",", ":")) + "\n"
     if a.out == "-":
         sys.stdout.write(text)

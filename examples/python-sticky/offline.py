@@ -12,7 +12,10 @@ validation as a live group).
 
 The conversion follows the WIT: topics in the order of the JSON object,
 tasks numbered densely topic after topic, members in input order, one
-subscription per distinct set of (known) topics.
+subscription per distinct set of (known) topics. Loads are optional:
+`"load_unit": "records/s"`, members' `"load_capacity"` and `"utilisation"`,
+and `"loads": [[topic, partition, load], ...]` for the tasks whose load is
+known (rows of unknown topics or partitions are left out).
 """
 
 import argparse
@@ -41,10 +44,12 @@ def to_columns(doc: dict) -> dict:
         members.append({
             "id": mem["id"], "name": mem.get("name"), "rack": mem.get("rack"),
             "capacity": mem.get("capacity", 1), "subscription": sets.setdefault(key, len(sets)),
+            "load_capacity": mem.get("load_capacity"), "utilisation": mem.get("utilisation"),
         })
         for topic, p in mem.get("active", []):
             if topic in index and p < doc["topics"][topic]:
                 active[first[topic] + p] = m
+    known = [row for row in doc.get("loads", []) if row[0] in index and 0 <= row[1] < doc["topics"][row[0]]]
     return {
         "topics": [{"name": t, "partitions": doc["topics"][t]} for t in names],
         "subscriptions": [list(k) for k in sets],
@@ -54,6 +59,8 @@ def to_columns(doc: dict) -> dict:
         "standbys": {"task": [], "member": []},
         "lags": {"task": [], "member": [], "lag": []},
         "params": [{"key": k, "value": v} for k, v in doc.get("params", {}).items()],
+        "load-unit": doc.get("load_unit"),
+        "loads": {"task": [first[t] + p for t, p, _ in known], "load": [float(x) for _, _, x in known]},
     }
 
 
@@ -87,6 +94,8 @@ def run_native(cols: dict) -> tuple[list[int], list[str]]:
         standbys=types.TaskMembers(**cols["standbys"]),
         lags=types.TaskLags(**cols["lags"]),
         params=[types.Param(**p) for p in cols["params"]],
+        load_unit=cols["load-unit"],
+        loads=types.TaskLoads(**cols["loads"]),
     )
     return app.Assignor().assign(gi).active_owner, lines
 
@@ -99,7 +108,7 @@ def run_wasm(cols: dict, path: str) -> tuple[list[int], list[str]]:
         if isinstance(d, dict):
             r = Record()
             for k, v in d.items():
-                setattr(r, k, record(v))
+                setattr(r, k.replace("_", "-"), record(v))
             return r
         if isinstance(d, list):
             return [record(x) for x in d]
@@ -112,11 +121,11 @@ def run_wasm(cols: dict, path: str) -> tuple[list[int], list[str]]:
     t1 = time.perf_counter()
     linker = Linker(engine)
     with linker.root() as root:
-        with root.add_instance("assignd:assignor/log@0.1.0") as log:
+        with root.add_instance("assignd:assignor/log@0.2.0") as log:
             log.add_func("log", lambda store, level, message: lines.append(f"{level}: {message}"))
     store = Store(engine)
     instance = linker.instantiate(store, component)
-    iface = instance.get_export_index(store, "assignd:assignor/assignor@0.1.0")
+    iface = instance.get_export_index(store, "assignd:assignor/assignor@0.2.0")
     assign = instance.get_func(store, instance.get_export_index(store, "assign", iface))
     t2 = time.perf_counter()
     result = assign(store, record(cols))

@@ -21,18 +21,24 @@ import app  # noqa: E402
 N = app.NO_MEMBER
 
 
-def group(topics, subscriptions, members, active):
-    """members: (capacity, subscription index) pairs; active: one owner per task."""
+def group(topics, subscriptions, members, active, loads=None, load_capacity=None):
+    """members: (capacity, subscription index) pairs; active: one owner per task;
+    loads: {task: load} (the group then has a load unit); load_capacity: one per member."""
+    load_capacity = load_capacity or [None] * len(members)
+    loads = loads or {}
     return types.GroupInput(
         topics=[types.Topic(name=f"t{i}", partitions=p) for i, p in enumerate(topics)],
         subscriptions=subscriptions,
-        members=[types.Member(id=f"m{i}", name=None, rack=None, capacity=c, subscription=s)
-                 for i, (c, s) in enumerate(members)],
+        members=[types.Member(id=f"m{i}", name=None, rack=None, capacity=c, subscription=s,
+                              load_capacity=lc, utilisation=None)
+                 for i, ((c, s), lc) in enumerate(zip(members, load_capacity))],
         active_owner=active,
         learners=types.TaskMembers(task=[], member=[]),
         standbys=types.TaskMembers(task=[], member=[]),
         lags=types.TaskLags(task=[], member=[], lag=[]),
         params=[],
+        load_unit="records/s" if loads else None,
+        loads=types.TaskLoads(task=list(loads), load=list(loads.values())),
     )
 
 
@@ -47,8 +53,8 @@ def counts(owners, n):
 class Sticky(unittest.TestCase):
     def test_info(self):
         info = app.Assignor().info()
-        self.assertEqual((info.name, info.version), ("python-sticky", "0.1.0"))
-        self.assertEqual(info.capabilities, types.Capabilities(False, False, False))
+        self.assertEqual((info.name, info.version), ("python-sticky", "0.2.0"))
+        self.assertEqual(info.capabilities, types.Capabilities(False, False, False, load=True))
 
     def test_new_member_takes_only_the_excess(self):
         # m0 holds all 6 tasks; m1 and m2 are new: quota 2 each.
@@ -88,6 +94,30 @@ class Sticky(unittest.TestCase):
         # Run again on its own answer: nothing moves.
         gi.active_owner = owners
         self.assertEqual(assign(gi), owners)
+
+    def test_free_tasks_go_to_the_least_loaded_member(self):
+        # m0 carries 90, m1 10; m2 left: its tasks 4 and 5 go to m1 (10 -> 30 -> 50).
+        loads = {0: 45, 1: 45, 2: 5, 3: 5, 4: 20, 5: 20}
+        owners = assign(group([6], [[0]], [(1, 0)] * 2, [0, 0, 1, 1, N, N], loads))
+        self.assertEqual(owners, [0, 0, 1, 1, 1, 1])
+        # Without loads the same group balances counts.
+        self.assertEqual(assign(group([6], [[0]], [(1, 0)] * 2, [0, 0, 1, 1, N, N])), [0, 0, 1, 1, 0, 1])
+
+    def test_an_unknown_load_counts_as_the_mean_of_the_known(self):
+        # Known: task 0 -> 30, task 1 -> 10 (mean 20). m0 keeps task 0 (30), m1 task 2
+        # (unknown: 20). Task 1 (10) goes to m1 (20 < 30), making 30; task 3 (20) to
+        # m0 (30 = 30: the lower index). Were unknown zero, m1 would take both.
+        owners = assign(group([4], [[0]], [(1, 0)] * 2, [0, N, 1, N], {0: 30, 1: 10}))
+        self.assertEqual(owners, [0, 1, 1, 0])
+
+    def test_load_capacity_weighs_only_when_every_member_declares_one(self):
+        loads = {0: 10, 1: 10, 2: 10, 3: 10}
+        # m1 can carry three times m0's load: it takes three of the four tasks.
+        owners = assign(group([4], [[0]], [(1, 0)] * 2, [N] * 4, loads, [100.0, 300.0]))
+        self.assertEqual(counts(owners, 2), [1, 3])
+        # One member without a load capacity: capacities weigh (1 and 1).
+        owners = assign(group([4], [[0]], [(1, 0)] * 2, [N] * 4, loads, [100.0, None]))
+        self.assertEqual(counts(owners, 2), [2, 2])
 
     def test_wrong_column_length_is_unsupported_input(self):
         with self.assertRaises(Err) as e:

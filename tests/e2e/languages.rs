@@ -3,12 +3,15 @@
 //! their own toolchains by `examples/build-languages.sh` (as `.ci/run`
 //! does), driven through the real binary as their authors would:
 //!
+//! - each is a component of the assignor interface 0.2 that declares
+//!   `capabilities.load`;
 //! - offline, `assignd run` on `examples/group.json` and on a generated
 //!   input with capacities, stale owners, a topic nobody subscribes to and
 //!   a subscription to a topic that does not exist: every task of a
 //!   subscribed topic is active on exactly one of its subscribers and no
 //!   other task is placed; fed its own answer back as the current owners,
-//!   it keeps every owner (stickiness);
+//!   it keeps every owner (stickiness); with loads, the tasks without an
+//!   owner go to the least loaded member, without them the counts balance;
 //! - live, on one `assignd serve` per language: the component is uploaded,
 //!   a group of three static members heartbeating over HTTP settles under
 //!   the built-in `sticky`, is hot-swapped to the module, takes a fourth
@@ -17,6 +20,10 @@
 //!   step the members' holdings cover every task exactly once; after every
 //!   single heartbeat, no task is held by two members; every heartbeat is
 //!   answered 200, and the module is called without a failure;
+//! - live with loads: in a group with a `load_unit` bound to the module,
+//!   three members asked for a full report send their tasks' loads in
+//!   their heartbeats; when one leaves, its tasks go to the least loaded
+//!   of the other two, not one to each as the counts would have it;
 //! - their guides, as an author reads them in a folder of their own: the
 //!   commands reach the clone only through a variable, the JavaScript
 //!   build says which one when the WIT is missing, the Python guide lists
@@ -41,7 +48,7 @@ use serde_json::{Value, json};
 
 const COMPONENTS_VAR: &str = "ASSIGND_LANGUAGE_COMPONENTS";
 const GROUP: &str = "languages";
-const VERSION: &str = "0.1.0";
+const VERSION: &str = "0.2.0";
 /// The live group's tasks: 24 + 6.
 const TOPICS: [(&str, u64); 2] = [("orders", 24), ("payments", 6)];
 /// The longest a group may take to settle after a change.
@@ -241,10 +248,57 @@ fn assert_valid_and_sticky(module: &Path, dir: &Path, name: &str, input: &Value,
     );
 }
 
+/// Offline with loads: `a` carries 90, `b` 10, and the two tasks nobody
+/// holds (20 each) both go to `b`; without the loads, one goes to each.
+fn assert_free_tasks_follow_the_loads(module: &Path, dir: &Path, cache: &Path) {
+    let mut input = json!({
+        "topics": {"orders": 6},
+        "members": [
+            {"id": "a", "topics": ["orders"], "active": [["orders", 0], ["orders", 1]]},
+            {"id": "b", "topics": ["orders"], "active": [["orders", 2], ["orders", 3]]},
+        ],
+    });
+    let path = common::write(dir, "without-loads.json", input.to_string());
+    let by_count = actives(&run(module, &path, cache));
+    assert_eq!(
+        (by_count["a"].len(), by_count["b"].len()),
+        (3, 3),
+        "without loads the counts balance: {by_count:?}"
+    );
+
+    input["load_unit"] = json!("records/s");
+    input["loads"] = json!([
+        ["orders", 0, 45],
+        ["orders", 1, 45],
+        ["orders", 2, 5],
+        ["orders", 3, 5],
+        ["orders", 4, 20],
+        ["orders", 5, 20],
+    ]);
+    let path = common::write(dir, "with-loads.json", input.to_string());
+    let by_load = actives(&run(module, &path, cache));
+    let orders = |partitions: &[u64]| -> BTreeSet<Task> {
+        partitions
+            .iter()
+            .map(|p| ("orders".to_owned(), *p))
+            .collect()
+    };
+    assert_eq!(
+        by_load["a"],
+        orders(&[0, 1]),
+        "a keeps its own: {by_load:?}"
+    );
+    assert_eq!(
+        by_load["b"],
+        orders(&[2, 3, 4, 5]),
+        "both free tasks to the least loaded: {by_load:?}"
+    );
+}
+
 // --- live ------------------------------------------------------------------
 
-fn view(server: &Server) -> Value {
-    let (status, view) = server.call("GET", &format!("/v1/groups/{GROUP}"), None);
+fn view(server: &Server, group: &str) -> Value {
+    let (status, view) = server.call("GET", &format!("/v1/groups/{group}"), None);
     assert_eq!(status, 200, "{view}");
     view
 }
@@ -256,16 +310,28 @@ fn all_tasks() -> BTreeSet<Task> {
         .collect()
 }
 
-/// Heartbeats every member, checking after each beat that no task is held
-/// (active or being released) by two members, until the group is stable on
-/// its binding `seq` with every member holding exactly its target, no
-/// learner left, and every task active on exactly one member. Returns the
-/// group view then.
+/// Settles the group `GROUP` (see [`settle_group`]) on all its tasks.
 fn settle(server: &Server, members: &mut [Member], seq: u64, what: &str) -> Value {
+    settle_group(server, GROUP, &all_tasks(), members, seq, what)
+}
+
+/// Heartbeats every member, checking after each beat that no task is held
+/// (active or being released) by two members, until `group` is stable on
+/// its binding `seq` with every member holding exactly its target, no
+/// learner left, and every one of `tasks` active on exactly one member.
+/// Returns the group view then.
+fn settle_group(
+    server: &Server,
+    group: &str,
+    tasks: &BTreeSet<Task>,
+    members: &mut [Member],
+    seq: u64,
+    what: &str,
+) -> Value {
     let deadline = Instant::now() + SETTLE_DEADLINE;
     loop {
         for i in 0..members.len() {
-            members[i].heartbeat(server, GROUP);
+            members[i].heartbeat(server, group);
             let mut holder: BTreeMap<Task, &str> = BTreeMap::new();
             for member in members.iter() {
                 for task in member.held() {
@@ -275,7 +341,7 @@ fn settle(server: &Server, members: &mut [Member], seq: u64, what: &str) -> Valu
                 }
             }
         }
-        let view = view(server);
+        let view = view(server, group);
         let binding = view["bindings"].as_array().and_then(|b| b.last()).cloned();
         let target_epoch = view["target_epoch"].as_u64();
         let targets: BTreeMap<&str, BTreeSet<Task>> = view["members"]
@@ -304,7 +370,7 @@ fn settle(server: &Server, members: &mut [Member], seq: u64, what: &str) -> Valu
             let held: Vec<&Task> = members.iter().flat_map(|m| &m.active).collect();
             let distinct: BTreeSet<Task> = held.iter().map(|t| (*t).clone()).collect();
             assert_eq!(held.len(), distinct.len(), "{what}: a task held twice");
-            assert_eq!(distinct, all_tasks(), "{what}: every task active once");
+            assert_eq!(&distinct, tasks, "{what}: every task active once");
             assert!(
                 view.get("assignor_failures").is_none(),
                 "{what}: the assignor failed: {view:#}"
@@ -363,6 +429,90 @@ fn calls(server: &Server, module: &str) -> (f64, f64) {
     )
 }
 
+/// A group with a `load_unit`, bound to `reference`: three members settle
+/// on two tasks each (no loads known yet: the counts balance), report their
+/// tasks' loads once the host asks for a full report, and one leaves: both
+/// its tasks go to the least loaded member left, who carries the least
+/// even with them (the counts would give one to each).
+fn free_tasks_follow_the_reported_loads(server: &Server, reference: &str) {
+    const LOADS_GROUP: &str = "languages-loads";
+    let config = json!({
+        "topics": [{"name": "orders", "partitions": 6}],
+        "assignor": reference,
+        "learners": "off",
+        "heartbeat_interval_ms": 200,
+        "expansion_timeout_ms": 300,
+        "load_unit": "records/s",
+        "load_half_life_ms": 0,
+        // No load rebalance within the test: only the leave moves tasks.
+        "load_window_ms": 3_600_000,
+    });
+    let path = format!("/v1/groups/{LOADS_GROUP}");
+    let (status, created) = server.call("PUT", &path, Some(&config));
+    assert_eq!(status, 201, "{created}");
+    let binding = view(server, LOADS_GROUP)["bindings"]
+        .as_array()
+        .and_then(|b| b.last())
+        .cloned()
+        .expect("a binding");
+    assert_eq!(binding["module"], reference, "{binding}");
+    let seq = binding["seq"].as_u64().expect("seq");
+    let tasks: BTreeSet<Task> = (0..6).map(|p| ("orders".to_owned(), p)).collect();
+    let mut members: Vec<Member> = ["load-a", "load-b", "load-c"]
+        .into_iter()
+        .map(|label| Member::join_dynamic(server, LOADS_GROUP, label, &["orders"]))
+        .collect();
+    settle_group(
+        server,
+        LOADS_GROUP,
+        &tasks,
+        &mut members,
+        seq,
+        "loads: joined",
+    );
+    assert!(members.iter().all(|m| m.active.len() == 2), "two each");
+
+    for (member, load) in members.iter_mut().zip([40.0, 5.0, 15.0]) {
+        let (status, answer) = member.try_heartbeat(server, LOADS_GROUP, json!({}));
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["load_report"], "full", "{answer}");
+        let loads: Vec<Value> = member
+            .active
+            .iter()
+            .map(|(t, p)| json!([t, p, load]))
+            .collect();
+        let (status, answer) = member.try_heartbeat(server, LOADS_GROUP, json!({"loads": loads}));
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["load_report"], "changes", "{answer}");
+    }
+    let loads = view(server, LOADS_GROUP)["loads"].clone();
+    assert_eq!(
+        (&loads["complete"], &loads["total"]),
+        (&json!(true), &json!(120.0)),
+        "{loads}"
+    );
+
+    let mut leaver = members.pop().expect("load-c");
+    let left_behind = leaver.active.clone();
+    let (status, answer) = leaver.try_heartbeat(server, LOADS_GROUP, json!({"member_epoch": -1}));
+    assert_eq!(status, 200, "{answer}");
+    let before: Vec<BTreeSet<Task>> = members.iter().map(|m| m.active.clone()).collect();
+    let view = settle_group(
+        server,
+        LOADS_GROUP,
+        &tasks,
+        &mut members,
+        seq,
+        "loads: c left",
+    );
+    let heavy_b: BTreeSet<Task> = before[1].union(&left_behind).cloned().collect();
+    assert_eq!(
+        (&members[0].active, &members[1].active),
+        (&before[0], &heavy_b),
+        "a (80) keeps its two, b (10) takes both of c's (15 each): {view:#}"
+    );
+}
+
 // --- one language ----------------------------------------------------------
 
 fn offline_and_live(name: &str) {
@@ -386,6 +536,8 @@ fn offline_and_live(name: &str) {
     drop(uploading);
     assert_eq!(status, 201, "upload {}: {module}", path.display());
     assert_eq!(module["info"]["name"], name, "{module}");
+    assert_eq!(module["info"]["wit_version"], "0.2.0", "{module}");
+    assert_eq!(module["info"]["capabilities"]["load"], true, "{module}");
     eprintln!("{name}: uploaded after {:?}", started.elapsed());
 
     // Offline.
@@ -394,6 +546,7 @@ fn offline_and_live(name: &str) {
         serde_json::from_str(&std::fs::read_to_string(common::example_input()).unwrap()).unwrap();
     assert_valid_and_sticky(&path, &dir, "group", &example, &cache);
     assert_valid_and_sticky(&path, &dir, "generated", &generated_input(), &cache);
+    assert_free_tasks_follow_the_loads(&path, &dir, &cache);
     eprintln!("{name}: offline runs done after {:?}", started.elapsed());
 
     // Live: three static members settle under the built-in sticky.
@@ -456,6 +609,8 @@ fn offline_and_live(name: &str) {
     assert_eq!(rolled["config"]["assignor"], reference.as_str(), "{rolled}");
     let seq = binding["seq"].as_u64().expect("seq");
     settle(&server, &mut members, seq, "rolled back to the module");
+
+    free_tasks_follow_the_reported_loads(&server, &reference);
 
     let (_, failed_after) = calls(&server, &reference);
     assert_eq!(
