@@ -174,7 +174,10 @@ function assignSticky({ topics, subscriptions, members, activeOwner, loadUnit, l
   if (cost === null) {
     for (let m = 0; m < memberCount; m++) load[m] = floorShare[m] - room[m];
   } else {
-    for (let task = 0; task < taskCount; task++) if (out[task] !== NO_MEMBER) load[out[task]] += cost[task];
+    for (let task = 0; task < taskCount; task++) {
+      const m = out[task];
+      if (m !== NO_MEMBER) load[m] += cost[task];
+    }
   }
 
   // 2. Place the rest. Topics subscribed by the same sets have the same
@@ -345,17 +348,23 @@ function fill(tasks, candidates, capacity, load, out, activeOwner) {
 function taskLoads(loadUnit, loads, taskCount) {
   if (loadUnit == null || loads.task.length === 0) return null;
   const cost = new Float64Array(taskCount).fill(NaN);
-  for (let i = 0; i < loads.task.length; i++) if (loads.task[i] < taskCount) cost[loads.task[i]] = loads.load[i];
-  let known = 0;
+  const { task: rowTask, load: rowLoad } = loads;
+  let known = 0; // the host sends at most one row per task
   let sum = 0;
-  for (let task = 0; task < taskCount; task++) {
-    if (!Number.isNaN(cost[task])) {
+  for (let i = 0, n = rowTask.length; i < n; i++) {
+    const task = rowTask[i];
+    if (task < taskCount) {
+      const load = rowLoad[i];
+      cost[task] = load;
       known++;
-      sum += cost[task];
+      sum += load;
     }
   }
   if (known === 0) return null;
-  for (let task = 0; task < taskCount; task++) if (Number.isNaN(cost[task])) cost[task] = sum / known;
+  if (known < taskCount) {
+    const mean = sum / known;
+    for (let task = 0; task < taskCount; task++) if (Number.isNaN(cost[task])) cost[task] = mean;
+  }
   return cost;
 }
 
@@ -380,26 +389,9 @@ function loadWeights(members, capacity) {
 function placeByLoad(tasks, candidates, cost, weight, load, out, activeOwner) {
   const n = candidates.length;
   const heap = candidates.slice();
-  const key = new Float64Array(n); // key[i]: the ratio of heap[i]
+  const key = new Float64Array(n); // key[i]: the load / weight of heap[i]
   for (let i = 0; i < n; i++) key[i] = load[heap[i]] / weight[heap[i]];
-  const siftDown = (i) => {
-    for (;;) {
-      let least = i;
-      const left = 2 * i + 1;
-      const right = left + 1;
-      if (left < n && (key[left] < key[least] || (key[left] === key[least] && heap[left] < heap[least]))) least = left;
-      if (right < n && (key[right] < key[least] || (key[right] === key[least] && heap[right] < heap[least]))) least = right;
-      if (least === i) return;
-      const m = heap[i];
-      heap[i] = heap[least];
-      heap[least] = m;
-      const k = key[i];
-      key[i] = key[least];
-      key[least] = k;
-      i = least;
-    }
-  };
-  for (let i = (n >> 1) - 1; i >= 0; i--) siftDown(i);
+  for (let i = (n >> 1) - 1; i >= 0; i--) siftDown(heap, key, n, i);
   let changed = 0;
   for (let j = 0; j < tasks.length; j++) {
     const task = tasks[j];
@@ -408,9 +400,34 @@ function placeByLoad(tasks, candidates, cost, weight, load, out, activeOwner) {
     if (activeOwner[task] !== m) changed++;
     load[m] += cost[task];
     key[0] = load[m] / weight[m];
-    siftDown(0);
+    siftDown(heap, key, n, 0);
   }
   return changed;
+}
+
+/** Moves heap[i] down to its place in a min-heap by key, ties by member index. */
+function siftDown(heap, key, n, i) {
+  const m = heap[i];
+  const k = key[i];
+  for (;;) {
+    let child = 2 * i + 1;
+    if (child >= n) break;
+    let childKey = key[child];
+    const right = child + 1;
+    if (right < n) {
+      const rightKey = key[right];
+      if (rightKey < childKey || (rightKey === childKey && heap[right] < heap[child])) {
+        child = right;
+        childKey = rightKey;
+      }
+    }
+    if (childKey > k || (childKey === k && heap[child] > m)) break;
+    heap[i] = heap[child]; // the hole moves down; m goes in at the end
+    key[i] = childKey;
+    i = child;
+  }
+  heap[i] = m;
+  key[i] = k;
 }
 
 function concat(arrays) {
