@@ -10,12 +10,12 @@
 # on them (without it they say so and pass).
 #
 # Every install is skipped when what it installs is there already, so a
-# second run only builds (about 16 s; sudo only when not root, apt-get update
-# only when an install fails):
+# second run only builds (16-40 s on 2 cores, the more the busier they are;
+# sudo only when not root, apt-get update only when an install fails):
 #   - C: examples/c-sticky/install-toolchain.sh: Debian's clang-14, lld-14,
 #     wasi-libc and libclang-rt-14-dev-wasm32 (about 10 s), and
 #     wit-bindgen-cli 0.63.0 with its C generator only (cargo install: no
-#     Debian, PyPI or npm package has it; 4-5 minutes on 2 cores);
+#     Debian, PyPI or npm package has it; 4-8 minutes on 2 cores);
 #   - JavaScript: Node.js and npm (Debian's, if missing), then `npm ci` in
 #     examples/js-sticky (componentize-js 0.23.0, pinned by its lock file;
 #     about 10 s);
