@@ -248,8 +248,31 @@ fn assert_valid_and_sticky(module: &Path, dir: &Path, name: &str, input: &Value,
     );
 }
 
+/// The tasks `orders-P` for each P of `partitions`.
+fn orders(partitions: &[u64]) -> BTreeSet<Task> {
+    partitions
+        .iter()
+        .map(|p| ("orders".to_owned(), *p))
+        .collect()
+}
+
+/// `assignd run` on `input`, written as `NAME.json` in `dir`: the answer's
+/// active tasks by member id.
+fn run_actives(
+    module: &Path,
+    dir: &Path,
+    name: &str,
+    input: &Value,
+    cache: &Path,
+) -> BTreeMap<String, BTreeSet<Task>> {
+    let path = common::write(dir, &format!("{name}.json"), input.to_string());
+    actives(&run(module, &path, cache))
+}
+
 /// Offline with loads: `a` carries 90, `b` 10, and the two tasks nobody
-/// holds (20 each) both go to `b`; without the loads, one goes to each.
+/// holds (20 each) both go to `b`; without the loads, one goes to each. A
+/// task of unknown load counts as the mean of the known ones, not as zero;
+/// load capacities weigh the members when every member declared one.
 fn assert_free_tasks_follow_the_loads(module: &Path, dir: &Path, cache: &Path) {
     let mut input = json!({
         "topics": {"orders": 6},
@@ -258,14 +281,12 @@ fn assert_free_tasks_follow_the_loads(module: &Path, dir: &Path, cache: &Path) {
             {"id": "b", "topics": ["orders"], "active": [["orders", 2], ["orders", 3]]},
         ],
     });
-    let path = common::write(dir, "without-loads.json", input.to_string());
-    let by_count = actives(&run(module, &path, cache));
+    let by_count = run_actives(module, dir, "without-loads", &input, cache);
     assert_eq!(
         (by_count["a"].len(), by_count["b"].len()),
         (3, 3),
         "without loads the counts balance: {by_count:?}"
     );
-
     input["load_unit"] = json!("records/s");
     input["loads"] = json!([
         ["orders", 0, 45],
@@ -275,23 +296,59 @@ fn assert_free_tasks_follow_the_loads(module: &Path, dir: &Path, cache: &Path) {
         ["orders", 4, 20],
         ["orders", 5, 20],
     ]);
-    let path = common::write(dir, "with-loads.json", input.to_string());
-    let by_load = actives(&run(module, &path, cache));
-    let orders = |partitions: &[u64]| -> BTreeSet<Task> {
-        partitions
-            .iter()
-            .map(|p| ("orders".to_owned(), *p))
-            .collect()
-    };
+    let by_load = run_actives(module, dir, "with-loads", &input, cache);
+    let expected = (orders(&[0, 1]), orders(&[2, 3, 4, 5]));
     assert_eq!(
-        by_load["a"],
-        orders(&[0, 1]),
-        "a keeps its own: {by_load:?}"
+        (by_load["a"].clone(), by_load["b"].clone()),
+        expected,
+        "a keeps its own, both free tasks to the least loaded: {by_load:?}"
     );
+
+    // Known: orders-0 30, orders-1 10 (mean 20). b's orders-2 counts 20, so
+    // orders-1 goes to b (20 < 30) and orders-3 to a (30 = 30: the lower
+    // index). Were unknown zero, b would take both.
+    let unknown = json!({
+        "topics": {"orders": 4},
+        "load_unit": "records/s",
+        "members": [
+            {"id": "a", "topics": ["orders"], "active": [["orders", 0]]},
+            {"id": "b", "topics": ["orders"], "active": [["orders", 2]]},
+        ],
+        "loads": [["orders", 0, 30], ["orders", 1, 10]],
+    });
+    let by_mean = run_actives(module, dir, "unknown-loads", &unknown, cache);
     assert_eq!(
-        by_load["b"],
-        orders(&[2, 3, 4, 5]),
-        "both free tasks to the least loaded: {by_load:?}"
+        (by_mean["a"].clone(), by_mean["b"].clone()),
+        (orders(&[0, 3]), orders(&[1, 2])),
+        "an unknown load counts as the mean of the known: {by_mean:?}"
+    );
+
+    // b can carry three times a's load: it takes three of four equal tasks;
+    // with a's load capacity missing, capacities (1 and 1) weigh instead.
+    let mut weighted = json!({
+        "topics": {"orders": 4},
+        "load_unit": "records/s",
+        "members": [
+            {"id": "a", "topics": ["orders"], "load_capacity": 100},
+            {"id": "b", "topics": ["orders"], "load_capacity": 300},
+        ],
+        "loads": (0..4).map(|p| json!(["orders", p, 10])).collect::<Vec<_>>(),
+    });
+    let by_weight = run_actives(module, dir, "load-capacity", &weighted, cache);
+    assert_eq!(
+        (by_weight["a"].len(), by_weight["b"].len()),
+        (1, 3),
+        "load capacities weigh: {by_weight:?}"
+    );
+    weighted["members"][0]
+        .as_object_mut()
+        .expect("a member")
+        .remove("load_capacity");
+    let by_capacity = run_actives(module, dir, "some-load-capacity", &weighted, cache);
+    assert_eq!(
+        (by_capacity["a"].len(), by_capacity["b"].len()),
+        (2, 2),
+        "capacities weigh unless every member has a load capacity: {by_capacity:?}"
     );
 }
 
