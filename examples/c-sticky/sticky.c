@@ -192,8 +192,12 @@ static bool loads_init(group_t *g) {
         for (size_t t = 0; t < g->n_tasks; t++)
             if (isnan(g->task_load[t]))
                 g->task_load[t] = sum / known; /* unknown is not zero: the mean of the known */
+        if (known == 0.0) { /* no row named a task of the input: count tasks */
+            free(g->task_load);
+            g->task_load = NULL;
+        }
     }
-    bool all_declare = by_load;
+    bool all_declare = g->task_load != NULL;
     for (size_t m = 0; m < g->n_members; m++) {
         const plugin_option_f64_t *c = &in->members.ptr[m].load_capacity;
         all_declare = all_declare && c->is_some && c->val > 0.0;
