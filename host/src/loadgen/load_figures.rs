@@ -27,6 +27,9 @@ pub struct Spread {
     pub min_over_mean: f64,
     /// Every member within the band of the mean.
     pub in_band: bool,
+    /// Members outside it (a task bigger than a share keeps its member
+    /// out whatever the assignor does).
+    pub outside: u32,
 }
 
 /// The spread of `loads` (one per member, members holding nothing
@@ -41,16 +44,21 @@ pub fn spread(loads: &[f64], band: f64) -> Option<Spread> {
     let min = loads.iter().copied().fold(f64::MAX, f64::min);
     // A relative slack for float sums: a member exactly on the edge is in.
     let slack = 1e-9 * mean;
+    let (low, high) = (mean * (1.0 - band) - slack, mean * (1.0 + band) + slack);
+    let outside = loads.iter().filter(|&&l| l < low || l > high).count() as u32;
     Some(Spread {
         max_over_mean: max / mean,
         min_over_mean: min / mean,
-        in_band: max <= mean * (1.0 + band) + slack && min >= mean * (1.0 - band) - slack,
+        in_band: outside == 0,
+        outside,
     })
 }
 
 /// The reason of a target that promotes learners that caught up: it
 /// completes the moves of the rebalance that placed them.
 const CAUGHT_UP: &str = "caught_up";
+/// The reason of a load rebalance.
+const LOAD: &str = "load";
 
 /// A rebalance the host's view showed, and the moves after it until the
 /// next one (the moves of the learners it placed included, when they
@@ -127,6 +135,10 @@ struct GroupSampler {
     /// Each partition's last owner (0: never owned).
     last_owner: Vec<u64>,
     last_epoch: Option<u64>,
+    /// The last load rebalance the view showed (host ms).
+    last_load_at: Option<u64>,
+    /// Whether a view was seen (the first is the baseline).
+    seen: bool,
     previous: Option<(f64, Spread)>,
     /// The rebalance the moves seen now belong to: the last one, unless
     /// that only promoted caught-up learners of an earlier one.
@@ -147,6 +159,8 @@ pub async fn sample(sampled: Sampled, started: Instant, stop: Arc<AtomicBool>) -
             },
             last_owner: vec![0; tasks],
             last_epoch: None,
+            last_load_at: None,
+            seen: false,
             previous: None,
             moving: None,
         })
@@ -230,41 +244,55 @@ impl GroupSampler {
     }
 
     /// Notes a new installed target in the host's view (its
-    /// `last_rebalance`) as a rebalance.
+    /// `last_rebalance`) as a rebalance, and a new load rebalance (its
+    /// `load_trigger`) as one of reason load: the learners it places
+    /// install targets of their own as they catch up, often before the
+    /// next sample.
     fn see_view(&mut self, view: &serde_json::Value, t_s: f64) {
         self.figures.host_imbalance = view
             .pointer("/loads/imbalance")
             .and_then(serde_json::Value::as_f64);
-        let Some(last) = view.get("last_rebalance") else {
-            return;
-        };
-        let Some(epoch) = last.get("epoch").and_then(serde_json::Value::as_u64) else {
-            return;
-        };
-        // The first view's target is the baseline's, not a rebalance.
-        if self
-            .last_epoch
-            .replace(epoch)
-            .is_none_or(|seen| seen >= epoch)
-        {
+        let load_at = view
+            .pointer("/load_trigger/last_load_rebalance_ms")
+            .and_then(serde_json::Value::as_u64);
+        let last = view.get("last_rebalance");
+        let epoch = last
+            .and_then(|l| l.get("epoch"))
+            .and_then(serde_json::Value::as_u64);
+        let reason = last
+            .and_then(|l| l.get("reason"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("unknown");
+        let first = !self.seen;
+        self.seen = true;
+        let new_load = load_at.is_some() && load_at != self.last_load_at;
+        self.last_load_at = load_at;
+        let new_epoch = epoch.is_some_and(|e| self.last_epoch.is_none_or(|seen| seen < e));
+        if epoch.is_some() {
+            self.last_epoch = epoch;
+        }
+        // The first view's targets are the baseline's.
+        if first {
             return;
         }
-        let reason = last
-            .get("reason")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("unknown")
-            .to_owned();
-        let before = self.previous.map_or(0.0, |(_, s)| s.max_over_mean);
+        if new_load {
+            self.push(t_s, epoch.unwrap_or(0), LOAD);
+        } else if new_epoch {
+            self.push(t_s, epoch.unwrap_or(0), reason);
+        }
+    }
+
+    fn push(&mut self, t_s: f64, epoch: u64, reason: &str) {
         if reason != CAUGHT_UP || self.moving.is_none() {
             self.moving = Some(self.figures.rebalances.len());
         }
         self.figures.rebalances.push(Rebalance {
             at_s: t_s,
             epoch,
-            reason,
+            reason: reason.to_owned(),
             tasks_moved: 0,
             load_moved: 0.0,
-            max_over_mean_before: before,
+            max_over_mean_before: self.previous.map_or(0.0, |(_, s)| s.max_over_mean),
         });
     }
 
@@ -298,6 +326,7 @@ mod tests {
         // A member holding nothing is outside any band below 1.
         let s = spread(&[15.0, 15.0, 0.0], 0.5).unwrap();
         assert!(!s.in_band);
+        assert_eq!(s.outside, 1);
         assert_eq!(spread(&[], 0.1), None);
         assert_eq!(spread(&[0.0, 0.0], 0.1), None);
     }
@@ -308,6 +337,8 @@ mod tests {
             figures: GroupLoad::default(),
             last_owner: Vec::new(),
             last_epoch: None,
+            last_load_at: None,
+            seen: false,
             previous: None,
             moving: None,
         };
@@ -330,19 +361,27 @@ mod tests {
             figures: GroupLoad::default(),
             last_owner: Vec::new(),
             last_epoch: None,
+            last_load_at: None,
+            seen: false,
             previous: None,
             moving: None,
         };
-        let view = |epoch: u64, reason: &str| serde_json::json!({"last_rebalance": {"epoch": epoch, "reason": reason, "at_ms": 1}});
-        sampler.see_view(&view(3, "membership"), 0.0);
-        sampler.see_view(&view(3, "membership"), 1.0);
-        sampler.see_view(&view(4, "load"), 2.0);
-        sampler.see_view(&view(4, "load"), 3.0);
-        // The learners it placed caught up: their moves are the load
+        let view = |epoch: u64, reason: &str, load_at: Option<u64>| {
+            serde_json::json!({
+                "last_rebalance": {"epoch": epoch, "reason": reason, "at_ms": 1},
+                "load_trigger": {"last_load_rebalance_ms": load_at},
+            })
+        };
+        sampler.see_view(&view(3, "join", None), 0.0);
+        sampler.see_view(&view(3, "join", None), 1.0);
+        // A load rebalance whose learners already caught up by the sample.
+        sampler.see_view(&view(9, "caught_up", Some(1500)), 2.0);
+        sampler.see_view(&view(9, "caught_up", Some(1500)), 3.0);
+        // More of its learners caught up: their moves are the load
         // rebalance's.
-        sampler.see_view(&view(5, "caught_up"), 4.0);
+        sampler.see_view(&view(10, "caught_up", Some(1500)), 4.0);
         assert_eq!(sampler.moving, Some(0));
-        sampler.see_view(&view(6, "join"), 5.0);
+        sampler.see_view(&view(11, "join", Some(1500)), 5.0);
         assert_eq!(sampler.moving, Some(2));
         let figures = sampler.finish();
         assert_eq!(figures.rebalances.len(), 3, "{:?}", figures.rebalances);

@@ -21,14 +21,19 @@ pub(super) struct LoadMeasured {
     pub groups: Vec<GroupLoad>,
 }
 
-/// The host's process over the measurement (`--host-pid`).
+/// The host's process over the measurement (`--host-pid`), and the
+/// bytes the load generator itself sent.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct HostMeasured {
     /// CPU, % of one core.
     pub cpu_percent: Option<f64>,
-    /// Bytes it read and wrote through system calls, per heartbeat.
-    pub read_per_heartbeat: Option<f64>,
+    /// Bytes the host wrote through write calls (answers, its log, and the
+    /// group views loadgen reads), per heartbeat. Socket reads are not
+    /// counted by /proc, so what it received is measured at the sender.
     pub written_per_heartbeat: Option<f64>,
+    /// Bytes loadgen wrote (the heartbeats' requests with their HTTP head,
+    /// and its few view requests), per heartbeat.
+    pub sent_per_heartbeat: Option<f64>,
 }
 
 /// Sums and worst cases over every group.
@@ -39,6 +44,8 @@ struct Totals {
     max_max: f64,
     mean_max: f64,
     outside_band_s: f64,
+    /// Members outside the band at the last sample.
+    outside_last: u32,
     rebalances: usize,
     load_rebalances: usize,
     tasks_moved: u64,
@@ -55,6 +62,7 @@ fn totals(groups: &[GroupLoad]) -> Totals {
         t.max_max = t.max_max.max(g.max_over_mean_max);
         t.mean_max = t.mean_max.max(g.max_over_mean_mean);
         t.outside_band_s += g.outside_band_s / groups.len() as f64;
+        t.outside_last += g.last.outside;
         t.rebalances += g.rebalances.len();
         t.load_rebalances += g.load_rebalances();
         t.tasks_moved += g.tasks_moved;
@@ -86,6 +94,7 @@ impl LoadMeasured {
                 "mean": t.mean_max,
             },
             "outside_band_s": t.outside_band_s,
+            "members_outside_band_last": t.outside_last,
             "rebalances": t.rebalances,
             "load_rebalances": t.load_rebalances,
             "tasks_moved": t.tasks_moved,
@@ -100,7 +109,7 @@ impl LoadMeasured {
         let t = totals(&self.groups);
         let or_dash = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
         format!(
-            "task_load={} reported={} band={} max_over_mean_first={:.3} max_over_mean_last={:.3} max_over_mean_max={:.3} max_over_mean_mean={:.3} outside_band_s={:.1} rebalances={} load_rebalances={} tasks_moved={} load_moved={:.1} tasks_per_load_rebalance={} load_per_load_rebalance={}",
+            "task_load={} reported={} band={} max_over_mean_first={:.3} max_over_mean_last={:.3} max_over_mean_max={:.3} max_over_mean_mean={:.3} outside_band_s={:.1} members_outside_band_last={} rebalances={} load_rebalances={} tasks_moved={} load_moved={:.1} tasks_per_load_rebalance={} load_per_load_rebalance={}",
             self.task_load,
             self.reported,
             self.band,
@@ -109,6 +118,7 @@ impl LoadMeasured {
             t.max_max,
             t.mean_max,
             t.outside_band_s,
+            t.outside_last,
             t.rebalances,
             t.load_rebalances,
             t.tasks_moved,
@@ -123,17 +133,17 @@ impl HostMeasured {
     pub fn json(&self) -> serde_json::Value {
         json!({
             "cpu_percent": self.cpu_percent,
-            "read_bytes_per_heartbeat": self.read_per_heartbeat,
             "written_bytes_per_heartbeat": self.written_per_heartbeat,
+            "sent_bytes_per_heartbeat": self.sent_per_heartbeat,
         })
     }
 
     pub fn line(&self) -> String {
         let or_dash = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
         format!(
-            "host_cpu_percent={} host_read_bytes_per_heartbeat={} host_written_bytes_per_heartbeat={}",
+            "host_cpu_percent={} sent_bytes_per_heartbeat={} host_written_bytes_per_heartbeat={}",
             or_dash(self.cpu_percent),
-            or_dash(self.read_per_heartbeat),
+            or_dash(self.sent_per_heartbeat),
             or_dash(self.written_per_heartbeat),
         )
     }
@@ -149,6 +159,7 @@ mod tests {
             max_over_mean: m,
             min_over_mean: 1.0,
             in_band: m <= 1.1,
+            outside: u32::from(m > 1.1),
         };
         GroupLoad {
             group: "g".into(),

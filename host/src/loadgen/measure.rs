@@ -287,6 +287,8 @@ async fn measure(
     let end = started + Duration::from_secs_f64(settings.duration_s);
     let host = settings.load.host_pid.map(HostProcess);
     let host_before = host.map(|h| (h.cpu_s(), h.io()));
+    let me = HostProcess(std::process::id());
+    let sent_before = me.io();
     let members: Arc<Vec<AtomicU32>> = Arc::new(
         (0..groups.names.len())
             .map(|_| AtomicU32::new(settings.members))
@@ -316,9 +318,17 @@ async fn measure(
     let elapsed_s = started.elapsed().as_secs_f64();
     let heartbeats =
         fleet.beats.ok.load(Ordering::Relaxed) + fleet.beats.errors.load(Ordering::Relaxed);
-    let host = host
-        .zip(host_before)
-        .map(|(h, before)| host_figures(h, before, elapsed_s, heartbeats));
+    let sent = sent_before
+        .zip(me.io())
+        .filter(|_| heartbeats > 0)
+        .map(|(a, b)| b.written.saturating_sub(a.written) as f64 / heartbeats as f64);
+    let host = Some(HostMeasured {
+        sent_per_heartbeat: sent,
+        ..host
+            .zip(host_before)
+            .map(|(h, before)| host_figures(h, before, elapsed_s, heartbeats))
+            .unwrap_or_default()
+    });
     let load = match sampler {
         Some((stop, task, run)) => {
             stop.store(true, Ordering::Relaxed);
@@ -396,8 +406,8 @@ fn host_figures(
     let per_beat = |bytes: u64| (heartbeats > 0).then(|| bytes as f64 / heartbeats as f64);
     HostMeasured {
         cpu_percent: cpu.map(|(a, b)| (b - a) / elapsed_s * 100.0),
-        read_per_heartbeat: io.and_then(|(a, b)| per_beat(b.read.saturating_sub(a.read))),
         written_per_heartbeat: io.and_then(|(a, b)| per_beat(b.written.saturating_sub(a.written))),
+        sent_per_heartbeat: None,
     }
 }
 

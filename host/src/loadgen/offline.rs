@@ -119,6 +119,9 @@ pub struct Score {
     pub after: f64,
     pub in_band_before: bool,
     pub in_band_after: bool,
+    /// Members outside the band before and after.
+    pub outside_before: u32,
+    pub outside_after: u32,
     pub tasks_moved: u64,
     pub load_moved: f64,
     pub load_total: f64,
@@ -149,6 +152,8 @@ pub fn score_of(input: &GroupInput, answer: &[u32]) -> Result<Score, String> {
         after: after.max_over_mean,
         in_band_before: before.in_band,
         in_band_after: after.in_band,
+        outside_before: before.outside,
+        outside_after: after.outside,
         tasks_moved: 0,
         load_moved: 0.0,
         load_total: loads.iter().sum(),
@@ -175,14 +180,14 @@ pub fn score(settings: ScoreSettings) -> Result<(), LoadTestError> {
         .map_err(|e| LoadTestError::Usage(format!("--assignment: {e}")))?;
     let s = score_of(&input, &answer.active_owner).map_err(LoadTestError::Usage)?;
     out_line(&format!(
-        "members={} tasks={} band={} max_over_mean_before={:.3} max_over_mean_after={:.3} in_band_before={} in_band_after={} tasks_moved={} load_moved={:.1} load_moved_percent={:.2}",
+        "members={} tasks={} band={} max_over_mean_before={:.3} max_over_mean_after={:.3} members_outside_band_before={} members_outside_band_after={} tasks_moved={} load_moved={:.1} load_moved_percent={:.2}",
         input.members.len(),
         input.task_count(),
         s.band,
         s.before,
         s.after,
-        s.in_band_before,
-        s.in_band_after,
+        s.outside_before,
+        s.outside_after,
         s.tasks_moved,
         s.load_moved,
         100.0 * s.load_moved / s.load_total,
@@ -194,6 +199,7 @@ pub fn score(settings: ScoreSettings) -> Result<(), LoadTestError> {
             "band": s.band,
             "max_over_mean": {"before": s.before, "after": s.after},
             "in_band": {"before": s.in_band_before, "after": s.in_band_after},
+            "members_outside_band": {"before": s.outside_before, "after": s.outside_after},
             "tasks_moved": s.tasks_moved,
             "load_moved": s.load_moved,
             "load_total": s.load_total,
@@ -247,6 +253,7 @@ mod tests {
         let s = score_of(&input, &[0, 0, 1, 1]).unwrap();
         assert_eq!((s.before, s.after), (1.5, 1.0));
         assert_eq!((s.in_band_before, s.in_band_after), (false, true));
+        assert_eq!((s.outside_before, s.outside_after), (2, 0));
         assert_eq!((s.tasks_moved, s.load_moved, s.load_total), (1, 10.0, 40.0));
         let counts = generate(&settings(None)).unwrap();
         assert!(score_of(&counts, &counts.active_owner).is_err());
