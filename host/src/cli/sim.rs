@@ -60,6 +60,7 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
         fault: None,
         shards: args.shards,
         routers: sim::DEFAULT_ROUTERS,
+        load_group_p: sim::DEFAULT_LOAD_GROUP_P,
     };
     let threads = args
         .threads

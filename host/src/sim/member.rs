@@ -9,7 +9,9 @@
 //! wire's (with the API's own conversions), passes the virtual time in,
 //! and keeps what is the simulated application's business: local state for
 //! tasks (lag 0 while active, catching up while learner or standby, going
-//! stale otherwise), reported as lags; the random delay before it has
+//! stale otherwise), reported as lags; the loads of its active tasks (the
+//! world's draws) and its utilisation, set on the machine before each
+//! request; the random delay before it has
 //! stopped a revoked task and acks it; how late its timer fires; what the
 //! machine does not do (subscription changes, a join restricted to the
 //! group's topics, a host-issued id); and the injected faults.
@@ -25,6 +27,7 @@
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
+use assignd_client::loads::UTILISATION_MAX;
 use assignd_client::machine::{
     Failure, INTERVAL_BEFORE_JOIN_MS, Machine, MachineConfig, MachineEvent,
 };
@@ -166,6 +169,8 @@ pub struct SimMember {
     /// It kept processing past `lease_until_ms` on the unreached lease
     /// since the last answer (once noted, for the statistics).
     pub extended: bool,
+    /// The load capacity it declares, if any.
+    load_capacity: Option<f64>,
 }
 
 fn machine_config(
@@ -231,6 +236,7 @@ impl SimMember {
             ignores_flight_bound: false,
             extends_when_unsure: false,
             extended: false,
+            load_capacity: None,
         }
     }
 
@@ -240,6 +246,30 @@ impl SimMember {
         let config = machine_config(self.pid, &self.name, &self.topics, rack, capacity);
         self.machine = Machine::new(config, self.sent_at_ms);
         self
+    }
+
+    /// The load it says it can carry (sent when the host asks for loads),
+    /// set after [`Self::with_placement`].
+    pub fn with_load_capacity(mut self, capacity: Option<f64>) -> Self {
+        assert!(self.machine.set_load_capacity(capacity), "{capacity:?}");
+        self.load_capacity = capacity;
+        self
+    }
+
+    /// What the application measures now: the load of each of its active
+    /// tasks (`loads`), and with a load capacity, its utilisation (the
+    /// loads it carries against it). The machine sends what the host asks
+    /// for.
+    pub fn measure_loads(&mut self, loads: Vec<(Task, f64)>) {
+        let mut carried = 0.0;
+        for (task, load) in loads {
+            carried += load;
+            assert!(self.machine.set_load(task, load), "a load the host takes");
+        }
+        if let Some(capacity) = self.load_capacity {
+            let utilisation = (carried / capacity).min(UTILISATION_MAX);
+            assert!(self.machine.set_utilisation(Some(utilisation)));
+        }
     }
 
     pub fn label(&self) -> &str {

@@ -2,14 +2,16 @@
 //! shard, each with its own record log) under virtual time with a few
 //! groups of many simulated members and the routers that read their
 //! routing tables, driven by seeded random schedules, with the invariants
-//! of docs/design.md checked after every step (1 to 6, and 8 in cluster
-//! mode) and at every key a router sends (9: a router that honours its
-//! table's `valid_ms` never sends a key to a member that does not process
-//! the task while another live member does; docs/routing.md).
+//! of docs/design.md checked after every step (1 to 6, 8 in cluster mode,
+//! and the load invariants 10 to 13) and at every key a router sends (9: a
+//! router that honours its table's `valid_ms` never sends a key to a
+//! member that does not process the task while another live member does;
+//! docs/routing.md).
 //!
 //! It owns the schedules ([`world`]), the simulated member processes
-//! ([`member`]), the invariant checks ([`check`]), its generator
-//! ([`rng`]), and the cluster layer: simulated nodes ([`cluster`]) over a
+//! ([`member`]), the invariant checks ([`check`], [`load_check`]), the
+//! tasks' loads ([`loads`]), its generator ([`rng`]), and the cluster
+//! layer: simulated nodes ([`cluster`]) over a
 //! modelled lease store with etcd's semantics ([`store`]), which serve the
 //! shards in place of the one host when a schedule runs with
 //! [`ClusterOptions`]. It drives the core only through its public entry points
@@ -23,6 +25,8 @@
 
 pub mod check;
 pub mod cluster;
+pub mod load_check;
+pub mod loads;
 pub mod member;
 pub mod rng;
 pub mod store;
@@ -46,6 +50,10 @@ pub const DEFAULT_STEPS: u64 = 300;
 /// Routers per group a schedule draws from (`lo..=hi`): readers of the
 /// routing table from outside the group ([`world`]'s routers).
 pub const DEFAULT_ROUTERS: (u64, u64) = (0, 3);
+
+/// The part of a schedule's groups that take loads (a load unit, reports
+/// from the members, load rebalances).
+pub const DEFAULT_LOAD_GROUP_P: f64 = 0.6;
 
 /// The simulated host's shards: few, so that a schedule's groups share a
 /// shard as often as they are spread over several.
@@ -88,6 +96,8 @@ pub struct Options {
     pub shards: u32,
     /// How many routers each group gets, drawn in `lo..=hi`.
     pub routers: (u64, u64),
+    /// The probability that a group takes loads.
+    pub load_group_p: f64,
 }
 
 impl Default for Options {
@@ -96,6 +106,7 @@ impl Default for Options {
             steps: DEFAULT_STEPS,
             shards: DEFAULT_SHARDS,
             routers: DEFAULT_ROUTERS,
+            load_group_p: DEFAULT_LOAD_GROUP_P,
             trace: false,
             trace_inputs: false,
             fault: None,
@@ -163,6 +174,16 @@ pub struct Stats {
     pub keys_unowned: u64,
     /// Keys a router held back for a newer table (its own had gone stale).
     pub keys_deferred: u64,
+    /// Groups that take loads.
+    pub load_groups: u64,
+    /// Assignor calls for a load rebalance (invariant 13 checked at each).
+    pub load_rebalances: u64,
+    /// Targets settled on with every load known and the band reachable
+    /// (invariant 10 checked on each).
+    pub band_checks: u64,
+    /// Config changes that froze a group (invariant 12 checked while it
+    /// stays frozen).
+    pub freezes: u64,
     /// What the cluster layer did (cluster schedules only).
     pub cluster: ClusterStats,
 }
@@ -211,6 +232,10 @@ impl Stats {
         self.keys_routed_across_moves += other.keys_routed_across_moves;
         self.keys_unowned += other.keys_unowned;
         self.keys_deferred += other.keys_deferred;
+        self.load_groups += other.load_groups;
+        self.load_rebalances += other.load_rebalances;
+        self.band_checks += other.band_checks;
+        self.freezes += other.freezes;
         add_by_shard(&mut self.shard_records, &other.shard_records);
         add_by_shard(&mut self.shard_groups, &other.shard_groups);
         self.cluster.add(&other.cluster);
@@ -327,7 +352,7 @@ pub fn summary_line(reports: &[Report]) -> String {
     }
     let violations = reports.iter().filter(|r| r.violation.is_some()).count();
     format!(
-        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={} multi_shard_schedules={} routes_read={} keys_routed={} keys_routed_across_moves={} keys_unowned={} keys_deferred={} shard_groups={} shard_records={}",
+        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={} multi_shard_schedules={} routes_read={} keys_routed={} keys_routed_across_moves={} keys_unowned={} keys_deferred={} load_groups={} load_rebalances={} band_checks={} freezes={} shard_groups={} shard_records={}",
         stats.schedules,
         stats.steps,
         stats.targets,
@@ -354,6 +379,10 @@ pub fn summary_line(reports: &[Report]) -> String {
         stats.keys_routed_across_moves,
         stats.keys_unowned,
         stats.keys_deferred,
+        stats.load_groups,
+        stats.load_rebalances,
+        stats.band_checks,
+        stats.freezes,
         by_shard(&stats.shard_groups),
         by_shard(&stats.shard_records)
     )

@@ -10,7 +10,7 @@ use crate::protocol::group::{
 use crate::protocol::reconcile::{MemberAssignment, MemberState};
 use crate::sim::check::{self, Belief};
 
-fn group_of(slots: &[&str]) -> Group {
+pub(super) fn group_of(slots: &[&str]) -> Group {
     let config = GroupConfig {
         learners: LearnerMode::Host,
         acceptable_recovery_lag: 100,
@@ -40,7 +40,7 @@ fn group_of(slots: &[&str]) -> Group {
     group
 }
 
-fn hold(group: &mut Group, slot: &str, epoch: u64, active: &[u32], revoking: &[u32]) {
+pub(super) fn hold(group: &mut Group, slot: &str, epoch: u64, active: &[u32], revoking: &[u32]) {
     group.apply(&Record::MemberReconciled {
         group: "g".into(),
         slot: slot.into(),
@@ -62,7 +62,7 @@ fn assignment(epoch: u64, active: &[u32], revoking: &[u32]) -> MemberAssignment<
     }
 }
 
-fn install(group: &mut Group, epoch: u64, target: &[(&str, &[u32])]) {
+pub(super) fn install(group: &mut Group, epoch: u64, target: &[(&str, &[u32])]) {
     group.apply(&Record::GroupEpochBumped {
         group: "g".into(),
         epoch,
@@ -74,7 +74,7 @@ fn install(group: &mut Group, epoch: u64, target: &[(&str, &[u32])]) {
     });
 }
 
-fn target_of(target: &[(&str, &[u32])]) -> BTreeMap<Slot, SlotTarget> {
+pub(super) fn target_of(target: &[(&str, &[u32])]) -> BTreeMap<Slot, SlotTarget> {
     target
         .iter()
         .map(|(slot, active)| {

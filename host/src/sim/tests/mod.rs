@@ -4,7 +4,8 @@
 //! hand-made breach; [`member_leases`] drives one simulated member's
 //! lease by hand; [`core_fixes`] holds the regression tests of the core
 //! fixes the simulator led to; [`routers`] runs schedules whose groups
-//! all have routers.
+//! all have routers; [`loads`] feeds the load invariants' checks
+//! hand-made breaches and runs schedules with loads.
 
 use std::collections::BTreeSet;
 
@@ -12,6 +13,7 @@ use crate::protocol::group::Task;
 
 mod checks;
 mod core_fixes;
+mod loads;
 mod member_leases;
 mod routers;
 mod schedules;

@@ -34,6 +34,20 @@ pub fn assign_natively(assignor: &str, input: &GroupInput) -> Result<Assignment,
     .map_err(|e| e.to_string())
 }
 
+/// Whether the built-in `assignor` balances load (its
+/// `capabilities.load`): what the runtime tells the core of a module.
+pub fn balances_load(assignor: &str) -> bool {
+    use assignd_guest_sdk::Assignor;
+    let info = match assignor {
+        "range" => assignor_range::Range::info(),
+        "round-robin" => assignor_round_robin::RoundRobin::info(),
+        "sticky" => assignor_sticky::Sticky::info(),
+        "learner-aware" => assignor_learner_aware::LearnerAware::info(),
+        _ => return false,
+    };
+    info.capabilities.load
+}
+
 /// A pending answer to an assignor call of group `lane`.
 pub(super) struct PendingCall {
     pub(super) due_ms: Millis,
@@ -46,10 +60,16 @@ pub(super) struct PendingCall {
 
 impl World {
     /// The calls half of [`Self::absorb`]: each answered after a drawn
-    /// delay, to the load `incarnation` of its shard (cluster mode).
-    pub(super) fn queue_calls(&mut self, calls: Vec<AssignorCall>, incarnation: u64) {
+    /// delay, to the load `incarnation` of its shard (cluster mode), and
+    /// what it sees of the loads watched.
+    pub(super) fn queue_calls(
+        &mut self,
+        calls: Vec<AssignorCall>,
+        incarnation: u64,
+    ) -> Result<(), Violation> {
         for call in calls {
             let lane = self.lane_named(&call.group);
+            self.watch_call(lane, &call)?;
             let expansion = self.group(lane).config.expansion_timeout_ms;
             let delay = if self.quiet {
                 self.rng.range(0, 20)
@@ -81,6 +101,7 @@ impl World {
                 incarnation,
             });
         }
+        Ok(())
     }
 
     /// Delivers the answer to pending call `index` (or, in cluster mode,

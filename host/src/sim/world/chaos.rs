@@ -76,7 +76,8 @@ impl World {
             5 => self.stall_process(lane, running),
             6 => self.change_release(lane, running),
             7 => {
-                let config = self.mutate_config(lane);
+                let mut config = self.mutate_config(lane);
+                self.maybe_toggle_freeze(&mut config);
                 self.configure(lane, config)
             }
             8 => self.admin_drain(lane, joined),

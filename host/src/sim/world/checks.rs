@@ -1,6 +1,6 @@
 //! The checks after every step: each group's holdings, the processes'
 //! beliefs and their leases, the replay of the records against the live
-//! group, and in cluster mode the cluster's own checks, epochs that never
+//! group, its load invariants (10 and 12, in `loads`), and in cluster mode the cluster's own checks, epochs that never
 //! go back and the state a takeover loads; at the end, each shard's whole
 //! log replayed. The checks themselves are pure ([`crate::sim::check`]);
 //! this is where the world feeds them.
@@ -23,6 +23,7 @@ impl World {
     pub(super) fn check_state(&mut self) -> Result<(), Violation> {
         for lane in 0..self.lanes.len() {
             self.check_group(lane)?;
+            self.check_loads(lane)?;
         }
         self.compared();
         self.check_cluster()
@@ -38,6 +39,7 @@ impl World {
             let shard = &self.shards[self.lanes[lane].shard];
             if touched == Some(lane) || shard.log.len() != shard.log_compared {
                 self.check_group(lane)?;
+                self.check_loads(lane)?;
             }
         }
         self.compared();

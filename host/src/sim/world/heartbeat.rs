@@ -116,7 +116,9 @@ impl World {
         now: Millis,
     ) -> Option<(Heartbeat, Sending)> {
         let lane = self.processes[pid].lane;
+        let loads = self.task_loads(lane, self.processes[pid].active());
         let process = &mut self.processes[pid];
+        process.measure_loads(loads);
         let lease_over = (process.holds_tasks() && process.lease_passed(now)).then(|| {
             format!(
                 "{}: lease ended at {:?}, stops processing active=[{}] revoking=[{}]",

@@ -27,8 +27,8 @@
 //! `routers` reads the groups' routing tables and routes keys by them,
 //! `assignor_calls` answers the cores' assignor calls, `admin` sends
 //! configs and drains, `records` keeps what lands in each shard's log,
-//! `checks` holds the invariant checks after each step, `chaos` the
-//! random events, `settle` the quiet phase, and `trace` the trace.
+//! `checks` holds the invariant checks after each step, `loads` the
+//! groups' loads and the load invariants, `chaos` the random events, `settle` the quiet phase, and `trace` the trace.
 //!
 //! Every draw from the generator happens in a fixed order: moving one
 //! changes every schedule from there on, and a seed no longer names the
@@ -39,6 +39,7 @@ mod assignor_calls;
 mod chaos;
 mod checks;
 mod heartbeat;
+mod loads;
 mod processes;
 mod records;
 mod routers;
@@ -58,6 +59,7 @@ use crate::protocol::group::{Group, GroupConfig, Millis, Record};
 use crate::protocol::shard::shard_of;
 use assignor_calls::PendingCall;
 pub use assignor_calls::{ASSIGNORS, assign_natively};
+use loads::{LOADS_SEED_SALT, LoadLane, LoadWatch, draw_load_lane};
 use routers::{SimRouter, draw_routers};
 use routing::CutOff;
 use scenario::{Scenario, draw, draw_group_names};
@@ -93,6 +95,10 @@ struct Lane {
     scenario: Scenario,
     /// The drawn config, until the schedule configures the group with it.
     initial: Option<GroupConfig>,
+    /// Its loads, if it takes loads.
+    loads: Option<LoadLane>,
+    /// What the load invariants keep of it.
+    watch: LoadWatch,
 }
 
 /// What the routers' own generator is seeded with, besides the seed.
@@ -144,6 +150,8 @@ pub struct World {
     routers: Vec<SimRouter>,
     /// The routers' own generator: they draw nothing from `rng`.
     router_rng: Rng,
+    /// The loads' own generator: they draw nothing from `rng` either.
+    load_rng: Rng,
 }
 
 impl World {
@@ -166,9 +174,16 @@ impl World {
                     name,
                     scenario,
                     initial: Some(config),
+                    loads: None,
+                    watch: LoadWatch::default(),
                 }
             })
             .collect::<Vec<Lane>>();
+        let mut load_rng = Rng::new(seed ^ LOADS_SEED_SALT);
+        for lane in &mut lanes {
+            let config = lane.initial.as_mut().expect("drawn");
+            lane.loads = draw_load_lane(&mut load_rng, options.load_group_p, config, 0);
+        }
         let lane_count = lanes.len();
         let mut router_rng = Rng::new(seed ^ ROUTERS_SEED_SALT);
         let names: Vec<String> = lanes.iter().map(|l| l.name.clone()).collect();
@@ -212,6 +227,7 @@ impl World {
             cut_off: BTreeMap::new(),
             routers,
             router_rng,
+            load_rng,
         }
     }
 
@@ -260,6 +276,7 @@ impl World {
         stats.shard_groups = self.shards.iter().map(|_| 0).collect();
         for lane in &self.lanes {
             stats.shard_groups[lane.shard] += 1;
+            stats.load_groups += u64::from(lane.loads.is_some());
         }
         let shards_spanned = stats.shard_groups.iter().filter(|&&g| g > 0).count();
         stats.multi_shard_schedules = u64::from(shards_spanned > 1);
@@ -422,6 +439,7 @@ impl World {
                 });
                 for shard in shards {
                     let core = &mut self.cluster_served(node, shard).core;
+                    describe_assignors(core);
                     let out = tick_checked(core, now, load).map_err(|e| self.violation(e))?;
                     self.persist_output(node, shard, out)?;
                 }
@@ -433,6 +451,7 @@ impl World {
             0
         };
         for shard in 0..host_shards {
+            describe_assignors(&mut self.shards[shard].core);
             let out = tick_checked(&mut self.shards[shard].core, self.now, load)
                 .map_err(|e| self.violation(e))?;
             self.absorb(shard, out)?;
@@ -443,6 +462,16 @@ impl World {
             .expect("a schedule has groups");
         self.next_tick_ms = self.now + self.rng.range(interval / 3, interval);
         self.check_step(None)
+    }
+}
+
+/// Tells `core` what it asked of the assignors its load trigger needs to
+/// know about (whether each balances load), as the runtime does before its
+/// next tick.
+fn describe_assignors(core: &mut Coordinator) {
+    for reference in core.assignors_to_describe() {
+        let load = assignor_calls::balances_load(&reference);
+        core.describe_assignor_load(&reference, load);
     }
 }
 

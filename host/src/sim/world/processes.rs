@@ -81,7 +81,10 @@ impl World {
         } else {
             1
         };
-        let mut member = SimMember::new(pid, name, topics, self.now).with_placement(rack, capacity);
+        let load_capacity = self.draw_load_capacity(lane, capacity);
+        let mut member = SimMember::new(pid, name, topics, self.now)
+            .with_placement(rack, capacity)
+            .with_load_capacity(load_capacity);
         member.lane = lane;
         let slow = self.rng.chance(self.lanes[lane].scenario.slow_p);
         member.release_delay_ms = self.release_delay(lane, slow);

@@ -1,7 +1,8 @@
 //! What lands in each shard's log: a core's records, each checked against
-//! the state before it (invariants 4 and 5, and in cluster mode that it
-//! follows from the last durable state), applied to the shard's replica and
-//! counted; and the assignor calls of a core's output, queued.
+//! the state before it (invariants 4 and 5, a target's load invariants 11
+//! and 13, and in cluster mode that it follows from the last durable
+//! state), applied to the shard's replica and counted; and the assignor
+//! calls of a core's output, queued.
 
 use super::World;
 use super::trace::describe_record;
@@ -16,8 +17,7 @@ impl World {
     /// replica) and queues the assignor calls.
     pub(super) fn absorb(&mut self, shard: usize, out: Output) -> Result<(), Violation> {
         self.absorb_records(shard, out.records, None)?;
-        self.queue_calls(out.assignor_calls, 0);
-        Ok(())
+        self.queue_calls(out.assignor_calls, 0)
     }
 
     /// The records half of [`Self::absorb`]; in cluster mode, `writer` is
@@ -64,7 +64,7 @@ impl World {
             return Ok(());
         };
         match record {
-            Record::TargetInstalled { target, .. } => {
+            Record::TargetInstalled { target, epoch, .. } => {
                 self.stats.targets += 1;
                 for (slot, t) in target.iter() {
                     if let Some(previous) = before.target.get(slot) {
@@ -80,6 +80,9 @@ impl World {
                 let liveness = core.liveness(record.group()).unwrap_or(&empty);
                 check::check_installed(before, liveness, target, self.now)
                     .map_err(|e| self.violation(e))?;
+                let (before, liveness) = (before.clone(), liveness.clone());
+                let lane = self.lane_named(record.group());
+                self.watch_target(lane, &before, &liveness, *epoch, target)?;
             }
             Record::MemberReconciled {
                 slot, assignment, ..

@@ -56,6 +56,7 @@ impl World {
     fn calm_down(&mut self) -> Millis {
         self.quiet = true;
         self.note(|_| "quiet phase".into());
+        self.still_loads();
         let now = self.now;
         let mut takeover_ms = 0;
         if let Some(cluster) = &mut self.cluster {
