@@ -275,11 +275,11 @@ pub struct AssignorCall {
     pub group: String,
     pub epoch: u64,
     pub assignor: String,
-    /// The binding's limits on the call, under the host's ceilings.
-    pub limits: CallLimits,
     /// Why the group wants a new target: the first change of the batch
     /// (a retry keeps its call's).
     pub reason: RebalanceReason,
+    /// The binding's limits on the call, under the host's ceilings.
+    pub limits: CallLimits,
     /// The assignor to ask when `assignor` fails; its answer goes back
     /// through [`Coordinator::fallback_computed`].
     pub fallback: Option<String>,
@@ -322,10 +322,10 @@ pub struct Coordinator {
     /// its heartbeats reach no coordinator ([`Coordinator::unreached_lease_ms`]):
     /// the time a takeover may take. 0 (no grace) on a single node.
     unreached_grace_ms: u64,
-}
-
     /// Which assignors balance load, as the runtime said.
     assignor_loads: load_trigger::AssignorLoads,
+}
+
 /// A group: its durable state, which records change, and what the core
 /// keeps of it besides (rebuilt after a restart, never logged).
 #[derive(Clone, Debug, PartialEq)]
@@ -545,9 +545,9 @@ impl Coordinator {
         );
         let liveness = self.liveness_mut(group);
         liveness.pending_since_ms.get_or_insert(now);
+        liveness.rebalances.asked(reason);
         // Any change but a catch-up is served without the pace.
         liveness.catch_up_only = false;
-        liveness.rebalances.asked(reason);
     }
 
     /// [`Coordinator::bump`], and the target is asked for at once, without
