@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use assignd_guest_sdk::GroupInput;
+use assignd_guest_sdk::{Assignment, GroupInput, NO_MEMBER};
 
 use crate::protocol::group::{Group, Millis, Slot, SlotTarget, Task};
 
@@ -366,15 +366,12 @@ pub fn check_load_call(input: &LoadInput, group: &Group) -> Result<(), String> {
     Ok(())
 }
 
-/// Invariant 13, second half, at a target installed in `before` (a group
-/// with a load unit) from an input whose known loads are `input`'s: when
-/// some loads are known (the assignor balances by them), no task of
-/// unknown load moves off an owner that stays (a live member subscribed
-/// to its topic). With none known the group is balanced by counts, as one
-/// without loads: its moves follow the members, not the loads. A task's
-/// owner is where the previous target puts it active (where the group was
-/// going, the assignor's previous assignment): a move that target decided,
-/// with loads then known, may go on.
+/// Invariant 13, second half, at a load rebalance's target installed in
+/// `before` (a group with a load unit) from an input whose known loads are
+/// `input`'s: no task of unknown load moves off an owner that stays (a live
+/// member subscribed to its topic). A task's owner is where the previous
+/// target puts it active (where the group was going, the assignor's
+/// previous assignment): a move that target decided may go on.
 pub fn check_unknown_stay(
     input: &LoadInput,
     before: &Group,
@@ -400,6 +397,33 @@ pub fn check_unknown_stay(
         if !kept {
             return Err(format!(
                 "invariant 13: a target moves {task:?}, whose load is unknown, off {slot}, which stays"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 13, at an answer of the built-in load balancer (`sticky`, which
+/// moves tasks for balance alone) to an input with some loads known: every
+/// task of unknown load keeps its current owner while that owner still
+/// subscribes to its topic. An unknown load is not zero: the balancer may
+/// not move it to even the loads out.
+pub fn check_answer_keeps_unknown(input: &GroupInput, answer: &Assignment) -> Result<(), String> {
+    if input.loads.is_empty() {
+        return Ok(());
+    }
+    let known = input.task_loads();
+    let offsets = input.topic_offsets();
+    for (task, &owner) in input.active_owner.iter().enumerate() {
+        if owner == NO_MEMBER || known[task].is_some() {
+            continue;
+        }
+        let topic = offsets.partition_point(|&first| first as usize <= task) as u32 - 1;
+        let member = &input.members[owner as usize];
+        if input.subscribes(member, topic) && answer.active_owner[task] != owner {
+            return Err(format!(
+                "invariant 13: the balancer moves task {task}, whose load is unknown, off member {} (to {})",
+                member.id, answer.active_owner[task]
             ));
         }
     }

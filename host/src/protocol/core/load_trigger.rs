@@ -77,11 +77,13 @@ impl Coordinator {
             .get_mut(group_name)
             .expect("a group the caller checked");
         let (group, liveness) = (&entry.group, &mut entry.liveness);
-        let clock = &mut liveness.rebalances.load;
-        clock.took_ms.get_or_insert(now);
         if load_check_at(group, liveness).is_none_or(|at| now < at) {
             return;
         }
+        // Noted at the first check that runs, not at the first visit: a
+        // tick visits only the groups it has a deadline for, a full scan
+        // every group, and both must leave the same state.
+        liveness.rebalances.load.took_ms.get_or_insert(now);
         let config = &group.config;
         let interval = check_interval_ms(group);
         let clock = &mut liveness.rebalances.load;

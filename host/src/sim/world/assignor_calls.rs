@@ -190,6 +190,10 @@ impl World {
                 call.assignor, call.epoch
             )));
         }
+        if let (Ok(answer), "sticky") = (&answer, call.assignor.as_str()) {
+            crate::sim::load_check::check_answer_keeps_unknown(&call.input, answer)
+                .map_err(|e| self.violation(format!("{e} (group {})", call.group)))?;
+        }
         self.note(|w| {
             format!(
                 "answer {} epoch {} (group epoch {}){}: {}",

@@ -217,9 +217,12 @@ impl World {
             self.lanes[lane].watch.installed = None;
             return Ok(());
         };
-        // An assignor that knows nothing of loads cannot keep them.
+        // A load rebalance moves nothing of unknown load. Other targets
+        // may: a learner's warm-up swap or a lag-driven move is made for
+        // the members' state, not the loads (the balancer's own answers
+        // are checked where they are made).
         let balances = super::assignor_calls::balances_load(&before.config.assignor);
-        if balances {
+        if reason == Some(RebalanceReason::Load) {
             load_check::check_unknown_stay(&input, before, target)
                 .map_err(|e| self.violation(format!("{e} (group {name})")))?;
         }
