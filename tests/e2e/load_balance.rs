@@ -227,7 +227,7 @@ fn skewed_loads_converge_inside_the_band_and_stay_there() {
         "{load:#}"
     );
     let moved = load["tasks_moved"].as_u64().unwrap();
-    assert!(moved >= 1 && moved <= TASKS_MOVED_MAX, "{load:#}");
+    assert!((1..=TASKS_MOVED_MAX).contains(&moved), "{load:#}");
     assert!(
         load["outside_band_s"].as_f64().unwrap() < DURATION_S as f64,
         "{load:#}"

@@ -14,7 +14,7 @@ use crate::loadgen::{self, LoadgenSettings, WatchersSettings};
 #[command(args_conflicts_with_subcommands = true)]
 pub struct LoadgenArgs {
     #[command(subcommand)]
-    mode: Option<LoadgenMode>,
+    mode: Option<Box<LoadgenMode>>,
     /// The host's base URL; a cluster's nodes comma-separated (the
     /// groups are created through the first, and members start from each
     /// in turn, then follow their coordinator's redirects).
@@ -252,7 +252,7 @@ struct WatchersArgs {
 }
 
 pub fn loadgen(mut args: LoadgenArgs) -> Result<(), Failure> {
-    match args.mode.take() {
+    match args.mode.take().map(|mode| *mode) {
         Some(LoadgenMode::Input(a)) => input_run(a),
         Some(LoadgenMode::Score(a)) => loadgen::offline::score(loadgen::offline::ScoreSettings {
             input: a.input,
