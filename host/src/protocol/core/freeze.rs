@@ -8,7 +8,9 @@
 //! gets nothing else. The load trigger leaves a frozen group alone
 //! (load_trigger.rs); unfreezing asks for a new target (config.rs).
 //! Applied to an answer before the host's learner safety (learners.rs),
-//! which then warms up the free tasks' moves as for any answer.
+//! which then warms up the free tasks' moves as for any answer and leaves
+//! the held tasks where the freeze put them: a task held to a cold owner
+//! is not handed to a warm member, nor swapped away from its owner.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,10 +19,14 @@ use crate::protocol::group::{Group, LearnerMode, Slot, SlotTarget, Task};
 /// `answer` (a target of every member) made frozen when `group` is: the
 /// installed target's placements of owned tasks, the answer's of the rest.
 /// The answer's learners of free tasks are kept as far as `max_learners`
-/// allows beside those the target keeps.
-pub(super) fn hold_frozen(group: &Group, answer: &mut BTreeMap<Slot, SlotTarget>) {
+/// allows beside those the target keeps. Returns the tasks held where
+/// the installed target has them (none when the group is not frozen).
+pub(super) fn hold_frozen(
+    group: &Group,
+    answer: &mut BTreeMap<Slot, SlotTarget>,
+) -> BTreeSet<Task> {
     if !group.config.frozen {
-        return;
+        return BTreeSet::new();
     }
     let partitions: BTreeMap<&str, u32> = group
         .config
@@ -70,4 +76,5 @@ pub(super) fn hold_frozen(group: &Group, answer: &mut BTreeMap<Slot, SlotTarget>
         }
         *slot_answer = frozen;
     }
+    owned.into_iter().cloned().collect()
 }

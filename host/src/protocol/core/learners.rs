@@ -3,7 +3,7 @@
 //! keeps the host's learner safety (invariant 5 of docs/design.md: no active
 //! task moves cold from a live holder), and a frozen group's freeze.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use assignd_guest_sdk::{Assignment, NO_MEMBER};
 
@@ -55,7 +55,8 @@ impl Coordinator {
 /// no cold move); otherwise the new member gets a learner for it, at most
 /// `max_learners` in the group. Invariant 5 of docs/design.md, for any assignor.
 /// A frozen group's answer is first held to its installed target
-/// (freeze.rs).
+/// (freeze.rs), and the learner safety then moves none of the tasks held:
+/// the freeze outranks a warm member's claim on a task with no holder.
 pub(super) fn safe_target(
     group: &Group,
     liveness: &Liveness,
@@ -64,13 +65,13 @@ pub(super) fn safe_target(
     assignment: &Assignment,
 ) -> BTreeMap<Slot, SlotTarget> {
     let (mut target, mut learners) = answer_as_target(group, slots, tasks, assignment);
+    let held = hold_frozen(group, &mut target);
     if group.config.frozen {
-        hold_frozen(group, &mut target);
         learners = target.values().map(|t| t.learner.len() as u32).sum();
     }
     if group.config.learners == LearnerMode::Host {
-        let learners = warm_free_tasks(group, liveness, &mut target, learners);
-        keep_cold_moves_on_their_holders(group, liveness, &mut target, learners);
+        let learners = warm_free_tasks(group, liveness, &held, &mut target, learners);
+        keep_cold_moves_on_their_holders(group, liveness, &held, &mut target, learners);
     }
     // A copy is pointless where the task is active, and a standby where a
     // learner already warms up.
@@ -155,9 +156,11 @@ struct Rows {
 /// already caught up on it (a standby, an old owner) if the answer put it
 /// on a cold one: failover without a replay. The answer's owner warms up,
 /// so that balance returns once it caught up. Returns the learners placed.
+/// A task a freeze `held` on its owner stays there.
 fn warm_free_tasks(
     group: &Group,
     liveness: &Liveness,
+    held: &BTreeSet<Task>,
     target: &mut BTreeMap<Slot, SlotTarget>,
     mut learners: u32,
 ) -> u32 {
@@ -167,7 +170,9 @@ fn warm_free_tasks(
         .iter()
         .flat_map(|(slot, t)| t.active.iter().map(move |task| (task, slot)))
         .filter(|(task, to)| {
-            group.holdings.holder(task).is_none() && !liveness.caught_up(to, task, acceptable)
+            group.holdings.holder(task).is_none()
+                && !held.contains(*task)
+                && !liveness.caught_up(to, task, acceptable)
         })
         .map(|(task, to)| (task.clone(), to.clone()))
         .collect();
@@ -211,10 +216,12 @@ fn warm_free_tasks(
 /// An active task the answer moves from its live holder to a member not
 /// caught up on it stays on its holder, which swaps away a task the new
 /// member is caught up on if it has one, or else the new member warms it
-/// up as a learner while `max_learners` allows.
+/// up as a learner while `max_learners` allows. A task a freeze `held` on
+/// its owner is never the one swapped away.
 fn keep_cold_moves_on_their_holders(
     group: &Group,
     liveness: &Liveness,
+    held: &BTreeSet<Task>,
     target: &mut BTreeMap<Slot, SlotTarget>,
     mut learners: u32,
 ) {
@@ -239,7 +246,7 @@ fn keep_cold_moves_on_their_holders(
         .collect();
     // Stable: in task order within each kind, as the swaps' choice is.
     cold_moves.sort_by(|a, b| (may_keep(&a.0, &a.1), &a.0).cmp(&(may_keep(&b.0, &b.1), &b.0)));
-    let mut swaps = Swaps::new(group, liveness, target);
+    let mut swaps = Swaps::new(group, liveness, held, target);
     let mut unwarmed = Vec::new();
     for (task, from, to) in cold_moves {
         target.get_mut(&to).expect("a member").active.remove(&task);

@@ -22,10 +22,12 @@ pub(super) struct Swaps<'a> {
 }
 
 impl<'a> Swaps<'a> {
-    /// The index for `target` as it stands.
+    /// The index for `target` as it stands. A task in `held` (a frozen
+    /// group's, held on its owner) is never offered: a swap would move it.
     pub(super) fn new(
         group: &'a Group,
         liveness: &'a Liveness,
+        held: &BTreeSet<Task>,
         target: &BTreeMap<Slot, SlotTarget>,
     ) -> Self {
         let acceptable = group.config.acceptable_recovery_lag;
@@ -41,7 +43,7 @@ impl<'a> Swaps<'a> {
                 let Some(holder) = group.holdings.holder(task) else {
                     continue;
                 };
-                if !member.topics.contains(&task.topic) {
+                if !member.topics.contains(&task.topic) || held.contains(task) {
                     continue;
                 }
                 swaps

@@ -156,3 +156,44 @@ fn a_frozen_group_keeps_its_learners_and_places_no_new_one_for_a_joiner() {
     assert_eq!(members[0].active, tasks(0..4), "nothing moved");
     assert!(members[2].active.is_empty() && members[2].learner.is_empty());
 }
+
+#[test]
+fn a_frozen_task_stays_on_its_cold_owner_though_another_member_is_caught_up_on_it() {
+    let mut h = Harness::with_config(learner_config(4, 2));
+    let mut members = vec![h.join(None), h.join(None)];
+    h.at(1_000);
+    h.settle(&mut members);
+    h.configure(frozen(learner_config(4, 2)));
+    // The second member leaves: the target gives its tasks to the first,
+    // which has not heartbeated since, so nobody holds them.
+    let left = members[1].active.clone();
+    assert_eq!(left.len(), 2);
+    h.send(Heartbeat {
+        member_epoch: LEAVE_EPOCH,
+        ..request_from(&members[1])
+    })
+    .unwrap();
+    h.at(h.now + 2 * EXPANSION_MS);
+    assert_eq!(last_reason(&h), RebalanceReason::Leave);
+    let owner = members[0].member_id.clone();
+    assert_eq!(target_active(&h, &owner), tasks(0..4));
+    let group = h.core.group(GROUP).unwrap();
+    assert!(left.iter().all(|t| group.holdings.holder(t).is_none()));
+    // A joiner reports it has caught up on those tasks; its join asks for
+    // a new target, which must keep them on their owner all the same.
+    let joiner = h.join(None);
+    let warm: Vec<(Task, u64)> = left.iter().map(|t| (t.clone(), 0)).collect();
+    let mut joiner = vec![h.beat_with_lags(&joiner, warm)];
+    let epoch = h.core.group(GROUP).unwrap().group_epoch;
+    h.advance(h.now + 2 * EXPANSION_MS, &mut joiner);
+    assert_eq!(h.core.group(GROUP).unwrap().target_epoch, epoch);
+    assert_eq!(last_reason(&h), RebalanceReason::Join);
+    assert_eq!(
+        target_active(&h, &owner),
+        tasks(0..4),
+        "the freeze holds through the learner safety"
+    );
+    assert!(target_active(&h, &joiner[0].member_id).is_empty());
+    let owner = h.beat(&members[0]);
+    assert_eq!(owner.active, tasks(0..4));
+}
