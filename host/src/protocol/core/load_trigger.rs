@@ -18,7 +18,8 @@
 //! check, and any target installed, starts it over. The cooldown counts
 //! from the last load rebalance, whatever it moved (a rebalance that moved
 //! nothing does not ask again at once), and after a restart or a takeover
-//! from when this host took the group.
+//! from this host's first check of the group (so never sooner than a
+//! cooldown after it took the group).
 
 use std::collections::{BTreeMap, BTreeSet};
 
