@@ -71,13 +71,20 @@ fn format_5_build() -> &'static Path {
     BINARY.get_or_init(|| build(&FORMAT_5))
 }
 
-/// `release`'s `assignd`, built on first use under
-/// `target/upgrade/COMMIT/` (kept: a later run finds it there).
+/// `release`'s `assignd`, built on first use and kept as
+/// `target/upgrade/COMMIT/assignd` (a later run finds it there). Every
+/// older build shares one target directory (and one for its guests): their
+/// dependencies are nearly all the same versions, so the second build
+/// compiles little more than the workspace's own crates. One build at a
+/// time, each copying its binary out before the next can overwrite it.
 fn build(release: &Release) -> PathBuf {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _building = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let root = common::workspace_root();
     let commit = release_commit(&root, release);
-    let dir = root.join("target").join("upgrade").join(&commit);
-    let binary = dir.join("target").join("debug").join("assignd");
+    let upgrade = root.join("target").join("upgrade");
+    let dir = upgrade.join(&commit);
+    let binary = dir.join("assignd");
     if binary.exists() {
         return binary;
     }
@@ -97,11 +104,16 @@ fn build(release: &Release) -> PathBuf {
         .arg("-C")
         .arg(&src));
     let started = Instant::now();
+    let shared = upgrade.join("target");
     run(Command::new("cargo")
         .args(["build", "-p", "assignd"])
         .current_dir(&src)
-        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .env("CARGO_TARGET_DIR", &shared)
+        .env("ASSIGND_GUEST_TARGET_DIR", upgrade.join("guests"))
         .env_remove("RUSTUP_TOOLCHAIN"));
+    std::fs::copy(shared.join("debug").join("assignd"), &binary).expect("the built assignd copied");
+    let _ = std::fs::remove_dir_all(&src);
+    let _ = std::fs::remove_file(&archive);
     eprintln!(
         "built {commit} ({:?}) in {} s",
         release.tag,
