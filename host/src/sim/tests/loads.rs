@@ -221,6 +221,24 @@ fn schedules_with_loads_keep_every_invariant() {
     }
 }
 
+/// Schedules that once broke a load invariant: a frozen task taken off
+/// its cold owner by the learner step that warms free tasks (40181), and a
+/// frozen group's move under way taken back to the member still
+/// processing it (40065, invariant 5 over 12); and a band that some
+/// assignment reaches but the balancer's greedy did not find (40361:
+/// invariant 10 holds the balancer to the band it is proven to reach).
+#[test]
+fn schedules_that_once_broke_a_load_invariant_keep_them() {
+    for seed in [40_065, 40_181, 40_361] {
+        let report = run_schedule(seed, &with_loads());
+        assert!(
+            report.violation.is_none(),
+            "seed {seed}: {:?}",
+            report.violation
+        );
+    }
+}
+
 #[test]
 fn a_schedule_with_loads_replays_exactly() {
     let options = Options {

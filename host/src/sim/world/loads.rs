@@ -228,7 +228,7 @@ impl World {
         }
         let installed = (balances && !before.config.frozen).then(|| Installed {
             epoch,
-            reachable: input.band_reachable(),
+            reachable: input.band_guaranteed(),
             input,
             counted: false,
         });
