@@ -25,7 +25,7 @@ pub enum LoadShape {
     /// Each task `base * ZIPF_RANKS / rank^s` for a rank its hash draws in
     /// `1..=ZIPF_RANKS`: a few hot tasks, a long cold tail.
     Zipf { s: f64 },
-    /// Uniform loads, and in each topic one task [`HOT_FACTOR`] times
+    /// Uniform loads, and in each topic one task `HOT_FACTOR` (20) times
     /// hotter; the hot partition changes every `period_ms`.
     HotDrift { period_ms: Millis },
     /// Zipf loads (s = 1) until `at_ms`, every one times `factor` from then.
