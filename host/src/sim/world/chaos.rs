@@ -77,7 +77,7 @@ impl World {
             6 => self.change_release(lane, running),
             7 => {
                 let mut config = self.mutate_config(lane);
-                self.maybe_toggle_freeze(&mut config);
+                self.maybe_toggle_freeze(lane, &mut config);
                 self.configure(lane, config)
             }
             8 => self.admin_drain(lane, joined),
