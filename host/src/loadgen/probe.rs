@@ -63,22 +63,17 @@ impl Admin {
 
     /// `GET /v1/groups/{name}`.
     pub async fn group(&self, name: &str) -> Result<GroupView, String> {
-        let url = format!("{}/v1/groups/{name}", self.host);
-        let answer = self
-            .authorized(self.client.get(&url))
-            .send()
-            .await
-            .map_err(|e| format!("GET {url}: {e}"))?;
-        let answer = check(answer, "GET", &url).await?;
-        answer
-            .json()
-            .await
-            .map_err(|e| format!("GET {url}: unreadable answer: {e}"))
+        self.group_as(name).await
     }
 
     /// `GET /v1/groups/{name}` as JSON, for fields the typed view may not
     /// name.
     pub async fn group_json(&self, name: &str) -> Result<serde_json::Value, String> {
+        self.group_as(name).await
+    }
+
+    /// `GET /v1/groups/{name}`, read as `T`.
+    async fn group_as<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<T, String> {
         let url = format!("{}/v1/groups/{name}", self.host);
         let answer = self
             .authorized(self.client.get(&url))
