@@ -154,9 +154,9 @@ pub fn within_one_of_weighted_share(input: &GroupInput, owners: &[u32]) -> Resul
     Ok(())
 }
 
-/// Whether each topic belongs to a mixed component: topics linked by
-/// shared subscribers where not every subscriber takes every topic.
-pub fn mixed_topics(input: &GroupInput) -> Vec<bool> {
+/// Each topic's component label (the lowest topic index among the topics
+/// linked to it by shared subscribers).
+pub fn topic_labels(input: &GroupInput) -> Vec<usize> {
     let mut label: Vec<usize> = (0..input.topics.len()).collect();
     let mut changed = true;
     while changed {
@@ -174,6 +174,13 @@ pub fn mixed_topics(input: &GroupInput) -> Vec<bool> {
             }
         }
     }
+    label
+}
+
+/// Whether each topic belongs to a mixed component: topics linked by
+/// shared subscribers where not every subscriber takes every topic.
+pub fn mixed_topics(input: &GroupInput) -> Vec<bool> {
+    let label = topic_labels(input);
     (0..input.topics.len())
         .map(|t| {
             let comp_size = label.iter().filter(|&&l| l == label[t]).count();

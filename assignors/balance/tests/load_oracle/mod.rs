@@ -193,23 +193,7 @@ impl View {
 
 /// Topics linked by shared subscribers, numbered; members by their topics.
 fn components(input: &GroupInput) -> (Vec<usize>, Vec<usize>) {
-    let mut label: Vec<usize> = (0..input.topics.len()).collect();
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for member in &input.members {
-            let topics = input.topics_of(member);
-            let Some(low) = topics.iter().map(|&t| label[t as usize]).min() else {
-                continue;
-            };
-            for &t in topics {
-                if label[t as usize] != low {
-                    label[t as usize] = low;
-                    changed = true;
-                }
-            }
-        }
-    }
+    let label = common::topic_labels(input);
     let subscribed = |t: usize| input.members.iter().any(|m| input.subscribes(m, t as u32));
     let topic_comp: Vec<usize> = (0..input.topics.len())
         .map(|t| if subscribed(t) { label[t] } else { usize::MAX })
