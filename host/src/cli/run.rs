@@ -70,12 +70,30 @@ fn load(
     memory_ceiling_bytes: u64,
     compile_bounds: Option<CompileBounds>,
 ) -> Result<(PluginEngine, Arc<LoadedModule>), Failure> {
-    let cache_dir = if args.no_cache {
+    let engine = new_engine(
+        args.cache_dir.clone(),
+        args.no_cache,
+        memory_ceiling_bytes,
+        compile_bounds,
+    )?;
+    let module = load_named(&engine, &args.module, "--module")?;
+    Ok((engine, module))
+}
+
+/// An engine for offline calls, one at a time, caching compiled components
+/// in `cache_dir` (or the default one) unless `no_cache`.
+pub(super) fn new_engine(
+    cache_dir: Option<PathBuf>,
+    no_cache: bool,
+    memory_ceiling_bytes: u64,
+    compile_bounds: Option<CompileBounds>,
+) -> Result<PluginEngine, Failure> {
+    let cache_dir = if no_cache {
         None
     } else {
-        args.cache_dir.clone().or_else(default_cache_dir)
+        cache_dir.or_else(default_cache_dir)
     };
-    let engine = PluginEngine::new(EngineConfig {
+    PluginEngine::new(EngineConfig {
         cache_dir,
         // One call at a time: a pool of two slots is plenty.
         concurrent_calls_max: 2,
@@ -85,20 +103,27 @@ fn load(
         guest_nice: 0,
         ..EngineConfig::default()
     })
-    .map_err(|e| bad_input(format!("cannot start the wasm engine: {e:#}")))?;
-    let path = Path::new(&args.module);
-    let module = if BUILTIN_NAMES.contains(&args.module.as_str()) && !path.exists() {
-        engine.load_builtin(&args.module)?
+    .map_err(|e| bad_input(format!("cannot start the wasm engine: {e:#}")))
+}
+
+/// Loads `name`, a built-in assignor or a component file (a file of that
+/// name wins); `flag` names the argument in the error.
+pub(super) fn load_named(
+    engine: &PluginEngine,
+    name: &str,
+    flag: &str,
+) -> Result<Arc<LoadedModule>, Failure> {
+    let path = Path::new(name);
+    if BUILTIN_NAMES.contains(&name) && !path.exists() {
+        Ok(engine.load_builtin(name)?)
     } else if path.exists() {
-        engine.load_file(path)?
+        Ok(engine.load_file(path)?)
     } else {
-        return Err(bad_input(format!(
-            "--module {:?} is neither a built-in assignor ({}) nor an existing file",
-            args.module,
+        Err(bad_input(format!(
+            "{flag} {name:?} is neither a built-in assignor ({}) nor an existing file",
             BUILTIN_NAMES.join(", ")
-        )));
-    };
-    Ok((engine, module))
+        )))
+    }
 }
 
 fn read_input(path: &Path) -> Result<String, Failure> {
