@@ -545,6 +545,7 @@ impl From<GroupV4> for Group {
             bindings: old.bindings,
             handovers: old.handovers,
             routes_epoch: 0,
+            shadow: None,
         }
     }
 }

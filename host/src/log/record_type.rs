@@ -23,6 +23,7 @@ pub enum RecordType {
     HandoverStarted = 12,
     HandoverEnded = 13,
     MemberEndpointChanged = 14,
+    ShadowBound = 15,
 }
 
 impl RecordType {
@@ -42,6 +43,7 @@ impl RecordType {
             Record::HandoverStarted { .. } => RecordType::HandoverStarted,
             Record::HandoverEnded { .. } => RecordType::HandoverEnded,
             Record::MemberEndpointChanged { .. } => RecordType::MemberEndpointChanged,
+            Record::ShadowBound { .. } => RecordType::ShadowBound,
         }
     }
 
@@ -61,6 +63,7 @@ impl RecordType {
             RecordType::HandoverStarted => "HandoverStarted",
             RecordType::HandoverEnded => "HandoverEnded",
             RecordType::MemberEndpointChanged => "MemberEndpointChanged",
+            RecordType::ShadowBound => "ShadowBound",
         }
     }
 
@@ -80,6 +83,7 @@ impl RecordType {
             12 => RecordType::HandoverStarted,
             13 => RecordType::HandoverEnded,
             14 => RecordType::MemberEndpointChanged,
+            15 => RecordType::ShadowBound,
             _ => return None,
         })
     }

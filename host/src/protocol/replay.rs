@@ -54,7 +54,8 @@ fn check_record(group: &Group, record: &Record) -> Result<(), String> {
     match record {
         Record::GroupConfigured { .. }
         | Record::MemberJoined { .. }
-        | Record::AssignorBound { .. } => Ok(()),
+        | Record::AssignorBound { .. }
+        | Record::ShadowBound { .. } => Ok(()),
         Record::GroupSnapshot { .. } => unreachable!("checked by the caller"),
         Record::MemberAway { slot, .. }
         | Record::MemberDraining { slot, .. }

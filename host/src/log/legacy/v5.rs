@@ -137,6 +137,7 @@ impl From<GroupConfigV5> for GroupConfig {
             load_window_ms: defaults::load_window_ms(),
             load_cooldown_ms: defaults::load_cooldown_ms(),
             frozen: false,
+            labels: BTreeMap::new(),
         }
     }
 }
@@ -205,6 +206,7 @@ impl From<GroupV5> for Group {
             bindings: old.bindings,
             handovers: old.handovers,
             routes_epoch: old.routes_epoch,
+            shadow: None,
         }
     }
 }

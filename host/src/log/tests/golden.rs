@@ -248,6 +248,7 @@ fn expected_config(version: u8) -> GroupConfig {
         load_half_life_ms: 30_000,
         load_window_ms: 60_000,
         load_cooldown_ms: 300_000,
+        labels: BTreeMap::new(),
         frozen: false,
     }
 }
@@ -319,6 +320,7 @@ fn expected_records(version: u8) -> Vec<Record> {
         bindings,
         handovers: Default::default(),
         routes_epoch: 0,
+        shadow: None,
     };
     let mut records = vec![
         Record::GroupConfigured {
@@ -409,6 +411,7 @@ fn v4_snapshot_state(binding: &Binding, target: &BTreeMap<Slot, SlotTarget>) -> 
         bindings: [binding.clone()].into(),
         handovers: Default::default(),
         routes_epoch: 0,
+        shadow: None,
     }
 }
 

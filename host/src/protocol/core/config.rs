@@ -78,6 +78,7 @@ pub fn check_config(config: &GroupConfig) -> Result<(), ProtocolError> {
     check_fallback_and_limits(config)?;
     check_routes(config)?;
     config.check_load_settings().or_else(invalid)?;
+    config.check_labels().or_else(invalid)?;
     check_member_token(config)
 }
 

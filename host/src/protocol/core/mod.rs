@@ -445,8 +445,8 @@ impl Coordinator {
             | Record::HandoverStarted { group, slot }
             | Record::HandoverEnded { group, slot } => self.deadlines.mark_slot(group, slot),
             // Neither a timer nor a deadline depends on where a member
-            // serves.
-            Record::MemberEndpointChanged { .. } => {}
+            // serves, or on the shadow.
+            Record::MemberEndpointChanged { .. } | Record::ShadowBound { .. } => {}
             Record::GroupEpochBumped { group, .. } | Record::TargetInstalled { group, .. } => {
                 self.deadlines.mark_group_deadline(group)
             }

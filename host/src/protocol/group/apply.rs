@@ -38,6 +38,7 @@ impl Group {
                 *self = (**state).clone();
             }
             Record::AssignorBound { binding, .. } => self.apply_binding(binding),
+            Record::ShadowBound { shadow, .. } => self.shadow = shadow.clone(),
             Record::MemberDraining { slot, .. } => {
                 self.member_mut(slot).draining = true;
             }

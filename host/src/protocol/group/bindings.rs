@@ -44,3 +44,19 @@ impl Binding {
 
 /// Bindings kept per group; the oldest are forgotten past this.
 pub const BINDINGS_MAX: usize = 32;
+
+/// A group's shadow: an assignor asked beside the bound one on the same
+/// input every time the bound one is asked, whose answers are compared
+/// and never installed (`core::shadows`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShadowBinding {
+    /// The assignor reference as written.
+    pub assignor: String,
+    pub params: BTreeMap<String, String>,
+    /// Limits on the shadow's calls, under the host's ceilings.
+    pub limits: CallLimits,
+    /// The group epoch when it was bound.
+    pub epoch: u64,
+    /// The runtime's clock when it was bound.
+    pub at_ms: Millis,
+}

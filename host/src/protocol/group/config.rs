@@ -115,7 +115,21 @@ pub struct GroupConfig {
     /// Nothing moves for any reason but a member leaving.
     #[serde(default)]
     pub frozen: bool,
+    /// Free-form `key: value` labels an operator sorts groups by (e.g.
+    /// `team: payments`), which a rollout's `label:` selector matches:
+    /// at most [`LABELS_MAX`], keys and values of visible ASCII, keys up
+    /// to [`LABEL_KEY_LEN_MAX`] bytes and values up to
+    /// [`LABEL_VALUE_LEN_MAX`].
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
+
+/// The most labels a group carries.
+pub const LABELS_MAX: usize = 16;
+/// The longest label key, in bytes.
+pub const LABEL_KEY_LEN_MAX: usize = 63;
+/// The longest label value, in bytes.
+pub const LABEL_VALUE_LEN_MAX: usize = 63;
 
 /// The longest `load_unit`, in bytes.
 pub const LOAD_UNIT_LEN_MAX: usize = 32;
@@ -245,6 +259,7 @@ impl GroupConfig {
             load_window_ms: defaults::load_window_ms(),
             load_cooldown_ms: defaults::load_cooldown_ms(),
             frozen: false,
+            labels: BTreeMap::new(),
         }
     }
 
@@ -290,6 +305,31 @@ impl GroupConfig {
         ] {
             if value > max {
                 return Err(format!("{name} must be at most {max}, got {value}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the labels against their limits: the first broken one is
+    /// named.
+    pub fn check_labels(&self) -> Result<(), String> {
+        if self.labels.len() > LABELS_MAX {
+            return Err(format!(
+                "labels: at most {LABELS_MAX} labels, got {}",
+                self.labels.len()
+            ));
+        }
+        for (key, value) in &self.labels {
+            let visible = |s: &str| s.bytes().all(|b| b.is_ascii_graphic());
+            if key.is_empty() || key.len() > LABEL_KEY_LEN_MAX || !visible(key) {
+                return Err(format!(
+                    "labels: a key must be 1 to {LABEL_KEY_LEN_MAX} bytes of visible ASCII, got {key:?}"
+                ));
+            }
+            if value.len() > LABEL_VALUE_LEN_MAX || !visible(value) {
+                return Err(format!(
+                    "labels: the value of {key:?} must be at most {LABEL_VALUE_LEN_MAX} bytes of visible ASCII"
+                ));
             }
         }
         Ok(())

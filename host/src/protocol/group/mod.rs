@@ -23,7 +23,7 @@ mod records;
 mod state;
 
 pub use super::slot::Slot;
-pub use bindings::{BINDINGS_MAX, Binding};
+pub use bindings::{BINDINGS_MAX, Binding, ShadowBinding};
 pub use config::{
     BindingSpec, CallLimits, GroupConfig, LOAD_COOLDOWN_MS_MAX, LOAD_HALF_LIFE_MS_MAX,
     LOAD_UNIT_LEN_MAX, LOAD_WINDOW_MS_MAX, LearnerMode, TopicConfig, defaults,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Binding, Group, GroupConfig, Member, Slot, SlotTarget, Task};
+use super::{Binding, Group, GroupConfig, Member, ShadowBinding, Slot, SlotTarget, Task};
 use crate::protocol::reconcile::MemberAssignment;
 
 /// Why a member left the group.
@@ -104,6 +104,12 @@ pub enum Record {
         endpoint: Option<String>,
         metadata: BTreeMap<String, String>,
     },
+    /// A shadow assignor was bound beside the group's assignor, replaced,
+    /// or (`None`) ended. It changes no target.
+    ShadowBound {
+        group: String,
+        shadow: Option<ShadowBinding>,
+    },
 }
 
 impl Record {
@@ -122,6 +128,7 @@ impl Record {
             | Record::HandoverStarted { group, .. }
             | Record::HandoverEnded { group, .. }
             | Record::MemberEndpointChanged { group, .. }
+            | Record::ShadowBound { group, .. }
             | Record::NameMapDropped { group } => group,
         }
     }
@@ -145,7 +152,8 @@ impl Record {
             | Record::GroupSnapshot { .. }
             | Record::AssignorBound { .. }
             | Record::HandoverStarted { .. }
-            | Record::HandoverEnded { .. } => false,
+            | Record::HandoverEnded { .. }
+            | Record::ShadowBound { .. } => false,
         }
     }
 }

@@ -116,6 +116,9 @@ pub struct Group {
     /// what the table says (`Group::apply`), so that a watcher resumes from
     /// it on any host that replays the group.
     pub routes_epoch: u64,
+    /// The assignor shadowing the bound one, if any
+    /// ([`Record::ShadowBound`](super::Record::ShadowBound)).
+    pub shadow: Option<super::ShadowBinding>,
 }
 
 /// Holdings go to disk as each slot's assignment; the task → holder index
@@ -173,6 +176,7 @@ impl Group {
             bindings: std::collections::VecDeque::new(),
             handovers: BTreeSet::new(),
             routes_epoch: 0,
+            shadow: None,
         }
     }
 
