@@ -10,6 +10,8 @@
 //!   timers, learners, reconciliation; records out, one `apply` path.
 //! - [`loadgen`]: the load-test product behind `assignd loadgen`, `demo`
 //!   and `plot`: fleets of simulated members and their figures.
+//! - [`check`]: `assignd check`, a module against a reference assignor
+//!   on generated cases, offline, before an upload.
 //! - [`log`]: the binary record log (CRC-framed segments, group commit,
 //!   compaction, recovery).
 //! - [`runtime`]: the core at run time: clock, timers, persistence order,
@@ -27,6 +29,7 @@
 //! docs/architecture.md describes how they fit together.
 
 pub mod api;
+pub mod check;
 pub mod cli;
 pub mod cluster;
 pub(crate) mod durable;
