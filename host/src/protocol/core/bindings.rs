@@ -1,6 +1,7 @@
 //! Which assignor a group is bound to: [`Coordinator::bind`] (a hot swap),
 //! [`Coordinator::rollback`], and the `AssignorBound` records, which take
-//! effect at the next group epoch.
+//! effect at the next group epoch. Binding a group's shadow ends it
+//! (`shadows.rs`).
 
 use super::{Coordinator, Output, ProtocolError, config::check_config};
 use crate::protocol::group::{Binding, BindingSpec, Millis, RebalanceReason, Record};
@@ -95,7 +96,17 @@ impl Coordinator {
             let current = group.config.binding_spec();
             self.emit_binding(name, current, None, now, out);
         }
+        // Binding the shadow's assignor and params makes the shadow live:
+        // it no longer shadows anything.
+        let promotes_shadow = self
+            .group_at(name)
+            .shadow
+            .as_ref()
+            .is_some_and(|s| s.assignor == spec.assignor && s.params == spec.params);
         self.emit_binding(name, spec, rollback_to, now, out);
+        if promotes_shadow {
+            self.emit_shadow(name, None, out);
+        }
         self.bump_urgently(name, RebalanceReason::Config, now, out);
         self.maybe_call_assignor(name, now, out);
     }

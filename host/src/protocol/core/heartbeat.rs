@@ -95,7 +95,7 @@ impl Coordinator {
             &mut out,
         );
         self.maybe_call_assignor(&request.group, now, &mut out);
-        self.snapshot_if_stable(&request.group, &mut out);
+        self.snapshot_if_stable(&request.group, now, &mut out);
         let response = self.response(&request.group, &slot, now, load);
         self.promise_lease(&request.group, &slot, now, &response);
         // Besides what its records marked, a heartbeat changed its own

@@ -46,6 +46,7 @@ mod load_trigger;
 mod loads;
 mod membership;
 mod routes;
+mod shadows;
 mod swaps;
 mod targets;
 mod timers;
@@ -58,6 +59,7 @@ pub use loads::{LoadView, MemberLoad};
 
 pub use config::check_config;
 pub use deadlines::{Deadline, TimerKind, group_deadline, slot_deadline};
+pub use shadows::{ShadowCall, ShadowSpec};
 pub use targets::TARGET_ROWS_PER_PACE_MS;
 
 /// Bounds on what a request may carry, checked before anything changes.
@@ -293,6 +295,9 @@ pub struct Output {
     pub records: Vec<Record>,
     /// Target computations to start.
     pub assignor_calls: Vec<AssignorCall>,
+    /// Shadow assignors' calls to start, each below its live call's
+    /// priority.
+    pub shadow_calls: Vec<ShadowCall>,
 }
 
 /// What the host knows of its own lateness, passed in with the time: how
@@ -511,7 +516,7 @@ impl Coordinator {
     /// Writes the group's complete state as one record each time it becomes
     /// stable (the seed design's durable name map), so that the log can drop
     /// everything before it.
-    fn snapshot_if_stable(&mut self, group_name: &str, out: &mut Output) {
+    fn snapshot_if_stable(&mut self, group_name: &str, now: Millis, out: &mut Output) {
         let Some(group) = self.group(group_name) else {
             return;
         };
@@ -523,6 +528,7 @@ impl Coordinator {
         }
         let mut state = group.clone();
         state.snapshot_epoch = group.target_epoch;
+        self.liveness_mut(group_name).rebalances.settled(now);
         self.emit(
             out,
             Record::GroupSnapshot {

@@ -15,8 +15,8 @@ use super::{
     AssignorCall, CallInFlight, Coordinator, Output, input::assignor_input, learners::safe_target,
 };
 use crate::protocol::group::{
-    AssignorFailure, AssignorFailures, Group, GroupConfig, Liveness, Millis, Record, Slot,
-    SlotTarget, assignor_retry_ms,
+    AssignorFailure, AssignorFailures, Group, GroupConfig, Installed, Liveness, Millis, Record,
+    Slot, SlotTarget, Task, assignor_retry_ms,
 };
 
 impl Coordinator {
@@ -70,6 +70,10 @@ impl Coordinator {
             tasks,
             assignor: group.config.assignor.clone(),
         });
+        let assignor = group.config.assignor.clone();
+        out.shadow_calls
+            .extend(self.shadow_call_beside(group_name, &assignor, reason.label(), &input, now));
+        let group = self.group_at(group_name);
         out.assignor_calls.push(AssignorCall {
             group: group_name.to_owned(),
             epoch: group.group_epoch,
@@ -135,6 +139,16 @@ impl Coordinator {
         let Some(call) = entry.call.take() else {
             return out;
         };
+        let live = match (&bound_failure, &result) {
+            (Some(failure), _) | (None, Err(failure)) => {
+                Err(format!("{}: {}", failure.code, failure.message))
+            }
+            (None, Ok(assignment)) => Ok(assignment),
+        };
+        if call.assignor == entry.group.config.assignor {
+            self.shadow_live_answered(group_name, epoch, live, now);
+        }
+        let entry = self.groups.get_mut(group_name).expect("checked above");
         let (group, liveness) = (&entry.group, &mut entry.liveness);
         liveness.computing_epoch = None;
         let answer = Answer {
@@ -168,6 +182,7 @@ impl Coordinator {
         now: Millis,
         out: &mut Output,
     ) {
+        let (moved, learners_started) = changes_between(&self.group_at(group_name).target, &target);
         self.emit(
             out,
             Record::TargetInstalled {
@@ -180,7 +195,13 @@ impl Coordinator {
         // longer a learner of that slot, a later warm-up must signal anew.
         let (group, liveness) = self.entry_mut(group_name);
         liveness.paced_until_ms = Some(now.saturating_add(pace_ms(group)));
-        liveness.rebalances.installed(epoch, now);
+        let installed = Installed {
+            epoch,
+            asked_ms: liveness.last_call_ms,
+            moved,
+            learners_started,
+        };
+        liveness.rebalances.installed(installed, now);
         liveness.caught_up_signalled.retain(|(slot, task)| {
             group
                 .target
@@ -199,6 +220,29 @@ struct Answer<'a> {
     bound_failure: Option<AssignorFailure>,
     result: Result<Assignment, AssignorFailure>,
     now: Millis,
+}
+
+/// Active tasks whose owner `new` changes from `old` (a task with no owner
+/// before is placed, not moved), and the learner rows `new` adds.
+fn changes_between(
+    old: &BTreeMap<Slot, SlotTarget>,
+    new: &BTreeMap<Slot, SlotTarget>,
+) -> (u64, u64) {
+    let owners: BTreeMap<&Task, &Slot> = old
+        .iter()
+        .flat_map(|(slot, t)| t.active.iter().map(move |task| (task, slot)))
+        .collect();
+    let moved = new
+        .iter()
+        .flat_map(|(slot, t)| t.active.iter().map(move |task| (task, slot)))
+        .filter(|(task, slot)| owners.get(task).is_some_and(|owner| owner != slot))
+        .count();
+    let learners_started = new
+        .iter()
+        .flat_map(|(slot, t)| t.learner.iter().map(move |task| (slot, task)))
+        .filter(|(slot, task)| !old.get(*slot).is_some_and(|t| t.learner.contains(*task)))
+        .count();
+    (moved as u64, learners_started as u64)
 }
 
 /// An answer too late to install: a failure of the assignor still bound is

@@ -88,6 +88,8 @@ pub struct Liveness {
     /// The loads members reported: soft state, lost on a restart or a
     /// takeover, when every member is asked for a full report again.
     pub loads: super::loads::LoadBook,
+    /// The shadow assignor's comparisons with the live one.
+    pub shadows: super::ShadowLog,
 }
 
 /// Tasks a replaced incarnation of a static slot may still process.

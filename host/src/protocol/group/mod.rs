@@ -20,6 +20,7 @@ mod liveness;
 mod loads;
 mod rebalance;
 mod records;
+mod shadows;
 mod state;
 
 pub use super::slot::Slot;
@@ -33,8 +34,15 @@ pub use liveness::{
     Liveness, answer_wait_ms, assignor_retry_ms,
 };
 pub use loads::{Estimate, LoadBook, MemberLoads};
-pub use rebalance::{LastRebalance, LoadClock, RebalanceReason, Rebalances};
+pub use rebalance::{
+    Installed, LastRebalance, LoadClock, REBALANCE_HISTORY_MAX, RebalanceEntry, RebalanceReason,
+    Rebalances,
+};
 pub use records::{Record, RemovalReason};
+pub use shadows::{
+    CallStats, PendingComparison, SHADOW_COMPARISONS_MAX, ShadowComparison, ShadowLog,
+    ShadowTotals, SideAnswer, SideSummary,
+};
 pub(crate) use state::holdings_by_slot;
 pub use state::{FENCED_MEMBER_IDS_MAX, Group, Member, Phase, SlotTarget};
 

@@ -91,6 +91,30 @@ pub struct LastRebalance {
     pub at_ms: Millis,
 }
 
+/// One target this host installed: why, what it moved, and when the
+/// group was stable again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RebalanceEntry {
+    /// The group epoch the target answers.
+    pub epoch: u64,
+    pub reason: RebalanceReason,
+    /// When the assignor was asked, and when its answer was installed
+    /// (host ms).
+    pub asked_ms: Millis,
+    pub at_ms: Millis,
+    /// Active tasks whose owner the target changed.
+    pub moved: u64,
+    /// Learner rows the target added.
+    pub learners_started: u64,
+    /// When every member held exactly this target (or a later one), if it
+    /// has yet.
+    pub settled_ms: Option<Millis>,
+}
+
+/// Installed targets a group's history keeps; the oldest are forgotten
+/// past this.
+pub const REBALANCE_HISTORY_MAX: usize = 32;
+
 /// A group's rebalance reasons and its load trigger's clock.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rebalances {
@@ -101,6 +125,9 @@ pub struct Rebalances {
     pub computing: Option<RebalanceReason>,
     /// The last target installed by this host.
     pub last: Option<LastRebalance>,
+    /// The last [`REBALANCE_HISTORY_MAX`] targets this host installed,
+    /// oldest first.
+    pub history: std::collections::VecDeque<RebalanceEntry>,
     pub load: LoadClock,
 }
 
@@ -147,14 +174,47 @@ impl Rebalances {
     /// A target for `epoch` was installed at `now`: its reason is the
     /// group's last, and the load window starts over (the loads it was
     /// judging are no longer where they were).
-    pub fn installed(&mut self, epoch: u64, now: Millis) {
+    pub fn installed(&mut self, installed: Installed, now: Millis) {
         let reason = self.computing.take().unwrap_or(RebalanceReason::Recovered);
         self.last = Some(LastRebalance {
-            epoch,
+            epoch: installed.epoch,
             reason,
             at_ms: now,
+        });
+        if self.history.len() == REBALANCE_HISTORY_MAX {
+            self.history.pop_front();
+        }
+        self.history.push_back(RebalanceEntry {
+            epoch: installed.epoch,
+            reason,
+            asked_ms: installed.asked_ms.unwrap_or(now),
+            at_ms: now,
+            moved: installed.moved,
+            learners_started: installed.learners_started,
+            settled_ms: None,
         });
         self.load.outside_since_ms = None;
         self.load.next_check_ms = None;
     }
+
+    /// The group is stable at its target: every rebalance not yet settled
+    /// is, now.
+    pub fn settled(&mut self, now: Millis) {
+        for entry in self.history.iter_mut().rev() {
+            if entry.settled_ms.is_some() {
+                break;
+            }
+            entry.settled_ms = Some(now);
+        }
+    }
+}
+
+/// What installing a target did, for the group's history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Installed {
+    pub epoch: u64,
+    /// When its call was started, if this host started it.
+    pub asked_ms: Option<Millis>,
+    pub moved: u64,
+    pub learners_started: u64,
 }
