@@ -99,6 +99,8 @@ error_codes! {
     Unauthorized => "unauthorized",
     /// A bearer token that is not the one the route needs.
     Forbidden => "forbidden",
+    /// The read-only token on a route that changes something.
+    ReadOnlyToken => "read_only_token",
     // Groups and assignors.
     /// A binding names an assignor the host does not have.
     UnknownAssignor => "unknown_assignor",

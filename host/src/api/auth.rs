@@ -1,5 +1,6 @@
-//! Bearer tokens: the admin token every admin route requires, the checks
-//! that tell a missing credential (401) from a wrong one (403), and the
+//! Bearer tokens: the admin token every admin route requires, the
+//! optional read-only token its GET routes accept too, the checks that
+//! tell a missing credential (401) from a wrong one (403), and the
 //! security schemes of the OpenAPI document. It owns no I/O: where the
 //! admin token comes from (a flag, the environment, a file in the data
 //! dir) is `assignd serve`'s business; a group's member token lives in its
@@ -36,6 +37,8 @@ pub const ADMIN_SCHEME: &str = "admin_token";
 pub const MEMBER_SCHEME: &str = "member_token";
 /// The OpenAPI name of the reader token's security scheme.
 pub const READER_SCHEME: &str = "reader_token";
+/// The OpenAPI name of the read-only token's security scheme.
+pub const READ_ONLY_SCHEME: &str = "read_only_token";
 
 /// Checks a token's shape: 16 to 1024 visible ASCII characters (no
 /// spaces), so it travels unchanged in an `Authorization` header and in a
@@ -142,7 +145,7 @@ pub fn digests_equal(a: &[u8; 32], b: &[u8; 32]) -> bool {
 }
 
 /// What the `Authorization` header carries.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Credential<'a> {
     /// No header, another scheme, an empty token or bytes that are not
     /// text: no credential at all.
@@ -166,10 +169,13 @@ pub fn credential(headers: &HeaderMap) -> Credential<'_> {
     Credential::Bearer(token)
 }
 
-/// The admin token, kept as its digest.
+/// The admin token, kept as its digest, and the read-only token if the
+/// host has one: it reads what the admin token reads (the admin routes'
+/// `GET`s) and changes nothing.
 #[derive(Clone)]
 pub struct AdminToken {
     digest: [u8; 32],
+    read_only: Option<[u8; 32]>,
     /// Whether `GET /metrics` needs it too (`serve --metrics-auth`).
     guards_metrics: bool,
 }
@@ -187,7 +193,22 @@ impl AdminToken {
         check_token(token)?;
         Ok(AdminToken {
             digest: digest(token),
+            read_only: None,
             guards_metrics: false,
+        })
+    }
+
+    /// The same admin token with `token` as the read-only token, if its
+    /// shape is acceptable ([`check_token`]) and it is not the admin token.
+    pub fn with_read_only(self, token: &str) -> Result<AdminToken, String> {
+        check_token(token)?;
+        let read_only = digest(token);
+        if digests_equal(&read_only, &self.digest) {
+            return Err("the read-only token must differ from the admin token".into());
+        }
+        Ok(AdminToken {
+            read_only: Some(read_only),
+            ..self
         })
     }
 
@@ -215,26 +236,53 @@ impl AdminToken {
             Credential::Bearer(_) => Err(ApiError::Forbidden("the token is not the admin token")),
         }
     }
+
+    /// Checks the credential of a request to an admin route: the admin
+    /// token passes; the read-only token passes a `GET` (or `HEAD`) and is
+    /// refused anything else (403 `read_only_token`); otherwise as
+    /// [`AdminToken::check`].
+    pub fn check_request(
+        &self,
+        method: &axum::http::Method,
+        credential: Credential<'_>,
+    ) -> Result<(), ApiError> {
+        let refused = match self.check(credential) {
+            Ok(()) => return Ok(()),
+            Err(refused) => refused,
+        };
+        let (Credential::Bearer(token), Some(read_only)) = (credential, &self.read_only) else {
+            return Err(refused);
+        };
+        if !digests_equal(&digest(token), read_only) {
+            return Err(refused);
+        }
+        if method == axum::http::Method::GET || method == axum::http::Method::HEAD {
+            Ok(())
+        } else {
+            Err(ApiError::ReadOnlyToken)
+        }
+    }
 }
 
 /// The middleware in front of every admin route: the request goes on only
-/// with the admin token. It runs before the handler reads the path or the
+/// with the admin token (or the read-only token, for a `GET`). It runs before the handler reads the path or the
 /// body, so a refused request changes nothing and costs nothing.
 pub async fn require_admin(
     State(admin): State<Arc<AdminToken>>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    admin.check(credential(request.headers()))?;
+    admin.check_request(request.method(), credential(request.headers()))?;
     Ok(next.run(request).await)
 }
 
 /// Marks every operation of `doc` (the admin routes) as requiring the
-/// admin token, with its 401 and 403 answers.
+/// admin token (a `GET`: or the read-only token), with its 401 and 403
+/// answers.
 pub fn document_admin_routes(doc: &mut OpenApi) {
     for item in doc.paths.paths.values_mut() {
-        for operation in [
-            &mut item.get,
+        let reads = item.get.iter_mut().map(|operation| (operation, true));
+        let writes = [
             &mut item.put,
             &mut item.post,
             &mut item.delete,
@@ -242,21 +290,27 @@ pub fn document_admin_routes(doc: &mut OpenApi) {
         ]
         .into_iter()
         .flatten()
-        {
-            operation.security = Some(vec![SecurityRequirement::new(
-                ADMIN_SCHEME,
-                Vec::<String>::new(),
-            )]);
+        .map(|operation| (operation, false));
+        for (operation, read) in reads.chain(writes) {
+            let mut security = vec![SecurityRequirement::new(ADMIN_SCHEME, Vec::<String>::new())];
+            let forbidden = if read {
+                security.push(SecurityRequirement::new(
+                    READ_ONLY_SCHEME,
+                    Vec::<String>::new(),
+                ));
+                "`forbidden`: the token is neither the admin token nor the read-only token"
+            } else {
+                "`forbidden`: the token is not the admin token; `read_only_token`: the \
+                 read-only token, which changes nothing"
+            };
+            operation.security = Some(security);
             let responses = &mut operation.responses.responses;
             responses.insert(
                 "401".into(),
                 error_response("`unauthorized`: no admin token (`Authorization: Bearer TOKEN`)")
                     .into(),
             );
-            responses.insert(
-                "403".into(),
-                error_response("`forbidden`: the token is not the admin token").into(),
-            );
+            responses.insert("403".into(), error_response(forbidden).into());
         }
     }
 }
@@ -274,7 +328,7 @@ pub fn error_response(description: &str) -> utoipa::openapi::Response {
         .build()
 }
 
-/// Adds the two bearer schemes to the document's components.
+/// Adds the bearer schemes to the document's components.
 pub fn document_schemes(doc: &mut OpenApi) {
     let components = doc.components.get_or_insert_with(Default::default);
     components.add_security_scheme(
@@ -288,6 +342,20 @@ pub fn document_schemes(doc: &mut OpenApi) {
                      at first start. Every route but the member heartbeat, \
                      `/v1/groups/{group}/coordinator`, `/healthz`, `/metrics` (unless the host \
                      runs with `--metrics-auth`) and `/v1/openapi.json` requires it.",
+                ))
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        READ_ONLY_SCHEME,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "The host's read-only token, if it has one (`assignd serve \
+                     --read-only-token-file`, `ASSIGND_READ_ONLY_TOKEN`): every `GET` of an \
+                     admin route accepts it; every other method of an admin route refuses it \
+                     with 403 `read_only_token`.",
                 ))
                 .build(),
         ),

@@ -57,6 +57,9 @@ pub enum ApiError {
     /// A bearer token that is not the one required.
     #[error("{0}")]
     Forbidden(&'static str),
+    /// The read-only token on an admin route that changes something.
+    #[error("the read-only token reads and changes nothing: this route needs the admin token")]
+    ReadOnlyToken,
     /// A heartbeat body past the ordinary limit while the host reads as
     /// many as it may at once (`api/large_bodies.rs`).
     #[error(
@@ -193,6 +196,7 @@ impl ApiError {
             }
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            ApiError::ReadOnlyToken => (StatusCode::FORBIDDEN, ErrorCode::ReadOnlyToken),
             ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ErrorCode::RequestTimeout),
             ApiError::BodyIncomplete(_) => (StatusCode::BAD_REQUEST, ErrorCode::IncompleteBody),
             ApiError::NotCoordinator { .. } => {

@@ -1,7 +1,7 @@
 //! The routing routes (docs/routing.md): the table (`GET
 //! /v1/groups/{group}/routes`: at once, as a blocking query, or as an
 //! event stream) and one key's lookup. Readable with the group's reader
-//! token or the admin token. It owns the host's cap on watchers
+//! token, the admin token or the read-only token. It owns the host's cap on watchers
 //! ([`Watchers`]): a blocking query that waits and an open stream each
 //! hold one place, refused `503 too_many_watchers` past the cap; and a
 //! stream's slow reader is dropped, not buffered for.
@@ -114,12 +114,18 @@ pub struct LookupQuery {
     key_hex: Option<String>,
 }
 
-/// What the request presents: the admin token, another token, or none.
+/// What the request presents: the admin token (or the read-only token,
+/// which reads what it reads), another token, or none.
 fn access(admin: Option<&AdminToken>, headers: &HeaderMap) -> RoutesAccess {
     match credential(headers) {
         Credential::Missing => RoutesAccess::Missing,
         Credential::Bearer(token) => {
-            if admin.is_some_and(|admin| admin.check(Credential::Bearer(token)).is_ok()) {
+            let reads_all = |admin: &AdminToken| {
+                admin
+                    .check_request(&axum::http::Method::GET, Credential::Bearer(token))
+                    .is_ok()
+            };
+            if admin.is_some_and(reads_all) {
                 RoutesAccess::Admin
             } else {
                 RoutesAccess::Token(digest_hex(token))
@@ -143,20 +149,20 @@ fn query<T>(
 /// differs from it, or after `wait_ms` with the table as it is. With
 /// `Accept: text/event-stream`, a stream of tables (`event: routes`, `id:`
 /// the epoch), one at once and one after each change; `Last-Event-ID`
-/// resumes after a table. Readable with the group's reader token or the
-/// admin token.
+/// resumes after a table. Readable with the group's reader token, the
+/// admin token or the read-only token.
 #[utoipa::path(
     get,
     path = "/v1/groups/{group}/routes",
     tag = "routing",
-    security(("reader_token" = []), ("admin_token" = [])),
+    security(("reader_token" = []), ("admin_token" = []), ("read_only_token" = [])),
     params(("group" = String, Path, description = "The group's name"), RoutesQuery),
     responses(
         (status = 200, description = "The table (JSON), or a stream of tables (`text/event-stream`)", body = RoutesBody),
         (status = 307, description = "`not_coordinator` (cluster mode, a stream): another node coordinates the group; open the stream at `Location`", body = ErrorBody),
         (status = 400, description = "`invalid_path`, `invalid_query`", body = ErrorBody),
         (status = 401, description = "`unauthorized`: no token", body = ErrorBody),
-        (status = 403, description = "`forbidden`: neither the group's reader token nor the admin token", body = ErrorBody),
+        (status = 403, description = "`forbidden`: neither the group's reader token nor the admin token (nor the read-only token)", body = ErrorBody),
         (status = 404, description = "`unknown_group`", body = ErrorBody),
         (status = 503, description = "`too_many_watchers` (past `serve --routes-watchers-max`); `shard_unavailable`, `coordinator_unreachable`, `storage_unavailable`: retry after `Retry-After`", body = ErrorBody),
     )
@@ -294,13 +300,13 @@ async fn stream(
     get,
     path = "/v1/groups/{group}/routes/lookup",
     tag = "routing",
-    security(("reader_token" = []), ("admin_token" = [])),
+    security(("reader_token" = []), ("admin_token" = []), ("read_only_token" = [])),
     params(("group" = String, Path, description = "The group's name"), LookupQuery),
     responses(
         (status = 200, description = "The key's task and its owners", body = LookupBody),
         (status = 400, description = "`invalid_path`, `invalid_query` (no key, or both `key` and `key_hex`, or hex that is not)", body = ErrorBody),
         (status = 401, description = "`unauthorized`: no token", body = ErrorBody),
-        (status = 403, description = "`forbidden`: neither the group's reader token nor the admin token", body = ErrorBody),
+        (status = 403, description = "`forbidden`: neither the group's reader token nor the admin token (nor the read-only token)", body = ErrorBody),
         (status = 404, description = "`unknown_group`, `unknown_topic`", body = ErrorBody),
         (status = 503, description = "`shard_unavailable`, `coordinator_unreachable`, `storage_unavailable`: retry after `Retry-After`", body = ErrorBody),
     )

@@ -4,7 +4,8 @@
 //! with mode 0600 (temporary file, fsync, rename, fsync of the folder), so
 //! a restart on the same data dir keeps the token.
 //!
-//! It owns that file only; the checks a token passes are the API's
+//! It owns that file, and reads the read-only token's (`--read-only-token-file`,
+//! [`read_only`]); the checks a token passes are the API's
 //! ([`crate::api::auth::check_token`]).
 
 use std::path::{Path, PathBuf};
@@ -69,6 +70,27 @@ pub fn resolve(given: Option<String>, data_dir: &Path) -> Result<(String, Source
             path.display()
         )),
     }
+}
+
+/// The read-only token, if one is given: `given` (`--read-only-token` or
+/// `ASSIGND_READ_ONLY_TOKEN`), else the content of `file` less a trailing
+/// newline; checked. Never generated: without either the host has none.
+pub fn read_only(given: Option<String>, file: Option<&Path>) -> Result<Option<String>, String> {
+    let token = match (given, file) {
+        (Some(token), _) => token,
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| {
+                format!(
+                    "cannot read the read-only token from {}: {e}",
+                    path.display()
+                )
+            })?
+            .trim_end_matches(['\n', '\r'])
+            .to_owned(),
+        (None, None) => return Ok(None),
+    };
+    check_token(&token).map_err(|e| format!("the read-only token: {e}"))?;
+    Ok(Some(token))
 }
 
 /// A new token: 32 bytes from the OS's random source, as lowercase hex.
@@ -196,6 +218,30 @@ mod tests {
         let short = resolve(Some("short".into()), &dir).unwrap_err();
         assert!(short.contains("at least 16 bytes"), "{short}");
         assert!(resolve(Some(String::new()), &dir).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_read_only_token_comes_from_the_flag_or_its_file() {
+        let dir = scratch("read-only");
+        let path = dir.join("read-only-token");
+        assert_eq!(read_only(None, None).unwrap(), None);
+        std::fs::write(&path, "read-only-token-0123\n").unwrap();
+        assert_eq!(
+            read_only(None, Some(&path)).unwrap().as_deref(),
+            Some("read-only-token-0123")
+        );
+        assert_eq!(
+            read_only(Some("given-read-only-token".into()), Some(&path))
+                .unwrap()
+                .as_deref(),
+            Some("given-read-only-token")
+        );
+        std::fs::write(&path, "short\n").unwrap();
+        let short = read_only(None, Some(&path)).unwrap_err();
+        assert!(short.contains("at least 16 bytes"), "{short}");
+        let missing = read_only(None, Some(&dir.join("none"))).unwrap_err();
+        assert!(missing.contains("cannot read"), "{missing}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

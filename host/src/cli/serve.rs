@@ -90,6 +90,22 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     admin_token: Option<String>,
+    /// A read-only token (16 to 1024 visible ASCII characters, not the
+    /// admin token): every `GET` of an admin route accepts it (the
+    /// console's read-only login), every other method refuses it (403
+    /// `read_only_token`). In a cluster every node takes the same one.
+    #[arg(
+        long,
+        env = READ_ONLY_TOKEN_ENV,
+        value_name = "TOKEN",
+        hide_env_values = true,
+        conflicts_with = "read_only_token_file"
+    )]
+    read_only_token: Option<String>,
+    /// The read-only token, read from FILE (a trailing newline is not part
+    /// of it).
+    #[arg(long, value_name = "FILE")]
+    read_only_token_file: Option<PathBuf>,
     /// Connections served at once; one more is answered 503
     /// `too_many_connections` and closed. Default: the descriptor limit
     /// (RLIMIT_NOFILE, raised to its hard limit) less 128, less 3 per
@@ -222,6 +238,9 @@ const CONNECTIONS_MAX_DEFAULT: u64 = 10_000;
 /// The environment variable `--admin-token` falls back to.
 const ADMIN_TOKEN_ENV: &str = "ASSIGND_ADMIN_TOKEN";
 
+/// The environment variable `--read-only-token` falls back to.
+const READ_ONLY_TOKEN_ENV: &str = "ASSIGND_READ_ONLY_TOKEN";
+
 fn failure(message: String) -> Failure {
     Failure {
         message,
@@ -244,8 +263,8 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         return serve_cluster(args, server, &cap);
     }
     let (store, shard_count) = open_shards(&args)?;
-    let admin =
-        admin_token(args.admin_token.take(), &args.data_dir)?.guarding_metrics(args.metrics_auth);
+    let admin = admin_token(args.admin_token.take(), &args.data_dir)?;
+    let admin = with_read_only(admin, &mut args)?.guarding_metrics(args.metrics_auth);
     let started = std::time::Instant::now();
     let registry = open_registry(&args)?;
     let tokio = async_runtime()?;
@@ -481,8 +500,8 @@ fn unreached_grace_ms(args: &ServeArgs) -> u64 {
 /// every shard over) before the listener drains.
 fn serve_cluster(mut args: ServeArgs, server: ServerConfig, cap: &str) -> Result<(), Failure> {
     let (name, token) = cluster_identity(&mut args)?;
-    let admin =
-        admin_token(Some(token.clone()), &args.data_dir)?.guarding_metrics(args.metrics_auth);
+    let admin = admin_token(Some(token.clone()), &args.data_dir)?;
+    let admin = with_read_only(admin, &mut args)?.guarding_metrics(args.metrics_auth);
     let registry = open_registry(&args)?;
     let tokio = async_runtime()?;
     let result = tokio.block_on(async {
@@ -750,6 +769,25 @@ fn admin_token(given: Option<String>, data_dir: &Path) -> Result<AdminToken, Fai
         }
     }
     AdminToken::new(&token).map_err(failure)
+}
+
+/// `admin` with the read-only token, if `--read-only-token`,
+/// `ASSIGND_READ_ONLY_TOKEN` or `--read-only-token-file` gives one.
+fn with_read_only(admin: AdminToken, args: &mut ServeArgs) -> Result<AdminToken, Failure> {
+    let given = admin_token::read_only(
+        args.read_only_token.take(),
+        args.read_only_token_file.as_deref(),
+    )
+    .map_err(failure)?;
+    match given {
+        None => Ok(admin),
+        Some(token) => {
+            tracing::info!("read-only token given");
+            admin
+                .with_read_only(&token)
+                .map_err(|e| failure(format!("the read-only token: {e}")))
+        }
+    }
 }
 
 /// A future that resolves on ctrl-c or SIGTERM. The handlers are

@@ -1,6 +1,7 @@
 //! The admin token: every admin route is 401 without it and 403 with
 //! another, the open routes need none, a refused request reads no body, and
-//! the document names the token each route needs.
+//! the document names the token each route needs. The read-only token:
+//! every admin `GET` accepts it, every other admin method refuses it.
 
 use super::assignors::sticky_bytes;
 use super::refused_requests::chunked_body;
@@ -193,6 +194,7 @@ fn the_document_names_the_token_each_route_needs() {
         crate::api::auth::ADMIN_SCHEME,
         crate::api::auth::MEMBER_SCHEME,
         crate::api::auth::READER_SCHEME,
+        crate::api::auth::READ_ONLY_SCHEME,
     ] {
         assert_eq!(schemes[name]["type"], "http", "{schemes}");
         assert_eq!(schemes[name]["scheme"], "bearer", "{schemes}");
@@ -210,7 +212,9 @@ fn the_document_names_the_token_each_route_needs() {
                 continue;
             }
             let expected = if READER_ROUTES.contains(&path.as_str()) {
-                json!([{"reader_token": []}, {"admin_token": []}])
+                json!([{"reader_token": []}, {"admin_token": []}, {"read_only_token": []}])
+            } else if method == "GET" {
+                json!([{"admin_token": []}, {"read_only_token": []}])
             } else {
                 json!([{"admin_token": []}])
             };
@@ -224,4 +228,71 @@ fn the_document_names_the_token_each_route_needs() {
             }
         }
     }
+}
+
+/// The test app's read-only token.
+const READ_ONLY_TOKEN: &str = "test-read-only-token-0123456789";
+
+/// The fixture's app with [`READ_ONLY_TOKEN`] as the read-only token.
+fn fixture_with_read_only() -> Fixture {
+    let mut f = fixture();
+    let admin = super::super::AdminToken::new(ADMIN_TOKEN)
+        .unwrap()
+        .with_read_only(READ_ONLY_TOKEN)
+        .unwrap();
+    f.app = app(f.runtime.clone(), admin);
+    f
+}
+
+#[tokio::test]
+async fn the_read_only_token_reads_every_admin_get_and_changes_nothing() {
+    let f = fixture_with_read_only();
+    f.put_group(config_json(4)).await;
+    f.join("worker-a").await;
+    f.assign().await;
+    let before = f.snapshot().await;
+    let assignors = f.assignor_count().await;
+    let read_only = format!("Bearer {READ_ONLY_TOKEN}");
+    let admin: Vec<_> = documented_operations()
+        .into_iter()
+        .filter(|(method, path)| !is_open(method, path))
+        .collect();
+    let reads = admin.iter().filter(|(method, _)| method == "GET").count();
+    assert!(reads >= 5 && admin.len() > reads, "{admin:?}");
+    for (method, path) in &admin {
+        let (status, value, _) = f.send_with(method, path, Some(&read_only)).await;
+        if method == "GET" {
+            assert_eq!(status, StatusCode::OK, "{method} {path}: {value}");
+        } else {
+            assert_error(&(status, value), StatusCode::FORBIDDEN, "read_only_token");
+        }
+        // Without it and with another token, as for any admin route.
+        let (status, value, _) = f.send_with(method, path, None).await;
+        assert_error(&(status, value), StatusCode::UNAUTHORIZED, "unauthorized");
+        let wrong = format!("Bearer {READ_ONLY_TOKEN}x");
+        let (status, value, _) = f.send_with(method, path, Some(&wrong)).await;
+        assert_error(&(status, value), StatusCode::FORBIDDEN, "forbidden");
+    }
+    assert_eq!(f.snapshot().await, before, "nothing changed");
+    assert_eq!(f.assignor_count().await, assignors, "nothing uploaded");
+    // The admin token still changes things.
+    let (status, value) = f.put_group(config_json(6)).await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+}
+
+#[tokio::test]
+async fn a_host_without_a_read_only_token_refuses_it_as_any_other() {
+    let f = fixture();
+    f.put_group(config_json(4)).await;
+    let read_only = format!("Bearer {READ_ONLY_TOKEN}");
+    let (status, value, _) = f.send_with("GET", "/v1/groups", Some(&read_only)).await;
+    assert_error(&(status, value), StatusCode::FORBIDDEN, "forbidden");
+}
+
+#[test]
+fn the_read_only_token_cannot_be_the_admin_token() {
+    let admin = super::super::AdminToken::new(ADMIN_TOKEN).unwrap();
+    let refused = admin.clone().with_read_only(ADMIN_TOKEN).unwrap_err();
+    assert!(refused.contains("differ"), "{refused}");
+    assert!(admin.with_read_only("short").is_err());
 }
