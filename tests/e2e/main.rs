@@ -13,6 +13,7 @@
 mod common;
 
 mod big_groups;
+mod check;
 mod cli_run;
 mod clients;
 mod cluster;

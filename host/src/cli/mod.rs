@@ -11,6 +11,8 @@ macro_rules! outln {
 }
 
 mod admin_token;
+mod check;
+mod check_table;
 mod cluster;
 mod component;
 mod demo;
@@ -63,6 +65,11 @@ enum Command {
     /// Run an assignor offline on a GroupInput JSON file and print the
     /// Assignment JSON (the offline contract of docs/design.md).
     Run(run::RunArgs),
+    /// Check a module before an upload: run it offline, in the sandbox of a
+    /// live group, on generated cases (fresh groups, churn, skew, loads, a
+    /// large group) and --input files, next to a reference assignor; exit 1
+    /// if it failed or answered invalidly.
+    Check(check::CheckArgs),
     /// Print what an assignor says about itself (name, version,
     /// capabilities, params and their defaults) as JSON.
     Info(run::InfoArgs),
@@ -130,6 +137,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::demo(args),
         Command::Run(args) => run::run(args),
         Command::Info(args) => run::info(args),
+        Command::Check(args) => check::check(args),
         Command::Sim(args) => sim::sim(args),
         Command::Serve(args) => serve::serve(args),
         Command::Log(command) => log::log(command),
