@@ -217,6 +217,23 @@ impl Coordinator {
     }
 }
 
+impl Coordinator {
+    /// The runtime did not run a [`ShadowCall`] (its shadow queue was
+    /// full, or it is shutting down): the comparison is given up and
+    /// counted as skipped, never as the shadow's failure.
+    pub fn shadow_dropped(&mut self, name: &str, epoch: u64) {
+        let Some(entry) = self.groups.get_mut(name) else {
+            return;
+        };
+        let log = &mut entry.liveness.shadows;
+        log.shadow_running = false;
+        if log.pending.as_ref().is_some_and(|p| p.epoch == epoch) {
+            log.pending = None;
+            log.totals.skipped += 1;
+        }
+    }
+}
+
 /// Moves the pending comparison to the history once both sides are in.
 fn finish_if_complete(log: &mut crate::protocol::group::ShadowLog, now: Millis) {
     let complete = log
