@@ -362,7 +362,11 @@ pub fn load_imbalance(input: &GroupInput, assignment: &Assignment) -> Option<f64
             .map(|m| m.load_capacity.unwrap_or(0.0))
             .collect()
     } else {
-        input.members.iter().map(|m| f64::from(m.capacity)).collect()
+        input
+            .members
+            .iter()
+            .map(|m| f64::from(m.capacity))
+            .collect()
     };
     let weight_total: f64 = weights.iter().sum();
     if total <= 0.0 || weight_total <= 0.0 {

@@ -71,8 +71,13 @@ impl Coordinator {
             assignor: group.config.assignor.clone(),
         });
         let assignor = group.config.assignor.clone();
-        out.shadow_calls
-            .extend(self.shadow_call_beside(group_name, &assignor, reason.label(), &input, now));
+        out.shadow_calls.extend(self.shadow_call_beside(
+            group_name,
+            &assignor,
+            reason.label(),
+            &input,
+            now,
+        ));
         let group = self.group_at(group_name);
         out.assignor_calls.push(AssignorCall {
             group: group_name.to_owned(),

@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 use crate::protocol::core::{
     Coordinator, Heartbeat, HeartbeatResponse, HostLoad, JOIN_EPOCH, Output, ProtocolError,
 };
-use crate::protocol::group::{GroupConfig, LearnerMode, Millis, Record, Task, TopicConfig};
+use crate::protocol::group::{
+    CallStats, GroupConfig, LearnerMode, Millis, Record, Task, TopicConfig,
+};
 use crate::sim::{ASSIGNORS, assign_natively};
 
 pub(super) const GROUP: &str = "orders-app";
@@ -62,10 +64,22 @@ impl Harness {
         self.absorb(out);
     }
 
-    /// Keeps the records, answers assignor calls natively, and checks the
-    /// invariants and replay.
+    /// Keeps the records, answers assignor calls natively (a shadow's
+    /// first, then the live one's), and checks the invariants and replay.
     pub(super) fn absorb(&mut self, out: Output) {
         self.log.extend(out.records);
+        for call in out.shadow_calls {
+            let answer = assign_natively(&call.assignor, &call.input);
+            let stats = CallStats::default();
+            self.core.shadow_computed(
+                &call.group,
+                call.epoch,
+                &call.assignor,
+                answer,
+                stats,
+                self.now,
+            );
+        }
         for call in out.assignor_calls {
             assert!(
                 ASSIGNORS.contains(&call.assignor.as_str()),

@@ -19,5 +19,6 @@ mod loads;
 mod name_map;
 mod records;
 mod routes;
+mod shadows;
 mod static_members;
 mod timer_table;
