@@ -198,6 +198,8 @@ fn a_missing_module_or_bad_input_json_is_one_error_line_and_exit_2() {
     let bad = write(&dir, "bad.json", "{\"topics\": {\"t\": 2}, \"members\": [");
     let output = assignd(&["check", "sticky", "--input", bad.to_str().unwrap()]);
     assert_one_error_line(&output, EXIT_USAGE, "bad.json");
+    let output = assignd(&["check", "sticky", "--param", "no-equals-sign"]);
+    assert_one_error_line(&output, EXIT_USAGE, "no-equals-sign");
     let not_wasm = write(&dir, "not.wasm", "hello");
     let output = assignd(&["check", not_wasm.to_str().unwrap()]);
     assert_one_error_line(&output, EXIT_USAGE, "not a WebAssembly component");

@@ -96,31 +96,19 @@ pub fn max_of(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use assignd_guest_sdk::model::{Member, Topic};
+    use assignd_guest_sdk::testing::{GroupSpec, Subscriptions, group};
 
     /// One topic of `owners.len()` tasks held as `owners` says, `members`
     /// members.
-    fn input(members: usize, owners: Vec<u32>) -> GroupInput {
-        let mut input = GroupInput {
-            topics: vec![Topic {
-                name: "t".into(),
-                partitions: owners.len() as u32,
-            }],
-            subscriptions: vec![vec![0]],
-            active_owner: owners,
-            ..GroupInput::default()
-        };
-        for m in 0..members {
-            input.members.push(Member {
-                id: format!("m{m}"),
-                name: None,
-                rack: None,
-                capacity: 1,
-                subscription: 0,
-                load_capacity: None,
-                utilisation: None,
-            });
-        }
+    fn input(members: u32, owners: Vec<u32>) -> GroupInput {
+        let mut input = group(&GroupSpec {
+            members,
+            topics: 1,
+            partitions: owners.len() as u32,
+            subscriptions: Subscriptions::Homogeneous,
+            racks: 0,
+        });
+        input.active_owner = owners;
         input
     }
 

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use assignd_guest_sdk::json::parse_input;
+use assignd_guest_sdk::json::{merge_params, parse_input};
 use assignd_guest_sdk::validate::{InputLimits, check_input};
 use clap::Args;
 
@@ -58,6 +58,10 @@ pub struct CheckArgs {
     /// /v1/groups/{group}/assignor-input) to run as a case of its own.
     #[arg(long = "input", value_name = "FILE")]
     inputs: Vec<PathBuf>,
+    /// Set an assignor param in every case, for both assignors,
+    /// overriding an --input file's params.
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    params: Vec<String>,
     /// The seed the generated cases are drawn from.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -103,6 +107,9 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
     );
     for path in &args.inputs {
         cases.push(input_case(path)?);
+    }
+    for case in &mut cases {
+        merge_params(&mut case.start.params, &args.params).map_err(|e| usage(e.to_string()))?;
     }
     let limits = args.limits.limits();
     let usage_of = |f: Failure| usage(f.message);
