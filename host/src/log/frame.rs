@@ -26,10 +26,11 @@ use crate::protocol::group::Record;
 /// reader token to `GroupConfig`, `Group::routes_epoch` and the
 /// `MemberEndpointChanged` record; version 6 added the load settings
 /// (`load_unit`, `load_half_life_ms`, `load_window_ms`,
-/// `load_cooldown_ms`, `frozen`) to `GroupConfig`. Frames of versions 1
-/// to 5 are still read, and versions 4 and 5 are still written (see
-/// `legacy.rs`).
-pub const FORMAT_VERSION: u8 = 6;
+/// `load_cooldown_ms`, `frozen`) to `GroupConfig`; version 7 added
+/// `GroupConfig::labels`, `Group::shadow` and the `ShadowBound` record.
+/// Frames of versions 1 to 6 are still read, and versions 4 to 6 are
+/// still written (see `legacy.rs`).
+pub const FORMAT_VERSION: u8 = 7;
 /// The oldest format version this build still writes: the previous
 /// release's, for a cluster in a rolling upgrade.
 pub const FORMAT_VERSION_WRITE_MIN: u8 = 4;
@@ -40,10 +41,10 @@ pub const FORMAT_VERSION_MIN: u8 = 1;
 /// [`TEST_FORMAT_VERSION`], so that the tests can run a cluster's
 /// format gating (docs/architecture.md, "Cluster mode") across a version
 /// that changes nothing but its number. Never set in production.
-pub const TEST_FORMAT_ENV: &str = "ASSIGND_TEST_FORMAT_VERSION_7";
-/// The version [`TEST_FORMAT_ENV`] adds: version 6's payloads under the
-/// next number. A build that really adds version 7 removes the test one.
-pub const TEST_FORMAT_VERSION: u8 = 7;
+pub const TEST_FORMAT_ENV: &str = "ASSIGND_TEST_FORMAT_VERSION_8";
+/// The version [`TEST_FORMAT_ENV`] adds: version 7's payloads under the
+/// next number. A build that really adds version 8 removes the test one.
+pub const TEST_FORMAT_VERSION: u8 = 8;
 
 /// The frame format versions a process reads and writes. A process reads
 /// every version from [`FORMAT_VERSION_MIN`] to `read_max`, and writes any
@@ -122,7 +123,7 @@ pub fn encode_at(record: &Record, version: u8, out: &mut Vec<u8>) {
         FormatSupport::current().writes(version),
         "format version {version} is not one this process writes; the caller checks"
     );
-    // Versions 4 and 5 are today's records in their shapes; the test
+    // Versions 4 to 6 are today's records in their shapes; the test
     // version copies today's.
     let start = out.len();
     out.extend_from_slice(&[0; 8]);
@@ -131,6 +132,7 @@ pub fn encode_at(record: &Record, version: u8, out: &mut Vec<u8>) {
     let out = match version {
         4 => super::legacy::encode_v4(record, &mut *out),
         5 => super::legacy::encode_v5(record, &mut *out),
+        6 => super::legacy::encode_v6(record, &mut *out),
         _ => postcard::to_io(record, &mut *out),
     }
     .expect("writing to a Vec cannot fail, and every record serializes");

@@ -11,11 +11,13 @@
 //!   `routes_valid_ms` or `reader_token_sha256`, `Group` no
 //!   `routes_epoch`, and there was no `MemberEndpointChanged`.
 //! - Version 5: `GroupConfig` had no load settings (`v5.rs`).
+//! - Version 6: `GroupConfig` had no `labels`, `Group` no `shadow`, and
+//!   there was no `ShadowBound` (`v6.rs`).
 //!
-//! It also writes versions 4 ([`encode_v4`]) and 5 (`v5::encode_v5`): a
-//! cluster whose feature level is still one of them (a rolling upgrade
-//! under way) frames today's records in that version's shapes, which its
-//! older nodes read.
+//! It also writes versions 4 ([`encode_v4`]), 5 (`v5::encode_v5`) and 6
+//! (`v6::encode_v6`): a cluster whose feature level is still one of them
+//! (a rolling upgrade under way) frames today's records in that version's
+//! shapes, which its older nodes read.
 //!
 //! Postcard is not self-describing, so each old shape is spelled out field
 //! for field, in order. An enum variant is written as its index (a varint,
@@ -33,10 +35,14 @@ use crate::protocol::group::{
 use crate::protocol::reconcile::Holdings;
 
 mod v5;
+mod v6;
 
 #[cfg(test)]
 pub(super) use v5::{ConfiguredV5, SnapshotV5};
 pub(super) use v5::{GroupConfigV5, encode_v5};
+pub(super) use v6::encode_v6;
+#[cfg(test)]
+pub(super) use v6::{ConfiguredV6, SnapshotV6};
 
 /// Decodes the payload of a frame of format `version` (older than today's)
 /// holding a record of type `kind`.
@@ -46,6 +52,8 @@ pub(super) fn decode(
     payload: &[u8],
 ) -> postcard::Result<(Record, &[u8])> {
     match (version, kind) {
+        (_, RecordType::ShadowBound) => Err(postcard::Error::DeserializeBadEnum),
+        (6, kind) => v6::decode(kind, payload),
         (5, kind) => v5::decode(kind, payload),
         (1 | 2, RecordType::GroupConfigured) => {
             let (old, rest) = postcard::take_from_bytes::<ConfiguredV2>(payload)?;
@@ -575,10 +583,12 @@ impl From<&Group> for GroupV4 {
 }
 
 /// Writes `record`'s payload as format version 4 did. A
-/// `MemberEndpointChanged`, and an endpoint, metadata, routes promise,
-/// reader token or load settings, have no version 4 shape: the runtime refuses them while
-/// a cluster is at level 4, so meeting one here is a bug.
+/// `MemberEndpointChanged` or `ShadowBound`, and an endpoint, metadata,
+/// routes promise, reader token, load settings, labels or a shadow, have
+/// no version 4 shape: the runtime refuses them while a cluster is at
+/// level 4, so meeting one here is a bug.
 pub(super) fn encode_v4<W: std::io::Write>(record: &Record, out: W) -> postcard::Result<W> {
+    v6::assert_nothing_of_v7(record, 4);
     match record {
         Record::GroupConfigured { group, config } => {
             assert!(

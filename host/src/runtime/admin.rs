@@ -9,7 +9,7 @@ use crate::protocol::core::ProtocolError;
 use crate::protocol::group::{BindingSpec, GroupConfig};
 use crate::registry::Resolved;
 
-use super::execute::{FORMAT_WITH_LOADS, FORMAT_WITH_ROUTES, Weight};
+use super::execute::{FORMAT_WITH_LOADS, FORMAT_WITH_ROUTES, FORMAT_WITH_SHADOWS, Weight};
 use super::{Runtime, RuntimeError, TokenChanges};
 
 impl Runtime {
@@ -42,6 +42,9 @@ impl Runtime {
                 "a load_unit, load_half_life_ms, load_window_ms, load_cooldown_ms or frozen other than the default",
                 FORMAT_WITH_LOADS,
             )?;
+        }
+        if !config.labels.is_empty() {
+            self.check_format_level("a label", FORMAT_WITH_SHADOWS)?;
         }
         self.check_params(&config.binding_spec()).await?;
         self.execute(group, Weight::Light, |core, now| {

@@ -193,11 +193,16 @@ impl Runtime {
 pub(super) const FORMAT_WITH_ROUTES: u8 = 5;
 /// The first record format that keeps a group's load settings.
 pub(super) const FORMAT_WITH_LOADS: u8 = 6;
+/// The first record format that keeps a group's labels and its shadow
+/// assignor (`Group::shadow`, the `ShadowBound` record).
+pub(crate) const FORMAT_WITH_SHADOWS: u8 = 7;
 
 impl Runtime {
     /// Refuses `what` while the store writes a format older than `needs`,
-    /// the first that keeps it.
-    pub(super) fn check_format_level(
+    /// the first that keeps it (one of the `FORMAT_WITH_*` constants):
+    /// checked before anything is written, since a record of an older
+    /// format has no place for it.
+    pub(crate) fn check_format_level(
         &self,
         what: &'static str,
         needs: u8,

@@ -176,3 +176,59 @@ async fn routes_settings_need_level_5_only() {
     join.endpoint = Some("10.0.0.5:8080".into());
     at_5.heartbeat(&join, None).await.expect("an endpoint at 5");
 }
+
+fn labelled() -> GroupConfig {
+    GroupConfig {
+        labels: [("team".to_owned(), "payments".to_owned())].into(),
+        ..config()
+    }
+}
+
+#[tokio::test]
+async fn labels_are_refused_below_level_7_and_nothing_is_written() {
+    for level in [4, 5, 6] {
+        let (runtime, sink) = runtime_at(level);
+        let refused = runtime
+            .configure(GROUP, labelled(), TokenChanges::KEEP)
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(
+                refused,
+                RuntimeError::FormatLevelTooLow { needs: 7, level: l, .. } if l == level
+            ),
+            "{refused:?}"
+        );
+        assert!(
+            refused.to_string().starts_with(&format!(
+                "a label needs record format version 7, and this cluster still writes {level}"
+            )),
+            "{refused}"
+        );
+        assert_eq!(sink.records(), 0, "level {level}: nothing written");
+    }
+}
+
+#[tokio::test]
+async fn labels_are_taken_at_level_7() {
+    let (runtime, _) = runtime_at(7);
+    assert!(
+        runtime
+            .configure(GROUP, labelled(), TokenChanges::KEEP)
+            .await
+            .expect("taken")
+    );
+}
+
+/// The check the shadow binding makes before it writes anything.
+#[tokio::test]
+async fn a_shadow_assignor_needs_level_7() {
+    let (runtime, _) = runtime_at(7);
+    runtime
+        .check_format_level("a shadow assignor", super::execute::FORMAT_WITH_SHADOWS)
+        .expect("a shadow at level 7");
+    let (runtime, _) = runtime_at(6);
+    runtime
+        .check_format_level("a shadow assignor", super::execute::FORMAT_WITH_SHADOWS)
+        .expect_err("no shadow at level 6");
+}

@@ -84,25 +84,25 @@ async fn the_level_rises_only_once_every_live_node_reads_the_higher_version() {
     etcd.revoke_lease(c_lease).await.unwrap();
     let (_, c) = register(&etcd, "c", Some(NEW)).await;
     let c = c.expect("c, upgraded, joins");
-    assert_eq!(round(&etcd, &a).await, 7, "every live node reads 7");
-    assert_eq!(read(&etcd).await.unwrap().format_version, 7);
-    assert_eq!(round(&etcd, &c).await, 7, "c writes at the level it reads");
+    assert_eq!(round(&etcd, &a).await, 8, "every live node reads 8");
+    assert_eq!(read(&etcd).await.unwrap().format_version, 8);
+    assert_eq!(round(&etcd, &c).await, 8, "c writes at the level it reads");
 
-    // A node that reads only up to 6 cannot join a cluster at 7.
+    // A node that reads only up to 7 cannot join a cluster at 8.
     let (_, old) = register(&etcd, "d", Some(OLD)).await;
     let refused = old.expect_err("refused").to_string();
     assert!(
-        refused.contains("writes record format version 7, newer than this assignd reads (1 to 6)"),
+        refused.contains("writes record format version 8, newer than this assignd reads (1 to 7)"),
         "{refused}"
     );
     // Nor lowers it, by hand or automatically.
-    let at_seven = read(&etcd).await.unwrap();
-    assert!(at_seven.refuse(6).unwrap().contains("never lowered"));
+    let at_eight = read(&etcd).await.unwrap();
+    assert!(at_eight.refuse(7).unwrap().contains("never lowered"));
 
     // A node of the previous release does not check: it registers, and
     // gets no shard placed on it.
     let (_, _) = register(&etcd, "e", None).await;
-    assert_eq!(round(&etcd, &a).await, 7);
+    assert_eq!(round(&etcd, &a).await, 8);
     let live = ["a", "c", "e"].map(String::from);
     assert_eq!(a.placeable(live.iter()), ["a", "c"].map(String::from));
 }
@@ -114,10 +114,10 @@ async fn a_raise_computed_before_a_node_registered_does_not_land() {
     let (_, a) = register(&etcd, "a", Some(NEW)).await;
     a.expect("a joins");
     let before = read(&etcd).await.unwrap();
-    assert_eq!(before.highest_safe(), Some(7));
+    assert_eq!(before.highest_safe(), Some(8));
     // A node of the previous release registers after the read.
     let (_, _) = register(&etcd, "b", None).await;
-    assert!(!set_level(&etcd, &before, 7).await.unwrap());
+    assert!(!set_level(&etcd, &before, 8).await.unwrap());
     let after = read(&etcd).await.unwrap();
     assert_eq!(after.format_version, 4);
     assert_eq!(after.highest_safe(), Some(4));

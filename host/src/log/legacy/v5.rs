@@ -6,7 +6,8 @@
 //! A cluster whose feature level is still 5 (a rolling upgrade under way)
 //! frames today's records in these shapes ([`encode_v5`]), which its
 //! older nodes read. The runtime refuses load settings other than the
-//! defaults at that level, so nothing is dropped.
+//! defaults (and what version 7 added) at that level, so nothing is
+//! dropped.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -47,9 +48,11 @@ pub(in crate::log) fn decode(
 }
 
 /// Writes `record`'s payload as format version 5 did. Load settings other
-/// than the defaults have no version 5 shape: the runtime refuses them
-/// while a cluster is at level 5, so meeting one here is a bug.
+/// than the defaults, labels, a shadow and a `ShadowBound` record have no
+/// version 5 shape: the runtime refuses them while a cluster is at level
+/// 5, so meeting one here is a bug.
 pub(in crate::log) fn encode_v5<W: std::io::Write>(record: &Record, out: W) -> postcard::Result<W> {
+    super::v6::assert_nothing_of_v7(record, 5);
     match record {
         Record::GroupConfigured { group, config } => {
             assert!(

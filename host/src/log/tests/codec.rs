@@ -81,8 +81,8 @@ fn the_documented_example_frame_is_what_encode_writes() {
     };
     let mut bytes = Vec::new();
     encode(&record, &mut bytes);
-    // version 6, type 5; payload: variant 4, "g" (length 1), 300 as a varint.
-    let body = [0x06, 0x05, 0x04, 0x01, b'g', 0xac, 0x02];
+    // version 7, type 5; payload: variant 4, "g" (length 1), 300 as a varint.
+    let body = [0x07, 0x05, 0x04, 0x01, b'g', 0xac, 0x02];
     let mut expected = (body.len() as u32).to_le_bytes().to_vec();
     expected.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
     expected.extend_from_slice(&body);
@@ -90,7 +90,7 @@ fn the_documented_example_frame_is_what_encode_writes() {
     assert_eq!(
         bytes,
         [
-            0x07, 0, 0, 0, 0x86, 0x6a, 0x21, 0x4a, 0x06, 0x05, 0x04, 0x01, b'g', 0xac, 0x02
+            0x07, 0, 0, 0, 0x4e, 0x46, 0x22, 0x22, 0x07, 0x05, 0x04, 0x01, b'g', 0xac, 0x02
         ]
     );
 }
@@ -101,7 +101,7 @@ fn the_documented_example_frame_is_what_encode_writes() {
 /// check would refuse them).
 #[test]
 fn each_record_types_type_byte_and_variant_index_are_pinned() {
-    let expected: [(u8, u8); 15] = [
+    let expected: [(u8, u8); 16] = [
         (1, 0),   // GroupConfigured
         (2, 1),   // MemberJoined
         (3, 2),   // MemberAway
@@ -117,6 +117,7 @@ fn each_record_types_type_byte_and_variant_index_are_pinned() {
         (13, 12), // HandoverEnded
         (10, 9),  // GroupSnapshot, with a handover under way
         (14, 13), // MemberEndpointChanged
+        (15, 14), // ShadowBound
     ];
     for (record, (type_byte, variant)) in every_record_type().iter().zip(expected) {
         let mut bytes = Vec::new();
@@ -127,7 +128,7 @@ fn each_record_types_type_byte_and_variant_index_are_pinned() {
 
 /// A frame of a version above what a process reads is refused with the
 /// versions it reads, and read by one that reads it: the test-only
-/// version 7 is version 6's payload under the next number.
+/// version 8 is version 7's payload under the next number.
 #[test]
 fn a_frame_version_is_read_only_up_to_the_readers_maximum() {
     use super::super::frame::{RecordType, TEST_FORMAT_VERSION, decode_up_to};
@@ -137,9 +138,9 @@ fn a_frame_version_is_read_only_up_to_the_readers_maximum() {
         RecordType::of(&record),
         &postcard::to_allocvec(&record).unwrap(),
     );
-    match decode_up_to(&bytes, 6) {
+    match decode_up_to(&bytes, 7) {
         Decoded::Unreadable { reason, .. } => assert!(
-            reason.starts_with("format version 7 is newer than this assignd reads (1 to 6)"),
+            reason.starts_with("format version 8 is newer than this assignd reads (1 to 7)"),
             "{reason}"
         ),
         other => panic!("{other:?}"),
@@ -151,22 +152,97 @@ fn a_frame_version_is_read_only_up_to_the_readers_maximum() {
 }
 
 #[test]
-#[should_panic(expected = "format version 7 is not one this process writes")]
+#[should_panic(expected = "format version 8 is not one this process writes")]
 fn a_version_this_process_does_not_write_is_never_written() {
     let mut out = Vec::new();
-    super::super::frame::encode_at(&every_record_type().remove(4), 7, &mut out);
+    super::super::frame::encode_at(&every_record_type().remove(4), 8, &mut out);
 }
 
-/// `record` as a cluster at level 5 may hold it: no load settings but
-/// the defaults.
-fn as_at_level_5(record: &Record) -> Record {
+/// `record` as a cluster at level 6 may hold it: no labels, no shadow;
+/// `None` for a `ShadowBound`, which version 6 does not have.
+fn as_at_level_6(record: &Record) -> Option<Record> {
     let mut record = record.clone();
+    match &mut record {
+        Record::ShadowBound { .. } => return None,
+        Record::GroupConfigured { config, .. } => config.labels.clear(),
+        Record::GroupSnapshot { state, .. } => {
+            state.config.labels.clear();
+            state.shadow = None;
+        }
+        _ => {}
+    }
+    Some(record)
+}
+
+/// Today's records at `version` (4 to 6), none of which have a
+/// `ShadowBound`, framed at that version and read back as they were.
+fn assert_written_at_version_read_back(records: Vec<Record>, version: u8) {
+    assert!(records.len() < every_record_type().len());
+    for record in records {
+        let mut bytes = Vec::new();
+        super::super::frame::encode_at(&record, version, &mut bytes);
+        assert_eq!(bytes[8], version, "framed as version {version}: {record:?}");
+        match decode(&bytes) {
+            Decoded::Record { record: read, .. } => assert_eq!(read, record),
+            other => panic!("{record:?}: {other:?}"),
+        }
+    }
+}
+
+/// A cluster still at level 6 (a rolling upgrade under way) writes
+/// today's records in version 6's shapes, load settings included: framed
+/// as version 6, and read back as they were.
+#[test]
+fn records_written_at_version_6_read_back_as_they_were() {
+    let records: Vec<Record> = every_record_type()
+        .iter()
+        .filter_map(as_at_level_6)
+        .collect();
+    assert_eq!(records.len(), every_record_type().len() - 1);
+    assert!(matches!(&records[0], Record::GroupConfigured { config, .. } if config.frozen));
+    assert_written_at_version_read_back(records, 6);
+}
+
+/// Versions 4 to 6 have no place for labels, a shadow or a `ShadowBound`
+/// record: the runtime refuses them below level 7, so writing one there
+/// is a bug, whichever of them it is and whatever the older version.
+#[test]
+fn labels_and_shadows_are_never_written_below_version_7() {
+    let records = every_record_type();
+    let cases = [
+        (&records[0], "labels"),
+        (&records[13], "a shadow"),
+        (&records[15], "a ShadowBound record"),
+    ];
+    let mut labels_only = records[13].clone();
+    if let Record::GroupSnapshot { state, .. } = &mut labels_only {
+        state.shadow = None;
+    }
+    for version in [4, 5, 6] {
+        for (record, what) in cases.iter().copied().chain([(&labels_only, "labels")]) {
+            let panicked = std::panic::catch_unwind(|| {
+                super::super::frame::encode_at(record, version, &mut Vec::new())
+            })
+            .expect_err("a bug, caught");
+            let message = panicked
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(message, format!("{what} at format level {version}"));
+        }
+    }
+}
+
+/// `record` as a cluster at level 5 may hold it: nothing of version 7, no
+/// load settings but the defaults.
+fn as_at_level_5(record: &Record) -> Option<Record> {
+    let mut record = as_at_level_6(record)?;
     match &mut record {
         Record::GroupConfigured { config, .. } => strip_load_settings(config),
         Record::GroupSnapshot { state, .. } => strip_load_settings(&mut state.config),
         _ => {}
     }
-    record
+    Some(record)
 }
 
 fn strip_load_settings(config: &mut crate::protocol::group::GroupConfig) {
@@ -183,15 +259,12 @@ fn strip_load_settings(config: &mut crate::protocol::group::GroupConfig) {
 /// back as they were.
 #[test]
 fn records_written_at_version_5_read_back_as_they_were() {
-    for record in every_record_type().iter().map(as_at_level_5) {
-        let mut bytes = Vec::new();
-        super::super::frame::encode_at(&record, 5, &mut bytes);
-        assert_eq!(bytes[8], 5, "framed as version 5: {record:?}");
-        match decode(&bytes) {
-            Decoded::Record { record: read, .. } => assert_eq!(read, record),
-            other => panic!("{record:?}: {other:?}"),
-        }
-    }
+    let records: Vec<Record> = every_record_type()
+        .iter()
+        .filter_map(as_at_level_5)
+        .collect();
+    assert_eq!(records.len(), every_record_type().len() - 1);
+    assert_written_at_version_read_back(records, 5);
 }
 
 /// Version 5 has no place for load settings: the runtime refuses them
@@ -200,13 +273,14 @@ fn records_written_at_version_5_read_back_as_they_were() {
 #[should_panic(expected = "load settings at format level 5")]
 fn load_settings_are_never_written_at_version_5() {
     let mut out = Vec::new();
-    super::super::frame::encode_at(&every_record_type()[0], 5, &mut out);
+    let configured = as_at_level_6(&every_record_type()[0]).unwrap();
+    super::super::frame::encode_at(&configured, 5, &mut out);
 }
 
 /// `record` as a cluster at level 4 may hold it: none of what version 4
 /// has no place for (an endpoint, metadata, a reader token, a routes
-/// promise other than the default, the routes epoch, load settings);
-/// `None` for a record type version 4 does not have.
+/// promise other than the default, the routes epoch, load settings,
+/// labels, a shadow); `None` for a record type version 4 does not have.
 fn as_at_level_4(record: &Record) -> Option<Record> {
     use crate::protocol::group::defaults;
     let strip_config = |config: &mut crate::protocol::group::GroupConfig| {
@@ -218,7 +292,7 @@ fn as_at_level_4(record: &Record) -> Option<Record> {
         member.endpoint = None;
         member.metadata.clear();
     };
-    let mut record = record.clone();
+    let mut record = as_at_level_6(record)?;
     match &mut record {
         Record::MemberEndpointChanged { .. } => return None,
         Record::GroupConfigured { config, .. } => strip_config(config),
@@ -243,16 +317,8 @@ fn records_written_at_version_4_read_back_as_they_were() {
         .iter()
         .filter_map(as_at_level_4)
         .collect();
-    assert_eq!(records.len(), every_record_type().len() - 1);
-    for record in records {
-        let mut bytes = Vec::new();
-        super::super::frame::encode_at(&record, 4, &mut bytes);
-        assert_eq!(bytes[8], 4, "framed as version 4: {record:?}");
-        match decode(&bytes) {
-            Decoded::Record { record: read, .. } => assert_eq!(read, record),
-            other => panic!("{record:?}: {other:?}"),
-        }
-    }
+    assert_eq!(records.len(), every_record_type().len() - 2);
+    assert_written_at_version_read_back(records, 4);
 }
 
 /// Version 4 has no `MemberEndpointChanged`: the runtime refuses an
@@ -261,6 +327,6 @@ fn records_written_at_version_4_read_back_as_they_were() {
 #[should_panic(expected = "a MemberEndpointChanged record at format level 4")]
 fn an_endpoint_change_is_never_written_at_version_4() {
     let mut out = Vec::new();
-    let change = every_record_type().pop().unwrap();
+    let change = every_record_type().remove(14);
     super::super::frame::encode_at(&change, 4, &mut out);
 }

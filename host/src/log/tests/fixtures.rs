@@ -11,8 +11,8 @@ use super::super::frame::{Decoded, RecordType, decode};
 use super::super::writer::{FsyncPolicy, LogSink};
 use crate::protocol::core::{Coordinator, Heartbeat, Output};
 use crate::protocol::group::{
-    Binding, CallLimits, Group, GroupConfig, Member, Record, RemovalReason, Slot, SlotTarget, Task,
-    TopicConfig,
+    Binding, CallLimits, Group, GroupConfig, Member, Record, RemovalReason, ShadowBinding, Slot,
+    SlotTarget, Task, TopicConfig,
 };
 use crate::protocol::reconcile::MemberAssignment;
 
@@ -27,13 +27,15 @@ pub(super) fn config() -> GroupConfig {
 }
 
 /// One record of every type, in type order, then a second snapshot with a
-/// handover under way and load settings. The snapshot is at index 9, the
-/// binding at 10, the epoch bump at 4.
+/// handover under way, load settings, labels and a shadow. The snapshot is
+/// at index 9, the binding at 10, the epoch bump at 4, the endpoint change
+/// at 14 and the shadow binding last.
 pub(super) fn every_record_type() -> Vec<Record> {
     let state = snapshot_state();
     let mut waiting = state.clone();
     waiting.handovers.insert("static:a".into());
-    waiting.config = with_load_settings(waiting.config);
+    waiting.config = with_labels(with_load_settings(waiting.config));
+    waiting.shadow = Some(shadow());
     let mut records = vec![configured_with_every_option()];
     records.extend(member_and_target_records());
     records.push(Record::GroupSnapshot {
@@ -59,11 +61,15 @@ pub(super) fn every_record_type() -> Vec<Record> {
         endpoint: Some("http://10.0.0.5:8080".into()),
         metadata: [("zone".to_owned(), "a".to_owned())].into(),
     });
+    records.push(Record::ShadowBound {
+        group: "g".into(),
+        shadow: Some(shadow()),
+    });
     records
 }
 
-/// A `GroupConfigured` with the assignor limits, fallback and member
-/// token set.
+/// A `GroupConfigured` with the assignor limits, fallback, member token,
+/// routes settings, load settings and labels set.
 fn configured_with_every_option() -> Record {
     Record::GroupConfigured {
         group: "g".into(),
@@ -77,8 +83,35 @@ fn configured_with_every_option() -> Record {
             member_token_sha256: Some("ab".repeat(32)),
             routes_valid_ms: 500,
             reader_token_sha256: Some("cd".repeat(32)),
-            ..with_load_settings(config())
+            ..with_labels(with_load_settings(config()))
         },
+    }
+}
+
+/// `config` with two labels.
+pub(super) fn with_labels(config: GroupConfig) -> GroupConfig {
+    GroupConfig {
+        labels: [
+            ("team".to_owned(), "payments".to_owned()),
+            ("tier".to_owned(), "1".to_owned()),
+        ]
+        .into(),
+        ..config
+    }
+}
+
+/// A shadow assignor with params and limits.
+pub(super) fn shadow() -> ShadowBinding {
+    ShadowBinding {
+        assignor: "candidate@2.0".into(),
+        params: [("k".to_owned(), "w".to_owned())].into(),
+        limits: CallLimits {
+            fuel_max: Some(500_000),
+            time_limit_ms: None,
+            memory_max_mib: Some(32),
+        },
+        epoch: 5,
+        at_ms: 6_789,
     }
 }
 

@@ -2,8 +2,8 @@
 //! whose README says how each was made), read back to the exact records.
 //! Unlike `legacy.rs`, nothing here frames old records with the reader's
 //! own structs: version 4's segments are what the previous release's
-//! `assignd serve` wrote, version 5's what the last build whose newest
-//! format is 5 wrote, and versions 1 to 3's are written by
+//! `assignd serve` wrote, version 5's and 6's what the last builds whose
+//! newest format is 5 and 6 wrote, and versions 1 to 3's are written by
 //! [`old_segment`] with plain byte arithmetic from the layout
 //! docs/log-format.md documents (postcard varints, length-prefixed
 //! strings, fields in declaration order), as the writers of those
@@ -572,4 +572,63 @@ fn a_version_5_log_of_the_format_5_build_reads_back_exactly() {
     let per_segment: Vec<u64> = read.segments.iter().map(|s| s.records).collect();
     assert_eq!(per_segment, [5, 3]);
     assert_eq!(read.records, expected_v5_records());
+}
+
+// ---- Version 6: written by the last build whose newest format is 6 ----
+
+/// What the format 6 build wrote (see golden/README.md), in the same
+/// order as version 5's: its config has load settings as well as a routes
+/// promise, and reads back with no labels; the snapshot with no shadow.
+fn expected_v6_records() -> Vec<Record> {
+    let config = GroupConfig {
+        load_unit: Some("records/s".into()),
+        load_half_life_ms: 10_000,
+        ..expected_config(2)
+    };
+    // Bound 124 ms after the first run started.
+    let binding = Binding {
+        at_ms: 124,
+        ..expected_binding(2)
+    };
+    let mut records = expected_v5_records();
+    for record in &mut records {
+        match record {
+            Record::GroupConfigured { config: c, .. } => {
+                *c = GroupConfig {
+                    routes_valid_ms: c.routes_valid_ms,
+                    ..config.clone()
+                }
+            }
+            Record::AssignorBound { binding: b, .. } => *b = binding.clone(),
+            Record::GroupSnapshot { state, .. } => {
+                state.config = GroupConfig {
+                    routes_valid_ms: state.config.routes_valid_ms,
+                    ..config.clone()
+                };
+                state.bindings = [binding.clone()].into();
+            }
+            _ => {}
+        }
+    }
+    records
+}
+
+#[test]
+fn a_version_6_log_of_the_format_6_build_reads_back_exactly() {
+    let read = read_golden("v6");
+    assert_eq!(read.head, Some(1));
+    let kinds: Vec<_> = read.segments.iter().map(|s| s.kind).collect();
+    assert_eq!(
+        kinds,
+        [Some(SegmentKind::Base), Some(SegmentKind::Continuation)]
+    );
+    let per_segment: Vec<u64> = read.segments.iter().map(|s| s.records).collect();
+    assert_eq!(per_segment, [5, 3]);
+    let expected = expected_v6_records();
+    assert_eq!(read.records, expected);
+    let Some(Record::GroupSnapshot { state, .. }) = expected.last() else {
+        unreachable!("the second run ends with a snapshot")
+    };
+    assert!(state.config.labels.is_empty() && state.shadow.is_none());
+    assert_eq!(state.config.routes_valid_ms, 500);
 }

@@ -3,13 +3,15 @@
 //! field), still read: configs and bindings with no limits, fallback or
 //! member token; version 1 snapshots with an empty binding history;
 //! version 3 snapshots with no handover; version 5 configs and snapshots
-//! with the default load settings; every other record as it always was.
-//! The bytes real old writers wrote are pinned by `golden.rs`.
+//! with the default load settings; version 6 configs with no labels and
+//! snapshots with no shadow; every other record as it always was. A
+//! `ShadowBound` frame of a version before it existed is refused. The
+//! bytes real old writers wrote are pinned by `golden.rs`.
 
 use super::super::frame::{Decoded, FORMAT_VERSION, RecordType, decode};
 use super::super::legacy::{
-    BindingV2, BoundV2, ConfiguredV2, ConfiguredV5, GroupConfigV2, GroupV1, GroupV2, GroupV3,
-    SnapshotV1, SnapshotV2, SnapshotV3, SnapshotV5,
+    BindingV2, BoundV2, ConfiguredV2, ConfiguredV5, ConfiguredV6, GroupConfigV2, GroupV1, GroupV2,
+    GroupV3, SnapshotV1, SnapshotV2, SnapshotV3, SnapshotV5, SnapshotV6,
 };
 use super::fixtures::*;
 use crate::protocol::group::{Binding, CallLimits, Group, GroupConfig, Record};
@@ -285,7 +287,7 @@ fn a_version_5_config_and_snapshot_read_with_the_default_load_settings() {
 fn records_whose_payload_did_not_change_read_as_today_in_version_5() {
     for record in [
         every_record_type().remove(1),
-        every_record_type().pop().unwrap(),
+        every_record_type().remove(14),
     ] {
         let bytes = old_frame(
             5,
@@ -293,6 +295,88 @@ fn records_whose_payload_did_not_change_read_as_today_in_version_5() {
             &postcard::to_allocvec(&record).unwrap(),
         );
         assert_eq!(decoded(&bytes), record);
+    }
+}
+
+#[test]
+fn a_version_6_config_and_snapshot_read_with_no_labels_or_shadow() {
+    let today = with_load_settings(config());
+    let configured = ConfiguredV6 {
+        variant: 0,
+        group: "g".into(),
+        config: today.clone().into(),
+    };
+    let bytes = old_frame(
+        6,
+        RecordType::GroupConfigured,
+        &postcard::to_allocvec(&configured).unwrap(),
+    );
+    assert_eq!(
+        decoded(&bytes),
+        Record::GroupConfigured {
+            group: "g".into(),
+            config: today.clone(),
+        }
+    );
+
+    let mut state = snapshot_state();
+    state.config = today;
+    state.routes_epoch = 3;
+    let v6 = SnapshotV6 {
+        variant: 9,
+        group: "g".into(),
+        state: (&state).into(),
+    };
+    let bytes = old_frame(
+        6,
+        RecordType::GroupSnapshot,
+        &postcard::to_allocvec(&v6).unwrap(),
+    );
+    assert_eq!(
+        decoded(&bytes),
+        Record::GroupSnapshot {
+            group: "g".into(),
+            state: Box::new(state),
+        }
+    );
+}
+
+/// A version 6 frame of a record whose payload did not change in version
+/// 7 reads as today's, endpoints and bindings included.
+#[test]
+fn records_whose_payload_did_not_change_read_as_today_in_version_6() {
+    for record in [
+        every_record_type().remove(1),
+        every_record_type().remove(10),
+        every_record_type().remove(14),
+    ] {
+        let bytes = old_frame(
+            6,
+            RecordType::of(&record),
+            &postcard::to_allocvec(&record).unwrap(),
+        );
+        assert_eq!(decoded(&bytes), record);
+    }
+}
+
+/// No version before 7 had a `ShadowBound` record: a frame that claims
+/// one is refused, not read as today's.
+#[test]
+fn a_shadow_binding_framed_at_a_version_before_7_is_refused() {
+    let record = every_record_type().pop().unwrap();
+    assert!(matches!(record, Record::ShadowBound { .. }));
+    for version in 1..=6 {
+        let bytes = old_frame(
+            version,
+            RecordType::ShadowBound,
+            &postcard::to_allocvec(&record).unwrap(),
+        );
+        match decode(&bytes) {
+            Decoded::Unreadable { reason, .. } => {
+                assert!(reason.starts_with("payload does not decode"), "{reason}")
+            }
+            other => panic!("version {version}: {other:?}"),
+        }
     }
 }
 
