@@ -245,9 +245,9 @@ impl AdminToken {
         &self,
         method: &axum::http::Method,
         credential: Credential<'_>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Access, ApiError> {
         let refused = match self.check(credential) {
-            Ok(()) => return Ok(()),
+            Ok(()) => return Ok(Access::Admin),
             Err(refused) => refused,
         };
         let (Credential::Bearer(token), Some(read_only)) = (credential, &self.read_only) else {
@@ -257,7 +257,7 @@ impl AdminToken {
             return Err(refused);
         }
         if method == axum::http::Method::GET || method == axum::http::Method::HEAD {
-            Ok(())
+            Ok(Access::ReadOnly)
         } else {
             Err(ApiError::ReadOnlyToken)
         }
@@ -272,8 +272,39 @@ pub async fn require_admin(
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    admin.check_request(request.method(), credential(request.headers()))?;
+    let mut request = request;
+    let access = admin.check_request(request.method(), credential(request.headers()))?;
+    request.extensions_mut().insert(access);
     Ok(next.run(request).await)
+}
+
+/// What a request's token may do on the admin routes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// The admin token: everything.
+    Admin,
+    /// The read-only token: the admin routes' `GET`s.
+    ReadOnly,
+}
+
+/// The body of `GET /v1/token`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct TokenAccess {
+    pub access: Access,
+}
+
+/// What the request's token may do: `admin` or `read_only` (the console
+/// asks it at login to show only the actions the token may take).
+#[utoipa::path(
+    get,
+    path = "/v1/token",
+    tag = "service",
+    responses((status = 200, description = "The token's access", body = TokenAccess))
+)]
+pub async fn token_access(access: Option<axum::Extension<Access>>) -> axum::Json<TokenAccess> {
+    let access = access.map_or(Access::Admin, |axum::Extension(access)| access);
+    axum::Json(TokenAccess { access })
 }
 
 /// Marks every operation of `doc` (the admin routes) as requiring the

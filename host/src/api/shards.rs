@@ -10,12 +10,23 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ApiPath};
+use super::routing::Routing;
 use super::wire::ErrorBody;
 use crate::runtime::Runtime;
 
 /// The host's shards.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ShardList {
+    /// The host's clock now, in the milliseconds (since the host process
+    /// started) that the group view's `at_ms` fields count.
+    pub now_ms: u64,
+    /// This node's name (cluster mode; absent on one host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The cluster's live nodes and the shards each owns, as this node
+    /// last read them (cluster mode; empty on one host).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeView>,
     /// How many shards the host's groups are spread over: fixed for its
     /// data dir. A group's shard is CRC-32C of its name modulo this count.
     pub shard_count: u32,
@@ -44,6 +55,34 @@ pub struct ShardView {
     pub timers: std::collections::BTreeMap<String, usize>,
 }
 
+/// A live node of the cluster.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NodeView {
+    pub name: String,
+    /// Its advertised base URL.
+    pub url: String,
+    /// The shards it owns.
+    pub shards: Vec<u32>,
+}
+
+/// The cluster's nodes and their shards, by the directory.
+fn nodes(directory: &crate::cluster::Directory) -> Vec<NodeView> {
+    let view = directory.view();
+    view.nodes
+        .iter()
+        .map(|(name, url)| NodeView {
+            name: name.clone(),
+            url: url.clone(),
+            shards: view
+                .owners
+                .iter()
+                .filter(|(_, owner)| *owner == name)
+                .map(|(shard, _)| *shard)
+                .collect(),
+        })
+        .collect()
+}
+
 /// What a load or unload did.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ShardChange {
@@ -53,7 +92,7 @@ pub struct ShardChange {
     pub served: bool,
 }
 
-fn list(runtime: &Runtime) -> ShardList {
+fn list(runtime: &Runtime, routing: Option<&Routing>) -> ShardList {
     let shards: Vec<ShardView> = runtime
         .shard_statuses()
         .into_iter()
@@ -70,6 +109,9 @@ fn list(runtime: &Runtime) -> ShardList {
         })
         .collect();
     ShardList {
+        now_ms: runtime.now_ms(),
+        node: routing.map(|r| r.directory().me().to_owned()),
+        nodes: routing.map_or_else(Vec::new, |r| nodes(r.directory())),
         shard_count: runtime.shard_count(),
         served: shards
             .iter()
@@ -80,15 +122,19 @@ fn list(runtime: &Runtime) -> ShardList {
     }
 }
 
-/// The host's shards: the count, which it serves, and each one's groups.
+/// The host's shards: the count, which it serves, and each one's groups;
+/// in a cluster, the live nodes and the shards each owns.
 #[utoipa::path(
     get,
     path = "/v1/shards",
     tag = "shards",
     responses((status = 200, description = "The shards", body = ShardList))
 )]
-pub async fn list_shards(State(runtime): State<Arc<Runtime>>) -> Json<ShardList> {
-    Json(list(&runtime))
+pub async fn list_shards(
+    State(runtime): State<Arc<Runtime>>,
+    routing: Option<axum::Extension<Arc<Routing>>>,
+) -> Json<ShardList> {
+    Json(list(&runtime, routing.as_deref().map(|r| &**r)))
 }
 
 /// Loads a shard and serves it: its record log is replayed, its timers
