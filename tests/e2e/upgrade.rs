@@ -1,21 +1,21 @@
 //! Upgrades through the real binaries: a 3-node cluster of an older build
-//! (the previous release, and the last build whose newest format is 5,
+//! (the previous release, and the last build whose newest format is 6,
 //! each built here from its commit) upgraded one node at a time to this
 //! build under member load loses nothing, rebalances nothing and stops no
-//! member, refuses load settings until the last node is upgraded, then
-//! rises to format 6 and takes them; the cluster's record format level
+//! member, refuses labels until the last node is upgraded, then rises to
+//! format 7 and takes them; the cluster's record format level
 //! rises only once every live node reads the higher version, a node that
 //! cannot read it refuses to join, and a node of the previous release
 //! that joins anyway refuses to load a shard it cannot read and gets
 //! none placed on it; a data dir written at a newer version refuses to
 //! open under an older binary.
 //!
-//! This build reads and writes format version 6 and still writes 5 and
-//! 4: a rolling upgrade runs at the old build's level (4 for the previous
-//! release, 5 for the format 5 build) until its last node is upgraded,
-//! then rises to 6. The gating between two builds of this release needs a
-//! version above this build's: the test-only version 7
-//! (`ASSIGND_TEST_FORMAT_VERSION_7=1`, version 6's payloads under the next
+//! This build reads and writes format version 7 and still writes 6, 5
+//! and 4: a rolling upgrade runs at the old build's level (4 for the
+//! previous release, 6 for the format 6 build) until its last node is
+//! upgraded, then rises to 7. The gating between two builds of this
+//! release needs a version above this build's: the test-only version 8
+//! (`ASSIGND_TEST_FORMAT_VERSION_8=1`, version 7's payloads under the next
 //! number; docs/architecture.md, "Cluster mode").
 
 use crate::common;
@@ -43,12 +43,12 @@ const PREVIOUS: Release = Release {
     tag: Some("v0.1.0"),
     commit: "c58fcd9754d2678f5ede454d35cfad9d5b4cb137",
 };
-/// The last build whose newest record format is 5 (routing tables, no
-/// load settings), untagged: what a cluster of this release's previous
-/// format runs.
-const FORMAT_5: Release = Release {
+/// The last build whose newest record format is 6 (load settings, no
+/// labels or shadow assignor), untagged: what a cluster of this release's
+/// previous format runs.
+const FORMAT_6: Release = Release {
     tag: None,
-    commit: "1f760d05c964a6396ebad22ed54a7f7d463b9f6b",
+    commit: "9d226a7bc547f57f2412213c2156a1b896067780",
 };
 
 const SHARDS: u64 = 8;
@@ -57,7 +57,7 @@ const LEASE_TTL_MS: u64 = 2_000;
 /// wait.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
 const GROUPS: [&str; 8] = ["g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7"];
-const TEST_VERSION_ENV: (&str, &str) = ("ASSIGND_TEST_FORMAT_VERSION_7", "1");
+const TEST_VERSION_ENV: (&str, &str) = ("ASSIGND_TEST_FORMAT_VERSION_8", "1");
 
 /// The previous release's `assignd`.
 fn previous_release() -> &'static Path {
@@ -65,10 +65,10 @@ fn previous_release() -> &'static Path {
     BINARY.get_or_init(|| build(&PREVIOUS))
 }
 
-/// The `assignd` of [`FORMAT_5`].
-fn format_5_build() -> &'static Path {
+/// The `assignd` of [`FORMAT_6`].
+fn format_6_build() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| build(&FORMAT_5))
+    BINARY.get_or_init(|| build(&FORMAT_6))
 }
 
 /// `release`'s `assignd`, built on first use and kept as
@@ -416,11 +416,13 @@ fn durable_parts(node: &Server) -> Vec<Value> {
                 .iter()
                 .map(|m| json!([m["slot"], m["member_id"], m["member_epoch"], m["active"]]))
                 .collect();
-            // This build's view shows the routes promise and the load
-            // settings, which older builds do not have, at their defaults.
+            // This build's view shows the routes promise, the load
+            // settings and the labels, which older builds do not have, at
+            // their defaults.
             let mut config = view["config"].clone();
             if let Some(config) = config.as_object_mut() {
                 for (field, default) in [
+                    ("labels", json!({})),
                     ("routes_valid_ms", json!(2_000)),
                     ("load_unit", Value::Null),
                     ("load_half_life_ms", json!(30_000)),
@@ -460,17 +462,17 @@ fn a_rolling_upgrade_from_the_previous_release_loses_nothing_and_stops_no_member
 }
 
 #[test]
-fn a_rolling_upgrade_from_format_5_rises_to_6_and_takes_load_settings_only_then() {
-    rolling_upgrade(format_5_build(), 5, "upgrade5");
+fn a_rolling_upgrade_from_format_6_rises_to_7_and_takes_labels_only_then() {
+    rolling_upgrade(format_6_build(), 6, "upgrade6");
 }
 
 /// A 3-node cluster of `old` (which writes format `old_level` at most)
 /// under member load, each node stopped with SIGTERM and started as this
 /// build on the same name, port and data dir, one after the other: no
 /// member sees an error, every group's config, epochs and assignment stay
-/// as they were (no rebalance), and load settings are refused (409) until
-/// the last node is upgraded; then the level rises to 6 by itself and
-/// they are taken, framed at 6.
+/// as they were (no rebalance), and labels are refused (409) until the
+/// last node is upgraded; then the level rises to 7 by itself and they
+/// are taken, framed at 7.
 fn rolling_upgrade(old: &Path, old_level: u8, name: &str) {
     let _turn = one_at_a_time();
     let cluster = Cluster::start(name);
@@ -507,7 +509,7 @@ fn rolling_upgrade(old: &Path, old_level: u8, name: &str) {
         let features = cluster.features(&[]);
         if i + 1 < seats.len() {
             assert_eq!(features["format_version"], old_level, "{features}");
-            assert_load_settings_refused(&nodes[..=i]);
+            assert_labels_refused(&nodes[..=i]);
         }
         let expected: BTreeMap<String, bool> = seats
             .iter()
@@ -527,18 +529,21 @@ fn rolling_upgrade(old: &Path, old_level: u8, name: &str) {
         (members.trouble(), members.errors()),
         (Vec::<String>::new(), Vec::<String>::new())
     );
-    // Every node reads 6 now: the level rises by itself, and load
-    // settings are taken, framed at 6.
-    wait_level(&cluster, 6);
-    let loads = load_settings_config();
-    let (status, body) = nodes[0].put_group_retrying(GROUPS[0], &loads, SETTLE_WITHIN);
+    // Every node reads 7 now: the level rises by itself, and labels are
+    // taken, framed at 7.
+    wait_level(&cluster, 7);
+    let (status, body) = nodes[0].put_group_retrying(GROUPS[0], &labelled_config(), SETTLE_WITHIN);
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body["config"]["load_unit"], "records/s", "{body}");
+    assert_eq!(
+        body["config"]["labels"],
+        json!({"team": "payments"}),
+        "{body}"
+    );
     let versions = cluster.frame_versions();
     // A cluster starts at level 4 until its first levelled node raises it.
-    let written: BTreeSet<u8> = [4, old_level, 6].into();
+    let written: BTreeSet<u8> = [4, old_level, 7].into();
     assert!(versions.is_subset(&written), "{versions:?}");
-    assert!(versions.contains(&6), "{versions:?}");
+    assert!(versions.contains(&7), "{versions:?}");
 }
 
 /// Waits until the cluster's format level is `level`.
@@ -550,26 +555,24 @@ fn wait_level(cluster: &Cluster, level: u8) {
     }
 }
 
-/// [`group_config`] with a load unit and the group frozen: what only
-/// format 6 keeps.
-fn load_settings_config() -> Value {
+/// [`group_config`] with a label: what only format 7 keeps.
+fn labelled_config() -> Value {
     let mut config = group_config(100);
-    config["load_unit"] = json!("records/s");
-    config["frozen"] = json!(true);
+    config["labels"] = json!({"team": "payments"});
     config
 }
 
-/// Asks each group's coordinator among the upgraded `nodes` to set load
-/// settings, while the cluster writes an older format: each refuses with
+/// Asks each group's coordinator among the upgraded `nodes` to set
+/// labels, while the cluster writes an older format: each refuses with
 /// 409 `format_level_too_low` (nothing changes; the caller checks).
-fn assert_load_settings_refused(nodes: &[Server]) {
+fn assert_labels_refused(nodes: &[Server]) {
     let mut asked = 0;
     for group in GROUPS {
         let shard = u64::from(assignd::protocol::shard::shard_of(group, SHARDS as u32));
         let Some(node) = nodes.iter().find(|n| n.served_shards().contains(&shard)) else {
             continue;
         };
-        let (status, body) = node.put_group_retrying(group, &load_settings_config(), SETTLE_WITHIN);
+        let (status, body) = node.put_group_retrying(group, &labelled_config(), SETTLE_WITHIN);
         assert_eq!(status, 409, "{group}: {body}");
         assert_eq!(body["error"]["code"], "format_level_too_low", "{body}");
         asked += 1;
@@ -583,7 +586,7 @@ fn the_format_version_rises_only_once_every_node_reads_it_and_older_nodes_stay_o
     let _turn = one_at_a_time();
     let cluster = Cluster::start("gate");
     let [a_seat, b_seat, c_seat, d_seat] = ["a", "b", "c", "d"].map(|name| cluster.seat(name));
-    // b first: a alone would raise the level to 7 before b joins, and b
+    // b first: a alone would raise the level to 8 before b joins, and b
     // would be refused.
     let (b, _) = cluster.node(this_build(), &b_seat, &[]).unwrap();
     let (mut a, _) = cluster
@@ -592,36 +595,36 @@ fn the_format_version_rises_only_once_every_node_reads_it_and_older_nodes_stay_o
     wait_settled(&[&a, &b]);
     create_groups(&a, &group_config(100));
     let features = cluster.features(&[]);
-    assert_eq!(features["format_version"], 6, "b reads only 6: {features}");
-    assert_eq!(features["highest_safe"], 6, "{features}");
+    assert_eq!(features["format_version"], 7, "b reads only 7: {features}");
+    assert_eq!(features["highest_safe"], 7, "{features}");
     let refused = Command::new(this_build())
         .args(["cluster", "features", "--etcd"])
         .arg(cluster.etcd.endpoints().join(","))
-        .args(["--etcd-prefix", &cluster.prefix, "--set", "7"])
+        .args(["--etcd-prefix", &cluster.prefix, "--set", "8"])
         .env("ASSIGND_ADMIN_TOKEN", common::ADMIN_TOKEN)
         .output()
         .unwrap();
-    common::assert_one_error_line(&refused, 1, "node b reads format versions 1 to 6");
+    common::assert_one_error_line(&refused, 1, "node b reads format versions 1 to 7");
 
-    // b upgraded: every node reads 7, and the level rises by itself.
+    // b upgraded: every node reads 8, and the level rises by itself.
     stop(b);
     let (b, _) = cluster
         .node(this_build(), &b_seat, &[TEST_VERSION_ENV])
         .unwrap();
-    wait_level(&cluster, 7);
+    wait_level(&cluster, 8);
     wait_settled(&[&a, &b]);
-    // Writes after the rise are framed at 7: every group's config.
+    // Writes after the rise are framed at 8: every group's config.
     create_groups(&a, &group_config(200));
     let before = durable_parts(&a);
-    assert_eq!(cluster.frame_versions(), BTreeSet::from([6, 7]));
+    assert_eq!(cluster.frame_versions(), BTreeSet::from([7, 8]));
 
-    // A node that reads only 6 refuses to join.
+    // A node that reads only 7 refuses to join.
     let Err(refused) = cluster.node(this_build(), &c_seat, &[]) else {
         panic!("c joined a cluster whose level it cannot read");
     };
     assert!(
         refused.contains(
-            "cannot join the cluster: this cluster writes record format version 7, newer than this assignd reads (1 to 6)"
+            "cannot join the cluster: this cluster writes record format version 8, newer than this assignd reads (1 to 7)"
         ),
         "{refused}"
     );
@@ -675,11 +678,11 @@ fn a_data_dir_written_at_a_newer_format_version_refuses_to_open_under_an_older_b
     stop(newer);
 
     for (older, reads) in [
-        (this_build(), "1 to 6"),
-        (format_5_build(), "1 to 5"),
+        (this_build(), "1 to 7"),
+        (format_6_build(), "1 to 6"),
         (previous, "1 to 4"),
     ] {
-        let reason = format!("format version 7 is newer than this assignd reads ({reads})");
+        let reason = format!("format version 8 is newer than this assignd reads ({reads})");
         let refused = serve(older, &data_dir, port, &[], &[])
             .err()
             .unwrap_or_else(|| panic!("{} opened it", older.display()));
