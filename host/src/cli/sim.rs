@@ -47,6 +47,10 @@ pub struct SimArgs {
     /// and graceful leaves, instead of one host.
     #[arg(long)]
     cluster: bool,
+    /// Give every group a shadow assignor (a built-in, or a module no
+    /// host has), answered or dropped after drawn delays.
+    #[arg(long)]
+    shadows: bool,
     /// With --cluster, the number of nodes (default: drawn, 2 to 4).
     #[arg(long, requires = "cluster", value_parser = clap::value_parser!(u64).range(1..=16))]
     nodes: Option<u64>,
@@ -61,6 +65,7 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
         shards: args.shards,
         routers: sim::DEFAULT_ROUTERS,
         load_group_p: sim::DEFAULT_LOAD_GROUP_P,
+        shadows: args.shadows,
     };
     let threads = args
         .threads

@@ -102,6 +102,8 @@ pub struct Options {
     pub routers: (u64, u64),
     /// The probability that a group takes loads.
     pub load_group_p: f64,
+    /// Every group gets a shadow assignor when it starts.
+    pub shadows: bool,
 }
 
 impl Default for Options {
@@ -111,6 +113,7 @@ impl Default for Options {
             shards: DEFAULT_SHARDS,
             routers: DEFAULT_ROUTERS,
             load_group_p: DEFAULT_LOAD_GROUP_P,
+            shadows: false,
             trace: false,
             trace_inputs: false,
             fault: None,
@@ -180,6 +183,9 @@ pub struct Stats {
     pub keys_deferred: u64,
     /// Groups that take loads.
     pub load_groups: u64,
+    /// Shadow answers handed to a core, and shadow calls dropped.
+    pub shadow_answers: u64,
+    pub shadow_calls_dropped: u64,
     /// Assignor calls for a load rebalance (invariant 13 checked at each).
     pub load_rebalances: u64,
     /// Targets settled on with every load known and the band reachable
@@ -240,6 +246,8 @@ impl Stats {
         self.load_rebalances += other.load_rebalances;
         self.band_checks += other.band_checks;
         self.freezes += other.freezes;
+        self.shadow_answers += other.shadow_answers;
+        self.shadow_calls_dropped += other.shadow_calls_dropped;
         add_by_shard(&mut self.shard_records, &other.shard_records);
         add_by_shard(&mut self.shard_groups, &other.shard_groups);
         self.cluster.add(&other.cluster);
@@ -356,7 +364,7 @@ pub fn summary_line(reports: &[Report]) -> String {
     }
     let violations = reports.iter().filter(|r| r.violation.is_some()).count();
     format!(
-        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={} multi_shard_schedules={} routes_read={} keys_routed={} keys_routed_across_moves={} keys_unowned={} keys_deferred={} load_groups={} load_rebalances={} band_checks={} freezes={} shard_groups={} shard_records={}",
+        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={} multi_shard_schedules={} routes_read={} keys_routed={} keys_routed_across_moves={} keys_unowned={} keys_deferred={} load_groups={} load_rebalances={} band_checks={} freezes={} shadow_answers={} shadow_calls_dropped={} shard_groups={} shard_records={}",
         stats.schedules,
         stats.steps,
         stats.targets,
@@ -387,6 +395,8 @@ pub fn summary_line(reports: &[Report]) -> String {
         stats.load_rebalances,
         stats.band_checks,
         stats.freezes,
+        stats.shadow_answers,
+        stats.shadow_calls_dropped,
         by_shard(&stats.shard_groups),
         by_shard(&stats.shard_records)
     )

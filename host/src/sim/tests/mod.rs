@@ -17,6 +17,7 @@ mod loads;
 mod member_leases;
 mod routers;
 mod schedules;
+mod shadows;
 
 fn task(p: u32) -> Task {
     Task::new("t0", p)

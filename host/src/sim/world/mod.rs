@@ -46,6 +46,7 @@ mod routers;
 mod routing;
 mod scenario;
 mod settle;
+mod shadows;
 mod trace;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -152,6 +153,10 @@ pub struct World {
     router_rng: Rng,
     /// The loads' own generator: they draw nothing from `rng` either.
     load_rng: Rng,
+    /// The shadows' own generator, when the schedule has shadows.
+    shadow_rng: Option<Rng>,
+    /// Shadow calls whose answers are due.
+    shadow_calls: Vec<shadows::PendingShadow>,
 }
 
 impl World {
@@ -228,6 +233,8 @@ impl World {
             routers,
             router_rng,
             load_rng,
+            shadow_rng: shadows::shadow_rng(seed, options.shadows),
+            shadow_calls: Vec::new(),
         }
     }
 
@@ -256,6 +263,7 @@ impl World {
         let config = self.lanes[lane].initial.take().expect("run once");
         self.note(|w| describe_lane(&w.lanes[lane]));
         self.configure(lane, config)?;
+        self.bind_drawn_shadow(lane)?;
         for _ in 0..self
             .rng
             .range(1, self.lanes[lane].scenario.members_max as u64)
@@ -297,6 +305,11 @@ impl World {
             trace: self.trace.unwrap_or_default(),
             fingerprint: hash.0,
         }
+    }
+
+    /// Each shard's log: every record the schedule made durable, in order.
+    pub fn shard_logs(&self) -> Vec<&[crate::protocol::group::Record]> {
+        self.shards.iter().map(|s| s.log.as_slice()).collect()
     }
 
     /// The step and time reached, for a panic's report.
@@ -369,6 +382,7 @@ impl World {
     /// The next scheduled thing: an assignor answer, a heartbeat, or a tick
     /// (in that order on a tie).
     fn advance(&mut self) -> Result<(), Violation> {
+        self.deliver_due_shadows();
         let call = self
             .calls
             .iter()

@@ -17,6 +17,7 @@ impl World {
     /// replica) and queues the assignor calls.
     pub(super) fn absorb(&mut self, shard: usize, out: Output) -> Result<(), Violation> {
         self.absorb_records(shard, out.records, None)?;
+        self.queue_shadow_calls(out.shadow_calls, 0);
         self.queue_calls(out.assignor_calls, 0)
     }
 

@@ -240,6 +240,7 @@ impl World {
         if !persisted.acked {
             return Ok(None);
         }
+        self.queue_shadow_calls(out.shadow_calls.clone(), incarnation);
         self.queue_calls(out.assignor_calls.clone(), incarnation)?;
         Ok(Some(out))
     }
