@@ -219,7 +219,7 @@ impl World {
                 result,
                 incarnation,
             } => Ok(Some(Delivered {
-                result,
+                result: *result,
                 answered_by: Some(incarnation),
                 answer_cut,
             })),

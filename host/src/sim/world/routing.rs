@@ -18,7 +18,7 @@ pub(super) enum Routed {
     /// any, are durable and absorbed; its calls queued), from the load
     /// `incarnation` of the shard.
     Answered {
-        result: Result<(HeartbeatResponse, Output), ProtocolError>,
+        result: Box<Result<(HeartbeatResponse, Output), ProtocolError>>,
         incarnation: u64,
     },
     /// No answer came back (why, for the trace), and whether a core may
@@ -187,7 +187,7 @@ impl World {
             )));
         }
         Ok(Routed::Answered {
-            result,
+            result: Box::new(result),
             incarnation,
         })
     }
