@@ -4,8 +4,8 @@
 
 use crate::common::*;
 
-const EXIT_CHECK_FAILED: i32 = 1;
-const EXIT_USAGE: i32 = 2;
+const EXIT_GUEST_FAILED: i32 = 3;
+const EXIT_BAD_INPUT: i32 = 1;
 
 /// Every generated case of one round, as the table and the JSON name them.
 const CASES: [&str; 12] = [
@@ -134,7 +134,7 @@ fn json_against_range_has_the_documented_fields() {
 }
 
 #[test]
-fn failing_guests_exit_1_and_name_their_failure_codes() {
+fn failing_guests_exit_3_and_name_their_failure_codes() {
     // The spinning guest with little fuel: its failure is the same
     // whatever the machine's speed.
     let little_fuel = ["--fuel-base", "1000000", "--fuel-per-item", "0"];
@@ -150,7 +150,7 @@ fn failing_guests_exit_1_and_name_their_failure_codes() {
         let out = stdout(&output);
         assert_eq!(
             output.status.code(),
-            Some(EXIT_CHECK_FAILED),
+            Some(EXIT_GUEST_FAILED),
             "{guest}: {out}"
         );
         let small = out.lines().find(|l| l.starts_with("fresh/small")).unwrap();
@@ -188,19 +188,19 @@ fn an_input_file_is_a_case_of_its_own() {
 }
 
 #[test]
-fn a_missing_module_or_bad_input_json_is_one_error_line_and_exit_2() {
+fn a_missing_module_or_bad_input_json_is_one_error_line_and_exit_1() {
     let dir = scratch("check-bad-input");
     let missing = dir.join("missing.wasm");
     let output = assignd(&["check", missing.to_str().unwrap()]);
-    assert_one_error_line(&output, EXIT_USAGE, "neither a built-in assignor");
+    assert_one_error_line(&output, EXIT_BAD_INPUT, "neither a built-in assignor");
     let output = assignd(&["check", "sticky", "--against", missing.to_str().unwrap()]);
-    assert_one_error_line(&output, EXIT_USAGE, "--against");
+    assert_one_error_line(&output, EXIT_BAD_INPUT, "--against");
     let bad = write(&dir, "bad.json", "{\"topics\": {\"t\": 2}, \"members\": [");
     let output = assignd(&["check", "sticky", "--input", bad.to_str().unwrap()]);
-    assert_one_error_line(&output, EXIT_USAGE, "bad.json");
+    assert_one_error_line(&output, EXIT_BAD_INPUT, "bad.json");
     let output = assignd(&["check", "sticky", "--param", "no-equals-sign"]);
-    assert_one_error_line(&output, EXIT_USAGE, "no-equals-sign");
+    assert_one_error_line(&output, EXIT_BAD_INPUT, "no-equals-sign");
     let not_wasm = write(&dir, "not.wasm", "hello");
     let output = assignd(&["check", not_wasm.to_str().unwrap()]);
-    assert_one_error_line(&output, EXIT_USAGE, "not a WebAssembly component");
+    assert_one_error_line(&output, EXIT_BAD_INPUT, "not a WebAssembly component");
 }

@@ -10,14 +10,12 @@ use clap::Args;
 
 use super::limits::LimitArgs;
 use super::run::{load_named, new_engine};
-use super::{EXIT_USAGE, Failure};
+use super::{EXIT_BAD_INPUT, EXIT_GUEST_FAILED, Failure};
 use crate::check::cases::{Case, LargeSize, generated};
 use crate::check::report::{Report, Subject};
 use crate::check::{Assignor, run};
 use crate::plugins::LoadedModule;
 
-/// Exit code of a check whose module failed or answered invalidly.
-pub const EXIT_CHECK_FAILED: u8 = 1;
 
 const AFTER_HELP: &str = "\
 Cases: fresh/small (3 members, 2 topics of 12 partitions), fresh/racks, fresh/capacities,
@@ -39,9 +37,9 @@ after one without an answer is skipped). Each total: {calls, ok, invalid, failed
 {median, max}, fuel: {median, max}, count_spread_max, count_max_over_mean_max,
 load_max_over_mean_max, tasks_moved}.
 
-Exit status: 0 when the module answered every case validly; 1 when it failed or answered invalidly
-in some case (the summary names them); 2 on bad usage or input (a module that does not load, an
-unreadable or invalid --input file). A failure of the --against assignor is reported but does not
+Exit status, as `assignd run`'s: 0 when the module answered every case validly; 3 when it failed
+or answered invalidly in some case (the summary names them); 1 on bad input (a module that does not
+load, an unreadable or invalid --input file, a malformed --param); 2 on bad usage. A failure of the --against assignor is reported but does not
 fail the check.";
 
 #[derive(Debug, Args)]
@@ -89,10 +87,10 @@ pub struct CheckArgs {
     limits: LimitArgs,
 }
 
-fn usage(message: String) -> Failure {
+fn bad_input(message: String) -> Failure {
     Failure {
         message,
-        exit_code: EXIT_USAGE,
+        exit_code: EXIT_BAD_INPUT,
     }
 }
 
@@ -109,10 +107,10 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
         cases.push(input_case(path)?);
     }
     for case in &mut cases {
-        merge_params(&mut case.start.params, &args.params).map_err(|e| usage(e.to_string()))?;
+        merge_params(&mut case.start.params, &args.params).map_err(|e| bad_input(e.to_string()))?;
     }
     let limits = args.limits.limits();
-    let usage_of = |f: Failure| usage(f.message);
+    let usage_of = |f: Failure| bad_input(f.message);
     let engine = new_engine(
         args.cache_dir.clone(),
         args.no_cache,
@@ -152,7 +150,7 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
                 report.failed_cases.len(),
                 report.failed_cases.join(", ")
             ),
-            exit_code: EXIT_CHECK_FAILED,
+            exit_code: EXIT_GUEST_FAILED,
         })
     }
 }
@@ -170,11 +168,11 @@ fn subject(source: &str, module: &LoadedModule) -> Subject {
 /// invalid file is a usage error.
 fn input_case(path: &PathBuf) -> Result<Case, Failure> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| usage(format!("cannot read input {}: {e}", path.display())))?;
+        .map_err(|e| bad_input(format!("cannot read input {}: {e}", path.display())))?;
     let limits = InputLimits::default();
     let input =
-        parse_input(&text, &limits).map_err(|e| usage(format!("{}: {e}", path.display())))?;
-    check_input(&input, &limits).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        parse_input(&text, &limits).map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
+    check_input(&input, &limits).map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
     Ok(Case {
         name: path.display().to_string(),
         start: input,
