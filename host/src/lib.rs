@@ -18,6 +18,8 @@
 //!   assignor calls off the request path.
 //! - [`sim`]: the deterministic simulator of the core (`assignd sim`).
 //! - [`registry`]: uploaded assignor modules, stored by content hash.
+//! - [`rollout`]: the decision core of a rollout (binding a module to a
+//!   growing share of groups, judged by their health), sans-IO.
 //! - [`api`]: the HTTP routes of `assignd serve` and their OpenAPI document.
 //! - [`telemetry`]: the Prometheus recorder behind the `metrics` facade.
 //! - [`metric_catalog`]: every metric family, gathered from the modules
@@ -39,6 +41,7 @@ pub mod metric_catalog;
 pub mod plugins;
 pub mod protocol;
 pub mod registry;
+pub mod rollout;
 pub mod runtime;
 pub mod sim;
 pub mod telemetry;
