@@ -148,6 +148,8 @@ function timeline(view) {
         ` · ${r.reason} · ${ago(r.at_ms)}`,
         r.moved !== undefined ? ` · ${r.moved} moved` : "",
         r.learners_started !== undefined ? ` · ${r.learners_started} learners started` : "",
+        typeof r.settled_ms === "number" ? ` · settled in ${num((r.settled_ms - r.at_ms) / 1000, 1)} s` : "",
+        r.settled_ms === null ? " · settling" : "",
       ),
     ),
   );
@@ -171,9 +173,39 @@ function failures(view) {
 }
 
 /** The shadow assignor's comparison with the bound one (when the view has
- * `shadow`): each field of it, as given. */
+ * `shadow`): its binding, its totals, and the comparisons newest first. */
 export function renderShadow(shadow) {
-  return section("shadow", "Shadow assignor", fieldList(shadow));
+  const comparisons = [...(shadow.comparisons ?? [])].reverse();
+  const side = (s) => (s.failure ? `failed: ${s.failure}` : `${s.moved ?? "—"} moved, spread ${s.count_spread ?? "—"}`);
+  const table = el(
+    "table",
+    { id: "shadow-table", class: "table" },
+    el("caption", { text: "Comparisons, newest first" }),
+    el("thead", {}, el("tr", {}, ["Epoch", "Reason", "When", "Live", "Shadow", "Tasks placed apart"].map((h) => el("th", { scope: "col", text: h })))),
+    el(
+      "tbody",
+      {},
+      comparisons.map((c) =>
+        el(
+          "tr",
+          {},
+          el("th", { scope: "row", text: String(c.epoch) }),
+          el("td", { text: c.reason }),
+          el("td", { text: ago(c.at_ms) }),
+          el("td", { text: `${c.live.assignor}: ${side(c.live)}` }),
+          el("td", { text: `${c.shadow.assignor}: ${side(c.shadow)}` }),
+          el("td", { text: c.disagreeing_tasks ?? "—" }),
+        ),
+      ),
+    ),
+  );
+  return section(
+    "shadow",
+    "Shadow assignor",
+    el("p", { text: shadow.binding ? `${shadow.binding.assignor}, bound ${ago(shadow.binding.at_ms)}` : "Ended; its last comparisons:" }),
+    shadow.totals ? fieldList(shadow.totals) : null,
+    comparisons.length ? el("div", { class: "scroll" }, table) : null,
+  );
 }
 
 /** The rollout under way (when the view has `rollout`): each field of it,

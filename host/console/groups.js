@@ -19,7 +19,8 @@ const HOUR_MS = 3600 * 1000;
 export function shadowLabel(shadow) {
   if (shadow === null || shadow === undefined) return null;
   if (typeof shadow === "string") return shadow;
-  return shadow.module ?? shadow.assignor ?? JSON.stringify(shadow);
+  if (shadow.binding === null) return "— (ended)";
+  return shadow.binding?.assignor ?? shadow.module ?? shadow.assignor ?? JSON.stringify(shadow);
 }
 
 /** Rebalances of the last hour by the view: its `rebalances` history when

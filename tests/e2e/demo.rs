@@ -21,6 +21,11 @@ fn the_demo_shows_scale_events_reaching_stable_with_no_double_ownership() {
     );
     assert!(out.contains("\nadmin token: "), "{out}");
     assert!(out.contains("/v1/groups/demo"), "{out}");
+    let console = out
+        .lines()
+        .find(|line| line.starts_with("console: http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("the console's URL: {out}"));
+    assert!(console.contains("/ui "), "{console}");
     // A live report every second.
     assert!(out.contains("] epoch "), "{out}");
     assert!(out.contains("    worker-1 "), "{out}");

@@ -365,6 +365,40 @@ fn a_bad_admin_token_is_refused_at_start() {
     );
 }
 
+/// The read-only token, from its file or its variable, reads every admin
+/// `GET` and changes nothing; one that is the admin token, or too short,
+/// stops serve at start with one line.
+#[test]
+fn the_read_only_token_reads_and_a_bad_one_is_refused_at_start() {
+    let dir = common::scratch("serve-read-only");
+    let file = dir.join("read-only-token");
+    std::fs::write(&file, "read-only-token-0123456789\n").unwrap();
+    let file_flag = ["--read-only-token-file", file.to_str().unwrap()];
+    let server = Server::start(&dir.join("data"), &file_flag);
+    let bearer = "Bearer read-only-token-0123456789";
+    assert_eq!(get_as(&server, "/v1/groups", Some(bearer)).0, 200);
+    assert_eq!(get_as(&server, "/v1/shards", Some(bearer)).0, 200);
+    let mut refused = Server::agent()
+        .post(format!("{}/v1/shards/0/unload", server.base))
+        .header("authorization", bearer)
+        .send_empty()
+        .expect("an answer");
+    assert_eq!(refused.status().as_u16(), 403);
+    let body: Value = serde_json::from_str(&refused.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "read_only_token", "{body}");
+    let run = |token: &str| {
+        Command::new(env!("CARGO_BIN_EXE_assignd"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.join("refused"))
+            .env("ASSIGND_ADMIN_TOKEN", common::ADMIN_TOKEN)
+            .env("ASSIGND_READ_ONLY_TOKEN", token)
+            .output()
+            .expect("cannot start assignd")
+    };
+    common::assert_one_error_line(&run(common::ADMIN_TOKEN), 1, "must differ");
+    common::assert_one_error_line(&run("short"), 1, "at least 16 bytes");
+}
+
 /// Owned tasks go as ranges per topic, and a member that asks for
 /// `task_ranges` gets its answer the same way, so both grow with the
 /// topics, not the tasks: a member of 1,000,000 tasks (10 topics × 100,000

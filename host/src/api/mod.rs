@@ -8,10 +8,12 @@
 //! bounded accept loop) and that the tests
 //! drive in process with `tower::ServiceExt::oneshot`. Every route but the
 //! member heartbeat, `/v1/groups/{group}/coordinator`, `/healthz`,
-//! `/metrics` and `/v1/openapi.json` requires the admin token ([`auth`]).
+//! `/metrics` and `/v1/openapi.json` requires the admin token ([`auth`]);
+//! the console's files at `/ui` ([`console`]) need none either.
 
 mod assignors;
 pub mod auth;
+pub mod console;
 mod error;
 mod groups;
 mod large_bodies;
@@ -96,6 +98,7 @@ fn admin_routes() -> OpenApiRouter<Arc<Runtime>> {
             assignors::list_assignors
         ))
         .routes(routes!(assignors::get_assignor, assignors::delete_assignor))
+        .routes(routes!(auth::token_access))
 }
 
 /// The routes without the admin token: the member protocol (which checks
@@ -225,6 +228,7 @@ fn finish(
         .layer(axum::Extension(admin))
         .layer(axum::Extension(watchers));
     router
+        .merge(console::router())
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(shared)

@@ -1,5 +1,5 @@
-//! Where `assignd serve` gets its admin token: `--admin-token` or
-//! `ASSIGND_ADMIN_TOKEN` if given; otherwise DATA_DIR/admin-token, which
+//! Where `assignd serve` gets its tokens ([`TokenArgs`]). The admin token:
+//! `--admin-token` or `ASSIGND_ADMIN_TOKEN` if given; otherwise DATA_DIR/admin-token, which
 //! the first start generates (32 random bytes from the OS, hex) and writes
 //! with mode 0600 (temporary file, fsync, rename, fsync of the folder), so
 //! a restart on the same data dir keeps the token.
@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::api::AdminToken;
 use crate::api::auth::check_token;
 use crate::durable::{self, Folder};
 
@@ -18,6 +19,72 @@ pub const FILE_NAME: &str = "admin-token";
 
 /// Random bytes in a generated token (64 hex characters).
 const GENERATED_LEN_BYTES: usize = 32;
+
+/// The environment variable `--admin-token` falls back to.
+pub const ADMIN_TOKEN_ENV: &str = "ASSIGND_ADMIN_TOKEN";
+
+/// The environment variable `--read-only-token` falls back to.
+const READ_ONLY_TOKEN_ENV: &str = "ASSIGND_READ_ONLY_TOKEN";
+
+/// `assignd serve`'s tokens.
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// The admin token every route but the member heartbeat, /healthz and
+    /// /v1/openapi.json requires (`Authorization: Bearer TOKEN`); 16 to
+    /// 1024 visible ASCII characters. Neither this nor the variable given:
+    /// DIR/admin-token, generated (mode 0600) at first start.
+    #[arg(
+        long,
+        env = ADMIN_TOKEN_ENV,
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
+    /// A read-only token (16 to 1024 visible ASCII characters, not the
+    /// admin token): every `GET` of an admin route accepts it (the
+    /// console's read-only login), every other method refuses it (403
+    /// `read_only_token`). In a cluster every node takes the same one.
+    #[arg(
+        long,
+        env = READ_ONLY_TOKEN_ENV,
+        value_name = "TOKEN",
+        hide_env_values = true,
+        conflicts_with = "read_only_token_file"
+    )]
+    pub read_only_token: Option<String>,
+    /// The read-only token, read from FILE (a trailing newline is not part
+    /// of it).
+    #[arg(long, value_name = "FILE")]
+    pub read_only_token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    /// The tokens as the API checks them: `admin` if given, else the
+    /// admin token's flags or file ([`resolve`]; when it is the data dir's
+    /// file, `admin token in PATH` goes to stderr for the operator and
+    /// scripts), with the read-only token if one is given ([`read_only`]).
+    pub fn load(&mut self, admin: Option<String>, data_dir: &Path) -> Result<AdminToken, String> {
+        let (token, source) = resolve(admin.or(self.admin_token.take()), data_dir)?;
+        match source {
+            Source::Given => tracing::info!("admin token from --admin-token or {ADMIN_TOKEN_ENV}"),
+            Source::File { path, generated } => {
+                tracing::info!(path = %path.display(), generated, "admin token file");
+                eprintln!("admin token in {}", path.display());
+            }
+        }
+        let admin = AdminToken::new(&token)?;
+        let file = self.read_only_token_file.as_deref();
+        match read_only(self.read_only_token.take(), file)? {
+            None => Ok(admin),
+            Some(token) => {
+                tracing::info!("read-only token given");
+                admin
+                    .with_read_only(&token)
+                    .map_err(|e| format!("the read-only token: {e}"))
+            }
+        }
+    }
+}
 
 /// Where the admin token came from.
 #[derive(Debug, PartialEq, Eq)]

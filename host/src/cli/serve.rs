@@ -25,10 +25,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::admin_token;
+use super::admin_token::{ADMIN_TOKEN_ENV, TokenArgs};
 use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
-use crate::api::AdminToken;
 use crate::api::server::ServerConfig;
 use crate::cluster::{Etcd, EtcdConfig, EtcdModules, Node, NodeConfig};
 use crate::log::shards::recorded_shard_count;
@@ -79,33 +78,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "STEPS", default_value_t = EngineConfig::default().guest_nice,
           value_parser = clap::value_parser!(u8).range(0..=i64::from(GUEST_NICE_MAX)))]
     guest_nice: u8,
-    /// The admin token every route but the member heartbeat, /healthz and
-    /// /v1/openapi.json requires (`Authorization: Bearer TOKEN`); 16 to
-    /// 1024 visible ASCII characters. Neither this nor the variable given:
-    /// DIR/admin-token, generated (mode 0600) at first start.
-    #[arg(
-        long,
-        env = ADMIN_TOKEN_ENV,
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    admin_token: Option<String>,
-    /// A read-only token (16 to 1024 visible ASCII characters, not the
-    /// admin token): every `GET` of an admin route accepts it (the
-    /// console's read-only login), every other method refuses it (403
-    /// `read_only_token`). In a cluster every node takes the same one.
-    #[arg(
-        long,
-        env = READ_ONLY_TOKEN_ENV,
-        value_name = "TOKEN",
-        hide_env_values = true,
-        conflicts_with = "read_only_token_file"
-    )]
-    read_only_token: Option<String>,
-    /// The read-only token, read from FILE (a trailing newline is not part
-    /// of it).
-    #[arg(long, value_name = "FILE")]
-    read_only_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    tokens: TokenArgs,
     /// Connections served at once; one more is answered 503
     /// `too_many_connections` and closed. Default: the descriptor limit
     /// (RLIMIT_NOFILE, raised to its hard limit) less 128, less 3 per
@@ -235,12 +209,6 @@ pub const DESCRIPTORS_PER_SHARD: u64 = 3;
 /// The connection cap when the descriptor limit allows more.
 const CONNECTIONS_MAX_DEFAULT: u64 = 10_000;
 
-/// The environment variable `--admin-token` falls back to.
-const ADMIN_TOKEN_ENV: &str = "ASSIGND_ADMIN_TOKEN";
-
-/// The environment variable `--read-only-token` falls back to.
-const READ_ONLY_TOKEN_ENV: &str = "ASSIGND_READ_ONLY_TOKEN";
-
 fn failure(message: String) -> Failure {
     Failure {
         message,
@@ -263,8 +231,8 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         return serve_cluster(args, server, &cap);
     }
     let (store, shard_count) = open_shards(&args)?;
-    let admin = admin_token(args.admin_token.take(), &args.data_dir)?;
-    let admin = with_read_only(admin, &mut args)?.guarding_metrics(args.metrics_auth);
+    let admin = args.tokens.load(None, &args.data_dir).map_err(failure)?;
+    let admin = admin.guarding_metrics(args.metrics_auth);
     let started = std::time::Instant::now();
     let registry = open_registry(&args)?;
     let tokio = async_runtime()?;
@@ -500,8 +468,8 @@ fn unreached_grace_ms(args: &ServeArgs) -> u64 {
 /// every shard over) before the listener drains.
 fn serve_cluster(mut args: ServeArgs, server: ServerConfig, cap: &str) -> Result<(), Failure> {
     let (name, token) = cluster_identity(&mut args)?;
-    let admin = admin_token(Some(token.clone()), &args.data_dir)?;
-    let admin = with_read_only(admin, &mut args)?.guarding_metrics(args.metrics_auth);
+    let admin = args.tokens.load(Some(token.clone()), &args.data_dir);
+    let admin = admin.map_err(failure)?.guarding_metrics(args.metrics_auth);
     let registry = open_registry(&args)?;
     let tokio = async_runtime()?;
     let result = tokio.block_on(async {
@@ -543,7 +511,7 @@ fn cluster_identity(args: &mut ServeArgs) -> Result<(String, String), Failure> {
     let name = args.node.clone().ok_or_else(|| {
         failure("--etcd needs --node NAME: each node of a cluster has its own".into())
     })?;
-    let token = args.admin_token.take().ok_or_else(|| {
+    let token = args.tokens.admin_token.take().ok_or_else(|| {
         failure(format!(
             "--etcd needs --admin-token (or {ADMIN_TOKEN_ENV}): every node of a cluster takes the cluster's one"
         ))
@@ -752,42 +720,6 @@ fn raise_descriptor_limit() -> u64 {
 #[cfg(not(unix))]
 fn raise_descriptor_limit() -> u64 {
     CONNECTIONS_MAX_DEFAULT + DESCRIPTORS_RESERVED
-}
-
-/// The admin token (see [`admin_token::resolve`]); when it is the data
-/// dir's file, its location goes to stderr for the operator and scripts:
-/// `admin token in PATH`.
-fn admin_token(given: Option<String>, data_dir: &Path) -> Result<AdminToken, Failure> {
-    let (token, source) = admin_token::resolve(given, data_dir).map_err(failure)?;
-    match source {
-        admin_token::Source::Given => {
-            tracing::info!("admin token from --admin-token or {ADMIN_TOKEN_ENV}");
-        }
-        admin_token::Source::File { path, generated } => {
-            tracing::info!(path = %path.display(), generated, "admin token file");
-            eprintln!("admin token in {}", path.display());
-        }
-    }
-    AdminToken::new(&token).map_err(failure)
-}
-
-/// `admin` with the read-only token, if `--read-only-token`,
-/// `ASSIGND_READ_ONLY_TOKEN` or `--read-only-token-file` gives one.
-fn with_read_only(admin: AdminToken, args: &mut ServeArgs) -> Result<AdminToken, Failure> {
-    let given = admin_token::read_only(
-        args.read_only_token.take(),
-        args.read_only_token_file.as_deref(),
-    )
-    .map_err(failure)?;
-    match given {
-        None => Ok(admin),
-        Some(token) => {
-            tracing::info!("read-only token given");
-            admin
-                .with_read_only(&token)
-                .map_err(|e| failure(format!("the read-only token: {e}")))
-        }
-    }
 }
 
 /// A future that resolves on ctrl-c or SIGTERM. The handlers are

@@ -160,6 +160,7 @@ fn intro(base: &str, token: &str, settings: &DemoSettings, churn: &[ChurnEvent])
     format!(
         "assignd demo: a coordinator at {base} (in memory; it stops with the demo)\n\
          admin token: {token}\n\
+         console: {base}/ui (log in with the admin token; the group is at {base}/ui#/groups/{GROUP})\n\
          \x20 curl -H 'authorization: Bearer {token}' {base}/v1/groups/{GROUP}\n\
          \x20 curl {base}/metrics\n\
          group {GROUP:?}: {} tasks, assignor {}, learners {}, heartbeat every {heartbeat_interval_ms} ms, session timeout 3 s\n\

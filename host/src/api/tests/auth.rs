@@ -281,6 +281,22 @@ async fn the_read_only_token_reads_every_admin_get_and_changes_nothing() {
 }
 
 #[tokio::test]
+async fn the_token_route_says_what_the_token_may_do() {
+    let f = fixture_with_read_only();
+    let (status, value) = f.call("GET", "/v1/token", None).await;
+    assert_eq!(
+        (status, value),
+        (StatusCode::OK, json!({"access": "admin"}))
+    );
+    let read_only = format!("Bearer {READ_ONLY_TOKEN}");
+    let (status, value, _) = f.send_with("GET", "/v1/token", Some(&read_only)).await;
+    assert_eq!(
+        (status, value),
+        (StatusCode::OK, json!({"access": "read_only"}))
+    );
+}
+
+#[tokio::test]
 async fn a_host_without_a_read_only_token_refuses_it_as_any_other() {
     let f = fixture();
     f.put_group(config_json(4)).await;

@@ -12,6 +12,7 @@
 mod assignors;
 mod auth;
 mod bindings;
+mod console;
 mod errors;
 mod groups_and_members;
 mod load_trigger;
