@@ -42,9 +42,14 @@ pub struct HealthSample {
     pub moved_total: u64,
     /// The longest of those rebalances, from new target to settled (ms).
     pub rebalance_ms_max: u64,
-    /// Whether the group's binding is the rollout's module now.
+    /// Whether the group's binding is the rollout's module now: the moves
+    /// and rebalance rules judge only such a sample (of a group the
+    /// rollout bound), so one taken before a bind landed counts nothing
+    /// against the module.
     pub bound_to_module: bool,
-    /// Whether the group's shadow is the rollout's module now.
+    /// Whether the group's shadow is the rollout's module now: for the
+    /// shell's logs; the verdict takes `shadow_failures` as they are
+    /// (they are the module's by definition).
     pub shadow_is_module: bool,
     /// The group under its previous binding.
     pub baseline: Baseline,

@@ -167,7 +167,6 @@ impl Rollout {
         }
         let mut judged = sample;
         judged.bound_to_module &= run.bind.touched();
-        judged.shadow_is_module &= run.shadow.touched();
         if let Verdict::Unhealthy { rule, detail } =
             judge(&self.spec.abort_on, &run.baseline, &judged)
         {
@@ -198,6 +197,10 @@ impl Rollout {
     /// ([`REVERT_ATTEMPTS_MAX`](super::REVERT_ATTEMPTS_MAX) attempts,
     /// [`REVERT_RETRY_MS`](super::REVERT_RETRY_MS) apart), then given up
     /// and named in the rollout's `failed` event.
+    ///
+    /// A group deleted meanwhile: the shell reports a restore or an
+    /// unshadow of it done (nothing is left to put back), and a shadow or
+    /// a bind of it refused.
     pub fn command_done(&mut self, id: CommandId, result: Result<(), String>, now: u64) -> Outputs {
         let mut out = Outputs::default();
         let Some(command) = self.in_flight.remove(&id) else {

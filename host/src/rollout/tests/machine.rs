@@ -300,3 +300,36 @@ fn a_start_is_refused_without_groups_or_with_steps_that_do_not_fit() {
     let big = refused(spec_with("1,5", &[]), groups(3));
     assert!(big.message.contains("matched 3"), "{big}");
 }
+
+#[test]
+fn the_status_shows_the_step_the_groups_and_the_next_decision() {
+    let (mut rollout, mut world, _) = started();
+    let out = observe_all(&mut rollout, &world, 2_020);
+    finish_commands(&mut rollout, &mut world, out, 2_030);
+    let status = serde_json::to_value(rollout.status()).unwrap();
+    assert_eq!(status["id"], "r1");
+    assert_eq!(
+        status["phase"],
+        serde_json::json!({"phase": "step", "step": 1})
+    );
+    assert_eq!(
+        (status["step"].as_u64(), status["steps"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert_eq!(
+        status["groups"],
+        serde_json::json!({"pending": 0, "shadowed": 3, "bound": 1, "restored": 0, "unhealthy": 0, "failed": 0})
+    );
+    assert_eq!(status["next_decision_ms"], 3_030);
+    assert_eq!(status["paused"], serde_json::Value::Null);
+    let last = status["last_events"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last,
+        serde_json::json!({"seq": 4, "at_ms": 2_030, "event": "group_bound", "group": "g01"})
+    );
+}
