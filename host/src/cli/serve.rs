@@ -67,6 +67,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = EngineConfig::default().concurrent_calls_max,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     concurrent_calls_max: u32,
+    /// Shadow assignor calls that may run at once, on threads of their own
+    /// at `SCHED_IDLE` (below every live call) with instance slots of
+    /// their own; a shadow call past them is not run and counts as
+    /// skipped (docs/shadow.md). [default: one per core, at most 16]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    shadow_calls_max: Option<u32>,
     /// How many nice values below the host's own priority assignor calls,
     /// previews, upload self-tests, params checks and the compiles of
     /// uploaded components run: guests get the CPU the host's threads
@@ -371,6 +377,9 @@ fn open_registry(args: &ServeArgs) -> Result<Registry, Failure> {
     let engine = PluginEngine::new(EngineConfig {
         cache_dir: Some(args.data_dir.join("cache")),
         concurrent_calls_max: args.concurrent_calls_max,
+        shadow_calls_max: args
+            .shadow_calls_max
+            .unwrap_or_else(crate::plugins::shadow_calls_default),
         memory_ceiling_bytes: limits.memory_max_bytes,
         compile_bounds: args.limits.compile_bounds(),
         guest_nice: args.guest_nice,

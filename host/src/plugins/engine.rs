@@ -68,6 +68,9 @@ pub struct PluginEngine {
     compile_bounds: Option<CompileBounds>,
     compiles_running: CompilesRunning,
     guest_threads: super::GuestThreads,
+    /// The shadow assignors' threads, below the live calls' (see
+    /// `guest_threads.rs`), with instance slots of their own.
+    shadow_threads: super::GuestThreads,
     /// Nice values below the host's priority of the guest threads and of
     /// the compiler processes.
     guest_nice: u8,
@@ -84,7 +87,9 @@ impl PluginEngine {
         // tasks (3.53 → 2.62 ms) and a third off the marshalling of a small
         // one, because a fresh instance no longer page-faults on every page
         // it touches (docs/benchmarks.md).
-        let slots = config.concurrent_calls_max.max(1);
+        let live_slots = config.concurrent_calls_max.max(1);
+        let shadow_slots = config.shadow_calls_max.max(1);
+        let slots = live_slots + shadow_slots;
         let mut pool = PoolingAllocationConfig::new();
         pool.total_component_instances(slots)
             .total_core_instances(slots * CORE_INSTANCES_PER_CALL_MAX)
@@ -105,8 +110,9 @@ impl PluginEngine {
             config.guest_nice,
             super::GUEST_NICE_MAX
         );
-        let guest_threads = super::GuestThreads::new(slots, config.guest_nice);
-        let slots = Arc::new(CallSlots::new(slots));
+        let guest_threads = super::GuestThreads::new(live_slots, config.guest_nice);
+        let shadow_threads = super::GuestThreads::for_shadows(shadow_slots);
+        let slots = Arc::new(CallSlots::new(live_slots, shadow_slots));
         start_epoch_ticker(&engine, &slots);
         if let Some(dir) = &config.cache_dir {
             std::fs::create_dir_all(dir).map_err(|e| {
@@ -123,6 +129,7 @@ impl PluginEngine {
             compile_bounds: config.compile_bounds,
             compiles_running: CompilesRunning::default(),
             guest_threads,
+            shadow_threads,
             guest_nice: config.guest_nice,
         })
     }
@@ -136,6 +143,19 @@ impl PluginEngine {
     ) -> impl std::future::Future<Output = Result<T, super::GuestThreadError>> + Send + 'static
     {
         self.guest_threads.run(work)
+    }
+
+    /// Runs `work` (a shadow assignor's call) on a shadow thread, below
+    /// every live call and in an instance slot no live call uses, if one
+    /// is free now; `None` if every shadow thread is busy (the call is not
+    /// queued).
+    pub fn try_on_shadow_thread<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<
+        impl std::future::Future<Output = Result<T, super::GuestThreadError>> + Send + 'static,
+    > {
+        self.shadow_threads.try_run(work)
     }
 
     /// [`Self::on_guest_thread`] for a caller off the async workers (the
@@ -410,7 +430,7 @@ mod tests {
     /// spends nothing on it) and runs while one is held.
     #[test]
     fn the_epoch_ticker_runs_only_while_a_slot_is_held() {
-        let slots = CallSlots::new(2);
+        let slots = CallSlots::new(1, 1);
         assert!(!slots.wait_until_taken(Duration::ZERO), "idle");
         let first = slots.acquire();
         assert!(slots.wait_until_taken(Duration::ZERO));

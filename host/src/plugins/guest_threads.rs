@@ -13,6 +13,15 @@
 //! wall-clock limit (the epoch deadline) runs on while it waits for the
 //! CPU, so on a host saturated by its own work a guest gets less done
 //! before its deadline.
+//!
+//! Shadow assignors run on a second pool of their own
+//! ([`GuestThreads::for_shadows`]) whose threads take `SCHED_IDLE` on
+//! Linux: they run only when no other thread of the machine wants the CPU,
+//! the live guest threads at nice 19 included, so a spinning shadow never
+//! slows a live call. Each shadow thread takes its instance slot from the
+//! shadow slots (`sandbox::CallSlots`), never from the live calls'. Work
+//! given to that pool beyond its threads is refused, not queued
+//! ([`GuestThreads::try_run`]): a shadow's answer is worth nothing late.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -45,9 +54,19 @@ pub struct GuestThreads {
 
 struct Shared {
     threads_max: usize,
-    nice: u8,
+    priority: Priority,
     state: Mutex<State>,
     queued: Condvar,
+}
+
+/// Where a pool's threads run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Priority {
+    /// This many nice values below the host's.
+    Niced(u8),
+    /// `SCHED_IDLE`, or the highest nice value where it cannot be had:
+    /// the shadow pool.
+    Idle,
 }
 
 #[derive(Default)]
@@ -65,14 +84,46 @@ impl GuestThreads {
     /// below the host's priority (0: at it), down to [`GUEST_NICE_MAX`].
     pub fn new(threads_max: u32, nice: u8) -> Self {
         assert!(nice <= GUEST_NICE_MAX, "nice {nice} is out of range");
+        Self::with_priority(threads_max, Priority::Niced(nice))
+    }
+
+    /// The shadow assignors' pool: at most `threads_max` threads at
+    /// `SCHED_IDLE` on Linux (where that is refused, and elsewhere, at the
+    /// highest nice value), each holding a shadow instance slot while it
+    /// runs a call.
+    pub fn for_shadows(threads_max: u32) -> Self {
+        Self::with_priority(threads_max, Priority::Idle)
+    }
+
+    fn with_priority(threads_max: u32, priority: Priority) -> Self {
         GuestThreads {
             shared: Arc::new(Shared {
                 threads_max: usize::try_from(threads_max.max(1)).expect("u32 fits usize"),
-                nice,
+                priority,
                 state: Mutex::new(State::default()),
                 queued: Condvar::new(),
             }),
         }
+    }
+
+    /// [`Self::run`] only if a thread is free for `work` now (no more work
+    /// runs or waits than the pool has threads); `None` otherwise, and
+    /// `work` is dropped.
+    pub fn try_run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<impl Future<Output = Result<T, GuestThreadError>> + Send + 'static> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _ = answer.send(run_caught(work));
+        });
+        let state = self.shared.state.lock().expect("guest threads poisoned");
+        let busy = state.jobs.len() + (state.started - state.waiting);
+        if busy >= self.shared.threads_max {
+            return None;
+        }
+        self.push_locked(state, job);
+        Some(async move { answered.await.unwrap_or(Err(GuestThreadError::Stopped)) })
     }
 
     /// Runs `work` on a guest thread (in the order given, once a thread is
@@ -110,15 +161,24 @@ impl GuestThreads {
     }
 
     fn push(&self, job: Job) {
+        let state = self.shared.state.lock().expect("guest threads poisoned");
+        self.push_locked(state, job);
+    }
+
+    /// Queues `job` under the pool's lock (released here), starting a
+    /// thread for it if none waits and the pool has room.
+    fn push_locked(&self, mut state: std::sync::MutexGuard<'_, State>, job: Job) {
         let shared = &self.shared;
-        let mut state = shared.state.lock().expect("guest threads poisoned");
         state.jobs.push_back(job);
         // Each waiting thread takes one job; start a thread for a job no
         // waiting thread will take, while under the maximum.
         if state.jobs.len() > state.waiting && state.started < shared.threads_max {
             let worker = shared.clone();
             let spawned = std::thread::Builder::new()
-                .name("assignd-guest".to_owned())
+                .name(match shared.priority {
+                    Priority::Niced(_) => "assignd-guest".to_owned(),
+                    Priority::Idle => "assignd-shadow".to_owned(),
+                })
                 .stack_size(GUEST_THREAD_STACK_BYTES)
                 .spawn(move || worker.serve());
             match spawned {
@@ -157,7 +217,13 @@ impl Shared {
     /// A guest thread's life: lower its priority, then run jobs until the
     /// pool is dropped and nothing is queued.
     fn serve(&self) {
-        lower_priority(self.nice);
+        match self.priority {
+            Priority::Niced(nice) => lower_priority(nice),
+            Priority::Idle => {
+                idle_priority();
+                ON_SHADOW_THREAD.set(true);
+            }
+        }
         ON_GUEST_THREAD.set(true);
         let mut state = self.state.lock().expect("guest threads poisoned");
         loop {
@@ -181,6 +247,14 @@ impl Shared {
 thread_local! {
     /// Whether this thread is one of the guest threads.
     static ON_GUEST_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether this thread is one of the shadow pool's.
+    static ON_SHADOW_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is one of a shadow pool's: its guest calls
+/// take the shadow instance slots.
+pub(super) fn on_shadow_thread() -> bool {
+    ON_SHADOW_THREAD.get()
 }
 
 /// Runs `work`, its panic turned into an error.
@@ -223,6 +297,28 @@ pub(super) fn lower_priority(steps: u8) {
 
 #[cfg(not(target_os = "linux"))]
 pub(super) fn lower_priority(_nice: u8) {}
+
+/// Puts the calling thread in the `SCHED_IDLE` class (Linux lets an
+/// unprivileged thread take it, not leave it): it runs only on a CPU no
+/// other thread wants. Where that is refused, the highest nice value.
+#[cfg(target_os = "linux")]
+fn idle_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` outlives the call.
+    let set = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if set != 0 {
+        tracing::warn!(
+            error = %std::io::Error::last_os_error(),
+            "cannot put a shadow guest thread at SCHED_IDLE: it runs at nice 19 instead"
+        );
+        lower_priority(GUEST_NICE_MAX);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn idle_priority() {
+    lower_priority(GUEST_NICE_MAX);
+}
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
@@ -321,6 +417,30 @@ mod tests {
         );
         assert_eq!(threads.run(|| 7).await.expect("ran"), 7);
         assert_eq!(threads.started(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_shadow_pool_runs_idle_and_refuses_work_past_its_threads() {
+        let threads = GuestThreads::for_shadows(1);
+        // SAFETY: reads the calling thread's policy.
+        let policy = threads
+            .try_run(|| (unsafe { libc::sched_getscheduler(0) }, on_shadow_thread()))
+            .expect("a free thread")
+            .await
+            .expect("ran");
+        assert_eq!(policy, (libc::SCHED_IDLE, true));
+        assert!(!on_shadow_thread(), "the caller is no shadow thread");
+        let release = Arc::new(Barrier::new(2));
+        let held = release.clone();
+        let holding = threads
+            .try_run(move || {
+                held.wait();
+            })
+            .expect("a free thread");
+        assert!(threads.try_run(|| ()).is_none(), "refused, not queued");
+        release.wait();
+        holding.await.expect("ran");
+        assert!(threads.try_run(|| ()).is_some(), "free again");
     }
 
     #[test]

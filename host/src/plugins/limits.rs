@@ -139,6 +139,10 @@ pub struct EngineConfig {
     /// Instances come from a pool of this many slots; a call waits for a
     /// free slot rather than fail.
     pub concurrent_calls_max: u32,
+    /// Shadow assignor calls that may run at once, on threads and
+    /// instance slots of their own below the live calls' (a call past
+    /// them is not run).
+    pub shadow_calls_max: u32,
     /// The host-wide ceiling on a guest's memory: the pool's slot size.
     /// A call's `Limits::memory_max_bytes` above it is capped to it.
     pub memory_ceiling_bytes: u64,
@@ -161,6 +165,7 @@ impl Default for EngineConfig {
         EngineConfig {
             cache_dir: None,
             concurrent_calls_max: 16,
+            shadow_calls_max: shadow_calls_default(),
             memory_ceiling_bytes: Limits::default().memory_max_bytes,
             memory_keep_resident_bytes: 16 << 20,
             compile_bounds: None,
@@ -168,6 +173,19 @@ impl Default for EngineConfig {
         }
     }
 }
+
+/// Shadow calls at once by default: one per core. Shadow threads run at
+/// `SCHED_IDLE`, on the CPU nothing else wants, so one per core can use
+/// all of it; more would only split the same idle time and push each
+/// shadow past its wall-clock limit (and each reserves a pool slot).
+pub fn shadow_calls_default() -> u32 {
+    std::thread::available_parallelism()
+        .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        .clamp(1, SHADOW_CALLS_DEFAULT_MAX)
+}
+
+/// The most shadow calls at once the default gives, however many cores.
+const SHADOW_CALLS_DEFAULT_MAX: u32 = 16;
 
 /// How far below the host's priority guest calls run by default: to the
 /// lowest. Measured with 16 groups' guests spinning at once on 2 cores

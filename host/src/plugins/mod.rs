@@ -24,6 +24,6 @@ pub use compile::{COMPILE_SUBCOMMAND, compile_child};
 pub use engine::{LoadedModule, ModuleId, PluginEngine, module_id};
 pub use error::PluginError;
 pub use guest_threads::{GUEST_NICE_MAX, GuestThreadError, GuestThreads};
-pub use limits::{CompileBounds, EngineConfig, Limits};
+pub use limits::{CompileBounds, EngineConfig, Limits, shadow_calls_default};
 pub use sandbox::GuestLogLine;
 pub use world::WitVersion;

@@ -21,26 +21,50 @@ pub struct GuestLogLine {
     pub message: String,
 }
 
-/// A counting semaphore over the pool's instance slots: a call holds a
-/// slot for as long as its `Store` lives, and waits when all are taken.
-/// Every store runs under a slot, so the epoch ticker runs only while one
-/// is held: a host with no guest running spends nothing on it.
+/// A counting semaphore over the pool's instance slots, in two lanes: the
+/// live calls' and the shadow calls' (taken on a shadow pool's thread,
+/// `guest_threads::on_shadow_thread`), so that a shadow never holds a slot
+/// a live call waits for. A call holds a slot for as long as its `Store`
+/// lives, and waits when all of its lane are taken. Every store runs
+/// under a slot, so the epoch ticker runs only while one is held: a host
+/// with no guest running spends nothing on it.
 pub(super) struct CallSlots {
     count: u32,
-    free: Mutex<u32>,
+    free: Mutex<FreeSlots>,
     released: Condvar,
     /// Told when a slot is taken: the ticker waits on it while all are free.
     taken: Condvar,
 }
 
-/// A held slot; dropping it (after the `Store`) frees it.
-pub(super) struct CallSlot<'a>(&'a CallSlots);
+/// Free slots of each lane.
+struct FreeSlots {
+    live: u32,
+    shadow: u32,
+}
+
+impl FreeSlots {
+    fn total(&self) -> u32 {
+        self.live + self.shadow
+    }
+
+    fn lane(&mut self, shadow: bool) -> &mut u32 {
+        if shadow {
+            &mut self.shadow
+        } else {
+            &mut self.live
+        }
+    }
+}
+
+/// A held slot and its lane; dropping it (after the `Store`) frees it.
+pub(super) struct CallSlot<'a>(&'a CallSlots, bool);
 
 impl CallSlots {
-    pub(super) fn new(count: u32) -> Self {
+    /// `live` slots for the live calls, `shadow` for the shadows'.
+    pub(super) fn new(live: u32, shadow: u32) -> Self {
         CallSlots {
-            count,
-            free: Mutex::new(count),
+            count: live + shadow,
+            free: Mutex::new(FreeSlots { live, shadow }),
             released: Condvar::new(),
             taken: Condvar::new(),
         }
@@ -51,26 +75,34 @@ impl CallSlots {
         let free = self.free.lock().expect("call slots poisoned");
         let (free, _) = self
             .taken
-            .wait_timeout_while(free, timeout, |free| *free == self.count)
+            .wait_timeout_while(free, timeout, |free| free.total() == self.count)
             .expect("call slots poisoned");
-        *free < self.count
+        free.total() < self.count
     }
 
+    /// A slot of the calling thread's lane, once one is free.
     pub(super) fn acquire(&self) -> CallSlot<'_> {
+        let shadow = super::guest_threads::on_shadow_thread();
         let mut free = self.free.lock().expect("call slots poisoned");
-        while *free == 0 {
+        while *free.lane(shadow) == 0 {
             free = self.released.wait(free).expect("call slots poisoned");
         }
-        *free -= 1;
+        *free.lane(shadow) -= 1;
         self.taken.notify_all();
-        CallSlot(self)
+        CallSlot(self, shadow)
     }
 }
 
 impl Drop for CallSlot<'_> {
     fn drop(&mut self) {
-        *self.0.free.lock().expect("call slots poisoned") += 1;
-        self.0.released.notify_one();
+        *self
+            .0
+            .free
+            .lock()
+            .expect("call slots poisoned")
+            .lane(self.1) += 1;
+        // Both lanes wait on one condition: wake them all.
+        self.0.released.notify_all();
     }
 }
 
