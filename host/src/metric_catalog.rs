@@ -22,6 +22,7 @@ use crate::telemetry::{self, Family};
 const FAMILIES: &[&[Family]] = &[
     runtime::GROUP_FAMILIES,
     runtime::ASSIGNOR_FAMILIES,
+    runtime::SHADOW_FAMILIES,
     http::HTTP_REQUEST_FAMILIES,
     log::LOG_FAMILIES,
     runtime::SHARD_FAMILIES,
@@ -44,6 +45,7 @@ pub fn install() -> &'static PrometheusHandle {
 fn zero_known_series() {
     runtime::zero_group_series();
     runtime::zero_assignor_series();
+    runtime::zero_shadow_series();
     log::zero_log_series();
     runtime::zero_lateness_series();
     http::zero_http_connection_series();

@@ -33,7 +33,8 @@ use crate::runtime::Runtime;
             description = "`true` adds the per-group gauges of the last scan \
                            (`assignd_group_*{group}`: members by state, epochs, tasks moving, \
                            learners, and a group's load, imbalance and whether its loads are \
-                           complete): a few series per group, so that scrape grows with the groups")),
+                           complete, and a shadow assignor's comparisons): a few series per \
+                           group, so that scrape grows with the groups")),
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", body = String,
          content_type = "text/plain; version=0.0.4"),
@@ -66,6 +67,7 @@ pub async fn metrics(
     if groups {
         crate::runtime::observe::render_groups(&mut text);
         crate::runtime::load_gauges::render_groups(&mut text);
+        crate::runtime::shadow_gauges::render_groups(&mut text);
     }
     Ok((
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

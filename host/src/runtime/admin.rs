@@ -96,7 +96,7 @@ impl Runtime {
     /// Whether a binding's assignor and fallback accept its params (see
     /// `Registry::check_params`), off the async workers. A reference that
     /// does not resolve is left to `check_resolves`, under the core's lock.
-    async fn check_params(&self, spec: &BindingSpec) -> Result<(), RuntimeError> {
+    pub(super) async fn check_params(&self, spec: &BindingSpec) -> Result<(), RuntimeError> {
         let registry = self.registry.clone();
         let module = spec.assignor.clone();
         let spec = spec.clone();
@@ -141,7 +141,7 @@ impl Runtime {
     }
 
     /// Whether this host can run a binding's assignor and its fallback.
-    fn check_resolves(&self, spec: &BindingSpec) -> Result<(), RuntimeError> {
+    pub(super) fn check_resolves(&self, spec: &BindingSpec) -> Result<(), RuntimeError> {
         for name in std::iter::once(&spec.assignor).chain(&spec.fallback) {
             if self.registry.resolve(name).is_none() {
                 return Err(RuntimeError::UnknownAssignor { name: name.clone() });

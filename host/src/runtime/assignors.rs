@@ -24,7 +24,7 @@ use tracing::Instrument;
 
 use crate::plugins::{BUILTIN_NAMES, GuestLogLine, GuestThreadError, Limits, PluginError};
 use crate::protocol::core::AssignorCall;
-use crate::protocol::group::{AssignorFailure, CallLimits};
+use crate::protocol::group::{AssignorFailure, CallLimits, CallStats};
 use crate::registry::Registry;
 use crate::telemetry::{Family, Kind};
 
@@ -77,7 +77,7 @@ impl Runtime {
     }
 
     /// The host's limits lowered by the binding's.
-    fn limits_of(&self, binding: &CallLimits) -> Limits {
+    pub(super) fn limits_of(&self, binding: &CallLimits) -> Limits {
         self.limits.lowered_by(
             binding.fuel_max,
             binding.time_limit_ms,
@@ -137,10 +137,12 @@ impl Runtime {
     ) -> Option<Result<(), RuntimeError>> {
         match answered {
             Ok((first, second)) => {
+                let stats = first.stats();
                 let bound = first.report(group, epoch, assignor);
                 let second = second.map(|(name, call)| call.report(group, epoch, &name));
                 Some(
                     self.execute(group, Weight::Heavy, |core, now| {
+                        core.live_call_measured(group, stats);
                         Ok((
                             (),
                             match (bound, second) {
@@ -237,15 +239,20 @@ fn log_unrecorded_answer(group: &str, epoch: u64, recorded: Result<(), RuntimeEr
 
 /// One module's run on a call's input: its answer, its log lines, and how
 /// long it took.
-struct ModuleCall {
-    result: Result<crate::plugins::CallOutcome, PluginError>,
-    logs: Vec<GuestLogLine>,
-    logs_dropped: u64,
-    elapsed: std::time::Duration,
+pub(super) struct ModuleCall {
+    pub(super) result: Result<crate::plugins::CallOutcome, PluginError>,
+    pub(super) logs: Vec<GuestLogLine>,
+    pub(super) logs_dropped: u64,
+    pub(super) elapsed: std::time::Duration,
 }
 
 /// Loads `name` from the registry and runs it on `input` within `limits`.
-fn call_module(registry: &Registry, name: &str, input: &GroupInput, limits: &Limits) -> ModuleCall {
+pub(super) fn call_module(
+    registry: &Registry,
+    name: &str,
+    input: &GroupInput,
+    limits: &Limits,
+) -> ModuleCall {
     let started = Instant::now();
     let (result, logs, logs_dropped) = match registry.load(name) {
         Ok(module) => registry
@@ -262,11 +269,26 @@ fn call_module(registry: &Registry, name: &str, input: &GroupInput, limits: &Lim
 }
 
 impl ModuleCall {
+    /// What the call cost, for a shadow's comparison: its time, and its
+    /// fuel when it answered.
+    pub(super) fn stats(&self) -> CallStats {
+        CallStats {
+            elapsed_ms: Some(self.elapsed.as_secs_f64() * 1e3),
+            fuel: self.result.as_ref().ok().map(|outcome| outcome.stats.fuel),
+        }
+    }
+
     /// Forwards the guest's log lines and counts the call in the metrics;
     /// the answer, or the failure as the core records it. (The core logs
     /// a failure, with the group's failure counts.)
     fn report(self, group: &str, epoch: u64, module: &str) -> Result<Assignment, AssignorFailure> {
-        forward_guest_logs(group, module, &self.logs, self.logs_dropped);
+        forward_guest_logs(
+            group,
+            module,
+            &self.logs,
+            self.logs_dropped,
+            tracing::Level::ERROR,
+        );
         let seconds = self.elapsed.as_secs_f64();
         // By module, not by group: series per group would grow the
         // recorder and every scrape with the groups (the group's view
@@ -320,8 +342,16 @@ static GUEST_LOG_BUDGETS: LazyLock<Mutex<HashMap<String, LogBudget>>> =
     LazyLock::new(Default::default);
 
 /// Sends a call's guest log lines to the host's tracing output, tagged
-/// with the group and module, within the group's budget.
-fn forward_guest_logs(group: &str, module: &str, logs: &[GuestLogLine], capped: u64) {
+/// with the group and module, within the group's budget; a line louder
+/// than `level_max` is logged at it (a shadow's lines are news, never an
+/// alarm).
+pub(super) fn forward_guest_logs(
+    group: &str,
+    module: &str,
+    logs: &[GuestLogLine],
+    capped: u64,
+    level_max: tracing::Level,
+) {
     if logs.is_empty() && capped == 0 {
         return;
     }
@@ -356,11 +386,19 @@ fn forward_guest_logs(group: &str, module: &str, logs: &[GuestLogLine], capped: 
         }
         budget.passed += 1;
         let message = line.message.as_str();
-        match line.level {
-            "error" => tracing::error!(target: "guest", group, module, "{message}"),
-            "warn" => tracing::warn!(target: "guest", group, module, "{message}"),
-            "info" => tracing::info!(target: "guest", group, module, "{message}"),
-            "debug" => tracing::debug!(target: "guest", group, module, "{message}"),
+        let level = match line.level {
+            "error" => tracing::Level::ERROR,
+            "warn" => tracing::Level::WARN,
+            "info" => tracing::Level::INFO,
+            "debug" => tracing::Level::DEBUG,
+            _ => tracing::Level::TRACE,
+        };
+        // `Level` orders by verbosity: ERROR is the least verbose.
+        match level.max(level_max).as_str() {
+            "ERROR" => tracing::error!(target: "guest", group, module, "{message}"),
+            "WARN" => tracing::warn!(target: "guest", group, module, "{message}"),
+            "INFO" => tracing::info!(target: "guest", group, module, "{message}"),
+            "DEBUG" => tracing::debug!(target: "guest", group, module, "{message}"),
             _ => tracing::trace!(target: "guest", group, module, "{message}"),
         }
     }
@@ -421,8 +459,8 @@ mod tests {
             message: "hello".into(),
         };
         let lines = vec![line; 50];
-        forward_guest_logs("flooding-group", "m", &lines, 3);
-        forward_guest_logs("quiet-group", "m", &lines[..2], 0);
+        forward_guest_logs("flooding-group", "m", &lines, 3, tracing::Level::ERROR);
+        forward_guest_logs("quiet-group", "m", &lines[..2], 0, tracing::Level::ERROR);
         let budgets = GUEST_LOG_BUDGETS.lock().unwrap();
         let flooding = &budgets["flooding-group"];
         assert_eq!(flooding.passed, GUEST_LOG_LINES_PER_SECOND);

@@ -70,13 +70,15 @@ impl Runtime {
                 note_group_size(shard, served, group, was_large);
             }
             let durable = queue_records(shard, served, scope, output.records, now);
-            Ok::<_, RuntimeError>((value, durable, output.assignor_calls))
+            let calls = (output.assignor_calls, output.shadow_calls);
+            Ok::<_, RuntimeError>((value, durable, calls))
         };
-        let (value, durable, calls) = match weight {
+        let (value, durable, (calls, shadow_calls)) = match weight {
             Weight::Light => locked_step(),
             Weight::Heavy => off_the_workers(locked_step),
         }?;
         self.start_assignor_calls(calls);
+        self.start_shadow_calls(shadow_calls);
         durable.wait().await?;
         Ok(value)
     }

@@ -1,5 +1,5 @@
 //! The runtime's gauges, set at the scrape: groups and members (from one
-//! scan of every served shard, `observe`), timers by kind, the host's
+//! scan of every served shard, `observe`, `load_gauges`, `shadow_gauges`), timers by kind, the host's
 //! lateness, and the shards the host has and serves.
 
 use std::sync::atomic::Ordering;
@@ -10,7 +10,7 @@ use crate::protocol::core::TimerKind;
 use crate::telemetry::{Family, Kind};
 
 use super::execute::lock_shard;
-use super::{Runtime, load_gauges, observe};
+use super::{Runtime, load_gauges, observe, shadow_gauges};
 
 impl Runtime {
     /// Scans every served shard once (under its lock, one at a time) and
@@ -20,6 +20,7 @@ impl Runtime {
     pub fn refresh_gauges(&self) {
         let mut figures = Vec::new();
         let mut loads = Vec::new();
+        let mut shadows = Vec::new();
         let now = self.clock.now();
         let mut served_count = 0;
         let mut timers = [0usize; TimerKind::ALL.len()];
@@ -27,6 +28,7 @@ impl Runtime {
             if let Some(served) = lock_shard(shard).as_mut() {
                 figures.extend(observe::scan(&served.core));
                 loads.extend(load_gauges::scan(&served.core, now));
+                shadows.extend(shadow_gauges::scan(&served.core));
                 for (i, (_, n)) in served.core.timers_by_kind().into_iter().enumerate() {
                     timers[i] += n;
                 }
@@ -41,6 +43,7 @@ impl Runtime {
         figures.sort_by(|a, b| a.name.cmp(&b.name));
         observe::publish(&figures);
         load_gauges::publish(loads);
+        shadow_gauges::publish(shadows);
         self.publish_shard_counts(served_count);
     }
 

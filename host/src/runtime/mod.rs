@@ -30,8 +30,9 @@
 //! `lifecycle.rs` starting the runtime and loading and unloading shards;
 //! `admin.rs` configure, bind, rollback and drain; `modules.rs` uploads,
 //! deletes and the cluster's [`SharedModules`]; `assignors.rs` the
-//! assignor calls; `timers.rs` each shard's timer task; `gauges.rs` and
-//! `observe.rs` the figures for `GET /metrics`; `error.rs` the
+//! assignor calls; `shadows.rs` the shadow assignors' calls and binding;
+//! `timers.rs` each shard's timer task; `gauges.rs`, `observe.rs`,
+//! `load_gauges.rs` and `shadow_gauges.rs` the figures for `GET /metrics`; `error.rs` the
 //! [`RuntimeError`].
 
 mod admin;
@@ -53,6 +54,8 @@ mod preview;
 mod route_watches;
 mod routes;
 mod scope;
+pub mod shadow_gauges;
+mod shadows;
 mod shard;
 mod sink;
 #[cfg(test)]
@@ -90,6 +93,7 @@ pub mod metric_families {
     pub use super::group_cap::GROUP_CAP_FAMILIES;
     pub use super::lateness::{LATENESS_FAMILIES, zero_lateness_series};
     pub use super::observe::{GROUP_FAMILIES, zero_group_series};
+    pub use super::shadows::{SHADOW_FAMILIES, zero_shadow_series};
 }
 
 /// How often the core's timers are advanced by default.
