@@ -17,6 +17,7 @@ pub mod console;
 mod error;
 mod groups;
 mod large_bodies;
+mod limits_doc;
 mod load_views;
 mod members;
 pub mod metric_families;
@@ -25,6 +26,8 @@ mod preview;
 pub mod routes;
 pub mod routing;
 pub mod server;
+mod shadow_views;
+mod shadows;
 mod shards;
 mod views;
 pub mod wire;
@@ -89,6 +92,11 @@ fn admin_routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(groups::drain_member))
         .routes(routes!(groups::bind_assignor))
         .routes(routes!(groups::rollback_assignor))
+        .routes(routes!(
+            shadows::bind_shadow,
+            shadows::end_shadow,
+            shadows::get_shadow
+        ))
         .routes(routes!(preview::preview_assignor))
         .routes(routes!(shards::list_shards))
         .routes(routes!(shards::load_shard))

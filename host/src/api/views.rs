@@ -10,6 +10,7 @@ use crate::protocol::group::{
 use crate::protocol::reconcile::MemberState;
 
 use super::load_views::{group_load_view, member_load_view};
+use super::shadow_views::{rebalance_views, shadow_view};
 
 use super::wire::{
     AssignorFailuresView, BindingView, GroupState, GroupSummary, GroupView, LagRow,
@@ -99,6 +100,8 @@ pub fn group_view(
                 let balances = core.assignor_balances_load(&group.config.assignor);
                 load_trigger_view(&group.config, &l.rebalances.load, balances)
             }),
+        shadow: shadow_view(group.shadow.as_ref(), liveness),
+        rebalances: rebalance_views(liveness),
     })
 }
 

@@ -14,6 +14,7 @@ pub use assignd_wire::{
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+pub use super::limits_doc::CallLimitsDoc;
 use crate::protocol::core::{Heartbeat, HeartbeatResponse, TASKS_PER_GROUP_MAX};
 use crate::protocol::group::{CallLimits, GroupConfig, Task};
 
@@ -224,6 +225,15 @@ pub struct GroupView {
     /// `load_unit`): transient state, started over by a restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_trigger: Option<LoadTriggerView>,
+    /// The group's shadow assignor and its comparisons with the live one
+    /// (absent when it has none and no comparisons are left from one);
+    /// the comparisons are transient state, started over by a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<super::shadow_views::ShadowView>,
+    /// The last targets this host process installed (at most 32, oldest
+    /// first): why, what they moved, when they settled. Transient state.
+    #[serde(default)]
+    pub rebalances: Vec<super::shadow_views::RebalanceView>,
 }
 
 /// A target installed, and what asked for it.
@@ -320,22 +330,6 @@ pub struct BindRequest {
     /// the failure still shows on the group.
     #[serde(default)]
     pub fallback: Option<String>,
-}
-
-/// Limits one binding puts on its assignor calls, under the host's
-/// ceilings; an absent limit is the ceiling.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct CallLimitsDoc {
-    /// Fuel one call may burn (about one unit per wasm instruction).
-    #[schema(minimum = 1)]
-    fuel_max: Option<u64>,
-    /// Wall-clock time one call may take.
-    #[schema(minimum = 1)]
-    time_limit_ms: Option<u64>,
-    /// Memory the guest may grow to.
-    #[schema(minimum = 1, maximum = 4096)]
-    memory_max_mib: Option<u64>,
 }
 
 /// One assignor binding of a group.
