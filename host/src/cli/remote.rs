@@ -17,6 +17,8 @@ use serde_json::{Map, Value, json};
 
 use super::{EXIT_BAD_INPUT, Failure};
 
+mod shadow;
+
 /// Where the host is when neither `--host` nor `ASSIGND_HOST` says.
 pub const DEFAULT_HOST: &str = "http://127.0.0.1:7070";
 
@@ -161,6 +163,11 @@ enum GroupCommand {
         #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
         params: Vec<(String, String)>,
     },
+    /// A shadow assignor beside the group's live one: asked the same input
+    /// every time, compared, never applied. `NAME REF` binds it, `--off`
+    /// ends it, `--promote` binds it live; `NAME` alone shows its
+    /// comparisons.
+    Shadow(shadow::ShadowArgs),
 }
 
 fn parse_param(value: &str) -> Result<(String, String), String> {
@@ -465,6 +472,7 @@ pub fn group(args: GroupArgs) -> Result<(), Failure> {
             &format!("/v1/groups/{}/assignor/rollback", segment(&name)),
             None,
         )?,
+        GroupCommand::Shadow(shadow) => return shadow::shadow(&remote, shadow),
         GroupCommand::Preview {
             name,
             module,
