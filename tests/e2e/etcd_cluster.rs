@@ -139,6 +139,35 @@ fn wait_for_shares(nodes: &[&Server], counts: &[usize]) -> Duration {
     }
 }
 
+/// Waits until `node`'s `GET /v1/shards` names itself and lists the live
+/// nodes with the count of shards each owns, as `nodes` (the console's
+/// cluster page reads it).
+fn wait_for_shards_view(node: &Server, nodes: &[(&str, usize)]) {
+    let started = Instant::now();
+    loop {
+        let (status, view) = node.call("GET", "/v1/shards", None);
+        assert_eq!(status, 200, "{view}");
+        let listed: Vec<(String, usize)> = view["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|n| {
+                let shards = n["shards"].as_array().map_or(0, Vec::len);
+                (n["name"].as_str().unwrap_or_default().to_owned(), shards)
+            })
+            .collect();
+        let wanted: Vec<(String, usize)> = nodes.iter().map(|&(n, c)| (n.to_owned(), c)).collect();
+        if listed == wanted && view["node"].is_string() {
+            return;
+        }
+        assert!(
+            started.elapsed() < SETTLE_WITHIN,
+            "the shards view lists {listed:?}, not {wanted:?}: {view}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Whether every node of `nodes` names, as the coordinator of a group of
 /// each shard in `sets`, the node whose set holds it.
 fn routes_agree(nodes: &[&Server], sets: &[BTreeSet<u64>]) -> bool {
@@ -241,6 +270,7 @@ fn a_killed_nodes_shards_are_taken_over_with_their_groups_and_members_keep_their
 
     let mut b = cluster.node("b");
     wait_for_shares(&[&a, &b], &[4, 4]);
+    wait_for_shards_view(&b, &[("a", 4), ("b", 4)]);
     let on_b: Vec<usize> = (0..GROUPS.len())
         .filter(|&i| std::ptr::eq(owner(&[&a, &b], GROUPS[i]), &b))
         .collect();
