@@ -8,6 +8,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
+# No __pycache__ left in the tree.
+export PYTHONDONTWRITEBYTECODE=1
 export ASSIGND_BIN="${ASSIGND_BIN:-$root/target/debug/assignd}"
 if [ ! -x "$ASSIGND_BIN" ]; then
     echo "tests/console/test.sh: no binary at $ASSIGND_BIN (cargo build -p assignd)" >&2
