@@ -1,10 +1,36 @@
 // The cluster page (#/cluster), from `GET /v1/shards`: the nodes and the
-// shards each serves (one host: this one, serving every shard), then this
-// node's shards with their groups and timers.
+// shards each serves (one host: this one, serving every shard), in a
+// cluster the answering node's leases and takeovers (its
+// `assignd_cluster_*` metrics), then its shards with their groups and
+// timers.
 
-import { shards } from "./api.js";
+import { api, shards } from "./api.js";
 import { el, poll, replace } from "./dom.js";
+import { parseMetrics } from "./modules.js";
 import { sortableTable } from "./table.js";
+
+/** The answering node's cluster figures: [label, metric] by `/metrics`. */
+const NODE_FIGURES = [
+  ["Lease renewals", "assignd_cluster_lease_renewals_total"],
+  ["Lease renewal failures", "assignd_cluster_lease_renewal_failures_total"],
+  ["Step-downs (lease lost)", "assignd_cluster_step_downs_total"],
+  ["Shards taken over", "assignd_cluster_shards_taken_total"],
+  ["Shards handed over", "assignd_cluster_shards_handed_over_total"],
+  ["Requests forwarded", "assignd_cluster_forwards_total"],
+  ["Heartbeats redirected", "assignd_cluster_redirects_total"],
+  ["etcd available", "assignd_cluster_etcd_available"],
+];
+
+function nodeFigures(metrics) {
+  if (typeof metrics !== "string") return el("p", { text: `Unknown: /metrics answered ${metrics.message}` });
+  const totals = new Map();
+  for (const { name, value } of parseMetrics(metrics)) totals.set(name, (totals.get(name) ?? 0) + value);
+  return el(
+    "dl",
+    { id: "node-figures", class: "summary" },
+    NODE_FIGURES.map(([label, name]) => [el("dt", { text: label }), el("dd", { text: totals.has(name) ? String(totals.get(name)) : "—" })]),
+  );
+}
 
 const REFRESH_MS = 3000;
 
@@ -56,14 +82,21 @@ export function renderCluster(main) {
   const summary = el("p", { id: "cluster-summary" });
   const nodes = el("div", { class: "scroll" });
   const shardTable = el("div", { class: "scroll" });
+  const figures = el("section", { class: "section", "aria-labelledby": "figures-title", hidden: true });
   main.append(
     el("h1", { text: "Cluster" }),
     summary,
     el("section", { class: "section", "aria-labelledby": "nodes-title" }, el("h2", { id: "nodes-title", text: "Nodes" }), nodes),
+    figures,
     el("section", { class: "section", "aria-labelledby": "shards-title" }, el("h2", { id: "shards-title", text: "Shards this node serves" }), shardTable),
   );
   let list = null;
+  let metrics = null;
   const draw = () => {
+    figures.hidden = !list.nodes?.length;
+    if (!figures.hidden) {
+      replace(figures, el("h2", { id: "figures-title", text: `Leases and takeovers of ${list.node}` }), nodeFigures(metrics));
+    }
     const served = list.shards.filter((s) => s.served);
     summary.textContent = list.nodes?.length
       ? `A cluster of ${list.nodes.length} nodes over ${list.shard_count} shards; this page was answered by ${list.node}.`
@@ -73,6 +106,7 @@ export function renderCluster(main) {
   };
   return poll(async () => {
     list = await shards();
+    metrics = list.nodes?.length ? await api("/metrics").catch((e) => e) : null;
     draw();
   }, REFRESH_MS);
 }
