@@ -30,6 +30,7 @@ fn the_openapi_document_names_every_route() {
         ("/v1/groups/{group}/coordinator", "get"),
         ("/v1/groups/{group}/routes", "get"),
         ("/v1/groups/{group}/routes/lookup", "get"),
+        ("/v1/token", "get"),
     ] {
         let operation = &paths[path][method];
         assert!(operation.is_object(), "{method} {path} missing: {paths:?}");
@@ -38,7 +39,7 @@ fn the_openapi_document_names_every_route() {
             "{method} {path}"
         );
     }
-    assert_eq!(paths.len(), 19, "no route left out or added unnoticed");
+    assert_eq!(paths.len(), 21, "no route left out or added unnoticed");
     let schemas = doc["components"]["schemas"].as_object().unwrap();
     for name in [
         "HeartbeatRequest",
