@@ -107,6 +107,54 @@ fn loadgen_refuses_a_bad_churn_spec_as_a_usage_error() {
     }
 }
 
+/// `--shadow` binds the shadow, with its `--shadow-param`s, on every group
+/// loadgen creates; a shadow param without a shadow is a usage error.
+#[test]
+fn loadgen_binds_the_shadow_on_every_group_it_creates() {
+    let dir = scratch("loadgen-shadow");
+    let server = Server::start(&dir.join("data"), &["--fsync", "never"]);
+    let output = assignd(&[
+        "loadgen",
+        "--host",
+        &server.base,
+        "--token",
+        ADMIN_TOKEN,
+        "--groups",
+        "2",
+        "--members",
+        "2",
+        "--tasks",
+        "8",
+        "--interval-ms",
+        "200",
+        "--duration",
+        "1",
+        "--shadow",
+        "range",
+        "--shadow-param",
+        "note=x",
+    ]);
+    assert!(
+        output.status.success(),
+        "loadgen failed: {}",
+        stderr(&output)
+    );
+    for group in ["loadgen-0", "loadgen-1"] {
+        let (status, shadow) = server.call("GET", &format!("/v1/groups/{group}/shadow"), None);
+        assert_eq!(status, 200, "{shadow:#}");
+        assert_eq!(shadow["binding"]["assignor"], "range", "{shadow:#}");
+        assert_eq!(shadow["binding"]["params"]["note"], "x", "{shadow:#}");
+    }
+    let output = assignd(&[
+        "loadgen",
+        "--host",
+        "http://127.0.0.1:9",
+        "--shadow-param",
+        "note=x",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+}
+
 /// `assignd loadgen watchers`: every watcher of the group's routing table
 /// is told of every change (a member's heartbeat with new metadata), and
 /// none of their queries fails.

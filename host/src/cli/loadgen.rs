@@ -58,6 +58,14 @@ pub struct LoadgenArgs {
     /// more (e.g. `--param num_standby=3` for learner-aware).
     #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
     params: Vec<(String, String)>,
+    /// A shadow assignor set on every created group after its config
+    /// (`PUT /v1/groups/{group}/shadow`): asked beside the live one on
+    /// every rebalance, its answer only compared.
+    #[arg(long, value_name = "REF")]
+    shadow: Option<String>,
+    /// A param of the shadow, KEY=VALUE; repeat for more.
+    #[arg(long = "shadow-param", value_name = "KEY=VALUE", value_parser = parse_param, requires = "shadow")]
+    shadow_params: Vec<(String, String)>,
     /// Who places learners: host, assignor or off.
     #[arg(long, default_value = "host", value_parser = ["host", "assignor", "off"])]
     learners: String,
@@ -290,6 +298,8 @@ fn fleet_run(args: LoadgenArgs) -> Result<(), Failure> {
         expansion_timeout_ms: args.expansion_timeout_ms,
         assignor: args.assignor,
         params: args.params,
+        shadow: args.shadow,
+        shadow_params: args.shadow_params,
         learners: args.learners,
         acceptable_recovery_lag: args.acceptable_recovery_lag,
         max_learners: args.max_learners,

@@ -13,7 +13,8 @@
 //! was stable and settled again, tasks moved, and task-seconds without an
 //! active owner and with a restoring one; the report adds the timeline of
 //! those two counts over every group (what `assignd plot` draws). It owns
-//! the group config it creates and the steps of a run; `report` prints
+//! the group config it creates (and the shadow, `--shadow`, it binds on
+//! each) and the steps of a run; `report` prints
 //! and writes the figures, the fleet does the rest.
 
 use std::collections::BTreeMap;
@@ -149,6 +150,17 @@ fn group_config(settings: &LoadgenSettings) -> serde_json::Value {
     config
 }
 
+/// The shadow binding set on every created group, if `--shadow` is given.
+fn shadow_body(settings: &LoadgenSettings) -> Option<serde_json::Value> {
+    let assignor = settings.shadow.as_ref()?;
+    let params: BTreeMap<&str, &str> = settings
+        .shadow_params
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    Some(json!({"assignor": assignor, "params": params}))
+}
+
 /// The groups of a run, and the host's admin API that probes them.
 struct Groups<'a> {
     admin: &'a Admin,
@@ -167,11 +179,18 @@ async fn run(
     let names: Vec<String> = (0..settings.groups)
         .map(|g| format!("{}-{g}", settings.prefix))
         .collect();
+    let shadow = shadow_body(&settings);
     for name in &names {
         admin
             .create_group(name, &config)
             .await
             .map_err(LoadTestError::Failed)?;
+        if let Some(shadow) = &shadow {
+            admin
+                .bind_shadow(name, shadow)
+                .await
+                .map_err(LoadTestError::Failed)?;
+        }
     }
     let mut fleet = start_fleet(&settings, names.clone(), loads.as_ref())?;
     let groups = Groups {

@@ -1,5 +1,5 @@
 //! The probe: reads groups over a running host's admin API, creates
-//! them, and tells when a group became stable and settled after a churn
+//! them (and binds their shadows), and tells when a group became stable and settled after a churn
 //! event. It knows nothing of the members or of how the figures are
 //! printed.
 
@@ -55,6 +55,17 @@ impl Admin {
         let url = format!("{}/v1/groups/{name}", self.host);
         let answer = self
             .authorized(self.client.put(&url).json(config))
+            .send()
+            .await
+            .map_err(|e| format!("PUT {url}: {e}"))?;
+        check(answer, "PUT", &url).await.map(drop)
+    }
+
+    /// `PUT /v1/groups/{name}/shadow` with `body`.
+    pub async fn bind_shadow(&self, name: &str, body: &serde_json::Value) -> Result<(), String> {
+        let url = format!("{}/v1/groups/{name}/shadow", self.host);
+        let answer = self
+            .authorized(self.client.put(&url).json(body))
             .send()
             .await
             .map_err(|e| format!("PUT {url}: {e}"))?;

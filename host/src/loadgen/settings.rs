@@ -23,6 +23,10 @@ pub struct LoadgenSettings {
     pub expansion_timeout_ms: u64,
     pub assignor: String,
     pub params: Vec<(String, String)>,
+    /// The shadow assignor set on every created group, if any.
+    pub shadow: Option<String>,
+    /// The shadow's params.
+    pub shadow_params: Vec<(String, String)>,
     pub learners: String,
     pub acceptable_recovery_lag: u64,
     pub max_learners: Option<u32>,
