@@ -97,19 +97,29 @@ export function section(id, title, ...children) {
   );
 }
 
+/** The performance mark set when a page first shows its data, so that a
+ * page's load can be timed to it (tests/console/bench_console.py). */
+export const RENDERED_MARK = "assignd:rendered";
+
 /**
  * Calls `read` now and every `intervalMs` until the returned stop is
  * called; a failed read shows the banner and the indicator "offline", the
- * next success clears them. Reads never overlap.
+ * next success clears them. Reads never overlap. The first read that
+ * succeeds sets the mark `RENDERED_MARK`.
  */
 export function poll(read, intervalMs) {
   let stopped = false;
   let timer = null;
+  let rendered = false;
   const round = async () => {
     if (stopped) return;
     try {
       await read();
       if (stopped) return;
+      if (!rendered) {
+        rendered = true;
+        performance.mark(RENDERED_MARK);
+      }
       hideError();
       setLive("live");
     } catch (e) {
