@@ -462,6 +462,11 @@ pub struct GroupConfigDoc {
     /// Nothing moves for any reason but a member leaving.
     #[schema(default = false)]
     frozen: Option<bool>,
+    /// `key: value` labels to sort groups by (e.g. `team: payments`),
+    /// which a rollout's `label:` selector matches: at most 16, keys of 1
+    /// to 63 and values of at most 63 visible ASCII bytes. Refused below
+    /// record format level 7 during a rolling upgrade.
+    labels: Option<BTreeMap<String, String>>,
 }
 
 /// An assignor this host can run: an uploaded module or a built-in.
