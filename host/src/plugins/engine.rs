@@ -430,7 +430,7 @@ mod tests {
     /// spends nothing on it) and runs while one is held.
     #[test]
     fn the_epoch_ticker_runs_only_while_a_slot_is_held() {
-        let slots = CallSlots::new(1, 1);
+        let slots = CallSlots::new(2, 1);
         assert!(!slots.wait_until_taken(Duration::ZERO), "idle");
         let first = slots.acquire();
         assert!(slots.wait_until_taken(Duration::ZERO));

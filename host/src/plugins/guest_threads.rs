@@ -76,6 +76,8 @@ struct State {
     started: usize,
     /// Threads waiting for a job.
     waiting: usize,
+    /// Work [`GuestThreads::try_run`] took that has not finished.
+    admitted: usize,
     closed: bool,
 }
 
@@ -107,21 +109,26 @@ impl GuestThreads {
     }
 
     /// [`Self::run`] only if a thread is free for `work` now (no more work
-    /// runs or waits than the pool has threads); `None` otherwise, and
-    /// `work` is dropped.
+    /// taken this way runs or waits than the pool has threads); `None`
+    /// otherwise, and `work` is dropped. A pool given work both ways
+    /// counts only this way's.
     pub fn try_run<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Option<impl Future<Output = Result<T, GuestThreadError>> + Send + 'static> {
         let (answer, answered) = tokio::sync::oneshot::channel();
+        let shared = self.shared.clone();
         let job: Job = Box::new(move || {
-            let _ = answer.send(run_caught(work));
+            let result = run_caught(work);
+            // Free before the answer: whoever awaits it may try again.
+            shared.state.lock().expect("guest threads poisoned").admitted -= 1;
+            let _ = answer.send(result);
         });
-        let state = self.shared.state.lock().expect("guest threads poisoned");
-        let busy = state.jobs.len() + (state.started - state.waiting);
-        if busy >= self.shared.threads_max {
+        let mut state = self.shared.state.lock().expect("guest threads poisoned");
+        if state.admitted >= self.shared.threads_max {
             return None;
         }
+        state.admitted += 1;
         self.push_locked(state, job);
         Some(async move { answered.await.unwrap_or(Err(GuestThreadError::Stopped)) })
     }
