@@ -17,6 +17,9 @@ fn the_openapi_document_names_every_route() {
         ("/v1/groups/{group}/assignor", "put"),
         ("/v1/groups/{group}/assignor/rollback", "post"),
         ("/v1/groups/{group}/assignor/preview", "post"),
+        ("/v1/groups/{group}/shadow", "put"),
+        ("/v1/groups/{group}/shadow", "delete"),
+        ("/v1/groups/{group}/shadow", "get"),
         ("/v1/assignors", "post"),
         ("/v1/assignors", "get"),
         ("/v1/assignors/{assignor}", "get"),
@@ -60,6 +63,9 @@ fn the_openapi_document_names_every_route() {
         "LoadReport",
         "GroupLoadView",
         "MemberLoadView",
+        "ShadowRequest",
+        "ShadowView",
+        "RebalanceView",
     ] {
         assert!(
             schemas.contains_key(name),
