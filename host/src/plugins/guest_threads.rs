@@ -121,7 +121,11 @@ impl GuestThreads {
         let job: Job = Box::new(move || {
             let result = run_caught(work);
             // Free before the answer: whoever awaits it may try again.
-            shared.state.lock().expect("guest threads poisoned").admitted -= 1;
+            shared
+                .state
+                .lock()
+                .expect("guest threads poisoned")
+                .admitted -= 1;
             let _ = answer.send(result);
         });
         let mut state = self.shared.state.lock().expect("guest threads poisoned");
