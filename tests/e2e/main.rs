@@ -45,6 +45,7 @@ mod remote_cli;
 mod routes;
 mod routes_cluster;
 mod serve;
+mod shadow;
 mod shards;
 mod upgrade;
 mod wit_versions;

@@ -38,6 +38,10 @@ const METRICS: &[(&str, &str)] = &[
     ("assignd_assignor_failures_total", "counter"),
     ("assignd_assignor_call_seconds", "histogram"),
     ("assignd_assignor_fuel", "histogram"),
+    ("assignd_shadow_calls_total", "counter"),
+    ("assignd_shadow_failures_total", "counter"),
+    ("assignd_shadow_call_seconds", "histogram"),
+    ("assignd_shadow_calls_dropped_total", "counter"),
     ("assignd_http_request_seconds", "histogram"),
     ("assignd_log_write_seconds", "histogram"),
     ("assignd_log_fsync_seconds", "histogram"),
@@ -52,6 +56,10 @@ const GROUP_METRICS: &[&str] = &[
     "assignd_group_target_epoch",
     "assignd_group_tasks_revoking",
     "assignd_group_learners_pending",
+    "assignd_group_shadow_compared",
+    "assignd_group_shadow_disagreements",
+    "assignd_group_shadow_failures",
+    "assignd_group_shadow_moved",
 ];
 
 fn scrape(server: &Server) -> String {
