@@ -26,8 +26,9 @@ mod state;
 pub use super::slot::Slot;
 pub use bindings::{BINDINGS_MAX, Binding, ShadowBinding};
 pub use config::{
-    BindingSpec, CallLimits, GroupConfig, LOAD_COOLDOWN_MS_MAX, LOAD_HALF_LIFE_MS_MAX,
-    LOAD_UNIT_LEN_MAX, LOAD_WINDOW_MS_MAX, LearnerMode, TopicConfig, defaults,
+    BindingSpec, CallLimits, GroupConfig, LABEL_KEY_LEN_MAX, LABEL_VALUE_LEN_MAX, LABELS_MAX,
+    LOAD_COOLDOWN_MS_MAX, LOAD_HALF_LIFE_MS_MAX, LOAD_UNIT_LEN_MAX, LOAD_WINDOW_MS_MAX,
+    LearnerMode, TopicConfig, defaults,
 };
 pub use liveness::{
     ANSWER_WAIT_MS_MIN, ASSIGNOR_RETRY_MS_MAX, AssignorFailure, AssignorFailures, Handover,
