@@ -72,6 +72,7 @@ function membersTable(view, state, redraw, refresh) {
     { key: "state", label: "State", value: memberState },
     { key: "epoch", label: "Epoch", numeric: true, value: (m) => m.member_epoch },
     { key: "endpoint", label: "Endpoint", value: (m) => m.endpoint ?? "—" },
+    { key: "lease", label: "Lease left", numeric: true, value: (m) => m.lease_left_ms ?? -1, cell: (m) => (m.lease_left_ms == null ? "—" : `${m.lease_left_ms} ms`) },
     { key: "active", label: "Active", numeric: true, value: (m) => m.active.length },
     { key: "target", label: "Target", numeric: true, value: (m) => m.target.active.length },
     { key: "learners", label: "Learners", numeric: true, value: (m) => m.target.learner.length },

@@ -161,6 +161,8 @@ class ConsoleTest(unittest.TestCase):
         self.wait(lambda d: len(self.finds("#assignment-grid tbody tr")) == len(self.host.call("GET", "/v1/groups/orders-app")["members"]), "every member in the grid")
         self.assertIn("orders-app-worker-a", self.column("#members-table", 1))
         self.assertIn("http://orders-app-worker-a.example:8080", self.column("#members-table", 4))
+        # Every member answered here holds a lease, shown counting down.
+        self.assertTrue(all(c.endswith(" ms") for c in self.column("#members-table", 5)))
         active = self.finds("#assignment-grid td[data-kind='active']")
         self.assertEqual(len(active), 8, "each task active on one member")
         self.assertEqual(len(self.finds("#assignment-grid thead th.grid-task")), 8)

@@ -60,6 +60,13 @@ pub fn group_view(
         .iter()
         .map(|(slot, member)| member_view(group, slot, member, lags_of(slot)))
         .collect();
+    for view in &mut members {
+        let slot = Slot::from(view.slot.as_str());
+        let lease_end = liveness.and_then(|l| l.lease_end_ms.get(&slot));
+        view.lease_left_ms = lease_end.map(|end| end.saturating_sub(now));
+        let seen = liveness.and_then(|l| l.last_seen_ms.get(&slot));
+        view.last_seen_ms_ago = seen.map(|seen| now.saturating_sub(*seen));
+    }
     // Both are in slot order.
     for (view, load) in members
         .iter_mut()
@@ -139,6 +146,8 @@ fn member_view(group: &Group, slot: &Slot, member: &Member, lags: Option<&SlotLa
             .map(|(task, &lag)| LagRow(task.topic.clone(), task.partition, lag))
             .collect(),
         load: None,
+        lease_left_ms: None,
+        last_seen_ms_ago: None,
     }
 }
 

@@ -171,6 +171,13 @@ pub struct MemberView {
     /// `load_unit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<super::load_views::MemberLoadView>,
+    /// How much longer the last lease the host gave the member runs (0:
+    /// it ran out); absent before this host process answered it.
+    #[serde(default)]
+    pub lease_left_ms: Option<u64>,
+    /// How long ago this host process last heard from the member.
+    #[serde(default)]
+    pub last_seen_ms_ago: Option<u64>,
 }
 
 /// A learner in the installed target, with the lag its member last
