@@ -55,6 +55,8 @@ mod route_watches;
 mod routes;
 mod scope;
 pub mod shadow_gauges;
+#[cfg(test)]
+mod shadow_tests;
 mod shadows;
 mod shard;
 mod sink;
