@@ -16,7 +16,6 @@ use crate::check::report::{Report, Subject};
 use crate::check::{Assignor, run};
 use crate::plugins::LoadedModule;
 
-
 const AFTER_HELP: &str = "\
 Cases: fresh/small (3 members, 2 topics of 12 partitions), fresh/racks, fresh/capacities,
 churn (static members settle on the module's own answer, then churn/join-2, churn/leave-1,
