@@ -20,6 +20,8 @@
 //! - [`registry`]: uploaded assignor modules, stored by content hash.
 //! - [`rollout`]: the decision core of a rollout (binding a module to a
 //!   growing share of groups, judged by their health), sans-IO.
+//! - [`rollout_runner`]: its shell: the store, the runner task on the
+//!   node serving shard 0, commands and samples through the host's own API.
 //! - [`api`]: the HTTP routes of `assignd serve` and their OpenAPI document.
 //! - [`telemetry`]: the Prometheus recorder behind the `metrics` facade.
 //! - [`metric_catalog`]: every metric family, gathered from the modules
@@ -42,6 +44,7 @@ pub mod plugins;
 pub mod protocol;
 pub mod registry;
 pub mod rollout;
+pub mod rollout_runner;
 pub mod runtime;
 pub mod sim;
 pub mod telemetry;

@@ -15,6 +15,7 @@ use crate::api::metric_families as http;
 use crate::cluster::metric_families as cluster;
 use crate::log::metric_families as log;
 use crate::registry::metric_families as registry;
+use crate::rollout_runner::events as rollouts;
 use crate::runtime::metric_families as runtime;
 use crate::telemetry::{self, Family};
 
@@ -34,6 +35,7 @@ const FAMILIES: &[&[Family]] = &[
     registry::MODULE_FAMILIES,
     cluster::CLUSTER_FAMILIES,
     http::CLUSTER_ROUTING_FAMILIES,
+    rollouts::ROLLOUT_FAMILIES,
 ];
 
 /// Installs the recorder with every family (see [`telemetry::install`]).
@@ -49,4 +51,5 @@ fn zero_known_series() {
     log::zero_log_series();
     runtime::zero_lateness_series();
     http::zero_http_connection_series();
+    rollouts::zero_rollout_series();
 }

@@ -79,6 +79,7 @@ fn parameter_values(name: &str) -> &'static [&'static str] {
         "member" => &["m1", "%FF", "a%0Ab"],
         "shard" => &["0", "x", "99999", "-1"],
         "assignor" => &["range", "walked-module@1", "nope", "%FF"],
+        "id" => &["walked-rollout", "unknown-rollout", "%FF", "a%01b"],
         other => panic!("a path parameter the walk does not know: {other}"),
     }
 }

@@ -129,6 +129,18 @@ error_codes! {
     BuiltinAssignor => "builtin_assignor",
     /// A group is bound to the module.
     ModuleInUse => "module_in_use",
+    // Rollouts.
+    /// No rollout of that id.
+    UnknownRollout => "unknown_rollout",
+    /// A rollout of that id exists already.
+    RolloutExists => "rollout_exists",
+    /// A group the rollout selects is in another rollout that has not
+    /// ended: one rollout per group at a time.
+    GroupInRollout => "group_in_rollout",
+    /// The rollout's selector matches no group.
+    EmptySelection => "empty_selection",
+    /// A pause, resume or abort the rollout's phase does not allow.
+    RolloutPhase => "rollout_phase",
     // A module that does not load (the plugin runtime's refusals).
     /// The bytes are not WebAssembly.
     NotWasm => "not_wasm",

@@ -95,6 +95,9 @@ pub enum ApiError {
     /// request forwarded to it.
     #[error("node {node:?}, which coordinates the group, did not answer: {reason}")]
     CoordinatorUnreachable { node: String, reason: String },
+    /// A rollout request refused (`crate::rollout_runner`).
+    #[error(transparent)]
+    Rollout(#[from] crate::rollout_runner::RolloutRefusal),
     /// A handler panicked (a bug).
     #[error("internal error")]
     Panicked,
@@ -210,7 +213,29 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::TooManyLargeBodies,
             ),
+            ApiError::Rollout(refusal) => rollout_status_and_code(refusal),
         }
+    }
+}
+
+/// The status and code of each rollout refusal.
+fn rollout_status_and_code(
+    refusal: &crate::rollout_runner::RolloutRefusal,
+) -> (StatusCode, ErrorCode) {
+    use crate::rollout_runner::RolloutRefusal as R;
+    match refusal {
+        R::Spec(_) | R::Reason(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        R::UnknownModule(_) => (StatusCode::NOT_FOUND, ErrorCode::UnknownModule),
+        R::UnknownRollout(_) => (StatusCode::NOT_FOUND, ErrorCode::UnknownRollout),
+        R::Exists(_) => (StatusCode::CONFLICT, ErrorCode::RolloutExists),
+        R::GroupInRollout { .. } => (StatusCode::CONFLICT, ErrorCode::GroupInRollout),
+        R::EmptySelection(_) => (StatusCode::CONFLICT, ErrorCode::EmptySelection),
+        R::Phase(_) => (StatusCode::CONFLICT, ErrorCode::RolloutPhase),
+        R::NotCoordinating => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ShardUnavailable),
+        R::Unavailable(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::StorageUnavailable,
+        ),
     }
 }
 

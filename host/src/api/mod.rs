@@ -23,6 +23,7 @@ mod members;
 pub mod metric_families;
 mod metrics;
 mod preview;
+mod rollouts;
 pub mod routes;
 pub mod routing;
 pub mod server;
@@ -75,6 +76,7 @@ use wire::{ErrorBody, Health};
         (name = "groups", description = "Administration of groups"),
         (name = "assignors", description = "The assignor registry: upload, list, show, delete modules"),
         (name = "routing", description = "Who owns what: a group's routing table, its watch and key lookups, for readers outside the group"),
+        (name = "rollouts", description = "Rollouts: a module bound to a growing share of groups, watched, rolled back by itself"),
         (name = "shards", description = "The host's shards: which it has and serves, loading and unloading"),
         (name = "service", description = "The service itself"),
     )
@@ -107,6 +109,11 @@ fn admin_routes() -> OpenApiRouter<Arc<Runtime>> {
         ))
         .routes(routes!(assignors::get_assignor, assignors::delete_assignor))
         .routes(routes!(auth::token_access))
+        .routes(routes!(rollouts::start_rollout, rollouts::list_rollouts))
+        .routes(routes!(rollouts::get_rollout))
+        .routes(routes!(rollouts::pause_rollout))
+        .routes(routes!(rollouts::resume_rollout))
+        .routes(routes!(rollouts::abort_rollout))
 }
 
 /// The routes without the admin token: the member protocol (which checks

@@ -10,6 +10,8 @@
 //!   (its headers, `Authorization` included, and body), and the owner's
 //!   answer is passed back as it came;
 //! - `GET /v1/groups` asks every node for its groups and answers them all;
+//! - a rollout request (`/v1/rollouts…`) is forwarded to the node serving
+//!   shard 0, which coordinates every rollout;
 //! - `GET /v1/groups/{group}/coordinator` ([`coordinator`]) names the owner.
 //!
 //! A forwarded request carries [`FORWARDED_BY_HEADER`] and is never
@@ -80,7 +82,11 @@ impl Routing {
     /// The live node that coordinates `group`, if it is another node;
     /// `None` when this node serves it or nobody is known to.
     fn elsewhere(&self, group: &str) -> Option<NodeAddress> {
-        let shard = self.runtime.shard_of(group);
+        self.shard_elsewhere(self.runtime.shard_of(group))
+    }
+
+    /// The live node that serves `shard`, if it is another node.
+    fn shard_elsewhere(&self, shard: crate::protocol::shard::ShardId) -> Option<NodeAddress> {
         if self.runtime.serves(shard) {
             return None;
         }
@@ -104,6 +110,17 @@ pub async fn route(State(routing): State<Arc<Routing>>, request: Request, next: 
     };
     if template == "/v1/groups" && request.method() == Method::GET {
         return list_every_node(&routing, request, next)
+            .await
+            .unwrap_or_else(IntoResponse::into_response);
+    }
+    if template.starts_with("/v1/rollouts") {
+        // Shard 0's node coordinates every rollout.
+        let shard = crate::rollout_runner::store::COORDINATOR_SHARD;
+        let Some(owner) = routing.shard_elsewhere(shard) else {
+            return next.run(request).await;
+        };
+        metrics::counter!("assignd_cluster_forwards_total").increment(1);
+        return forward(&routing, &owner, request)
             .await
             .unwrap_or_else(IntoResponse::into_response);
     }

@@ -64,6 +64,16 @@ impl TokenArgs {
     /// file, `admin token in PATH` goes to stderr for the operator and
     /// scripts), with the read-only token if one is given ([`read_only`]).
     pub fn load(&mut self, admin: Option<String>, data_dir: &Path) -> Result<AdminToken, String> {
+        self.load_keeping(admin, data_dir).map(|(admin, _)| admin)
+    }
+
+    /// [`TokenArgs::load`], and the admin token itself: the host's own
+    /// requests to its API (the rollout runner's) carry it.
+    pub fn load_keeping(
+        &mut self,
+        admin: Option<String>,
+        data_dir: &Path,
+    ) -> Result<(AdminToken, String), String> {
         let (token, source) = resolve(admin.or(self.admin_token.take()), data_dir)?;
         match source {
             Source::Given => tracing::info!("admin token from --admin-token or {ADMIN_TOKEN_ENV}"),
@@ -74,15 +84,16 @@ impl TokenArgs {
         }
         let admin = AdminToken::new(&token)?;
         let file = self.read_only_token_file.as_deref();
-        match read_only(self.read_only_token.take(), file)? {
-            None => Ok(admin),
-            Some(token) => {
+        let admin = match read_only(self.read_only_token.take(), file)? {
+            None => admin,
+            Some(read_only) => {
                 tracing::info!("read-only token given");
                 admin
-                    .with_read_only(&token)
-                    .map_err(|e| format!("the read-only token: {e}"))
+                    .with_read_only(&read_only)
+                    .map_err(|e| format!("the read-only token: {e}"))?
             }
-        }
+        };
+        Ok((admin, token))
     }
 }
 

@@ -29,12 +29,14 @@ use super::admin_token::{ADMIN_TOKEN_ENV, TokenArgs};
 use super::limits::LimitArgs;
 use super::{EXIT_BAD_INPUT, Failure};
 use crate::api::server::ServerConfig;
+use crate::cluster::store::EtcdStore;
 use crate::cluster::{Etcd, EtcdConfig, EtcdModules, Node, NodeConfig};
 use crate::log::shards::recorded_shard_count;
 use crate::log::{FsyncPolicy, Opened, ShardedDir, lock};
 use crate::plugins::{EngineConfig, GUEST_NICE_MAX, PluginEngine};
 use crate::protocol::shard::{SHARD_COUNT_DEFAULT, SHARD_COUNT_MAX};
 use crate::registry::{ModuleCaps, Registry};
+use crate::rollout_runner::{RolloutStore, Rollouts};
 use crate::runtime::{
     AdmissionPolicy, Clock, GROUPS_MAX_DEFAULT, Runtime, RuntimeConfig, TICK_INTERVAL_MS,
 };
@@ -237,7 +239,10 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         return serve_cluster(args, server, &cap);
     }
     let (store, shard_count) = open_shards(&args)?;
-    let admin = args.tokens.load(None, &args.data_dir).map_err(failure)?;
+    let (admin, token) = args
+        .tokens
+        .load_keeping(None, &args.data_dir)
+        .map_err(failure)?;
     let admin = admin.guarding_metrics(args.metrics_auth);
     let started = std::time::Instant::now();
     let registry = open_registry(&args)?;
@@ -248,6 +253,8 @@ pub fn serve(mut args: ServeArgs) -> Result<(), Failure> {
         runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
         runtime.preload_builtins();
         let app = crate::api::app_with(runtime.clone(), admin, watchers(&args));
+        let rollouts = RolloutStore::in_data_dir(&args.data_dir);
+        let app = Rollouts::new(runtime.clone(), rollouts).serve(app, &token);
         let stop = shutdown_signal()?;
         log_started(&cap);
         print_address(address);
@@ -483,7 +490,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig, cap: &str) -> Result
     let tokio = async_runtime()?;
     let result = tokio.block_on(async {
         let (listener, address) = bind(&args.listen).await?;
-        let (node, runtime, shard_count) =
+        let (node, runtime, shard_count, store) =
             join_cluster(&args, name, &token, address, registry).await?;
         keep_modules_copied(&runtime).await;
         runtime.spawn_ticker(Duration::from_millis(TICK_INTERVAL_MS));
@@ -491,6 +498,7 @@ fn serve_cluster(mut args: ServeArgs, server: ServerConfig, cap: &str) -> Result
         let stopped = stop_on_signal()?;
         let app =
             crate::api::cluster_app(runtime.clone(), admin, node.directory(), watchers(&args));
+        let app = Rollouts::new(runtime.clone(), RolloutStore::Etcd(store)).serve(app, &token);
         // The API keeps answering (redirecting to the successors) until
         // the node has handed its shards over.
         let (placement, has_left) = spawn_placement(node, &runtime, stopped);
@@ -529,15 +537,15 @@ fn cluster_identity(args: &mut ServeArgs) -> Result<(String, String), Failure> {
 }
 
 /// Joins the cluster through etcd and starts the node's runtime, serving
-/// no shard yet (placement loads them); the node, the runtime and the
-/// cluster's shard count.
+/// no shard yet (placement loads them); the node, the runtime, the
+/// cluster's shard count and the node's store (rollouts go in its etcd).
 async fn join_cluster(
     args: &ServeArgs,
     name: String,
     token: &str,
     address: std::net::SocketAddr,
     registry: Registry,
-) -> Result<(Node, Arc<Runtime>, u32), Failure> {
+) -> Result<(Node, Arc<Runtime>, u32, Arc<EtcdStore>), Failure> {
     let etcd = Etcd::connect(EtcdConfig::new(args.etcd.clone(), &args.etcd_prefix))
         .await
         .map_err(|e| failure(format!("cannot reach etcd: {e}")))?;
@@ -560,14 +568,14 @@ async fn join_cluster(
     let runtime = Runtime::start_serving(
         runtime_config(args, shard_count, unreached_grace_ms(args)),
         Clock::monotonic(),
-        store,
+        store.clone(),
         Arc::new(registry),
         &[],
     )
     .map_err(|e| failure(e.to_string()))?;
     runtime.group_cap().set_max(args.groups_max);
     runtime.share_modules(Arc::new(modules));
-    Ok((node, runtime, shard_count))
+    Ok((node, runtime, shard_count, store))
 }
 
 /// Copies the cluster's modules now, before any shard (a group a node

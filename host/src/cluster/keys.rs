@@ -17,6 +17,7 @@
 //! module-names/NAME@VERSION        the id a module's name and version stand for
 //! module-chunks/ID/CCCCCC          a module's bytes, in chunks (6 digits)
 //! module-users/REF/GROUP           a group that uses the module REF names
+//! rollouts/ID                      a rollout (JSON), written by shard 0's owner
 //! ```
 //!
 //! Owners are kept apart from the logs so that a placement round reads
@@ -48,6 +49,14 @@ pub const MODULE_META: &str = "module-meta/";
 
 /// The prefix of every module user (`module-users/REF/GROUP`).
 pub const MODULE_USERS: &str = "module-users/";
+
+/// The prefix of every rollout.
+pub const ROLLOUTS: &str = "rollouts/";
+
+/// `rollouts/ID`: rollout `id`, written under shard 0's claim.
+pub fn rollout(id: &str) -> String {
+    format!("{ROLLOUTS}{id}")
+}
 
 /// `nodes/NAME`: node `name`'s registration.
 pub fn node(name: &str) -> String {
@@ -130,5 +139,6 @@ mod tests {
         assert_eq!(module_chunk("id", 2), "module-chunks/id/000002");
         assert_eq!(module_user("r@1", "g"), "module-users/r@1/g");
         assert_eq!(last_segment(&owner(12)), "0012");
+        assert_eq!(rollout("r1"), "rollouts/r1");
     }
 }

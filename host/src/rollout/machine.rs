@@ -309,6 +309,16 @@ impl Rollout {
         self.groups.get(name)
     }
 
+    /// Every selected group and its part, by name.
+    pub fn groups(&self) -> impl Iterator<Item = (&str, &GroupRun)> {
+        self.groups.iter().map(|(name, run)| (name.as_str(), run))
+    }
+
+    /// When the rollout started, on the machine's clock.
+    pub fn started_ms(&self) -> u64 {
+        self.started_ms
+    }
+
     /// The last [`EVENTS_MAX`] events, oldest first.
     pub fn events(&self) -> impl Iterator<Item = &Event> {
         self.events.iter()

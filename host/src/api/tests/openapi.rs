@@ -34,6 +34,12 @@ fn the_openapi_document_names_every_route() {
         ("/v1/groups/{group}/routes", "get"),
         ("/v1/groups/{group}/routes/lookup", "get"),
         ("/v1/token", "get"),
+        ("/v1/rollouts", "post"),
+        ("/v1/rollouts", "get"),
+        ("/v1/rollouts/{id}", "get"),
+        ("/v1/rollouts/{id}/pause", "post"),
+        ("/v1/rollouts/{id}/resume", "post"),
+        ("/v1/rollouts/{id}/abort", "post"),
     ] {
         let operation = &paths[path][method];
         assert!(operation.is_object(), "{method} {path} missing: {paths:?}");
@@ -42,7 +48,7 @@ fn the_openapi_document_names_every_route() {
             "{method} {path}"
         );
     }
-    assert_eq!(paths.len(), 21, "no route left out or added unnoticed");
+    assert_eq!(paths.len(), 26, "no route left out or added unnoticed");
     let schemas = doc["components"]["schemas"].as_object().unwrap();
     for name in [
         "HeartbeatRequest",
