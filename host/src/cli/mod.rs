@@ -91,6 +91,10 @@ enum Command {
     Assignor(remote::AssignorArgs),
     /// The groups of a running host: create, show, list, drain.
     Group(remote::GroupArgs),
+    /// Rollouts on a running host: start (a module bound to a growing
+    /// share of groups, rolled back by itself), status, list, pause,
+    /// resume, abort.
+    Rollout(remote::RolloutArgs),
     /// Make an uploadable component of a guest crate's core module.
     Component(component::ComponentArgs),
     /// A cluster's settings in etcd: its record format level.
@@ -145,6 +149,7 @@ pub fn main() -> ExitCode {
         Command::Plot(args) => plot::plot(args),
         Command::Assignor(args) => remote::assignor(args),
         Command::Group(args) => remote::group(args),
+        Command::Rollout(args) => remote::rollout(args),
         Command::Component(args) => component::component(args),
         Command::Cluster(args) => cluster::cluster(args),
         Command::CompileComponent(_) => unreachable!("handled above"),

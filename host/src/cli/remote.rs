@@ -1,4 +1,5 @@
-//! `assignd assignor …` and `assignd group …`: the admin routes of a
+//! `assignd assignor …`, `assignd group …` and `assignd rollout …`
+//! (`remote/rollout.rs`): the admin routes of a
 //! running host from the command line, over a blocking HTTP client. Each
 //! subcommand is one request; a JSON answer is pretty-printed on stdout, an
 //! error answer becomes one `error: CODE: MESSAGE` line and exit 1, and so
@@ -17,7 +18,10 @@ use serde_json::{Map, Value, json};
 
 use super::{EXIT_BAD_INPUT, Failure};
 
+mod rollout;
 mod shadow;
+
+pub use rollout::{RolloutArgs, rollout};
 
 /// Where the host is when neither `--host` nor `ASSIGND_HOST` says.
 pub const DEFAULT_HOST: &str = "http://127.0.0.1:7070";
