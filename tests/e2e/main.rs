@@ -42,6 +42,7 @@ mod openapi_statuses;
 mod plugin_runtime;
 mod registry;
 mod remote_cli;
+mod rollout;
 mod routes;
 mod routes_cluster;
 mod serve;
