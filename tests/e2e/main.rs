@@ -43,6 +43,7 @@ mod plugin_runtime;
 mod registry;
 mod remote_cli;
 mod rollout;
+mod rollout_cluster;
 mod routes;
 mod routes_cluster;
 mod serve;
