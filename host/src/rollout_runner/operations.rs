@@ -121,6 +121,7 @@ impl Rollouts {
         let bytes = serde_json::to_vec(&record).map_err(|e| {
             RolloutRefusal::Unavailable(format!("a rollout that does not serialize: {e}"))
         })?;
+        check_size(bytes.len(), self.store.document_bytes_max())?;
         self.store
             .save(&id, bytes)
             .await
@@ -212,6 +213,22 @@ impl Rollouts {
     }
 }
 
+/// Refuses a rollout whose document, as it grows (a tally per group,
+/// its events), would not fit the store: it starts at most half of it.
+fn check_size(start_bytes: usize, max: Option<usize>) -> Result<(), RolloutRefusal> {
+    match max {
+        Some(max) if start_bytes > max / 2 => {
+            Err(RolloutRefusal::Spec(crate::rollout::SpecError::new(
+                "groups",
+                format!(
+                    "too many groups for one rollout in a cluster: its record would pass the {max} bytes etcd keeps; select fewer"
+                ),
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn summary(rollout: &Rollout) -> RolloutSummary {
     let status = rollout.status();
     RolloutSummary {
@@ -224,5 +241,24 @@ fn summary(rollout: &Rollout) -> RolloutSummary {
         steps: status.steps,
         groups: status.groups,
         started_ms: status.started_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_that_would_outgrow_its_store_is_refused_at_the_start() {
+        assert!(
+            check_size(10_000_000, None).is_ok(),
+            "a data dir has no limit"
+        );
+        assert!(check_size(1_000, Some(4_000)).is_ok());
+        let refused = check_size(2_001, Some(4_000)).unwrap_err();
+        assert!(
+            refused.to_string().starts_with("groups: too many groups"),
+            "{refused}"
+        );
     }
 }

@@ -21,6 +21,10 @@ use super::sample::Tally;
 /// The shard whose node coordinates every rollout.
 pub const COORDINATOR_SHARD: u32 = 0;
 
+/// The largest rollout document kept in etcd: under etcd's default
+/// request limit (1.5 MiB), with room for the transaction around it.
+pub const ETCD_ROLLOUT_BYTES_MAX: usize = 1 << 20;
+
 /// Rollouts read by one etcd range request.
 const ROLLOUTS_PER_PAGE: i64 = 16;
 
@@ -55,6 +59,14 @@ impl RolloutStore {
     /// The store of a single host's data dir.
     pub fn in_data_dir(data_dir: &std::path::Path) -> Self {
         RolloutStore::Dir(data_dir.join("rollouts"))
+    }
+
+    /// The largest document this store keeps, if it has a limit.
+    pub fn document_bytes_max(&self) -> Option<usize> {
+        match self {
+            RolloutStore::Dir(_) => None,
+            RolloutStore::Etcd(_) => Some(ETCD_ROLLOUT_BYTES_MAX),
+        }
     }
 
     /// Every rollout kept. A document that does not read is skipped
@@ -100,6 +112,10 @@ impl RolloutStore {
                 let id = id.to_owned();
                 blocking(move || write_document(&dir, &id, &bytes)).await
             }
+            RolloutStore::Etcd(_) if bytes.len() > ETCD_ROLLOUT_BYTES_MAX => Err(format!(
+                "rollout {id} is {} bytes, more than etcd keeps ({ETCD_ROLLOUT_BYTES_MAX})",
+                bytes.len()
+            )),
             RolloutStore::Etcd(store) => {
                 let key = store.etcd().key(&keys::rollout(id));
                 guarded(store, &[Write::Put { key, value: bytes }]).await
