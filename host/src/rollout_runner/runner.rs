@@ -136,21 +136,18 @@ impl Rollouts {
         let Some(client) = self.client.get() else {
             return;
         };
-        let targets: Vec<(String, String)> = {
-            let state = self.state.lock().await;
-            state
-                .kept
-                .iter()
-                .filter(|(_, kept)| kept.phase().is_advancing())
-                .flat_map(|(id, kept)| {
-                    kept.record
-                        .rollout
-                        .groups()
-                        .filter(|(_, run)| run.shadow.touched())
-                        .map(|(group, _)| (id.clone(), group.to_owned()))
-                })
-                .collect()
-        };
+        let mut targets: Vec<(String, String)> = Vec::new();
+        for (id, kept) in self.state.lock().await.kept.iter_mut() {
+            if !kept.phase().is_advancing() || !kept.sample_due() {
+                continue;
+            }
+            let touched = kept.record.rollout.groups();
+            targets.extend(
+                touched
+                    .filter(|(_, run)| run.shadow.touched())
+                    .map(|(group, _)| (id.clone(), group.to_owned())),
+            );
+        }
         let mut views = Vec::new();
         let mut tasks = JoinSet::new();
         for (id, group) in targets {

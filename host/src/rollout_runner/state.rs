@@ -27,11 +27,21 @@ pub struct State {
     pub queue: Vec<(String, Command)>,
 }
 
+/// How often a rollout's groups are sampled: a twentieth of its wait,
+/// within these bounds (a rollout watched for minutes need not read every
+/// group twice a second; an unhealthy group is still seen within
+/// seconds).
+const SAMPLE_INTERVAL_MIN: Duration = Duration::from_millis(500);
+const SAMPLE_INTERVAL_MAX: Duration = Duration::from_secs(5);
+
 /// One rollout and what was last written of it.
 pub struct Kept {
     pub record: RolloutRecord,
     written: Vec<u8>,
     written_at: Instant,
+    /// When its groups were last sampled (not stored: a restart samples
+    /// at once).
+    sampled_at: Option<Instant>,
 }
 
 impl Kept {
@@ -42,7 +52,23 @@ impl Kept {
             record,
             written,
             written_at: Instant::now(),
+            sampled_at: None,
         }
+    }
+
+    /// Whether its groups are due to be sampled now; if so, they count
+    /// as sampled.
+    pub fn sample_due(&mut self) -> bool {
+        let spec = self.record.rollout.spec();
+        let wait = Duration::from_millis(spec.every_ms.min(spec.shadow_ms) / 20);
+        let interval = wait.clamp(SAMPLE_INTERVAL_MIN, SAMPLE_INTERVAL_MAX);
+        let due = self
+            .sampled_at
+            .is_none_or(|at| at.elapsed() + Duration::from_millis(50) >= interval);
+        if due {
+            self.sampled_at = Some(Instant::now());
+        }
+        due
     }
 
     pub fn phase(&self) -> &Phase {
