@@ -18,6 +18,9 @@ use crate::common::{self, ADMIN_TOKEN, Server};
 /// The test guest, uploaded as this; with `trap=yes` every call panics.
 const FAILING: &str = "spinner@0.1.0";
 
+/// The read-only token of the operator's test.
+const READ_ONLY: &str = "e2e-read-only-token-77a1";
+
 /// How long a rollout of these tests may take to reach a phase.
 const PHASE_DEADLINE: Duration = Duration::from_secs(60);
 
@@ -241,7 +244,7 @@ fn refused(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u
 #[test]
 fn pause_resume_abort_and_the_refusals() {
     let dir = common::scratch("operator");
-    let server = Server::start(&dir, &["--shards", "2"]);
+    let server = Server::start(&dir, &["--shards", "2", "--read-only-token", READ_ONLY]);
     for i in 0..3 {
         group(&server, &format!("op-{i}"), None);
     }
@@ -266,6 +269,24 @@ fn pause_resume_abort_and_the_refusals() {
         (404, "unknown_rollout".into())
     );
     start(&server, spec("first"));
+    // The read-only token reads rollouts and changes none.
+    let as_reader = |method: &str, path: &str| {
+        let url = format!("{}{path}", server.base);
+        let request = match method {
+            "GET" => Server::agent()
+                .get(&url)
+                .header("authorization", &format!("Bearer {READ_ONLY}"))
+                .call(),
+            _ => Server::agent()
+                .post(&url)
+                .header("authorization", &format!("Bearer {READ_ONLY}"))
+                .send_json(json!({"reason": "reader"})),
+        };
+        request.expect("an answer").status().as_u16()
+    };
+    assert_eq!(as_reader("GET", "/v1/rollouts/first"), 200);
+    assert_eq!(as_reader("GET", "/v1/rollouts"), 200);
+    assert_eq!(as_reader("POST", "/v1/rollouts/first/pause"), 403);
     assert_eq!(
         refused(&server, "POST", "/v1/rollouts", Some(spec("second"))),
         (409, "group_in_rollout".into())
