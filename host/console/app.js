@@ -1,7 +1,8 @@
 // The console's entry: the login, the header (host, access, live, logout)
 // and the routing between pages by the URL's hash (#/groups,
-// #/groups/NAME, #/modules, #/cluster). Each page renders into <main> and
-// returns the function that stops its reads when the page is left.
+// #/groups/NAME, #/modules, #/rollouts, #/rollouts/ID, #/cluster). Each
+// page renders into <main> and returns the function that stops its reads
+// when the page is left.
 
 import { api, session } from "./api.js";
 import { el, hideError, setLive, showError } from "./dom.js";
@@ -9,11 +10,14 @@ import { renderCluster } from "./cluster.js";
 import { renderGroup } from "./group.js";
 import { renderGroups } from "./groups.js";
 import { renderModules } from "./modules.js";
+import { renderRollout, renderRollouts } from "./rollouts.js";
 
 const pages = [
   { page: "groups", pattern: /^#\/groups\/?$/, render: (main) => renderGroups(main) },
   { page: "groups", pattern: /^#\/groups\/(.+)$/, render: (main, [name]) => renderGroup(main, decodeURIComponent(name)) },
   { page: "modules", pattern: /^#\/modules\/?$/, render: (main) => renderModules(main) },
+  { page: "rollouts", pattern: /^#\/rollouts\/?$/, render: (main) => renderRollouts(main) },
+  { page: "rollouts", pattern: /^#\/rollouts\/(.+)$/, render: (main, [id]) => renderRollout(main, decodeURIComponent(id)) },
   { page: "cluster", pattern: /^#\/cluster\/?$/, render: (main) => renderCluster(main) },
 ];
 

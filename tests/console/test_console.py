@@ -258,11 +258,29 @@ class ConsoleTest(unittest.TestCase):
         self.wait(lambda d: self.finds("#members-table"), "the group page")
         self.assertEqual(self.text("main h1"), "Group billing")
 
+    def test_rollouts_pages_follow_a_rollout(self):
+        self.login_admin()
+        self.open("#/rollouts", "#rollouts-table")
+        status = self.host.call("POST", "/v1/rollouts", {
+            "id": "console-range", "module": "range", "groups": "list:billing",
+            "steps": "100%", "every": "1s", "shadow_for": "1s",
+        })
+        self.assertEqual(status["id"], "console-range")
+        self.wait(lambda d: "console-range" in self.column("#rollouts-table", 1), "the rollout listed")
+        self.find("#rollouts-table tbody a").click()
+        self.wait(lambda d: self.finds("#rollout-events li"), "the rollout's decisions")
+        self.assertIn("started", self.text("#rollout-events"))
+        # It runs to its end on its own: the page follows it.
+        self.wait(lambda d: "completed" in self.text("main dl"), "the rollout completed")
+        self.assertEqual(self.host.call("GET", "/v1/groups/billing")["config"]["assignor"], "range")
+        self.assertTrue(self.finds("label[for='rollout-reason']"))
+
     def test_every_input_has_a_label_and_every_header_cell_a_scope(self):
         self.assertTrue(self.finds("label[for='token']"), "the token's label")
         self.login_admin()
         for hash_, ready in (("#/groups", "#groups-table tbody tr"), ("#/groups/billing", "#assignment-grid tbody tr"),
-                             ("#/modules", "#modules-table tbody tr"), ("#/cluster", "#shards-table tbody tr")):
+                             ("#/modules", "#modules-table tbody tr"), ("#/rollouts", "#rollouts-table"),
+                             ("#/cluster", "#shards-table tbody tr")):
             self.open(hash_, ready)
             unlabelled = self.driver.execute_script("""
                 return [...document.querySelectorAll('input, select, textarea')]

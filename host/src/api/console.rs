@@ -62,6 +62,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("group.js", JS),
     asset!("assignment.js", JS),
     asset!("modules.js", JS),
+    asset!("rollouts.js", JS),
     asset!("cluster.js", JS),
 ];
 
