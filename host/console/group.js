@@ -177,7 +177,14 @@ function failures(view) {
  * `shadow`): its binding, its totals, and the comparisons newest first. */
 export function renderShadow(shadow) {
   const comparisons = [...(shadow.comparisons ?? [])].reverse();
-  const side = (s) => (s.failure ? `failed: ${s.failure}` : `${s.moved ?? "—"} moved, spread ${s.count_spread ?? "—"}`);
+  const side = (s) => {
+    if (s.failure) return `failed: ${s.failure}`;
+    const parts = [`${s.moved ?? "—"} moved`, `${s.learners_started ?? "—"} learners started`, `spread ${s.count_spread ?? "—"}`];
+    if (s.load_imbalance != null) parts.push(`load ×${num(s.load_imbalance)}`);
+    if (s.elapsed_ms != null) parts.push(`${num(s.elapsed_ms)} ms`);
+    if (s.fuel != null) parts.push(`fuel ${s.fuel}`);
+    return parts.join(", ");
+  };
   const table = el(
     "table",
     { id: "shadow-table", class: "table" },
@@ -209,12 +216,6 @@ export function renderShadow(shadow) {
   );
 }
 
-/** The rollout under way (when the view has `rollout`): each field of it,
- * as given. */
-export function renderRollout(rollout) {
-  return section("rollout", "Rollout", fieldList(rollout));
-}
-
 function fieldList(value) {
   if (value === null || typeof value !== "object") return el("p", { text: String(value) });
   return el(
@@ -240,7 +241,6 @@ export function renderGroup(main, name) {
       section("members", "Members", el("div", { class: "scroll" }, membersTable(view, memberSort, draw, refresh))),
       section("assignment", "Assignment", assignmentGrid(view)),
       view.shadow ? renderShadow(view.shadow) : null,
-      view.rollout ? renderRollout(view.rollout) : null,
       section("history", "Bindings", bindings(view, refresh)),
       section("timeline", "Rebalances", timeline(view)),
       section("failures", "Assignor failures", failures(view)),

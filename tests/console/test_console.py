@@ -258,6 +258,21 @@ class ConsoleTest(unittest.TestCase):
         self.wait(lambda d: self.finds("#members-table"), "the group page")
         self.assertEqual(self.text("main h1"), "Group billing")
 
+    def test_group_page_shows_its_shadows_comparisons(self):
+        self.host.call("PUT", "/v1/groups/billing/shadow", {"assignor": "round-robin"})
+        try:
+            # A new binding asks the live assignor, and the shadow beside it.
+            self.host.call("PUT", "/v1/groups/billing/assignor",
+                           {"module": "sticky", "limits": {"fuel_max": 10_000_000_000}})
+            self.login_admin()
+            self.open("#/groups/billing", "#shadow-table tbody tr")
+            row = self.text("#shadow-table tbody tr")
+            for part in ("sticky:", "round-robin:", "moved", "learners started", "fuel"):
+                self.assertIn(part, row)
+        finally:
+            self.host.call("DELETE", "/v1/groups/billing/shadow")
+            self.host.call("PUT", "/v1/groups/billing/assignor", {"module": "sticky"})
+
     def test_rollouts_pages_follow_a_rollout(self):
         self.login_admin()
         self.open("#/rollouts", "#rollouts-table")
