@@ -2,7 +2,7 @@
 // second): a summary, the members with their state, endpoint, lag and load,
 // the assignment as a grid, the binding history and the rollback target, a
 // timeline of rebalances, the assignor's failures, and the shadow's
-// comparison and the rollout when the view has them. The admin token also
+// comparisons when the view has them. The admin token also
 // gets the actions (drain a member, roll the assignor back).
 
 import { ago, api, groupPath, session, shards } from "./api.js";
