@@ -1,7 +1,8 @@
 //! Rollouts through the real `assignd serve` (docs/rollout.md): a module
 //! that fails on every call, rolled out over 100 groups, stops by itself
 //! and puts every group back; a healthy one completes; a rollout survives
-//! a kill -9 of its host and finishes after the restart; the operator's
+//! a kill -9 of its host and finishes after the restart; a rebalance
+//! after the bind that moves more than `moves>X` allows rolls back; the operator's
 //! pause, resume and abort, and the refusals (400, 404, 409), over HTTP
 //! and through `assignd rollout`.
 //!
@@ -351,4 +352,50 @@ fn pause_resume_abort_and_the_refusals() {
     assert_eq!(list["rollouts"][0]["id"], "first", "{list}");
     let missing = cli(&["status", "none"]);
     common::assert_one_error_line(&missing, 1, "unknown_rollout");
+}
+
+#[test]
+fn a_rebalance_that_moves_more_than_the_rule_allows_rolls_back() {
+    let dir = common::scratch("moves");
+    let server = Server::start(&dir, &["--shards", "2"]);
+    for i in 0..3 {
+        let name = format!("mv-{i}");
+        group(&server, &name, None);
+        // Moves go straight to their new owner, no learner first.
+        let (status, view) = server.call("GET", &format!("/v1/groups/{name}"), None);
+        assert_eq!(status, 200, "{view}");
+        let mut config = view["config"].clone();
+        config["learners"] = json!("off");
+        let (status, answer) = server.call("PUT", &format!("/v1/groups/{name}"), Some(&config));
+        assert_eq!(status, 200, "{answer}");
+    }
+    start(
+        &server,
+        json!({"id": "moves", "module": "range", "groups": "prefix:mv-", "steps": "1,100%",
+               "every": "1m", "shadow_for": "1s", "abort_on": ["moves>0.5"]}),
+    );
+    // Bound once the bind landed (the status counts a bind in flight).
+    wait_for(&server, "moves", "mv-0 bound", |s| {
+        events(s).iter().any(|e| e == "group_bound")
+    });
+    // The bind's own rebalance is not held against the module; the next,
+    // a member joining, moves one of the two partitions.
+    let join = json!({"member_id": "", "member_epoch": 0, "topics": ["orders"]});
+    let (status, answer) = server.call("POST", "/v1/groups/mv-0/heartbeat", Some(&join));
+    assert_eq!(status, 200, "{answer}");
+    let end = wait_for(&server, "moves", "rolled back", |s| {
+        phase(s) == "rolled_back"
+    });
+    let unhealthy = &end["unhealthy"][0];
+    assert_eq!(
+        (&unhealthy["group"], &unhealthy["rule"]),
+        (&json!("mv-0"), &json!("moves>0.5")),
+        "{end:#}"
+    );
+    let detail = unhealthy["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("1.00 tasks moved per rebalance over 1 rebalances"),
+        "{detail}"
+    );
+    assert_eq!(view(&server, "mv-0")["config"]["assignor"], "sticky");
 }
