@@ -239,7 +239,7 @@ def print_table(args, results, load_before, load_after):
           f"{min(loads):.2f}–{max(loads):.2f}\n")
     print("| shadow | heartbeats/s | p50 ms | p99 ms | p99.9 ms | host CPU % | live calls | "
           "live ms/call | shadow calls | shadow ms/call | shadow failures | skipped | "
-          "hb/s ÷ none | p99 ÷ none | CPU ÷ none | errors |")
+          "hb/s ÷ none | p99 ÷ none | CPU ÷ none | errors (all rounds) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for variant, rows in results.items():
         m = {k: median(rows, k) for k in rows[0] if isinstance(rows[0][k], (int, float))
