@@ -51,6 +51,10 @@ pub struct SimArgs {
     /// host has), answered or dropped after drawn delays.
     #[arg(long)]
     shadows: bool,
+    /// Roll a built-in assignor out over every group while the chaos goes
+    /// on (one host only), with the rollout core `assignd serve` runs.
+    #[arg(long, conflicts_with = "cluster")]
+    rollouts: bool,
     /// With --cluster, the number of nodes (default: drawn, 2 to 4).
     #[arg(long, requires = "cluster", value_parser = clap::value_parser!(u64).range(1..=16))]
     nodes: Option<u64>,
@@ -66,6 +70,7 @@ pub fn sim(args: SimArgs) -> Result<(), Failure> {
         routers: sim::DEFAULT_ROUTERS,
         load_group_p: sim::DEFAULT_LOAD_GROUP_P,
         shadows: args.shadows,
+        rollouts: args.rollouts,
     };
     let threads = args
         .threads

@@ -104,6 +104,9 @@ pub struct Options {
     pub load_group_p: f64,
     /// Every group gets a shadow assignor when it starts.
     pub shadows: bool,
+    /// On one host, a rollout of a built-in over every group runs through
+    /// the chaos.
+    pub rollouts: bool,
 }
 
 impl Default for Options {
@@ -114,6 +117,7 @@ impl Default for Options {
             routers: DEFAULT_ROUTERS,
             load_group_p: DEFAULT_LOAD_GROUP_P,
             shadows: false,
+            rollouts: false,
             trace: false,
             trace_inputs: false,
             fault: None,
@@ -186,6 +190,11 @@ pub struct Stats {
     /// Shadow answers handed to a core, and shadow calls dropped.
     pub shadow_answers: u64,
     pub shadow_calls_dropped: u64,
+    /// Rollouts that ended completed, and rolled back (checked at their
+    /// end), and commands they had performed.
+    pub rollouts_completed: u64,
+    pub rollouts_rolled_back: u64,
+    pub rollout_commands: u64,
     /// Assignor calls for a load rebalance (invariant 13 checked at each).
     pub load_rebalances: u64,
     /// Targets settled on with every load known and the band reachable
@@ -248,6 +257,9 @@ impl Stats {
         self.freezes += other.freezes;
         self.shadow_answers += other.shadow_answers;
         self.shadow_calls_dropped += other.shadow_calls_dropped;
+        self.rollouts_completed += other.rollouts_completed;
+        self.rollouts_rolled_back += other.rollouts_rolled_back;
+        self.rollout_commands += other.rollout_commands;
         add_by_shard(&mut self.shard_records, &other.shard_records);
         add_by_shard(&mut self.shard_groups, &other.shard_groups);
         self.cluster.add(&other.cluster);
@@ -364,7 +376,7 @@ pub fn summary_line(reports: &[Report]) -> String {
     }
     let violations = reports.iter().filter(|r| r.violation.is_some()).count();
     format!(
-        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={} multi_shard_schedules={} routes_read={} keys_routed={} keys_routed_across_moves={} keys_unowned={} keys_deferred={} load_groups={} load_rebalances={} band_checks={} freezes={} shadow_answers={} shadow_calls_dropped={} shard_groups={} shard_records={}",
+        "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={} multi_shard_schedules={} routes_read={} keys_routed={} keys_routed_across_moves={} keys_unowned={} keys_deferred={} load_groups={} load_rebalances={} band_checks={} freezes={} shadow_answers={} shadow_calls_dropped={} rollouts_completed={} rollouts_rolled_back={} rollout_commands={} shard_groups={} shard_records={}",
         stats.schedules,
         stats.steps,
         stats.targets,
@@ -397,6 +409,9 @@ pub fn summary_line(reports: &[Report]) -> String {
         stats.freezes,
         stats.shadow_answers,
         stats.shadow_calls_dropped,
+        stats.rollouts_completed,
+        stats.rollouts_rolled_back,
+        stats.rollout_commands,
         by_shard(&stats.shard_groups),
         by_shard(&stats.shard_records)
     )

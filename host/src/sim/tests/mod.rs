@@ -15,6 +15,7 @@ mod checks;
 mod core_fixes;
 mod loads;
 mod member_leases;
+mod rollouts;
 mod routers;
 mod schedules;
 mod shadows;

@@ -16,6 +16,7 @@ impl World {
         self.note(|w| describe_config(&w.lanes[lane].name, &config));
         let Lane { name, shard, .. } = &self.lanes[lane];
         let (name, shard, now) = (name.clone(), *shard, self.now);
+        self.rollout_note_config(&name);
         if self.cluster.is_some() {
             // An admin request: forwarded to the node that serves the
             // shard, if one does now.

@@ -42,6 +42,7 @@ mod heartbeat;
 mod loads;
 mod processes;
 mod records;
+mod rollouts;
 mod routers;
 mod routing;
 mod scenario;
@@ -153,10 +154,17 @@ pub struct World {
     router_rng: Rng,
     /// The loads' own generator: they draw nothing from `rng` either.
     load_rng: Rng,
-    /// The shadows' own generator, when the schedule has shadows.
-    shadow_rng: Option<Rng>,
+    /// The shadows' own generator: their answers' delays, and with
+    /// `draw_shadows` the shadows themselves.
+    shadow_rng: Rng,
+    /// Every group gets a shadow when it starts.
+    draw_shadows: bool,
     /// Shadow calls whose answers are due.
     shadow_calls: Vec<shadows::PendingShadow>,
+    /// The rollouts' own generator, when the schedule has a rollout.
+    rollout_rng: Option<Rng>,
+    /// The schedule's rollout, once started.
+    rollout: Option<rollouts::SimRollout>,
 }
 
 impl World {
@@ -199,6 +207,9 @@ impl World {
                 config.routes_valid_ms = valid_ms;
             }
         }
+        // A rollout runs on one host only (its commands go to the shards'
+        // cores as an admin's would).
+        let cluster_mode = cluster.is_none();
         let cluster = cluster.map(|cluster| {
             let seeds = (0..shard_count as usize)
                 .map(|shard| shard_seed(seed, shard))
@@ -233,8 +244,11 @@ impl World {
             routers,
             router_rng,
             load_rng,
-            shadow_rng: shadows::shadow_rng(seed, options.shadows),
+            shadow_rng: shadows::shadow_rng(seed),
+            draw_shadows: options.shadows,
             shadow_calls: Vec::new(),
+            rollout_rng: rollouts::rollout_rng(seed, options.rollouts && cluster_mode),
+            rollout: None,
         }
     }
 
@@ -249,11 +263,13 @@ impl World {
         for lane in 0..self.lanes.len() {
             self.start_group(lane)?;
         }
+        self.start_rollout()?;
         if let Some(cluster) = &mut self.cluster {
             cluster.calm = false;
         }
         self.chaos_phase()?;
         self.quiet_phase()?;
+        self.check_rollout()?;
         self.check_logs()
     }
 
@@ -383,6 +399,7 @@ impl World {
     /// (in that order on a tie).
     fn advance(&mut self) -> Result<(), Violation> {
         self.deliver_due_shadows();
+        self.drive_rollout()?;
         let call = self
             .calls
             .iter()

@@ -39,10 +39,10 @@ impl World {
     /// shadows: on one host at its shard's core, in cluster mode at the
     /// node that serves the shard now (none: no shadow).
     pub(super) fn bind_drawn_shadow(&mut self, lane: usize) -> Result<(), Violation> {
-        let Some(rng) = &mut self.shadow_rng else {
+        if !self.draw_shadows {
             return Ok(());
-        };
-        let assignor = *rng.pick(&SHADOW_ASSIGNORS);
+        }
+        let assignor = *self.shadow_rng.pick(&SHADOW_ASSIGNORS);
         let spec = ShadowSpec {
             assignor: assignor.to_owned(),
             params: Default::default(),
@@ -80,10 +80,7 @@ impl World {
         for call in calls {
             let lane = self.lane_named(&call.group);
             let expansion = self.group(lane).config.expansion_timeout_ms;
-            let rng = self
-                .shadow_rng
-                .as_mut()
-                .expect("a shadow call without shadows");
+            let rng = &mut self.shadow_rng;
             let dropped = rng.chance(SHADOW_DROPPED_P);
             let due_ms = self.now + rng.range(0, 3 * expansion.max(1));
             self.shadow_calls.push(PendingShadow {
@@ -151,7 +148,7 @@ impl World {
     }
 }
 
-/// The shadows' generator of a schedule with shadows.
-pub(super) fn shadow_rng(seed: u64, shadows: bool) -> Option<Rng> {
-    shadows.then(|| Rng::new(seed ^ SHADOWS_SEED_SALT))
+/// The shadows' generator of a schedule.
+pub(super) fn shadow_rng(seed: u64) -> Rng {
+    Rng::new(seed ^ SHADOWS_SEED_SALT)
 }
