@@ -93,7 +93,7 @@ pub use limits::{
 };
 pub use machine::{Outputs, REASON_LEN_MAX, Rollout, RolloutError};
 pub use rules::{AbortRule, MOVES_RATIO_MAX, default_abort_rules};
-pub use selector::{LABEL_LEN_MAX, Selector};
+pub use selector::Selector;
 pub use spec::{RolloutRequest, RolloutSpec, STEPS_DEFAULT, parse_duration_ms, parse_param};
 pub use state::{GroupRun, Phase, Side};
 pub use status::{GroupCounts, RolloutStatus, STATUS_EVENTS_MAX, UnhealthyGroup};

@@ -10,9 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::limits::{ROLLOUT_GROUPS_MAX, SpecError};
 use crate::protocol::core::GROUP_NAME_LEN_MAX;
-
-/// The longest label key or value a selector names, in bytes.
-pub const LABEL_LEN_MAX: usize = 255;
+use crate::protocol::group::{LABEL_KEY_LEN_MAX, LABEL_VALUE_LEN_MAX};
 
 /// Which groups a rollout takes. In JSON, its text form (`prefix:orders-`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,9 +64,9 @@ fn parse_label(pair: &str) -> Result<Selector, SpecError> {
     let Some((key, value)) = pair.split_once('=') else {
         return Err(refused(format!("label: {pair:?} is not KEY=VALUE")));
     };
-    if key.is_empty() || key.len() > LABEL_LEN_MAX || value.len() > LABEL_LEN_MAX {
+    if key.is_empty() || key.len() > LABEL_KEY_LEN_MAX || value.len() > LABEL_VALUE_LEN_MAX {
         return Err(refused(format!(
-            "label: the key must be 1 to {LABEL_LEN_MAX} bytes and the value at most {LABEL_LEN_MAX}"
+            "label: the key must be 1 to {LABEL_KEY_LEN_MAX} bytes and the value at most {LABEL_VALUE_LEN_MAX}"
         )));
     }
     Ok(Selector::Label {
