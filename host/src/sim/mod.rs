@@ -35,7 +35,7 @@ pub mod world;
 #[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};

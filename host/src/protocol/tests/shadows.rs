@@ -12,6 +12,7 @@ use crate::protocol::group::{
     BindingSpec, CallLimits, CallStats, Record, SHADOW_COMPARISONS_MAX, ShadowBinding,
 };
 use crate::sim::assign_natively;
+use crate::sim::tests::shadows::without_shadows;
 
 fn spec(assignor: &str) -> ShadowSpec {
     ShadowSpec {
@@ -35,25 +36,6 @@ fn shadow(h: &mut Harness, spec: Option<ShadowSpec>) {
     h.absorb(out);
 }
 
-/// The group's records but its shadow bindings, its snapshots without
-/// their shadow.
-fn without_shadow_records(log: &[Record]) -> Vec<Record> {
-    log.iter()
-        .filter(|r| !matches!(r, Record::ShadowBound { .. }))
-        .map(|r| match r {
-            Record::GroupSnapshot { group, state } => {
-                let mut state = state.clone();
-                state.shadow = None;
-                Record::GroupSnapshot {
-                    group: group.clone(),
-                    state,
-                }
-            }
-            other => other.clone(),
-        })
-        .collect()
-}
-
 #[test]
 fn a_shadow_changes_no_record_but_its_own_binding() {
     let run = |with_shadow: bool| {
@@ -71,7 +53,7 @@ fn a_shadow_changes_no_record_but_its_own_binding() {
     };
     let shadowed = run(true);
     let plain = run(false);
-    assert_eq!(without_shadow_records(&shadowed.log), plain.log);
+    assert_eq!(without_shadows(&shadowed.log), plain.log);
     let comparisons = &shadowed.core.liveness(GROUP).unwrap().shadows.comparisons;
     assert!(comparisons.len() >= 2, "{comparisons:?}");
     let bound = shadowed

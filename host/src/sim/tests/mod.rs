@@ -5,11 +5,13 @@
 //! lease by hand; [`core_fixes`] holds the regression tests of the core
 //! fixes the simulator led to; [`routers`] runs schedules whose groups
 //! all have routers; [`loads`] feeds the load invariants' checks
-//! hand-made breaches and runs schedules with loads.
+//! hand-made breaches and runs schedules with loads; [`shadows`] and
+//! [`rollouts`] run schedules with shadow assignors and with a rollout.
 
 use std::collections::BTreeSet;
 
 use crate::protocol::group::Task;
+use crate::sim::{Report, Stats};
 
 mod checks;
 mod core_fixes;
@@ -18,7 +20,7 @@ mod member_leases;
 mod rollouts;
 mod routers;
 mod schedules;
-mod shadows;
+pub(crate) mod shadows;
 
 fn task(p: u32) -> Task {
     Task::new("t0", p)
@@ -26,4 +28,21 @@ fn task(p: u32) -> Task {
 
 fn tasks(ps: &[u32]) -> BTreeSet<Task> {
     ps.iter().map(|&p| task(p)).collect()
+}
+
+/// The violations of `reports`, as their lines.
+fn violations(reports: &[Report]) -> Vec<String> {
+    reports
+        .iter()
+        .filter_map(|r| r.violation.as_ref().map(ToString::to_string))
+        .collect()
+}
+
+/// The stats of `reports`, summed.
+fn summed(reports: &[Report]) -> Stats {
+    let mut stats = Stats::default();
+    for report in reports {
+        stats.add(&report.stats);
+    }
+    stats
 }

@@ -5,7 +5,8 @@
 //! rollout that ended left the groups where it says (`check_rollout`):
 //! some complete, some roll back.
 
-use crate::sim::{Options, Stats, run_many, summary_line};
+use super::{summed, violations};
+use crate::sim::{Options, run_many, summary_line};
 
 #[test]
 fn schedules_with_a_rollout_keep_every_invariant_and_end_where_they_say() {
@@ -14,15 +15,9 @@ fn schedules_with_a_rollout_keep_every_invariant_and_end_where_they_say() {
         ..Options::default()
     };
     let reports = run_many(300, 40, &options, 2);
-    let failed: Vec<String> = reports
-        .iter()
-        .filter_map(|r| r.violation.as_ref().map(|v| v.to_string()))
-        .collect();
+    let failed = violations(&reports);
     assert!(failed.is_empty(), "{failed:#?}");
-    let mut stats = Stats::default();
-    for report in &reports {
-        stats.add(&report.stats);
-    }
+    let stats = summed(&reports);
     let line = summary_line(&reports);
     assert!(stats.rollouts_completed > 0, "{line}");
     assert!(stats.rollouts_rolled_back > 0, "{line}");

@@ -5,10 +5,9 @@
 //! without shadows but for the shadows' bindings; and with shadows every
 //! invariant holds on one host and in a cluster.
 
+use super::{summed, violations};
 use crate::protocol::group::Record;
-use crate::sim::{
-    ClusterOptions, Options, Report, Stats, World, run_many, run_many_on, summary_line,
-};
+use crate::sim::{ClusterOptions, Options, World, run_many, run_many_on, summary_line};
 
 fn with_shadows() -> Options {
     Options {
@@ -18,8 +17,8 @@ fn with_shadows() -> Options {
 }
 
 /// A shard's records but the shadows' bindings, its snapshots without
-/// their shadow.
-fn without_shadows(log: &[Record]) -> Vec<Record> {
+/// their shadow (the protocol's tests use it too).
+pub(crate) fn without_shadows(log: &[Record]) -> Vec<Record> {
     log.iter()
         .filter(|r| !matches!(r, Record::ShadowBound { .. }))
         .map(|record| match record {
@@ -34,14 +33,6 @@ fn without_shadows(log: &[Record]) -> Vec<Record> {
             other => other.clone(),
         })
         .collect()
-}
-
-fn sum(reports: &[Report]) -> Stats {
-    let mut stats = Stats::default();
-    for report in reports {
-        stats.add(&report.stats);
-    }
-    stats
 }
 
 #[test]
@@ -77,12 +68,9 @@ fn a_schedule_writes_the_same_records_with_shadows_but_their_bindings() {
 #[test]
 fn schedules_with_shadows_keep_every_invariant() {
     let reports = run_many(40, 30, &with_shadows(), 2);
-    let failed: Vec<String> = reports
-        .iter()
-        .filter_map(|r| r.violation.as_ref().map(|v| v.to_string()))
-        .collect();
+    let failed = violations(&reports);
     assert!(failed.is_empty(), "{failed:#?}");
-    let stats = sum(&reports);
+    let stats = summed(&reports);
     assert!(stats.shadow_answers > 100, "{}", summary_line(&reports));
     assert!(stats.shadow_calls_dropped > 0, "{}", summary_line(&reports));
 }
@@ -94,11 +82,8 @@ fn cluster_schedules_with_shadows_keep_every_invariant() {
         fault: None,
     };
     let reports = run_many_on(70, 16, &with_shadows(), Some(&cluster), 2);
-    let failed: Vec<String> = reports
-        .iter()
-        .filter_map(|r| r.violation.as_ref().map(|v| v.to_string()))
-        .collect();
+    let failed = violations(&reports);
     assert!(failed.is_empty(), "{failed:#?}");
-    let stats = sum(&reports);
+    let stats = summed(&reports);
     assert!(stats.shadow_answers > 0, "{}", summary_line(&reports));
 }
