@@ -43,7 +43,7 @@ use state::{Comp, State};
 pub const EXACT_LEAVES_MAX: u64 = 1 << 16;
 
 /// Rounds of band moves then lowering moves; each round but the last
-/// moves a task, and a round rarely follows the second.
+/// moves a task, and a round rarely follows the third.
 const ROUNDS_MAX: usize = 8;
 
 /// How to balance by load.
@@ -96,10 +96,13 @@ pub fn balance_by_load(input: &GroupInput, options: LoadOptions) -> Vec<u32> {
     state.begin_sets();
     for (comp, dedicated) in comps.iter().zip(dedicated) {
         // A lowering move can leave a member under its band that the
-        // band's moves can fill: alternate until neither moves.
+        // band's moves can fill, and a band move can give room to a member
+        // the same pass gave up on: alternate until a round moves nothing,
+        // so that balancing the answer again moves nothing either.
         for _ in 0..ROUNDS_MAX {
-            state.balance_band(comp);
-            if !state.improve(comp) {
+            let banded = state.balance_band(comp);
+            let improved = state.improve(comp);
+            if !banded && !improved {
                 break;
             }
         }

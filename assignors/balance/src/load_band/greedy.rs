@@ -67,20 +67,29 @@ impl Best {
 impl State<'_> {
     /// Sheds from members over their band and gives to members under it
     /// until every member is in band or none of them can move a task.
-    pub(super) fn balance_band(&mut self, comp: &Comp) {
+    /// Returns whether it moved a task: a member found stuck may have room
+    /// or a donor after later moves, so a pass that moved must be followed
+    /// by one that does not before the answer is final.
+    pub(super) fn balance_band(&mut self, comp: &Comp) -> bool {
         let mut stuck = vec![false; comp.members.len()];
+        let mut any = false;
         // Every step moves a task or gives up on a member; each move
         // lowers the total distance out of band, this bound is a backstop.
         let mut steps = 4 * self.load.len() + comp.members.len();
         while steps > 0 {
             steps -= 1;
             if let Some(i) = self.worst(comp, &stuck, true) {
-                stuck[i] |= !self.shed(comp, comp.members[i]);
+                let moved = self.shed(comp, comp.members[i]);
+                stuck[i] |= !moved;
+                any |= moved;
             } else if let Some(i) = self.worst(comp, &stuck, false) {
                 let m = comp.members[i] as usize;
                 if !self.gain(comp, comp.members[i]) {
                     stuck[i] = true;
-                } else if self.held[m] - self.lower[m] > self.tol[m] {
+                    continue;
+                }
+                any = true;
+                if self.held[m] - self.lower[m] > self.tol[m] {
                     // It reached its band: it can give now, so the members
                     // that found no donor look again (once per member).
                     stuck.fill(false);
@@ -89,6 +98,7 @@ impl State<'_> {
                 break;
             }
         }
+        any
     }
 
     /// The member furthest over its band (`over`) or under it, by the
