@@ -14,7 +14,10 @@ use super::cluster::{Cluster, ClusterOptions, NodeFault, NodeState};
 use super::member::{Reach, SimMember};
 use super::rng::Rng;
 use super::store::Op;
-use super::{Options, Report, Stats, assign_natively, run_many_on, run_schedule_on, summary_line};
+use super::{
+    Options, assign_natively, run_many_on, run_schedule_on, summary_line, summed_stats,
+    violation_lines,
+};
 use crate::protocol::core::{Coordinator, HeartbeatResponse, Output};
 use crate::protocol::group::{GroupConfig, LearnerMode, Millis, TopicConfig};
 
@@ -32,13 +35,6 @@ fn options() -> Options {
     }
 }
 
-fn failures(reports: &[Report]) -> Vec<String> {
-    reports
-        .iter()
-        .filter_map(|r| r.violation.as_ref().map(ToString::to_string))
-        .collect()
-}
-
 #[test]
 fn cluster_schedules_keep_every_invariant_across_takeovers_and_replay_exactly() {
     let started = Instant::now();
@@ -46,7 +42,7 @@ fn cluster_schedules_keep_every_invariant_across_takeovers_and_replay_exactly() 
     let first = run_many_on(1, SCHEDULES, &options(), Some(&cluster), 2);
     let second = run_many_on(1, SCHEDULES, &options(), Some(&cluster), 2);
     println!("{} in {:?}", summary_line(&first), started.elapsed());
-    let failed = failures(&first);
+    let failed = violation_lines(&first);
     assert!(
         failed.is_empty(),
         "{} violations:\n{}",
@@ -58,10 +54,7 @@ fn cluster_schedules_keep_every_invariant_across_takeovers_and_replay_exactly() 
         assert_eq!(a.fingerprint, b.fingerprint, "seed {} ran twice", a.seed);
         assert_eq!(a.stats, b.stats, "seed {} ran twice", a.seed);
     }
-    let stats = first.iter().fold(Stats::default(), |mut s, r| {
-        s.add(&r.stats);
-        s
-    });
+    let stats = summed_stats(&first);
     let c = &stats.cluster;
     println!("{c:?}");
     // The schedules reach what they are meant to exercise. Not fenced
@@ -127,7 +120,11 @@ fn a_cluster_seed_replays_its_trace_exactly() {
 fn a_member_keeps_its_tasks_past_its_plain_lease_through_a_takeover() {
     let cluster = ClusterOptions::default();
     let reports = run_many_on(1, 20, &options(), Some(&cluster), 2);
-    assert!(failures(&reports).is_empty(), "{:?}", failures(&reports));
+    assert!(
+        violation_lines(&reports).is_empty(),
+        "{:?}",
+        violation_lines(&reports)
+    );
     let seed = reports
         .iter()
         .find(|r| r.stats.cluster.kept_through_takeovers > 0)

@@ -368,12 +368,26 @@ pub fn run_many_on(
     reports
 }
 
-/// The one-line summary of many schedules.
-pub fn summary_line(reports: &[Report]) -> String {
+/// The stats of many schedules, summed.
+pub fn summed_stats(reports: &[Report]) -> Stats {
     let mut stats = Stats::default();
     for report in reports {
         stats.add(&report.stats);
     }
+    stats
+}
+
+/// The violations of many schedules, one line each.
+pub fn violation_lines(reports: &[Report]) -> Vec<String> {
+    reports
+        .iter()
+        .filter_map(|r| r.violation.as_ref().map(ToString::to_string))
+        .collect()
+}
+
+/// The one-line summary of many schedules.
+pub fn summary_line(reports: &[Report]) -> String {
+    let stats = summed_stats(reports);
     let violations = reports.iter().filter(|r| r.violation.is_some()).count();
     format!(
         "schedules={} steps={} violations={violations} targets={} learners_promoted={} drains={} fenced={} expired={} drain_timeouts={} static_returns={} restarts={} duplicates={} stale_answers={} assignor_failures={} lost_responses={} lost_joins={} leases_lapsed={} configs={} host_stalls={} host_restarts={} unsettled={} multi_shard_schedules={} routes_read={} keys_routed={} keys_routed_across_moves={} keys_unowned={} keys_deferred={} load_groups={} load_rebalances={} band_checks={} freezes={} shadow_answers={} shadow_calls_dropped={} rollouts_completed={} rollouts_rolled_back={} rollout_commands={} shard_groups={} shard_records={}",

@@ -10,7 +10,7 @@ use super::checks::{group_of, hold, install, target_of};
 use super::{task, tasks};
 use crate::protocol::group::{Record, Slot, SlotTarget, Task};
 use crate::sim::load_check::{self, LoadInput};
-use crate::sim::{Options, Stats, run_many, run_schedule, summary_line};
+use crate::sim::{Options, run_many, run_schedule, summary_line, summed_stats, violation_lines};
 
 /// Loads `loads[p]` for task `t0:p`, members `slots` of equal weight who
 /// all subscribe to `t0`, band `band`.
@@ -191,20 +191,14 @@ fn schedules_with_loads_keep_every_invariant() {
     let started = Instant::now();
     let reports = run_many(40_000, SCHEDULES, &with_loads(), 2);
     println!("{} in {:?}", summary_line(&reports), started.elapsed());
-    let failed: Vec<String> = reports
-        .iter()
-        .filter_map(|r| r.violation.as_ref().map(ToString::to_string))
-        .collect();
+    let failed: Vec<String> = violation_lines(&reports);
     assert!(
         failed.is_empty(),
         "{} violations; replay one with `assignd sim --seed S --schedules 1 --trace`:\n{}",
         failed.len(),
         failed.join("\n")
     );
-    let stats = reports.iter().fold(Stats::default(), |mut s, r| {
-        s.add(&r.stats);
-        s
-    });
+    let stats = summed_stats(&reports);
     let groups: u64 = stats.shard_groups.iter().sum();
     assert_eq!(stats.load_groups, groups);
     // The schedules reach what the load invariants are about.

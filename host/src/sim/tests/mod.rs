@@ -11,7 +11,6 @@
 use std::collections::BTreeSet;
 
 use crate::protocol::group::Task;
-use crate::sim::{Report, Stats};
 
 mod checks;
 mod core_fixes;
@@ -28,21 +27,4 @@ fn task(p: u32) -> Task {
 
 fn tasks(ps: &[u32]) -> BTreeSet<Task> {
     ps.iter().map(|&p| task(p)).collect()
-}
-
-/// The violations of `reports`, as their lines.
-fn violations(reports: &[Report]) -> Vec<String> {
-    reports
-        .iter()
-        .filter_map(|r| r.violation.as_ref().map(ToString::to_string))
-        .collect()
-}
-
-/// The stats of `reports`, summed.
-fn summed(reports: &[Report]) -> Stats {
-    let mut stats = Stats::default();
-    for report in reports {
-        stats.add(&report.stats);
-    }
-    stats
 }

@@ -5,8 +5,7 @@
 //! rollout that ended left the groups where it says (`check_rollout`):
 //! some complete, some roll back.
 
-use super::{summed, violations};
-use crate::sim::{Options, run_many, summary_line};
+use crate::sim::{Options, run_many, summary_line, summed_stats, violation_lines};
 
 #[test]
 fn schedules_with_a_rollout_keep_every_invariant_and_end_where_they_say() {
@@ -15,9 +14,9 @@ fn schedules_with_a_rollout_keep_every_invariant_and_end_where_they_say() {
         ..Options::default()
     };
     let reports = run_many(300, 40, &options, 2);
-    let failed = violations(&reports);
+    let failed = violation_lines(&reports);
     assert!(failed.is_empty(), "{failed:#?}");
-    let stats = summed(&reports);
+    let stats = summed_stats(&reports);
     let line = summary_line(&reports);
     assert!(stats.rollouts_completed > 0, "{line}");
     assert!(stats.rollouts_rolled_back > 0, "{line}");

@@ -4,7 +4,7 @@
 //! the schedules send keys right across moves, on the tables' promise
 //! alone: without the core's grant hold they would find a breach.
 
-use crate::sim::{Options, Stats, run_many, summary_line};
+use crate::sim::{Options, run_many, summary_line, summed_stats, violation_lines};
 
 /// Schedules of the test: enough that keys sent across moves number in
 /// the thousands.
@@ -18,20 +18,14 @@ fn routers_that_honour_the_bound_never_send_a_key_away_from_its_processor() {
     };
     let reports = run_many(7_000, SCHEDULES, &options, 2);
     println!("{}", summary_line(&reports));
-    let failed: Vec<String> = reports
-        .iter()
-        .filter_map(|r| r.violation.as_ref().map(ToString::to_string))
-        .collect();
+    let failed: Vec<String> = violation_lines(&reports);
     assert!(
         failed.is_empty(),
         "{} violations; replay one with `assignd sim --seed S --schedules 1 --trace`:\n{}",
         failed.len(),
         failed.join("\n")
     );
-    let stats = reports.iter().fold(Stats::default(), |mut s, r| {
-        s.add(&r.stats);
-        s
-    });
+    let stats = summed_stats(&reports);
     assert!(stats.routes_read >= SCHEDULES * 20, "{stats:?}");
     assert!(stats.keys_routed >= SCHEDULES * 100, "{stats:?}");
     assert!(stats.keys_deferred > 0, "{stats:?}");

@@ -4,7 +4,9 @@
 
 use std::time::Instant;
 
-use crate::sim::{Fault, Options, run_many, run_schedule, summary_line};
+use crate::sim::{
+    Fault, Options, run_many, run_schedule, summary_line, summed_stats, violation_lines,
+};
 
 /// Schedules the main test runs: thousands, so rare interleavings (a crash
 /// during a handoff, a restart under a lease) come up in every run.
@@ -14,10 +16,7 @@ const SCHEDULES: u64 = 2_000;
 fn two_thousand_random_schedules_keep_every_invariant() {
     let started = Instant::now();
     let reports = run_many(1, SCHEDULES, &Options::default(), 2);
-    let failed: Vec<String> = reports
-        .iter()
-        .filter_map(|r| r.violation.as_ref().map(ToString::to_string))
-        .collect();
+    let failed: Vec<String> = violation_lines(&reports);
     println!("{} in {:?}", summary_line(&reports), started.elapsed());
     assert!(
         failed.is_empty(),
@@ -25,12 +24,7 @@ fn two_thousand_random_schedules_keep_every_invariant() {
         failed.len(),
         failed.join("\n")
     );
-    let stats = reports
-        .iter()
-        .fold(crate::sim::Stats::default(), |mut s, r| {
-            s.add(&r.stats);
-            s
-        });
+    let stats = summed_stats(&reports);
     // The schedules reach what they are meant to exercise.
     assert_eq!(stats.schedules, SCHEDULES);
     for (what, count) in [
@@ -88,17 +82,9 @@ fn one_shard_or_many_keep_every_invariant() {
             ..Options::default()
         };
         let reports = run_many(100, 40, &options, 2);
-        let failed: Vec<String> = reports
-            .iter()
-            .filter_map(|r| r.violation.as_ref().map(ToString::to_string))
-            .collect();
+        let failed: Vec<String> = violation_lines(&reports);
         assert!(failed.is_empty(), "{shards} shards:\n{}", failed.join("\n"));
-        let stats = reports
-            .iter()
-            .fold(crate::sim::Stats::default(), |mut s, r| {
-                s.add(&r.stats);
-                s
-            });
+        let stats = summed_stats(&reports);
         assert_eq!(stats.shard_groups.len(), shards as usize);
         let spanning = if shards == 1 { 0 } else { 40 };
         assert_eq!(stats.multi_shard_schedules, spanning, "{shards} shards");

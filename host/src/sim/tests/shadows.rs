@@ -5,9 +5,11 @@
 //! without shadows but for the shadows' bindings; and with shadows every
 //! invariant holds on one host and in a cluster.
 
-use super::{summed, violations};
 use crate::protocol::group::Record;
-use crate::sim::{ClusterOptions, Options, World, run_many, run_many_on, summary_line};
+use crate::sim::{
+    ClusterOptions, Options, World, run_many, run_many_on, summary_line, summed_stats,
+    violation_lines,
+};
 
 fn with_shadows() -> Options {
     Options {
@@ -68,9 +70,9 @@ fn a_schedule_writes_the_same_records_with_shadows_but_their_bindings() {
 #[test]
 fn schedules_with_shadows_keep_every_invariant() {
     let reports = run_many(40, 30, &with_shadows(), 2);
-    let failed = violations(&reports);
+    let failed = violation_lines(&reports);
     assert!(failed.is_empty(), "{failed:#?}");
-    let stats = summed(&reports);
+    let stats = summed_stats(&reports);
     assert!(stats.shadow_answers > 100, "{}", summary_line(&reports));
     assert!(stats.shadow_calls_dropped > 0, "{}", summary_line(&reports));
 }
@@ -82,8 +84,8 @@ fn cluster_schedules_with_shadows_keep_every_invariant() {
         fault: None,
     };
     let reports = run_many_on(70, 16, &with_shadows(), Some(&cluster), 2);
-    let failed = violations(&reports);
+    let failed = violation_lines(&reports);
     assert!(failed.is_empty(), "{failed:#?}");
-    let stats = summed(&reports);
+    let stats = summed_stats(&reports);
     assert!(stats.shadow_answers > 0, "{}", summary_line(&reports));
 }
