@@ -35,7 +35,7 @@ pub struct ShadowCall {
     pub epoch: u64,
     pub assignor: String,
     pub limits: CallLimits,
-    pub input: GroupInput,
+    pub input: Arc<GroupInput>,
 }
 
 impl Coordinator {
@@ -131,10 +131,14 @@ impl Coordinator {
                     .or_insert(value.clone());
             }
         }
+        // One copy of the input serves the call and the comparison: they
+        // differ from the live input only in the params, which the
+        // comparison does not read.
+        let shadow_input = Arc::new(shadow_input);
         log.shadow_running = true;
         log.pending = Some(PendingComparison {
             epoch,
-            input: Arc::new(input.clone()),
+            input: shadow_input.clone(),
             live_assignor: live_assignor.to_owned(),
             shadow_assignor: shadow.assignor.clone(),
             reason,

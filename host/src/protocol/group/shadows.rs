@@ -40,7 +40,8 @@ pub struct ShadowLog {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PendingComparison {
     pub epoch: u64,
-    /// The input both were asked, with the live binding's params.
+    /// The input both were asked, as the shadow got it (the live call's
+    /// differs only in its params, which the comparison does not read).
     pub input: Arc<GroupInput>,
     /// The live assignor and the shadow, as referenced when asked.
     pub live_assignor: String,

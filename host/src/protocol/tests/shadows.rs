@@ -93,7 +93,7 @@ fn a_shadow_gets_the_live_input_with_its_own_params_and_is_compared() {
             "{key}"
         );
     }
-    let mut same_input = shade.input.clone();
+    let mut same_input = (*shade.input).clone();
     same_input.params = live.input.params.clone();
     assert_eq!(same_input, live.input);
 
